@@ -1,0 +1,1 @@
+//! Scylla node cleanup after scaling.

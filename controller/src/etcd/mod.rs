@@ -1,0 +1,1 @@
+//! etcd compaction and defragmentation: the EtcdCluster controller.

@@ -1,0 +1,1 @@
+//! Resources groundskeeper reads but does not own (ScyllaCluster, ScyllaDBDatacenter).

@@ -1,0 +1,63 @@
+//! `groundskeeper-job`: one piece of maintenance against one data store, then a result.
+//!
+//! Progress goes to stderr; the result JSON to `--result-file` (the pod's termination message by
+//! default) and to stdout. Exit codes: see `groundskeeper_protocol::exit`.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use groundskeeper_protocol::{exit, ring_hash_from_json};
+
+#[derive(Parser)]
+#[command(name = "groundskeeper-job", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read a token ring (JSON array of token strings, as `GET /storage_service/tokens` returns
+    /// it) on stdin and print its hash, as scylla-operator writes it into annotations.
+    RingHash,
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    // One TLS provider for the whole process (see the workspace Cargo.toml).
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .expect("no other TLS provider is installed before main");
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::RingHash => ring_hash_from_stdin(),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn ring_hash_from_stdin() -> i32 {
+    let mut body = String::new();
+    if let Err(err) = std::io::stdin().read_to_string(&mut body) {
+        eprintln!("error: cannot read the token ring from stdin: {err}");
+        return exit::BAD_INPUT;
+    }
+    match ring_hash_from_json(&body) {
+        Ok(hash) => {
+            println!("{hash}");
+            exit::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            exit::BAD_INPUT
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}

@@ -1,0 +1,1 @@
+//! Scylla: the Scylla Manager Agent client and node cleanup.

@@ -1,0 +1,50 @@
+//! Annotation and label keys.
+//!
+//! The `internal.scylla-operator.scylladb.com/*` and `scylla*` keys are scylla-operator's own:
+//! groundskeeper reads and writes them exactly as scylla-operator does, so that both can look
+//! after the same cluster. The `groundskeeper.dev/*` keys are groundskeeper's.
+
+/// On a member Service: hash of the whole token ring as that node sees it now.
+pub const CURRENT_TOKEN_RING_HASH: &str = "internal.scylla-operator.scylladb.com/current-token-ring-hash";
+/// On a member Service: the ring hash the node was last cleaned up for.
+pub const LAST_CLEANED_UP_TOKEN_RING_HASH: &str =
+    "internal.scylla-operator.scylladb.com/last-cleaned-up-token-ring-hash";
+/// On a cleanup Job and its pod template: the ring hash this Job cleans for.
+pub const CLEANUP_TOKEN_RING_HASH: &str = "internal.scylla-operator.scylladb.com/cleanup-token-ring-hash";
+/// Value of `last-cleaned-up-token-ring-hash` written by newer scylla-operators: "clean once".
+pub const NEVER_CLEANED_UP: &str = "NeverCleanedUp";
+
+/// Label on every object scylla-operator creates for a ScyllaCluster: the cluster's name.
+pub const SCYLLA_CLUSTER_LABEL: &str = "scylla/cluster";
+/// Label on member Services and pods: the datacenter name.
+pub const SCYLLA_DATACENTER_LABEL: &str = "scylla/datacenter";
+/// Label on member Services and pods: the rack name.
+pub const SCYLLA_RACK_LABEL: &str = "scylla/rack";
+/// Label telling member Services (one per node) from the cluster's other Services.
+pub const SCYLLA_SERVICE_TYPE_LABEL: &str = "scylla-operator.scylladb.com/scylla-service-type";
+/// Value of [`SCYLLA_SERVICE_TYPE_LABEL`] on member Services.
+pub const SCYLLA_SERVICE_TYPE_MEMBER: &str = "member";
+
+/// Port of the Scylla Manager Agent (HTTPS, bearer token).
+pub const SCYLLA_AGENT_PORT: u16 = 10001;
+/// Key of the agent token in the `<cluster>-auth-token` Secret (YAML `auth_token: <token>`).
+pub const SCYLLA_AGENT_TOKEN_SECRET_KEY: &str = "auth-token.yaml";
+
+/// On a ScyllaCluster or EtcdCluster: `"false"` turns groundskeeper's automatic maintenance off.
+pub const MAINTENANCE_ENABLED: &str = "groundskeeper.dev/maintenance-enabled";
+/// On a ScyllaCluster: how many nodes of one rack may be cleaned up at the same time (default 1).
+pub const CLEANUP_MAX_PER_RACK: &str = "groundskeeper.dev/cleanup-max-concurrent-per-rack";
+/// On a ScyllaCluster: how many nodes of the whole cluster may be cleaned up at the same time
+/// (default: no bound beyond the per-rack one).
+pub const CLEANUP_MAX_PER_CLUSTER: &str = "groundskeeper.dev/cleanup-max-concurrent";
+
+/// Label on everything groundskeeper creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "groundskeeper";
+/// Label on Jobs: what they do (`cleanup`, `defrag`, `compact`, `snapshot`).
+pub const OPERATION_LABEL: &str = "groundskeeper.dev/operation";
+/// Label on Jobs: the name of the cluster they work on.
+pub const TARGET_LABEL: &str = "groundskeeper.dev/target";
+/// Label on per-node Jobs: the node (member Service) they work on.
+pub const NODE_LABEL: &str = "groundskeeper.dev/node";

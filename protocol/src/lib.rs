@@ -1,0 +1,13 @@
+//! What the groundskeeper controller and the `groundskeeper-job` runner agree on.
+//!
+//! The controller creates Jobs and reads their results back; the runner does the work. Both
+//! sides link this crate so that the annotation keys, the exit codes and the shape of the result
+//! cannot drift apart.
+
+pub mod exit;
+pub mod keys;
+pub mod result;
+pub mod ring_hash;
+
+pub use result::{JobResult, Outcome, Report};
+pub use ring_hash::{RingHashError, ring_hash, ring_hash_from_json};

@@ -1,0 +1,324 @@
+//! The result a `groundskeeper-job` run writes to `--result-file`.
+//!
+//! By default that file is `/dev/termination-log`, which the kubelet copies into the pod's
+//! `status.containerStatuses[].state.terminated.message`, where the controller reads it. The
+//! kubelet keeps at most 4096 bytes of it, so [`JobResult::to_termination_message`] drops detail
+//! (successful entries first, failures last) until the JSON fits, and says so with `truncated`.
+
+use serde::{Deserialize, Serialize};
+
+/// `apiVersion` of the result JSON. Bumped on incompatible changes.
+pub const RESULT_API_VERSION: &str = "groundskeeper.dev/result/v1";
+/// What the kubelet keeps of a termination message.
+pub const TERMINATION_MESSAGE_LIMIT: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    /// There was nothing to do (no keyspace to clean, no member over the thresholds).
+    Skipped,
+}
+
+/// Why a run failed, for a person and for the controller's retry decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    /// Retrying cannot help: bad arguments, bad credentials, unknown keyspace, future revision.
+    BadInput,
+    /// May pass on retry: server errors, topology changes, timeouts, unreachable members.
+    Retryable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResult {
+    pub api_version: String,
+    #[serde(flatten)]
+    pub report: Report,
+    pub outcome: Outcome,
+    /// One line for people: what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ResultError>,
+    /// RFC 3339.
+    pub started_at: String,
+    pub duration_ms: u64,
+    /// Entries were dropped to fit the termination message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// What was done, per operation. Serialised flat into the result, tagged by `operation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "operation", rename_all = "camelCase")]
+pub enum Report {
+    Cleanup(CleanupReport),
+    Defrag(DefragReport),
+    Compact(CompactReport),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupReport {
+    /// Address of the node that was cleaned.
+    pub node: String,
+    /// A cleanup left running by an earlier attempt was stopped first.
+    #[serde(default)]
+    pub stopped_stale_cleanup: bool,
+    /// Scylla's own "cleanup needed" flag was reset (`mark_node_as_clean`, where offered).
+    #[serde(default)]
+    pub marked_node_clean: bool,
+    #[serde(default)]
+    pub keyspaces: Vec<KeyspaceCleanup>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum KeyspaceStatus {
+    Cleaned,
+    Failed,
+    /// Not attempted because an earlier keyspace failed.
+    NotStarted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyspaceCleanup {
+    pub name: String,
+    pub status: KeyspaceStatus,
+    pub duration_ms: u64,
+    /// `async` (task manager, with progress) or `sync` (the blocking call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragReport {
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Revision the keyspace was compacted to before defragmenting, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_revision: Option<i64>,
+    /// Member leadership was moved to before the leader was defragmented.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_moved_to: Option<String>,
+    /// `NOSPACE` alarms disarmed after space was freed (member ids, hex).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms_disarmed: Vec<String>,
+    /// In the order processed.
+    #[serde(default)]
+    pub members: Vec<MemberDefrag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberDefrag {
+    pub name: String,
+    /// Member id in hex, as etcdctl prints it.
+    pub id: String,
+    pub db_size_before: i64,
+    pub db_size_after: i64,
+    pub defragmented: bool,
+    pub duration_ms: u64,
+    pub was_leader: bool,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactReport {
+    /// The store's revision when the run began.
+    pub current_revision: i64,
+    /// The revision compacted to.
+    pub compacted_revision: i64,
+    #[serde(default)]
+    pub physical: bool,
+    /// That revision had been compacted already: nothing to do, not an error.
+    #[serde(default)]
+    pub already_compacted: bool,
+}
+
+impl JobResult {
+    pub fn new(report: Report, outcome: Outcome, started_at: String, duration_ms: u64) -> Self {
+        Self {
+            api_version: RESULT_API_VERSION.to_owned(),
+            report,
+            outcome,
+            message: None,
+            error: None,
+            started_at,
+            duration_ms,
+            truncated: false,
+        }
+    }
+
+    pub fn parse(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// The JSON, shrunk to fit the kubelet's termination-message limit: successful entries are
+    /// dropped before failed ones, and the message is cut last.
+    pub fn to_termination_message(&self) -> String {
+        let mut result = self.clone();
+        loop {
+            let json = serde_json::to_string(&result).expect("results always serialise");
+            if json.len() <= TERMINATION_MESSAGE_LIMIT {
+                return json;
+            }
+            result.truncated = true;
+            if result.report.drop_one_entry() {
+                continue;
+            }
+            let message = result.message.get_or_insert_default();
+            let error_message = result.error.as_mut().map(|e| &mut e.message);
+            // Nothing left to drop but text: halve the longest of the two.
+            let longest = match error_message {
+                Some(e) if e.len() > message.len() => e,
+                _ => message,
+            };
+            if longest.is_empty() {
+                return json; // cannot happen with the fields above; never loop forever
+            }
+            let mut cut = longest.len() / 2;
+            while !longest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            longest.truncate(cut);
+        }
+    }
+}
+
+impl Report {
+    /// Drops one entry, the least interesting first. False when there is nothing left to drop.
+    fn drop_one_entry(&mut self) -> bool {
+        match self {
+            Report::Cleanup(r) => {
+                drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Cleaned)
+                    || drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::NotStarted)
+                    || r.keyspaces.pop().is_some()
+            }
+            Report::Defrag(r) => {
+                drop_first(&mut r.members, |m| !m.defragmented) || drop_first(&mut r.members, |_| true)
+            }
+            Report::Compact(_) => false,
+        }
+    }
+}
+
+fn drop_first<T>(items: &mut Vec<T>, pred: impl Fn(&T) -> bool) -> bool {
+    match items.iter().position(pred) {
+        Some(i) => {
+            items.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cleanup(keyspaces: usize) -> JobResult {
+        let report = CleanupReport {
+            node: "10.0.0.1".into(),
+            keyspaces: (0..keyspaces)
+                .map(|i| KeyspaceCleanup {
+                    name: format!("keyspace_with_a_rather_long_name_{i:04}"),
+                    status: if i == 7 {
+                        KeyspaceStatus::Failed
+                    } else {
+                        KeyspaceStatus::Cleaned
+                    },
+                    duration_ms: 1234,
+                    mode: Some("async".into()),
+                    message: None,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        JobResult::new(
+            Report::Cleanup(report),
+            Outcome::Failed,
+            "2026-11-21T12:00:00Z".into(),
+            99,
+        )
+    }
+
+    #[test]
+    fn round_trips_with_the_operation_tag_flat() {
+        let result = cleanup(2);
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["operation"], "cleanup");
+        assert_eq!(json["apiVersion"], RESULT_API_VERSION);
+        assert_eq!(json["keyspaces"][0]["durationMs"], 1234);
+        assert_eq!(JobResult::parse(&json.to_string()).unwrap(), result);
+    }
+
+    #[test]
+    fn defrag_members_are_flat_with_integer_sizes() {
+        let report = DefragReport {
+            members: vec![MemberDefrag {
+                name: "etcd-0".into(),
+                id: "8e9e05c52164694d".into(),
+                db_size_before: 200_000_000,
+                db_size_after: 1_000_000,
+                defragmented: true,
+                duration_ms: 10,
+                was_leader: false,
+                reason: "fragmented 99% of 200000000 bytes".into(),
+            }],
+            ..Default::default()
+        };
+        let result = JobResult::new(Report::Defrag(report), Outcome::Succeeded, "t".into(), 1);
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["outcome"], "succeeded");
+        assert_eq!(json["members"][0]["dbSizeBefore"], 200_000_000);
+        assert_eq!(json["members"][0]["wasLeader"], false);
+    }
+
+    #[test]
+    fn small_results_are_not_truncated() {
+        let message = cleanup(3).to_termination_message();
+        assert!(!JobResult::parse(&message).unwrap().truncated);
+    }
+
+    #[test]
+    fn large_results_keep_failures_and_fit_the_limit() {
+        let message = cleanup(500).to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT);
+        let parsed = JobResult::parse(&message).unwrap();
+        assert!(parsed.truncated);
+        let Report::Cleanup(report) = parsed.report else {
+            panic!()
+        };
+        assert!(
+            report
+                .keyspaces
+                .iter()
+                .any(|k| k.status == KeyspaceStatus::Failed)
+        );
+    }
+
+    #[test]
+    fn huge_messages_are_cut_on_char_boundaries() {
+        let mut result = cleanup(0);
+        result.message = Some("é".repeat(10_000));
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT);
+        assert!(JobResult::parse(&message).unwrap().truncated);
+    }
+}

@@ -1,0 +1,1 @@
+//! An in-memory Kubernetes API, faithful enough for kube's watcher.

@@ -1,0 +1,3 @@
+//! Support for groundskeeper's end-to-end scenarios.
+
+pub mod apiserver;
