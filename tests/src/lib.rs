@@ -1,3 +1,7 @@
-//! Support for groundskeeper's end-to-end scenarios.
+//! Stand-ins for everything groundskeeper talks to, for tests that cannot reach the real thing:
+//! an in-memory Kubernetes API, a Scylla Manager Agent that follows Scylla's REST API description,
+//! and throwaway etcd clusters on loopback (those are real etcd).
 
 pub mod apiserver;
+pub mod etcd_cluster;
+pub mod scylla_agent;

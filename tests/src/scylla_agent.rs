@@ -1,0 +1,1 @@
+//! A Scylla Manager Agent stand-in following `shared/reference/scylla/*.json`.
