@@ -7,6 +7,8 @@
 
 pub mod cleanup;
 pub mod etcd;
+pub mod http;
 pub mod jobs;
+pub mod leader;
 pub mod resources;
 pub mod status;
