@@ -1,1 +1,4 @@
 //! Scylla: the Scylla Manager Agent client and node cleanup.
+
+pub mod agent;
+pub mod token;
