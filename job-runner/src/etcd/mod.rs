@@ -1,1 +1,3 @@
 //! etcd: compaction and defragmentation.
+
+pub mod plan;
