@@ -6,9 +6,12 @@
 //! conditions, Events, metrics).
 
 pub mod cleanup;
+pub mod context;
+pub mod error;
 pub mod etcd;
 pub mod http;
 pub mod jobs;
 pub mod leader;
+pub mod metrics;
 pub mod resources;
 pub mod status;

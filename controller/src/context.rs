@@ -1,0 +1,174 @@
+//! What every reconciliation gets: the API client, the configuration, metrics and the Event
+//! recorder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, Recorder, Reporter};
+
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// Name the controller reports itself as, in Events and field managers.
+pub const CONTROLLER_NAME: &str = "groundskeeper";
+
+/// Limits put on every maintenance Job unless a controller says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct JobLimits {
+    /// Retries of a Job's pod before the Job fails (bad input fails it at once regardless).
+    #[arg(
+        long = "job-backoff-limit",
+        env = "GROUNDSKEEPER_JOB_BACKOFF_LIMIT",
+        default_value_t = 3
+    )]
+    pub backoff_limit: i32,
+    /// Wall-clock bound of one Job, all retries included, in seconds.
+    #[arg(
+        long = "job-active-deadline-seconds",
+        env = "GROUNDSKEEPER_JOB_ACTIVE_DEADLINE_SECONDS",
+        default_value_t = 6 * 3600
+    )]
+    pub active_deadline_seconds: i64,
+    /// How long a finished Job (and its result) is kept before Kubernetes deletes it, in seconds.
+    #[arg(
+        long = "job-ttl-seconds-after-finished",
+        env = "GROUNDSKEEPER_JOB_TTL_SECONDS_AFTER_FINISHED",
+        default_value_t = 24 * 3600
+    )]
+    pub ttl_seconds_after_finished: i32,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        Self {
+            backoff_limit: 3,
+            active_deadline_seconds: 6 * 3600,
+            ttl_seconds_after_finished: 24 * 3600,
+        }
+    }
+}
+
+/// The controller's configuration: flags and environment, read once at start-up.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct ControllerConfig {
+    /// Image of `groundskeeper-job` run by maintenance Jobs.
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_JOB_IMAGE",
+        default_value = "ghcr.io/groundskeeper-dev/groundskeeper-job:latest"
+    )]
+    pub job_image: String,
+    /// imagePullPolicy of maintenance Jobs: Always, IfNotPresent or Never.
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_JOB_IMAGE_PULL_POLICY",
+        default_value = "IfNotPresent"
+    )]
+    pub job_image_pull_policy: String,
+    #[command(flatten)]
+    pub job_limits: JobLimits,
+    /// Requeue after a reconciliation that found nothing to do.
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_IDLE", value_parser = parse_seconds, default_value = "300")]
+    pub requeue_idle: Duration,
+    /// Requeue while maintenance is under way (Jobs running).
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_BUSY", value_parser = parse_seconds, default_value = "15")]
+    pub requeue_busy: Duration,
+    /// Requeue after a failed reconciliation.
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_ERROR", value_parser = parse_seconds, default_value = "30")]
+    pub requeue_error: Duration,
+    /// How often the ring observer recomputes token-ring hashes where nothing else writes them.
+    #[arg(long, env = "GROUNDSKEEPER_RING_OBSERVER_INTERVAL", value_parser = parse_seconds, default_value = "30")]
+    pub ring_observer_interval: Duration,
+    /// Attempts at a status write that conflicts with other writers before giving up.
+    #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
+    pub status_write_attempts: u32,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            job_image: "ghcr.io/groundskeeper-dev/groundskeeper-job:latest".to_owned(),
+            job_image_pull_policy: "IfNotPresent".to_owned(),
+            job_limits: JobLimits::default(),
+            requeue_idle: Duration::from_secs(300),
+            requeue_busy: Duration::from_secs(15),
+            requeue_error: Duration::from_secs(30),
+            ring_observer_interval: Duration::from_secs(30),
+            status_write_attempts: 5,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Checks what clap cannot: values Kubernetes would reject later, with less clear errors.
+    pub fn validate(&self) -> Result<()> {
+        if self.job_image.trim().is_empty() {
+            return Err(Error::Config("--job-image: must not be empty".into()));
+        }
+        if !["Always", "IfNotPresent", "Never"].contains(&self.job_image_pull_policy.as_str()) {
+            return Err(Error::Config(format!(
+                "--job-image-pull-policy: {:?} is not one of Always, IfNotPresent, Never",
+                self.job_image_pull_policy
+            )));
+        }
+        let limits = &self.job_limits;
+        if limits.backoff_limit < 0
+            || limits.active_deadline_seconds <= 0
+            || limits.ttl_seconds_after_finished < 0
+        {
+            return Err(Error::Config(format!(
+                "Job limits: backoffLimit and ttlSecondsAfterFinished must be ≥ 0 and \
+                 activeDeadlineSeconds > 0, got {limits:?}"
+            )));
+        }
+        if self.status_write_attempts == 0 {
+            return Err(Error::Config(
+                "--status-write-attempts: must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_seconds(value: &str) -> std::result::Result<Duration, String> {
+    value
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|err| format!("{value:?} is not a whole number of seconds: {err}"))
+}
+
+/// Shared by every reconciliation of every controller.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub config: ControllerConfig,
+    pub metrics: Arc<Metrics>,
+    /// Publishes `events.k8s.io/v1` Events.
+    pub recorder: Recorder,
+}
+
+impl Context {
+    /// A context whose Events are reported by [`CONTROLLER_NAME`], instance = this pod's hostname.
+    pub fn new(client: kube::Client, config: ControllerConfig, metrics: Arc<Metrics>) -> Self {
+        let recorder = Recorder::new(client.clone(), Reporter::from(CONTROLLER_NAME));
+        Self {
+            client,
+            config,
+            metrics,
+            recorder,
+        }
+    }
+
+    /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`).
+    pub async fn publish_event(&self, regarding: &ObjectReference, event: Event) -> Result<()> {
+        let name = regarding.name.as_deref().unwrap_or("?");
+        self.recorder
+            .publish(&event, regarding)
+            .await
+            .map_err(Error::kube(format!(
+                "publish Event {} about {name}",
+                event.reason
+            )))
+    }
+}
