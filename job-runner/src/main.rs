@@ -21,6 +21,11 @@ enum Command {
     /// Read a token ring (JSON array of token strings, as `GET /storage_service/tokens` returns
     /// it) on stdin and print its hash, as scylla-operator writes it into annotations.
     RingHash,
+    /// Defragment the etcd members over the thresholds, one at a time, followers first, moving
+    /// leadership away before the leader's turn (no election).
+    Defrag(groundskeeper_job::etcd::defrag::DefragArgs),
+    /// Compact etcd's MVCC history (idempotent).
+    Compact(groundskeeper_job::etcd::compact::CompactArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +37,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::RingHash => ring_hash_from_stdin(),
+        Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
+        Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
     };
     ExitCode::from(code as u8)
 }

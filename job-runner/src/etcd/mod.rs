@@ -1,3 +1,6 @@
 //! etcd: compaction and defragmentation.
 
+pub mod compact;
+pub mod connect;
+pub mod defrag;
 pub mod plan;

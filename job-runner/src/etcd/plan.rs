@@ -302,9 +302,7 @@ fn plan_member(
     let status = member.status.clone().unwrap_or_default(); // healthy: checked before
     let was_leader = member.id == leader;
     let (wanted, reason) = needs_defrag(policy, &status);
-    let action = if member.is_learner {
-        MemberAction::Skip
-    } else if !wanted {
+    let action = if member.is_learner || !wanted {
         MemberAction::Skip
     } else if was_leader && options.move_leader && has_voting_follower {
         MemberAction::MoveLeaderThenDefrag

@@ -1,3 +1,5 @@
+#![allow(clippy::type_complexity)] // tables of cases
+
 use super::*;
 
 const MB: i64 = 1_000_000;

@@ -1,0 +1,277 @@
+//! `groundskeeper-job compact`: drop MVCC history older than a revision.
+//!
+//! Compaction is cluster-wide (it goes through raft), so one request to any member does it.
+//! Compacting a point that is already compacted is success: a retried Job must not fail because
+//! its first attempt worked.
+
+use std::path::PathBuf;
+
+use etcd_client::{Client, CompactionOptions};
+use groundskeeper_protocol::result::CompactReport;
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+
+use super::connect::{Connection, EndpointArgs, REQUEST_TIMEOUT};
+use crate::run::{self, Failure, RunClock};
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["retain_revisions", "revision"])))]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub connection: EndpointArgs,
+    /// Keep this many revisions of history: compact to current − N.
+    #[arg(long)]
+    pub retain_revisions: Option<i64>,
+    /// Compact to exactly this revision.
+    #[arg(long)]
+    pub revision: Option<i64>,
+    /// Wait until the compaction has been applied to the backend (the freed pages are then
+    /// visible to a defrag).
+    #[arg(long)]
+    pub physical: bool,
+    /// Where to write the result JSON.
+    #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
+    pub result_file: PathBuf,
+}
+
+/// Which revision to compact to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactTarget {
+    RetainRevisions(i64),
+    Revision(i64),
+}
+
+impl CompactArgs {
+    pub fn target(&self) -> Result<CompactTarget, Failure> {
+        match (self.retain_revisions, self.revision) {
+            (Some(n), None) if n >= 0 => Ok(CompactTarget::RetainRevisions(n)),
+            (Some(n), None) => Err(Failure::bad_input(format!(
+                "--retain-revisions {n}: must be 0 or more"
+            ))),
+            (None, Some(r)) if r >= 1 => Ok(CompactTarget::Revision(r)),
+            (None, Some(r)) => Err(Failure::bad_input(format!("--revision {r}: must be 1 or more"))),
+            _ => Err(Failure::bad_input(
+                "give exactly one of --retain-revisions and --revision",
+            )),
+        }
+    }
+}
+
+/// The revision to compact to, given the store's current one; `None` when the history is not
+/// longer than what is kept (nothing to compact).
+pub fn target_revision(target: CompactTarget, current: i64) -> Result<Option<i64>, Failure> {
+    match target {
+        CompactTarget::RetainRevisions(n) => Ok(Some(current - n).filter(|r| *r >= 1)),
+        CompactTarget::Revision(r) if r > current => Err(Failure::bad_input(format!(
+            "revision {r} is a future revision (the store is at {current})"
+        ))),
+        CompactTarget::Revision(r) => Ok(Some(r)),
+    }
+}
+
+/// What a compaction request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compacted {
+    Done,
+    /// The revision had been compacted already: success, nothing changed.
+    AlreadyCompacted,
+}
+
+/// Maps etcd's compaction errors (gRPC OutOfRange, see DESIGN.md) to the run's outcome.
+pub fn classify_compact_error(message: &str) -> Result<Compacted, Failure> {
+    if message.contains("required revision has been compacted") {
+        Ok(Compacted::AlreadyCompacted)
+    } else if message.contains("required revision is a future revision") {
+        Err(Failure::bad_input(format!("compaction refused: {message}")))
+    } else {
+        Err(Failure::retryable(format!("compaction failed: {message}")))
+    }
+}
+
+/// The store's current revision, from any member.
+pub async fn current_revision(client: &mut Client) -> Result<i64, Failure> {
+    let status = client
+        .status()
+        .await
+        .map_err(|e| Failure::retryable(format!("cannot read the current revision: {e}")))?;
+    status
+        .header()
+        .map(|h| h.revision())
+        .ok_or_else(|| Failure::retryable("the status response carried no header"))
+}
+
+/// Compacts to `revision`.
+pub async fn compact_to(client: &mut Client, revision: i64, physical: bool) -> Result<Compacted, Failure> {
+    let options = physical.then(|| CompactionOptions::new().with_physical());
+    match client.compact(revision, options).await {
+        Ok(_) => Ok(Compacted::Done),
+        Err(err) => classify_compact_error(&err.to_string()),
+    }
+}
+
+/// Runs one compaction against the cluster behind `connection`.
+pub async fn run_compact(connection: &Connection, target: CompactTarget, physical: bool) -> JobResult {
+    let clock = RunClock::start();
+    let mut report = CompactReport {
+        physical,
+        ..CompactReport::default()
+    };
+    let outcome = compact_with(connection, target, physical, &mut report).await;
+    let (outcome, failure) = match outcome {
+        Ok(outcome) => (outcome, None),
+        Err(failure) => (Outcome::Failed, Some(failure)),
+    };
+    let mut result = clock.finish(Report::Compact(report.clone()), outcome, failure);
+    if result.message.is_none() {
+        result.message = Some(match outcome {
+            Outcome::Skipped => format!(
+                "history is only {} revisions long: nothing to compact",
+                report.current_revision
+            ),
+            _ if report.already_compacted => {
+                format!("revision {} was already compacted", report.compacted_revision)
+            }
+            _ => format!("compacted to revision {}", report.compacted_revision),
+        });
+    }
+    result
+}
+
+async fn compact_with(
+    connection: &Connection,
+    target: CompactTarget,
+    physical: bool,
+    report: &mut CompactReport,
+) -> Result<Outcome, Failure> {
+    let mut client = first_answering_client(connection).await?;
+    report.current_revision = current_revision(&mut client).await?;
+    let Some(revision) = target_revision(target, report.current_revision)? else {
+        return Ok(Outcome::Skipped);
+    };
+    report.compacted_revision = revision;
+    report.already_compacted =
+        compact_to(&mut client, revision, physical).await? == Compacted::AlreadyCompacted;
+    Ok(Outcome::Succeeded)
+}
+
+/// A client on the first endpoint that answers a status call.
+pub async fn first_answering_client(connection: &Connection) -> Result<Client, Failure> {
+    let mut errors = Vec::new();
+    for endpoint in &connection.endpoints {
+        match connection.client(endpoint, Some(REQUEST_TIMEOUT)).await {
+            Ok(mut client) => match client.status().await {
+                Ok(_) => return Ok(client),
+                Err(err) => errors.push(format!("{endpoint}: {err}")),
+            },
+            Err(err) => errors.push(format!("{endpoint}: {err}")),
+        }
+    }
+    Err(Failure::retryable(format!(
+        "no etcd endpoint answered: {}",
+        errors.join("; ")
+    )))
+}
+
+/// `groundskeeper-job compact`: runs, reports, and returns the exit code.
+pub fn main(args: CompactArgs) -> i32 {
+    let clock = RunClock::start();
+    let prepared = args
+        .target()
+        .and_then(|target| Ok((target, args.connection.connection()?)));
+    let result = match prepared {
+        Ok((target, connection)) => runtime().block_on(run_compact(&connection, target, args.physical)),
+        Err(failure) => clock.finish(
+            Report::Compact(CompactReport::default()),
+            Outcome::Failed,
+            Some(failure),
+        ),
+    };
+    run::report(&result, &args.result_file);
+    run::exit_code(&result)
+}
+
+/// One thread is plenty: the runner waits on a handful of members.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime can be built")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_protocol::result::ErrorKind;
+
+    #[test]
+    fn target_revisions() {
+        use CompactTarget::*;
+        let cases = [
+            (RetainRevisions(10), 100, Ok(Some(90))),
+            (RetainRevisions(0), 100, Ok(Some(100))),
+            (RetainRevisions(99), 100, Ok(Some(1))),
+            (RetainRevisions(100), 100, Ok(None)),
+            (RetainRevisions(1000), 100, Ok(None)),
+            (Revision(100), 100, Ok(Some(100))),
+            (Revision(5), 100, Ok(Some(5))),
+            (Revision(101), 100, Err(ErrorKind::BadInput)),
+        ];
+        for (target, current, want) in cases {
+            let got = target_revision(target, current).map_err(|f| f.kind);
+            assert_eq!(got, want, "{target:?} at {current}");
+        }
+    }
+
+    #[test]
+    fn compaction_errors_map_to_outcomes() {
+        let cases = [
+            (
+                "grpc request error: status: OutOfRange, message: \"etcdserver: mvcc: required revision has been compacted\"",
+                Ok(Compacted::AlreadyCompacted),
+            ),
+            (
+                "grpc request error: status: OutOfRange, message: \"etcdserver: mvcc: required revision is a future revision\"",
+                Err(ErrorKind::BadInput),
+            ),
+            ("transport error: connection refused", Err(ErrorKind::Retryable)),
+            (
+                "grpc request error: status: Unavailable",
+                Err(ErrorKind::Retryable),
+            ),
+        ];
+        for (message, want) in cases {
+            assert_eq!(
+                classify_compact_error(message).map_err(|f| f.kind),
+                want,
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn flags_are_checked() {
+        let args = |retain: Option<i64>, revision: Option<i64>| CompactArgs {
+            connection: EndpointArgs::default(),
+            retain_revisions: retain,
+            revision,
+            physical: false,
+            result_file: "/dev/null".into(),
+        };
+        assert_eq!(
+            args(Some(5), None).target(),
+            Ok(CompactTarget::RetainRevisions(5))
+        );
+        assert_eq!(args(None, Some(7)).target(), Ok(CompactTarget::Revision(7)));
+        for (retain, revision) in [
+            (Some(-1), None),
+            (None, Some(0)),
+            (None, None),
+            (Some(1), Some(1)),
+        ] {
+            assert_eq!(
+                args(retain, revision).target().map_err(|f| f.kind),
+                Err(ErrorKind::BadInput),
+                "{retain:?} {revision:?}"
+            );
+        }
+    }
+}

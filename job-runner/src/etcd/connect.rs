@@ -1,0 +1,263 @@
+//! Reaching an etcd cluster: endpoints, client TLS, one client per member.
+//!
+//! `Status` and `Defragment` act on the member a request reaches, so every member gets its own
+//! client bound to its own URL; a client over all endpoints would spread calls among members.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use futures::future::join_all;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::plan::{MemberObservation, MemberStatus};
+use crate::run::Failure;
+
+/// How long a cheap call (`Status`, `MemberList`, a read) may take before the member counts as
+/// unreachable.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connection flags every etcd subcommand takes.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct EndpointArgs {
+    /// Client URLs of one or more members (comma-separated); the others are found through the
+    /// member list.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub endpoints: Vec<String>,
+    /// CA bundle (PEM) that signed the members' serving certificates.
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM), for clusters with `--client-cert-auth`.
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of `--cert`.
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+}
+
+/// Where and how to connect, checked.
+#[derive(Clone)]
+pub struct Connection {
+    pub endpoints: Vec<String>,
+    tls: Option<TlsOptions>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("endpoints", &self.endpoints)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl EndpointArgs {
+    /// Checks the flags and reads the TLS files. Everything wrong here is bad input.
+    pub fn connection(&self) -> Result<Connection, Failure> {
+        let endpoints: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| e.trim().trim_end_matches('/').to_owned())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(Failure::bad_input("--endpoints: no endpoint given"));
+        }
+        for endpoint in &endpoints {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(Failure::bad_input(format!(
+                    "--endpoints: {endpoint:?} must start with http:// or https://"
+                )));
+            }
+        }
+        let https = endpoints.iter().any(|e| e.starts_with("https://"));
+        if https && self.cacert.is_none() {
+            return Err(Failure::bad_input(
+                "--cacert is required with https:// endpoints (the CA that signed the members' certificates)",
+            ));
+        }
+        let tls = match &self.cacert {
+            Some(cacert) => Some(self.tls_options(cacert)?),
+            None if self.cert.is_some() => {
+                return Err(Failure::bad_input("--cert needs --cacert and https:// endpoints"));
+            }
+            None => None,
+        };
+        Ok(Connection { endpoints, tls })
+    }
+
+    fn tls_options(&self, cacert: &Path) -> Result<TlsOptions, Failure> {
+        let ca = read_pem("--cacert", cacert)?;
+        if CertificateDer::pem_slice_iter(&ca).next().is_none() {
+            return Err(Failure::bad_input(format!(
+                "--cacert {}: no PEM certificate in it",
+                cacert.display()
+            )));
+        }
+        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+        if let (Some(cert_path), Some(key_path)) = (&self.cert, &self.key) {
+            let cert = read_pem("--cert", cert_path)?;
+            if CertificateDer::pem_slice_iter(&cert).next().is_none() {
+                return Err(Failure::bad_input(format!(
+                    "--cert {}: no PEM certificate in it",
+                    cert_path.display()
+                )));
+            }
+            let key = read_pem("--key", key_path)?;
+            // The key's content is never logged, only whether it parses.
+            if PrivateKeyDer::from_pem_slice(&key).is_err() {
+                return Err(Failure::bad_input(format!(
+                    "--key {}: no PEM private key in it",
+                    key_path.display()
+                )));
+            }
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        Ok(tls)
+    }
+}
+
+fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|err| Failure::bad_input(format!("{flag} {}: {err}", path.display())))
+}
+
+impl Connection {
+    /// A client bound to one URL. `timeout` bounds every request of this client.
+    pub async fn client(&self, url: &str, timeout: Option<Duration>) -> Result<Client, etcd_client::Error> {
+        let mut options = ConnectOptions::new().with_connect_timeout(CONNECT_TIMEOUT);
+        if let Some(timeout) = timeout {
+            options = options.with_timeout(timeout);
+        }
+        if let (Some(tls), true) = (&self.tls, url.starts_with("https://")) {
+            options = options.with_tls(tls.clone());
+        }
+        Client::connect([url], Some(options)).await
+    }
+}
+
+/// A member as the member list gives it, with the URL we reach it at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: u64,
+    pub name: String,
+    pub is_learner: bool,
+    /// A URL from `--endpoints` that answered as this member, else its first advertised client URL.
+    pub url: Option<String>,
+}
+
+/// The cluster's members and a client for each.
+pub struct Cluster {
+    pub connection: Connection,
+    pub members: Vec<Member>,
+    clients: HashMap<u64, Client>,
+}
+
+impl Cluster {
+    /// Finds the members through the first endpoint that answers. Unreachable: retryable.
+    pub async fn discover(connection: Connection) -> Result<Self, Failure> {
+        let mut url_of_member: HashMap<u64, String> = HashMap::new();
+        let mut list = None;
+        let mut errors = Vec::new();
+        for endpoint in &connection.endpoints {
+            match member_list_via(&connection, endpoint).await {
+                Ok((member_id, members)) => {
+                    url_of_member.entry(member_id).or_insert_with(|| endpoint.clone());
+                    list.get_or_insert(members);
+                }
+                Err(err) => errors.push(format!("{endpoint}: {err}")),
+            }
+        }
+        let Some(list) = list else {
+            return Err(Failure::retryable(format!(
+                "no etcd endpoint answered: {}",
+                errors.join("; ")
+            )));
+        };
+        let members: Vec<Member> = list
+            .iter()
+            .map(|m| Member {
+                id: m.id(),
+                name: if m.name().is_empty() {
+                    format!("{:x}", m.id()) // a member added but not started has no name yet
+                } else {
+                    m.name().to_owned()
+                },
+                is_learner: m.is_learner(),
+                url: url_of_member
+                    .get(&m.id())
+                    .cloned()
+                    .or_else(|| m.client_urls().first().cloned()),
+            })
+            .collect();
+        let mut clients = HashMap::new();
+        for member in &members {
+            if let Some(url) = &member.url
+                && let Ok(client) = connection.client(url, Some(REQUEST_TIMEOUT)).await
+            {
+                clients.insert(member.id, client);
+            }
+        }
+        Ok(Self {
+            connection,
+            members,
+            clients,
+        })
+    }
+
+    pub fn member(&self, id: u64) -> Option<&Member> {
+        self.members.iter().find(|m| m.id == id)
+    }
+
+    /// A client for one member, for cheap calls (bounded by [`REQUEST_TIMEOUT`]).
+    pub fn client_of(&self, id: u64) -> Result<Client, String> {
+        match (self.clients.get(&id), self.member(id)) {
+            (Some(client), _) => Ok(client.clone()),
+            (None, Some(Member { url: None, .. })) => Err("advertises no client URL".into()),
+            (None, _) => Err("could not set up a client for it".into()),
+        }
+    }
+
+    /// One member's status, or why it could not be had.
+    pub async fn status_of(&self, id: u64) -> Result<MemberStatus, String> {
+        let mut client = self.client_of(id)?;
+        let status = client.status().await.map_err(|e| e.to_string())?;
+        Ok(MemberStatus {
+            db_size: status.db_size(),
+            db_size_in_use: status.raft_used_db_size(),
+            leader: status.leader(),
+            raft_term: status.raft_term(),
+            raft_index: status.raft_index(),
+            raft_applied_index: status.raft_applied_index(),
+            errors: status.errors().to_vec(),
+        })
+    }
+
+    /// Every member's status, asked in parallel.
+    pub async fn observe(&self) -> Vec<MemberObservation> {
+        let statuses = join_all(self.members.iter().map(|m| self.status_of(m.id))).await;
+        self.members
+            .iter()
+            .zip(statuses)
+            .map(|(m, status)| MemberObservation {
+                id: m.id,
+                name: m.name.clone(),
+                is_learner: m.is_learner,
+                status,
+            })
+            .collect()
+    }
+}
+
+async fn member_list_via(
+    connection: &Connection,
+    endpoint: &str,
+) -> Result<(u64, Vec<etcd_client::Member>), etcd_client::Error> {
+    let mut client = connection.client(endpoint, Some(REQUEST_TIMEOUT)).await?;
+    let status = client.status().await?;
+    let member_id = status.header().map(|h| h.member_id()).unwrap_or_default();
+    let list = client.member_list().await?;
+    Ok((member_id, list.members().to_vec()))
+}

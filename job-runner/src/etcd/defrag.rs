@@ -1,0 +1,561 @@
+//! `groundskeeper-job defrag`: defragment the members that need it, one at a time, without an
+//! election.
+//!
+//! The decisions are in [`super::plan`]; this module observes, acts, and waits:
+//! observe → (compact) → plan → for each member: observe again, re-check, maybe move leadership,
+//! defragment, wait until it has caught up → disarm `NOSPACE` alarms.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use etcd_client::{AlarmAction, AlarmOptions, AlarmType, GetOptions};
+use groundskeeper_protocol::result::{DefragReport, MemberDefrag};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+
+use super::compact::{self, Compacted};
+use super::connect::{Cluster, Connection, EndpointArgs};
+use super::plan::{
+    self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, PlanOptions, PlannedMember, Refusal,
+    StepDecision,
+};
+use crate::run::{self, Failure, RunClock};
+
+/// How often the runner looks again while it waits for a member.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DefragArgs {
+    #[command(flatten)]
+    pub connection: EndpointArgs,
+    /// Defragment a member only when its db is at least this large (bytes).
+    #[arg(long, default_value_t = plan::DEFAULT_MIN_DEFRAG_BYTES)]
+    pub min_defrag_bytes: i64,
+    /// ... and only when at least this share of its db (percent) is free pages.
+    #[arg(long, default_value_t = plan::DEFAULT_MAX_FRAGMENTED_PERCENT)]
+    pub max_fragmented_percent: f64,
+    /// Compact to current − N first (the thresholds are judged after the compaction).
+    #[arg(long)]
+    pub compact_retain_revisions: Option<i64>,
+    /// Leave leadership where it is and defragment the leader last.
+    #[arg(long)]
+    pub no_move_leader: bool,
+    /// Accept clusters with fewer than 3 voting members (a defrag then blocks the cluster).
+    #[arg(long)]
+    pub allow_single_member: bool,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long one Defragment call may take before the runner stops waiting on the call and
+    /// polls the member instead (the defrag goes on server-side either way).
+    #[arg(long, default_value_t = 60_000)]
+    pub defrag_call_timeout_ms: u64,
+    /// How long to wait for one member to finish and catch up, or for a leadership transfer.
+    #[arg(long, default_value_t = 600)]
+    pub member_timeout_seconds: u64,
+    /// Where to write the result JSON.
+    #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
+    pub result_file: PathBuf,
+}
+
+/// Everything a defrag run needs, checked.
+#[derive(Debug, Clone)]
+pub struct DefragOptions {
+    pub connection: Connection,
+    pub policy: DefragPolicy,
+    pub plan: PlanOptions,
+    pub compact_retain_revisions: Option<i64>,
+    pub dry_run: bool,
+    pub defrag_call_timeout: Duration,
+    pub member_timeout: Duration,
+}
+
+impl DefragArgs {
+    pub fn options(&self) -> Result<DefragOptions, Failure> {
+        if self.min_defrag_bytes < 0 {
+            return Err(Failure::bad_input(format!(
+                "--min-defrag-bytes {}: must be 0 or more",
+                self.min_defrag_bytes
+            )));
+        }
+        if !(0.0..=100.0).contains(&self.max_fragmented_percent) {
+            return Err(Failure::bad_input(format!(
+                "--max-fragmented-percent {}: must be between 0 and 100",
+                self.max_fragmented_percent
+            )));
+        }
+        if let Some(n) = self.compact_retain_revisions.filter(|n| *n < 0) {
+            return Err(Failure::bad_input(format!(
+                "--compact-retain-revisions {n}: must be 0 or more"
+            )));
+        }
+        Ok(DefragOptions {
+            connection: self.connection.connection()?,
+            policy: DefragPolicy {
+                min_defrag_bytes: self.min_defrag_bytes,
+                max_fragmented_percent: self.max_fragmented_percent,
+            },
+            plan: PlanOptions {
+                move_leader: !self.no_move_leader,
+                allow_single_member: self.allow_single_member,
+                max_apply_lag: plan::DEFAULT_MAX_APPLY_LAG,
+            },
+            compact_retain_revisions: self.compact_retain_revisions,
+            dry_run: self.dry_run,
+            defrag_call_timeout: Duration::from_millis(self.defrag_call_timeout_ms.max(1)),
+            member_timeout: Duration::from_secs(self.member_timeout_seconds.max(1)),
+        })
+    }
+}
+
+/// What the run is doing, for a person watching (logs, the local demo, tests that interfere).
+#[derive(Debug)]
+pub enum Progress<'a> {
+    Compacted {
+        revision: i64,
+        already: bool,
+    },
+    Planned(&'a DefragPlan),
+    LeaderMoved {
+        from: &'a str,
+        to: &'a str,
+    },
+    MemberStarted(&'a PlannedMember),
+    /// The member was defragmented and has caught up; the next one has not started.
+    MemberDone(&'a MemberDefrag),
+}
+
+/// Runs the maintenance. `on_progress` sees every step as it happens.
+pub async fn run_defrag(options: &DefragOptions, on_progress: &mut dyn FnMut(Progress<'_>)) -> JobResult {
+    let clock = RunClock::start();
+    let mut report = DefragReport {
+        dry_run: options.dry_run,
+        ..DefragReport::default()
+    };
+    let result = Run {
+        options,
+        report: &mut report,
+        on_progress,
+    }
+    .go()
+    .await;
+    let (outcome, failure, message) = match result {
+        Ok((outcome, message)) => (outcome, None, Some(message)),
+        Err(failure) => (Outcome::Failed, Some(failure), None),
+    };
+    let mut result = clock.finish(Report::Defrag(report), outcome, failure);
+    if message.is_some() {
+        result.message = message;
+    }
+    result
+}
+
+struct Run<'a> {
+    options: &'a DefragOptions,
+    report: &'a mut DefragReport,
+    on_progress: &'a mut dyn FnMut(Progress<'_>),
+}
+
+impl Run<'_> {
+    async fn go(&mut self) -> Result<(Outcome, String), Failure> {
+        let cluster = Cluster::discover(self.options.connection.clone()).await?;
+        // Nothing is touched, not even compacted, unless the cluster is fit for it.
+        plan::check_preconditions(&cluster.observe().await, &self.options.plan).map_err(refusal_failure)?;
+        if let Some(retain) = self.options.compact_retain_revisions {
+            self.compact(&cluster, retain).await?;
+        }
+        let plan = plan::plan_defrag(&self.options.policy, &self.options.plan, &cluster.observe().await)
+            .map_err(refusal_failure)?;
+        (self.on_progress)(Progress::Planned(&plan));
+        if self.options.dry_run || plan.is_empty() {
+            self.report.members = plan.members.iter().map(|m| not_done(m, &m.reason)).collect();
+            let summary = if self.options.dry_run { "dry run: " } else { "" };
+            let outcome = if plan.is_empty() {
+                Outcome::Skipped
+            } else {
+                Outcome::Succeeded
+            };
+            let count = plan.members.iter().filter(|m| m.will_defrag()).count();
+            return Ok((
+                outcome,
+                format!(
+                    "{summary}{count} of {} member(s) over the thresholds",
+                    plan.members.len()
+                ),
+            ));
+        }
+        let mut defragmented = Vec::new();
+        for (i, member) in plan.members.iter().enumerate() {
+            if !member.will_defrag() {
+                self.report.members.push(not_done(member, &member.reason));
+                continue;
+            }
+            if let Err(failure) = self.process(&cluster, member).await {
+                // Touch nothing more: the members not reached are listed as such.
+                for rest in &plan.members[i..] {
+                    let why = if rest.id == member.id {
+                        format!("stopped: {}", failure.message)
+                    } else {
+                        "not reached: the run stopped earlier".to_owned()
+                    };
+                    self.report.members.push(not_done(rest, &why));
+                }
+                return Err(failure);
+            }
+            defragmented.push(member.id);
+        }
+        self.disarm_nospace(&cluster, &defragmented).await?;
+        Ok((
+            Outcome::Succeeded,
+            format!("defragmented {} member(s)", defragmented.len()),
+        ))
+    }
+
+    async fn compact(&mut self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
+        let leader = cluster
+            .observe()
+            .await
+            .iter()
+            .find_map(|m| m.status.as_ref().ok().map(|s| s.leader));
+        let mut client = cluster
+            .client_of(leader.unwrap_or_default())
+            .map_err(|e| Failure::retryable(format!("cannot reach the leader to compact: {e}")))?;
+        let current = compact::current_revision(&mut client).await?;
+        let Some(revision) =
+            compact::target_revision(compact::CompactTarget::RetainRevisions(retain), current)?
+        else {
+            return Ok(()); // history shorter than what is kept
+        };
+        let already = if self.options.dry_run {
+            false
+        } else {
+            // Physical: the pages it frees must be free before the thresholds are judged.
+            compact::compact_to(&mut client, revision, true).await? == Compacted::AlreadyCompacted
+        };
+        if !self.options.dry_run {
+            self.report.compacted_revision = Some(revision);
+            // Every member applies the compaction on its own backend: wait until they all did.
+            let everyone: Vec<u64> = cluster.members.iter().map(|m| m.id).collect();
+            for id in everyone {
+                self.wait_caught_up(cluster, id).await?;
+            }
+        }
+        (self.on_progress)(Progress::Compacted { revision, already });
+        Ok(())
+    }
+
+    /// One member: re-check, maybe move leadership away, defragment, wait until caught up.
+    async fn process(&mut self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+        let observed = cluster.observe().await;
+        let decision = plan::decide_step(member.id, &observed, &self.options.plan);
+        let was_leader = match decision {
+            StepDecision::Stop(why) => {
+                return Err(Failure::retryable(format!(
+                    "stopped before member {}: {why}",
+                    member.name
+                )));
+            }
+            StepDecision::MoveLeaderTo { to } => {
+                self.move_leader(cluster, member, to).await?;
+                true
+            }
+            StepDecision::DefragLeader => true,
+            StepDecision::Defrag => false,
+        };
+        (self.on_progress)(Progress::MemberStarted(member));
+        let before = status_size(&observed, member.id);
+        let started = Instant::now();
+        self.defragment(cluster, member).await?;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        self.wait_caught_up(cluster, member.id).await?;
+        let after = status_size(&cluster.observe().await, member.id);
+        let done = MemberDefrag {
+            name: member.name.clone(),
+            id: member.id_hex(),
+            db_size_before: before.unwrap_or(member.db_size),
+            db_size_after: after.unwrap_or_default(),
+            defragmented: true,
+            duration_ms,
+            was_leader: was_leader || member.was_leader,
+            reason: member.reason.clone(),
+        };
+        (self.on_progress)(Progress::MemberDone(&done));
+        self.report.members.push(done);
+        Ok(())
+    }
+
+    async fn move_leader(&mut self, cluster: &Cluster, from: &PlannedMember, to: u64) -> Result<(), Failure> {
+        let to_name = cluster
+            .member(to)
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| format!("{to:x}"));
+        // MoveLeader must be sent to the leader itself.
+        let mut client = cluster
+            .client_of(from.id)
+            .map_err(|e| Failure::retryable(format!("cannot reach the leader {}: {e}", from.name)))?;
+        tracing::info!(from = %from.name, to = %to_name, "moving leadership before defragmenting the leader");
+        client.move_leader(to).await.map_err(|e| {
+            Failure::retryable(format!(
+                "moving leadership from {} to {to_name} failed: {e}",
+                from.name
+            ))
+        })?;
+        let deadline = Instant::now() + self.options.member_timeout;
+        loop {
+            let observed = cluster.observe().await;
+            if observed
+                .iter()
+                .all(|m| m.status.as_ref().is_ok_and(|s| s.leader == to))
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(Failure::retryable(format!(
+                    "leadership moved to {to_name}, but not every member saw it within {:?}",
+                    self.options.member_timeout
+                )));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        self.report.leader_moved_to = Some(to_name.clone());
+        (self.on_progress)(Progress::LeaderMoved {
+            from: &from.name,
+            to: &to_name,
+        });
+        Ok(())
+    }
+
+    /// Defragments one member. A call that outlives its timeout is not a failure: the defrag goes
+    /// on in the member, so the runner polls until the member serves reads again.
+    async fn defragment(&self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+        let url = cluster
+            .member(member.id)
+            .and_then(|m| m.url.clone())
+            .ok_or_else(|| Failure::retryable(format!("member {} advertises no client URL", member.name)))?;
+        let mut client = cluster
+            .connection
+            .client(&url, None)
+            .await
+            .map_err(|e| Failure::retryable(format!("cannot connect to member {}: {e}", member.name)))?;
+        tracing::info!(member = %member.name, "defragmenting");
+        match tokio::time::timeout(self.options.defrag_call_timeout, client.defragment()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(err)) if is_timeout(&err) => self.wait_defrag_over(cluster, member).await,
+            Ok(Err(err)) => Err(Failure::retryable(format!(
+                "defragmenting member {} failed: {err}",
+                member.name
+            ))),
+            Err(_elapsed) => {
+                tracing::info!(member = %member.name, "defrag call timed out; polling until it is over");
+                self.wait_defrag_over(cluster, member).await
+            }
+        }
+    }
+
+    /// A defrag blocks reads on its member: a serializable read that succeeds means it is over.
+    async fn wait_defrag_over(&self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.options.member_timeout;
+        let mut last_error = String::new();
+        while Instant::now() < deadline {
+            if let Ok(mut client) = cluster.client_of(member.id) {
+                let read = client
+                    .get(
+                        "groundskeeper/defrag-probe",
+                        Some(GetOptions::new().with_serializable()),
+                    )
+                    .await;
+                match read {
+                    Ok(_) => return Ok(()),
+                    Err(err) => last_error = err.to_string(),
+                }
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        Err(Failure::retryable(format!(
+            "member {} did not finish its defrag within {:?}: {last_error}",
+            member.name, self.options.member_timeout
+        )))
+    }
+
+    /// Waits until `id` is healthy and has applied what the leader committed. Another member
+    /// turning unhealthy meanwhile stops the run at once.
+    async fn wait_caught_up(&self, cluster: &Cluster, id: u64) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.options.member_timeout;
+        loop {
+            let observed = cluster.observe().await;
+            if let Some(sick) = observed.iter().find(|m| m.id != id && m.status.is_err()) {
+                return Err(Failure::retryable(format!(
+                    "member {} ({}) became unhealthy: {}; the run stopped and touches nothing more",
+                    sick.name,
+                    sick.id_hex(),
+                    sick.unhealthy_because().unwrap_or_default()
+                )));
+            }
+            if member_caught_up(&observed, id, self.options.plan.max_apply_lag) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let member = observed.iter().find(|m| m.id == id);
+                return Err(Failure::retryable(format!(
+                    "member {} did not become healthy and caught up within {:?}: {}",
+                    member.map(|m| m.name.as_str()).unwrap_or("?"),
+                    self.options.member_timeout,
+                    member
+                        .and_then(|m| m.unhealthy_because())
+                        .unwrap_or_else(|| "lagging".into())
+                )));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    async fn disarm_nospace(&mut self, cluster: &Cluster, defragmented: &[u64]) -> Result<(), Failure> {
+        let Some(mut client) = cluster.members.iter().find_map(|m| cluster.client_of(m.id).ok()) else {
+            return Ok(());
+        };
+        let alarms = client
+            .alarm(AlarmAction::Get, AlarmType::None, None)
+            .await
+            .map_err(|e| Failure::retryable(format!("cannot list alarms: {e}")))?;
+        let alarmed: Vec<u64> = alarms
+            .alarms()
+            .iter()
+            .filter(|a| a.alarm() == AlarmType::Nospace)
+            .map(|a| a.member_id())
+            .collect();
+        if alarmed.is_empty() {
+            return Ok(());
+        }
+        let after = cluster.observe().await;
+        for id in plan::alarms_to_disarm(&alarmed, &after, defragmented, None) {
+            let mut options = AlarmOptions::new();
+            options.with_member(id);
+            client
+                .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
+                .await
+                .map_err(|e| Failure::retryable(format!("cannot disarm the NOSPACE alarm of {id:x}: {e}")))?;
+            tracing::info!(member = %format!("{id:x}"), "NOSPACE alarm disarmed");
+            self.report.alarms_disarmed.push(format!("{id:x}"));
+        }
+        Ok(())
+    }
+}
+
+fn member_caught_up(observed: &[MemberObservation], id: u64, max_apply_lag: u64) -> bool {
+    let leader = observed
+        .iter()
+        .find(|m| m.id == id)
+        .and_then(|m| m.status.as_ref().ok())
+        .map(|s| s.leader);
+    let leader_index = observed
+        .iter()
+        .find(|m| Some(m.id) == leader)
+        .and_then(|m| m.status.as_ref().ok())
+        .map(|s| s.raft_index);
+    match (observed.iter().find(|m| m.id == id), leader_index) {
+        (Some(member), Some(index)) => plan::caught_up(member, index, max_apply_lag),
+        _ => false,
+    }
+}
+
+fn status_size(observed: &[MemberObservation], id: u64) -> Option<i64> {
+    observed
+        .iter()
+        .find(|m| m.id == id)
+        .and_then(|m| m.status.as_ref().ok())
+        .map(|s| s.db_size)
+}
+
+fn not_done(member: &PlannedMember, reason: &str) -> MemberDefrag {
+    MemberDefrag {
+        name: member.name.clone(),
+        id: member.id_hex(),
+        db_size_before: member.db_size,
+        db_size_after: member.db_size,
+        defragmented: false,
+        duration_ms: 0,
+        was_leader: member.was_leader,
+        reason: match member.action {
+            MemberAction::Skip => reason.to_owned(),
+            _ if reason == member.reason => format!("would defragment: {reason}"),
+            _ => reason.to_owned(),
+        },
+    }
+}
+
+fn refusal_failure(refusal: Refusal) -> Failure {
+    match refusal {
+        // Retrying cannot add voting members: the Job should stop at once.
+        Refusal::TooFewVotingMembers { .. } | Refusal::NoMembers => Failure::bad_input(refusal.to_string()),
+        Refusal::Unhealthy { .. } | Refusal::NoStableLeader { .. } => Failure::retryable(refusal.to_string()),
+    }
+}
+
+fn is_timeout(err: &etcd_client::Error) -> bool {
+    let text = err.to_string().to_lowercase();
+    text.contains("deadline") || text.contains("timed out") || text.contains("timeout")
+}
+
+/// The plan as a table for people (`--dry-run` and the logs).
+pub fn plan_table(plan: &DefragPlan) -> String {
+    let mut out = format!(
+        "{:<20} {:<17} {:>14} {:>14} {:<8} action\n",
+        "member", "id", "dbSize", "inUse", "leader"
+    );
+    for m in &plan.members {
+        let action = match m.action {
+            MemberAction::Defrag => "defrag",
+            MemberAction::MoveLeaderThenDefrag => "move leadership, then defrag",
+            MemberAction::Skip => "skip",
+        };
+        out.push_str(&format!(
+            "{:<20} {:<17} {:>14} {:>14} {:<8} {action}: {}\n",
+            m.name,
+            m.id_hex(),
+            m.db_size,
+            m.db_size_in_use,
+            if m.was_leader { "yes" } else { "" },
+            m.reason
+        ));
+    }
+    out
+}
+
+/// `groundskeeper-job defrag`: runs, reports, and returns the exit code.
+pub fn main(args: DefragArgs) -> i32 {
+    let result = match args.options() {
+        Ok(options) => compact::runtime().block_on(run_defrag(&options, &mut log_progress)),
+        Err(failure) => RunClock::start().finish(
+            Report::Defrag(DefragReport {
+                dry_run: args.dry_run,
+                ..DefragReport::default()
+            }),
+            Outcome::Failed,
+            Some(failure),
+        ),
+    };
+    run::report(&result, &args.result_file);
+    run::exit_code(&result)
+}
+
+fn log_progress(progress: Progress<'_>) {
+    match progress {
+        Progress::Compacted { revision, already } => {
+            tracing::info!(revision, already_compacted = already, "compacted")
+        }
+        Progress::Planned(plan) => eprint!(
+            "plan (leader {:x}, raft term {}):\n{}",
+            plan.leader,
+            plan.raft_term,
+            plan_table(plan)
+        ),
+        Progress::LeaderMoved { from, to } => tracing::info!(from, to, "leadership moved"),
+        Progress::MemberStarted(m) => tracing::info!(member = %m.name, "defrag started"),
+        Progress::MemberDone(m) => tracing::info!(
+            member = %m.name,
+            before = m.db_size_before,
+            after = m.db_size_after,
+            duration_ms = m.duration_ms,
+            "defragmented and caught up"
+        ),
+    }
+}
