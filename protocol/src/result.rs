@@ -89,6 +89,8 @@ pub enum KeyspaceStatus {
     Failed,
     /// Not attempted because an earlier keyspace failed.
     NotStarted,
+    /// Asked for, but it cannot hold stale data (local strategy or tablets): not cleaned.
+    Skipped,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,7 +208,8 @@ impl Report {
     fn drop_one_entry(&mut self) -> bool {
         match self {
             Report::Cleanup(r) => {
-                drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Cleaned)
+                drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Skipped)
+                    || drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Cleaned)
                     || drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::NotStarted)
                     || r.keyspaces.pop().is_some()
             }
