@@ -1,0 +1,233 @@
+//! Observing an etcd cluster from the controller: one `Status` call per member and one
+//! `MemberList`, nothing that blocks or loads the members.
+//!
+//! Every member the cluster lists is observed, not only those in `spec.endpoints`: a member
+//! missing from the spec is asked on the client URLs it advertises. An endpoint that does not
+//! answer and belongs to no listed member is reported as a member of its own (id 0), so that a
+//! wrong or dead endpoint shows in the status instead of silently shrinking the cluster.
+
+use std::fmt;
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use futures::future::join_all;
+use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
+
+/// Bound of connecting to one member.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound of one call to one member.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Client certificate material, PEM, from the EtcdCluster's TLS Secret. Never printed.
+#[derive(Clone)]
+pub struct ClientTls {
+    pub ca: Vec<u8>,
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientTls { <redacted> }")
+    }
+}
+
+/// One member as observed, with the URL it was asked on and the store revision it reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedMember {
+    pub endpoint: String,
+    pub member: MemberObservation,
+    /// The store revision in the `Status` response header.
+    pub revision: Option<i64>,
+}
+
+/// What one `Status` call said.
+#[derive(Debug, Clone)]
+struct StatusAnswer {
+    member_id: u64,
+    is_learner: bool,
+    revision: Option<i64>,
+    status: MemberStatus,
+}
+
+/// Observes every member of the cluster reachable through `endpoints`.
+pub async fn observe_cluster(endpoints: &[String], tls: Option<&ClientTls>) -> Vec<ObservedMember> {
+    let answers = join_all(endpoints.iter().map(|e| member_status(e, tls))).await;
+    let answered: Vec<(&String, &StatusAnswer)> = endpoints
+        .iter()
+        .zip(&answers)
+        .filter_map(|(e, a)| a.as_ref().ok().map(|a| (e, a)))
+        .collect();
+    let Some(list) = member_list(&answered, tls).await else {
+        // Nobody answered: each endpoint stands for a member we cannot see.
+        return endpoints
+            .iter()
+            .zip(answers)
+            .map(|(endpoint, answer)| unknown_member(endpoint, answer.err().unwrap_or_default()))
+            .collect();
+    };
+    let mut observed = Vec::with_capacity(list.len());
+    for listed in &list {
+        observed.push(observe_listed(listed, &answered, tls).await);
+    }
+    for (endpoint, answer) in endpoints.iter().zip(answers) {
+        let claimed = observed.iter().any(|m| same_url(&m.endpoint, endpoint))
+            || list
+                .iter()
+                .any(|m| m.client_urls.iter().any(|u| same_url(u, endpoint)));
+        if let Err(err) = answer
+            && !claimed
+        {
+            observed.push(unknown_member(endpoint, err));
+        }
+    }
+    observed
+}
+
+/// A member from the member list.
+#[derive(Debug, Clone)]
+struct ListedMember {
+    id: u64,
+    name: String,
+    is_learner: bool,
+    client_urls: Vec<String>,
+}
+
+async fn observe_listed(
+    listed: &ListedMember,
+    answered: &[(&String, &StatusAnswer)],
+    tls: Option<&ClientTls>,
+) -> ObservedMember {
+    let name = if listed.name.is_empty() {
+        format!("{:x}", listed.id) // not started yet: etcd lists it without a name
+    } else {
+        listed.name.clone()
+    };
+    let observation = |endpoint: &str, status: Result<MemberStatus, String>, revision| ObservedMember {
+        endpoint: endpoint.to_owned(),
+        member: MemberObservation {
+            id: listed.id,
+            name: name.clone(),
+            is_learner: listed.is_learner,
+            status,
+        },
+        revision,
+    };
+    if let Some((endpoint, answer)) = answered.iter().find(|(_, a)| a.member_id == listed.id) {
+        return observation(endpoint, Ok(answer.status.clone()), answer.revision);
+    }
+    let mut errors = Vec::new();
+    for url in &listed.client_urls {
+        match member_status(url, tls).await {
+            Ok(answer) if answer.member_id == listed.id => {
+                return observation(url, Ok(answer.status), answer.revision);
+            }
+            Ok(answer) => errors.push(format!("{url} answered as member {:x}", answer.member_id)),
+            Err(err) => errors.push(err),
+        }
+    }
+    let endpoint = listed.client_urls.first().cloned().unwrap_or_default();
+    let why = if errors.is_empty() {
+        "advertises no client URL".to_owned()
+    } else {
+        errors.join("; ")
+    };
+    observation(&endpoint, Err(why), None)
+}
+
+fn unknown_member(endpoint: &str, error: String) -> ObservedMember {
+    ObservedMember {
+        endpoint: endpoint.to_owned(),
+        member: MemberObservation {
+            id: 0,
+            name: endpoint.to_owned(),
+            is_learner: false,
+            status: Err(error),
+        },
+        revision: None,
+    }
+}
+
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+fn connect_options(tls: Option<&ClientTls>) -> ConnectOptions {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(CONNECT_TIMEOUT)
+        .with_timeout(REQUEST_TIMEOUT);
+    match tls {
+        Some(tls) => options.with_tls(
+            TlsOptions::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca))
+                .identity(Identity::from_pem(&tls.cert, &tls.key)),
+        ),
+        None => options,
+    }
+}
+
+async fn connect(endpoint: &str, tls: Option<&ClientTls>) -> Result<Client, String> {
+    Client::connect([endpoint], Some(connect_options(tls)))
+        .await
+        .map_err(|err| format!("{endpoint}: cannot connect: {err}"))
+}
+
+async fn member_status(endpoint: &str, tls: Option<&ClientTls>) -> Result<StatusAnswer, String> {
+    let mut client = connect(endpoint, tls).await?;
+    let status = client
+        .status()
+        .await
+        .map_err(|err| format!("{endpoint}: Status failed: {err}"))?;
+    let header = status.header();
+    Ok(StatusAnswer {
+        member_id: header.map(|h| h.member_id()).unwrap_or_default(),
+        is_learner: status.is_learner(),
+        revision: header.map(|h| h.revision()),
+        status: MemberStatus {
+            db_size: status.db_size(),
+            db_size_in_use: status.raft_used_db_size(),
+            leader: status.leader(),
+            raft_term: status.raft_term(),
+            raft_index: status.raft_index(),
+            raft_applied_index: status.raft_applied_index(),
+            errors: status.errors().to_vec(),
+        },
+    })
+}
+
+/// The member list, from the first endpoint that answered `Status` and then `MemberList`.
+async fn member_list(
+    answered: &[(&String, &StatusAnswer)],
+    tls: Option<&ClientTls>,
+) -> Option<Vec<ListedMember>> {
+    for (endpoint, answer) in answered {
+        let Ok(mut client) = connect(endpoint, tls).await else {
+            continue;
+        };
+        match client.member_list().await {
+            Ok(list) => {
+                return Some(
+                    list.members()
+                        .iter()
+                        .map(|m| ListedMember {
+                            id: m.id(),
+                            name: m.name().to_owned(),
+                            // The member list is the authority on learners; Status agrees.
+                            is_learner: m.is_learner() || (m.id() == answer.member_id && answer.is_learner),
+                            client_urls: m.client_urls().to_vec(),
+                        })
+                        .collect(),
+                );
+            }
+            Err(err) => {
+                tracing::debug!(%endpoint, error = %err, "MemberList failed; trying the next endpoint")
+            }
+        }
+    }
+    None
+}
+
+/// The store's revision: the highest any member reported (a member that lags reports less).
+pub fn cluster_revision(members: &[ObservedMember]) -> Option<i64> {
+    members.iter().filter_map(|m| m.revision).max()
+}
