@@ -48,3 +48,10 @@ pub const OPERATION_LABEL: &str = "groundskeeper.dev/operation";
 pub const TARGET_LABEL: &str = "groundskeeper.dev/target";
 /// Label on per-node Jobs: the node (member Service) they work on.
 pub const NODE_LABEL: &str = "groundskeeper.dev/node";
+
+/// On a member Service, next to `last-cleaned-up-token-ring-hash`: JSON `{"ringHash": …,
+/// "members": [UIDs of every member Service]}` when every member agreed on that ring. Lets the
+/// controller tell a scale-in (nodes only left: nobody lost ranges) from a change that needs cleanup.
+pub const CLEANED_FOR_MEMBERS: &str = "groundskeeper.dev/cleaned-for-members";
+/// On a failed Job: a Warning Event was published for its failure already.
+pub const FAILURE_REPORTED: &str = "groundskeeper.dev/failure-reported";

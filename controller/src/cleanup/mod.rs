@@ -1,1 +1,3 @@
 //! Scylla node cleanup after scaling.
+
+pub mod decide;
