@@ -26,6 +26,9 @@ enum Command {
     Defrag(groundskeeper_job::etcd::defrag::DefragArgs),
     /// Compact etcd's MVCC history (idempotent).
     Compact(groundskeeper_job::etcd::compact::CompactArgs),
+    /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
+    /// node no longer owns, keyspace by keyspace, with progress on stderr.
+    Cleanup(groundskeeper_job::scylla::cleanup::CleanupArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::RingHash => ring_hash_from_stdin(),
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
+        Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
     };
     ExitCode::from(code as u8)
 }

@@ -558,7 +558,9 @@ fn dispatch(
             module_tasks(state, &param("module"), query_value("keyspace").as_deref())
         }
         "/task_manager/task_status/{task_id}" if task_api => task_status(state, &param("task_id"), 1),
-        "/task_manager/wait_task/{task_id}" if task_api => task_status(state, &param("task_id"), u32::MAX),
+        "/task_manager/wait_task/{task_id}" if task_api => {
+            wait_task(state, &param("task_id"), query_value("timeout").is_some())
+        }
         "/task_manager/abort_task/{task_id}" if task_api => abort_task(state, &param("task_id")),
         "/compaction_manager/compactions" => compactions(state),
         "/compaction_manager/stop_compaction" => {
@@ -665,6 +667,17 @@ fn task_status(state: &mut State, id: &str, polls: u32) -> Response<Body> {
         state.cleaned.push(keyspace);
     }
     ok(status)
+}
+
+/// Without a timeout the wait lasts until the task is finished. With one, the stand-in does not
+/// sleep: the timeout counts as one poll, and a task still running gets Scylla's 408.
+fn wait_task(state: &mut State, id: &str, with_timeout: bool) -> Response<Body> {
+    let response = task_status(state, id, if with_timeout { 1 } else { u32::MAX });
+    let still_running = state.tasks.iter().any(|t| t.id == id && t.state == "running");
+    if response.status() == StatusCode::OK && still_running {
+        return scylla_error(StatusCode::REQUEST_TIMEOUT, "Timed out waiting for the task");
+    }
+    response
 }
 
 /// The `task_status` model of `task_manager.json`.

@@ -1,4 +1,5 @@
 //! Scylla: the Scylla Manager Agent client and node cleanup.
 
 pub mod agent;
+pub mod cleanup;
 pub mod token;

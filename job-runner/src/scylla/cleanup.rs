@@ -1,0 +1,575 @@
+//! `groundskeeper-job cleanup`: drop the data a Scylla node keeps for token ranges it no longer
+//! owns, keyspace by keyspace, through the Scylla Manager Agent.
+//!
+//! Order of work: stop a cleanup left running by an earlier attempt (two cleanups of one node
+//! compete for disk and I/O); list the keyspaces that can hold stale data (non-local, vnode
+//! replicated: tablets and local keyspaces cannot); clean each with Scylla's task API, logging
+//! progress, or with the blocking call where the node has no task API; stop at the first
+//! failure; finally reset Scylla's own "cleanup needed" flag where the node offers that.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use groundskeeper_protocol::result::{CleanupReport, KeyspaceCleanup, KeyspaceStatus};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+
+use super::agent::{
+    AgentClient, AgentConfig, AgentError, DEFAULT_AGENT_PORT, KeyspaceType, Replication, TaskState,
+    TaskStatus,
+};
+use super::token::AuthToken;
+use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock};
+
+/// Task-manager module and task type of a cleanup (Scylla's compaction module).
+const COMPACTION_MODULE: &str = "compaction";
+const CLEANUP_TASK_TYPE: &str = "cleanup compaction";
+/// Failed status reads in a row tolerated while a cleanup runs: one lost poll must not abandon
+/// hours of work.
+const STATUS_READ_ATTEMPTS: u32 = 5;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CleanupArgs {
+    /// Address of the node to clean (IP or DNS name); the agent's certificate is checked for it
+    /// when --agent-ca-file is given.
+    #[arg(long)]
+    pub node_address: String,
+    /// HTTPS port of the Scylla Manager Agent.
+    #[arg(long, default_value_t = DEFAULT_AGENT_PORT)]
+    pub agent_port: u16,
+    /// scylla-operator's agent token file (`auth-token.yaml`: `auth_token: <token>`).
+    #[arg(long)]
+    pub auth_token_file: PathBuf,
+    /// PEM CA bundle to verify the agent's certificate with. Without it the agent's certificate
+    /// (self-signed by default) is accepted as it is.
+    #[arg(long)]
+    pub agent_ca_file: Option<PathBuf>,
+    /// Clean only these keyspaces (repeatable). Default: every keyspace that can hold stale data.
+    #[arg(long = "keyspace", value_name = "KEYSPACE")]
+    pub keyspaces: Vec<String>,
+    /// Where to write the result JSON.
+    #[arg(long, default_value = DEFAULT_RESULT_FILE)]
+    pub result_file: PathBuf,
+    /// How often to report the progress of a running cleanup, e.g. `5s`, `500ms`, `1m`.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+    /// Limit for each ordinary call to the agent (not for the cleanup itself).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+}
+
+impl CleanupArgs {
+    /// Arguments for `node_address` with the defaults of the command line.
+    pub fn new(node_address: impl Into<String>, auth_token_file: impl Into<PathBuf>) -> Self {
+        Self {
+            node_address: node_address.into(),
+            agent_port: DEFAULT_AGENT_PORT,
+            auth_token_file: auth_token_file.into(),
+            agent_ca_file: None,
+            keyspaces: Vec::new(),
+            result_file: PathBuf::from(DEFAULT_RESULT_FILE),
+            poll_interval: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `5s`, `500ms`, `2m`, `1h`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 5s, 500ms or 2m"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|err| format!("{text:?}: {err}"))
+}
+
+/// Runs the cleanup in a fresh runtime, writes the result file and returns the exit code: what
+/// `groundskeeper-job cleanup` does.
+pub fn main(args: CleanupArgs) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return groundskeeper_protocol::exit::RETRYABLE;
+        }
+    };
+    let result = runtime.block_on(run(&args));
+    run::report(&result, &args.result_file);
+    run::exit_code(&result)
+}
+
+/// Cleans one node and says how it went. Never panics on bad input: every problem ends in the
+/// result, with its retry class.
+pub async fn run(args: &CleanupArgs) -> JobResult {
+    let clock = RunClock::start();
+    let mut report = CleanupReport {
+        node: args.node_address.clone(),
+        ..Default::default()
+    };
+    let failure = clean_node(args, &mut report).await.err();
+    if let Some(failure) = &failure {
+        tracing::error!(node = %args.node_address, error = %failure.message, "cleanup failed");
+    }
+    let nothing_to_clean = report
+        .keyspaces
+        .iter()
+        .all(|k| k.status == KeyspaceStatus::Skipped);
+    let outcome = if nothing_to_clean {
+        Outcome::Skipped
+    } else {
+        Outcome::Succeeded
+    };
+    let message = (failure.is_none()).then(|| summary(&report));
+    let mut result = clock.finish(Report::Cleanup(report), outcome, failure);
+    if let Some(message) = message {
+        result.message = Some(message);
+    }
+    result
+}
+
+fn summary(report: &CleanupReport) -> String {
+    let cleaned: Vec<&str> = report
+        .keyspaces
+        .iter()
+        .filter(|k| k.status == KeyspaceStatus::Cleaned)
+        .map(|k| k.name.as_str())
+        .collect();
+    if cleaned.is_empty() {
+        format!("node {}: no keyspace needs cleanup", report.node)
+    } else {
+        format!(
+            "node {}: cleaned {} keyspace(s): {}",
+            report.node,
+            cleaned.len(),
+            cleaned.join(", ")
+        )
+    }
+}
+
+async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<(), Failure> {
+    let client = connect(args)?;
+    let context = |err: AgentError| agent_failure(args, err);
+
+    report.stopped_stale_cleanup = stop_stale_cleanup(&client).await.map_err(context)?;
+
+    let cleanable = client
+        .keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes)
+        .await
+        .map_err(context)?;
+    let plan = if args.keyspaces.is_empty() {
+        plan_keyspaces(&[], &[], &cleanable, &[])
+    } else {
+        let all = client
+            .keyspaces(KeyspaceType::All, Replication::All)
+            .await
+            .map_err(context)?;
+        let tablets = client
+            .keyspaces(KeyspaceType::NonLocalStrategy, Replication::Tablets)
+            .await
+            .map_err(context)?;
+        plan_keyspaces(&args.keyspaces, &all, &cleanable, &tablets)
+    }
+    .map_err(|unknown| {
+        Failure::bad_input(format!(
+            "--keyspace: no keyspace {} on node {}",
+            unknown.join(", "),
+            args.node_address
+        ))
+    })?;
+
+    report.keyspaces = plan
+        .iter()
+        .map(|planned| KeyspaceCleanup {
+            name: planned.name.clone(),
+            status: match planned.skip_reason {
+                Some(_) => KeyspaceStatus::Skipped,
+                None => KeyspaceStatus::NotStarted,
+            },
+            duration_ms: 0,
+            mode: None,
+            message: planned.skip_reason.map(str::to_owned),
+        })
+        .collect();
+
+    clean_keyspaces(&client, args, report).await?;
+
+    let whole_node = plan.iter().filter(|p| p.skip_reason.is_none()).count() == cleanable.len();
+    if whole_node {
+        report.marked_node_clean = mark_node_as_clean(&client).await.map_err(context)?;
+    }
+    Ok(())
+}
+
+fn connect(args: &CleanupArgs) -> Result<AgentClient, Failure> {
+    let token =
+        AuthToken::from_file(&args.auth_token_file).map_err(|err| Failure::bad_input(err.to_string()))?;
+    let ca_pem = args.agent_ca_file.as_deref().map(read_ca_file).transpose()?;
+    AgentClient::new(AgentConfig {
+        host: args.node_address.clone(),
+        port: args.agent_port,
+        token,
+        ca_pem,
+        request_timeout: args.request_timeout,
+    })
+    .map_err(|err| match &args.agent_ca_file {
+        Some(path) => Failure::bad_input(format!("agent CA file {}: {err}", path.display())),
+        None => Failure::bad_input(err.to_string()),
+    })
+}
+
+fn read_ca_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path)
+        .map_err(|err| Failure::bad_input(format!("agent CA file {}: cannot be read: {err}", path.display())))
+}
+
+/// The failure for an agent error, with the retry class the error has, and, for a refused
+/// token, the file it came from.
+fn agent_failure(args: &CleanupArgs, err: AgentError) -> Failure {
+    let at = format!("agent {}:{}", args.node_address, args.agent_port);
+    let message = match &err {
+        AgentError::Unauthorized { .. } => {
+            format!("{at}: {err} (token from {})", args.auth_token_file.display())
+        }
+        _ => format!("{at}: {err}"),
+    };
+    if err.is_retryable() {
+        Failure::retryable(message)
+    } else {
+        Failure::bad_input(message)
+    }
+}
+
+/// Stops cleanups an earlier attempt left running. True when one was seen running and stopped.
+/// `stop_compaction` is sent whatever was seen: it is cheap and also catches per-shard work the
+/// listings do not show.
+async fn stop_stale_cleanup(client: &AgentClient) -> Result<bool, AgentError> {
+    let tasks = match client.module_tasks(COMPACTION_MODULE).await {
+        Ok(tasks) => tasks,
+        Err(AgentError::NotFound { .. }) => Vec::new(), // no task manager on this node
+        Err(err) => return Err(err),
+    };
+    let mut stopped = false;
+    for task in tasks.iter().filter(|t| {
+        t.task_type == CLEANUP_TASK_TYPE && matches!(t.state, TaskState::Running | TaskState::Created)
+    }) {
+        let aborted = client.abort_task(&task.task_id).await?;
+        tracing::warn!(task = %task.task_id, keyspace = %task.keyspace, aborted, "stopping a cleanup task left running by an earlier attempt");
+        stopped |= aborted;
+    }
+    let running = client.compactions().await?;
+    for compaction in running
+        .iter()
+        .filter(|c| c.task_type.eq_ignore_ascii_case("cleanup"))
+    {
+        tracing::warn!(keyspace = %compaction.ks, table = %compaction.cf, "stopping a cleanup left running by an earlier attempt");
+        stopped = true;
+    }
+    client.stop_compaction("CLEANUP").await?;
+    Ok(stopped)
+}
+
+/// A keyspace the run will report on; `skip_reason` set when it is not to be cleaned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedKeyspace {
+    pub name: String,
+    pub skip_reason: Option<&'static str>,
+}
+
+pub const SKIP_TABLETS: &str =
+    "replicated with tablets: Scylla moves tablet data itself, there is nothing to clean";
+pub const SKIP_LOCAL: &str = "local strategy: node-local data, there is nothing to clean";
+
+/// Which keyspaces to clean. Without a request: every cleanable one. With one: each requested
+/// keyspace once, in the order given; cleanable ones are cleaned, others skipped with a reason.
+/// Err lists the requested keyspaces the node does not have.
+pub fn plan_keyspaces(
+    requested: &[String],
+    all: &[String],
+    cleanable: &[String],
+    tablets: &[String],
+) -> Result<Vec<PlannedKeyspace>, Vec<String>> {
+    if requested.is_empty() {
+        return Ok(cleanable
+            .iter()
+            .map(|name| PlannedKeyspace {
+                name: name.clone(),
+                skip_reason: None,
+            })
+            .collect());
+    }
+    let mut unique: Vec<&String> = Vec::new();
+    for name in requested {
+        if !unique.contains(&name) {
+            unique.push(name);
+        }
+    }
+    let unknown: Vec<String> = unique
+        .iter()
+        .filter(|name| !all.contains(name) && !cleanable.contains(name))
+        .map(|name| (*name).clone())
+        .collect();
+    if !unknown.is_empty() {
+        return Err(unknown);
+    }
+    Ok(unique
+        .into_iter()
+        .map(|name| PlannedKeyspace {
+            name: name.clone(),
+            skip_reason: if cleanable.contains(name) {
+                None
+            } else if tablets.contains(name) {
+                Some(SKIP_TABLETS)
+            } else {
+                Some(SKIP_LOCAL)
+            },
+        })
+        .collect())
+}
+
+/// How a keyspace is cleaned on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Task API: start, then follow the task.
+    Async,
+    /// The blocking call (no task API on this node).
+    Sync,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Async => "async",
+            Mode::Sync => "sync",
+        }
+    }
+}
+
+/// Cleans the keyspaces not skipped, in order; stops at the first failure (the rest stay
+/// `NotStarted`).
+async fn clean_keyspaces(
+    client: &AgentClient,
+    args: &CleanupArgs,
+    report: &mut CleanupReport,
+) -> Result<(), Failure> {
+    let mut mode = Mode::Async;
+    for entry in report
+        .keyspaces
+        .iter_mut()
+        .filter(|k| k.status == KeyspaceStatus::NotStarted)
+    {
+        let started = Instant::now();
+        tracing::info!(keyspace = %entry.name, node = %args.node_address, "cleaning");
+        let outcome = clean_keyspace(client, args, &entry.name, &mut mode).await;
+        entry.duration_ms = started.elapsed().as_millis() as u64;
+        entry.mode = Some(mode.name().to_owned());
+        match outcome {
+            Ok(()) => {
+                entry.status = KeyspaceStatus::Cleaned;
+                tracing::info!(keyspace = %entry.name, mode = mode.name(), duration_ms = entry.duration_ms, "cleaned");
+            }
+            Err(failure) => {
+                entry.status = KeyspaceStatus::Failed;
+                entry.message = Some(failure.message.clone());
+                return Err(Failure {
+                    kind: failure.kind,
+                    message: format!("keyspace {}: {}", entry.name, failure.message),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn clean_keyspace(
+    client: &AgentClient,
+    args: &CleanupArgs,
+    keyspace: &str,
+    mode: &mut Mode,
+) -> Result<(), Failure> {
+    let context = |err: AgentError| agent_failure(args, err);
+    if *mode == Mode::Async {
+        match client.start_keyspace_cleanup(keyspace).await {
+            Ok(task_id) => return follow_task(client, args, keyspace, &task_id).await,
+            Err(AgentError::NotFound { .. }) => {
+                tracing::info!(node = %args.node_address, "the node has no task API; using the blocking cleanup call");
+                *mode = Mode::Sync;
+            }
+            Err(err) => return Err(context(err)),
+        }
+    }
+    client.keyspace_cleanup_blocking(keyspace).await.map_err(context)
+}
+
+/// Follows a cleanup task to its end, logging progress. `wait_task` with a timeout keeps the
+/// task referenced while it runs (so a short task TTL cannot lose its result); between waits
+/// `task_status` gives the progress.
+async fn follow_task(
+    client: &AgentClient,
+    args: &CleanupArgs,
+    keyspace: &str,
+    task_id: &str,
+) -> Result<(), Failure> {
+    tracing::info!(keyspace, task = task_id, "cleanup task started");
+    let mut failed_reads = 0;
+    loop {
+        let status = match client.wait_task(task_id, Some(args.poll_interval)).await {
+            Ok(status) => Ok(status),
+            // Still running after the wait: read the progress.
+            Err(AgentError::Server { status: 408, .. }) => client.task_status(task_id).await,
+            Err(err) => Err(err),
+        };
+        match status {
+            Ok(status) => {
+                failed_reads = 0;
+                log_progress(keyspace, &status);
+                if let Some(result) = task_result(&status) {
+                    return result.map_err(|message| task_failure(args, keyspace, message));
+                }
+            }
+            Err(err) if err.is_retryable() && failed_reads + 1 < STATUS_READ_ATTEMPTS => {
+                failed_reads += 1;
+                tracing::warn!(keyspace, task = task_id, error = %err, "cannot read the task status; trying again");
+                tokio::time::sleep(args.poll_interval).await;
+            }
+            Err(err) => return Err(agent_failure(args, err)),
+        }
+    }
+}
+
+/// `Some` once the task is finished: Ok when done, Err with Scylla's error when failed.
+fn task_result(status: &TaskStatus) -> Option<Result<(), String>> {
+    match status.state {
+        TaskState::Done => Some(Ok(())),
+        TaskState::Failed => Some(Err(if status.error.is_empty() {
+            "the cleanup task failed without an error message".to_owned()
+        } else {
+            status.error.clone()
+        })),
+        _ => None,
+    }
+}
+
+/// A failed cleanup task is worth retrying (the ring moved, a shard failed); the message says why.
+fn task_failure(args: &CleanupArgs, keyspace: &str, error: String) -> Failure {
+    Failure::retryable(format!(
+        "agent {}:{}: cleanup task of {keyspace} failed: {error}",
+        args.node_address, args.agent_port
+    ))
+}
+
+fn log_progress(keyspace: &str, status: &TaskStatus) {
+    let percent = if status.progress_total > 0.0 {
+        format!(
+            "{:.1}%",
+            100.0 * status.progress_completed / status.progress_total
+        )
+    } else {
+        "unknown".to_owned()
+    };
+    tracing::info!(
+        keyspace,
+        task = %status.id,
+        state = %status.state,
+        completed = status.progress_completed,
+        total = status.progress_total,
+        units = %status.progress_units,
+        percent = %percent,
+        "cleanup progress"
+    );
+}
+
+async fn mark_node_as_clean(client: &AgentClient) -> Result<bool, AgentError> {
+    let marked = client.mark_node_as_clean().await?;
+    if !marked {
+        tracing::info!("the node does not offer mark_node_as_clean; its own flag is left as it is");
+    }
+    Ok(marked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn keyspace_plans() {
+        let all = names(&["system", "system_schema", "ks1", "ks2", "tab"]);
+        let cleanable = names(&["ks1", "ks2"]);
+        let tablets = names(&["tab"]);
+        let planned = |n: &str, r: Option<&'static str>| PlannedKeyspace {
+            name: n.into(),
+            skip_reason: r,
+        };
+        for (requested, expected) in [
+            (vec![], Ok(vec![planned("ks1", None), planned("ks2", None)])),
+            (vec!["ks2"], Ok(vec![planned("ks2", None)])),
+            (
+                vec!["ks2", "ks1", "ks2"],
+                Ok(vec![planned("ks2", None), planned("ks1", None)]),
+            ),
+            (
+                vec!["tab", "system", "ks1"],
+                Ok(vec![
+                    planned("tab", Some(SKIP_TABLETS)),
+                    planned("system", Some(SKIP_LOCAL)),
+                    planned("ks1", None),
+                ]),
+            ),
+            (vec!["nope", "ks1", "gone"], Err(names(&["nope", "gone"]))),
+        ] {
+            let requested = names(&requested);
+            assert_eq!(
+                plan_keyspaces(&requested, &all, &cleanable, &tablets),
+                expected,
+                "{requested:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations() {
+        for (text, expected) in [
+            ("5s", Some(Duration::from_secs(5))),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("2m", Some(Duration::from_secs(120))),
+            ("1h", Some(Duration::from_secs(3600))),
+            ("7", Some(Duration::from_secs(7))),
+            ("0.5s", Some(Duration::from_millis(500))),
+            ("5x", None),
+            ("", None),
+            ("s", None),
+        ] {
+            assert_eq!(parse_duration(text).ok(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn task_results() {
+        let status = |state, error: &str| TaskStatus {
+            state,
+            error: error.into(),
+            ..Default::default()
+        };
+        assert_eq!(task_result(&status(TaskState::Running, "")), None);
+        assert_eq!(task_result(&status(TaskState::Created, "")), None);
+        assert_eq!(task_result(&status(TaskState::Done, "")), Some(Ok(())));
+        assert_eq!(
+            task_result(&status(TaskState::Failed, "boom")),
+            Some(Err("boom".into()))
+        );
+        assert!(matches!(task_result(&status(TaskState::Failed, "")), Some(Err(m)) if !m.is_empty()));
+    }
+}
