@@ -13,7 +13,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::registry::Registry;
+
+use crate::metrics::Metrics;
 
 /// Readiness, set by whoever knows the replica can work.
 #[derive(Clone, Default)]
@@ -31,41 +32,32 @@ impl Readiness {
 
 #[derive(Clone)]
 struct AppState {
-    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
     readiness: Readiness,
 }
 
-pub fn router(registry: Arc<Registry>, readiness: Readiness) -> Router {
+pub fn router(metrics: Arc<Metrics>, readiness: Readiness) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .with_state(AppState { registry, readiness })
+        .with_state(AppState { metrics, readiness })
 }
 
-pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, readiness: Readiness) -> std::io::Result<()> {
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, readiness: Readiness) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    axum::serve(listener, router(registry, readiness)).await
+    axum::serve(listener, router(metrics, readiness)).await
 }
 
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
-        Ok(()) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        ),
-        Err(err) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(header::CONTENT_TYPE, "text/plain")],
-            err.to_string(),
-        ),
-    }
+async fn render_metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
 }
 
 async fn ready(State(state): State<AppState>) -> (StatusCode, &'static str) {
@@ -84,7 +76,6 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::Request;
-    use prometheus_client::metrics::counter::Counter;
     use tower::ServiceExt;
 
     async fn get(router: &Router, path: &str) -> (StatusCode, String) {
@@ -100,12 +91,10 @@ mod tests {
 
     #[tokio::test]
     async fn endpoints_answer() {
-        let mut registry = Registry::default();
-        let counter = Counter::<u64>::default();
-        counter.inc();
-        registry.register("example", "an example", counter);
+        let metrics = Arc::new(Metrics::new());
+        metrics.job_created("cleanup");
         let readiness = Readiness::default();
-        let router = router(Arc::new(registry), readiness.clone());
+        let router = router(metrics, readiness.clone());
 
         assert_eq!(get(&router, "/healthz").await, (StatusCode::OK, "ok".into()));
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
@@ -113,7 +102,10 @@ mod tests {
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
         let (status, body) = get(&router, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
-        assert!(body.contains("example_total 1"), "{body}");
+        assert!(
+            body.contains("groundskeeper_jobs_created_total{operation=\"cleanup\"} 1"),
+            "{body}"
+        );
         assert!(body.ends_with("# EOF\n"));
     }
 }
