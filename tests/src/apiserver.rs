@@ -1,1 +1,313 @@
-//! An in-memory Kubernetes API, faithful enough for kube's watcher.
+//! An in-memory Kubernetes API, faithful enough for kube's client, watcher and reflector.
+//!
+//! It is **not** a kube-apiserver: it keeps objects as JSON in one process, validates almost
+//! nothing beyond names, and runs no controllers. What it does implement, as the real API does:
+//!
+//! - **Resources**: the built-ins groundskeeper touches (core/v1 Services, Secrets, ConfigMaps,
+//!   Pods, Events, Namespaces; batch/v1 Jobs; coordination.k8s.io/v1 Leases; events.k8s.io/v1
+//!   Events) and any custom resource registered with [`ResourceType::custom`] (scylla-operator's
+//!   ScyllaCluster and ScyllaDBDatacenter and groundskeeper's own types are registered by default).
+//!   Discovery: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}`.
+//! - **Metadata**: one global resourceVersion counter (a decimal string), `uid`,
+//!   `creationTimestamp`, `generateName`. `metadata.generation` is kept for custom resources and
+//!   Jobs only (as the real API; ConfigMaps, Services, Pods… have none): it goes up when anything
+//!   outside `metadata` changes — outside `metadata` and `status` for types with the status
+//!   subresource — and when deletion starts.
+//! - **Reads**: GET; LIST with `labelSelector` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`),
+//!   `fieldSelector` (`metadata.name`, `metadata.namespace`, and a few per-kind fields such as a
+//!   Pod's `status.phase`; others are refused with 400 as the real API does), `limit`/`continue`
+//!   (pages come from the current state, not from a snapshot at the first page's revision),
+//!   lists across all namespaces. `resourceVersionMatch` is ignored: a list is always current.
+//! - **Watches**: `?watch=true` streams newline-delimited ADDED/MODIFIED/DELETED/BOOKMARK events
+//!   from a resourceVersion, out of a bounded change history; an older resourceVersion gets an
+//!   ERROR event with a 410 `Expired` Status, as does every open watch after
+//!   [`ApiServer::expire_watches`]. Without a resourceVersion (or `0`) the current objects come
+//!   first as ADDED. `allowWatchBookmarks` sends a BOOKMARK every `bookmark_interval`;
+//!   `sendInitialEvents=true` (with `resourceVersionMatch=NotOlderThan`) ends the initial state with
+//!   the `k8s.io/initial-events-end` bookmark; `timeoutSeconds` ends the stream. Selectors apply
+//!   to watches: an object that starts or stops matching is seen as ADDED or DELETED.
+//! - **Writes**: create (201; 409 `AlreadyExists`; 422 without a name; status dropped for types
+//!   with the status subresource; Job defaults: counts, completion mode, selector and pod
+//!   template labels), update with optimistic concurrency on `metadata.resourceVersion` (409
+//!   `Conflict`; an empty resourceVersion is an unconditional update), immutable Job
+//!   `spec.template`/`spec.selector`. A write that changes nothing stores nothing and sends no
+//!   event. PATCH: merge patch, JSON patch, strategic merge patch for built-ins (merge patch plus
+//!   the keyed lists listed in the `patch` module; custom resources answer 415 as the real API);
+//!   server-side apply answers 415. A patch carrying a stale `metadata.resourceVersion` conflicts.
+//!   `/status`: only `status` changes there; on the main endpoint `status` is ignored.
+//! - **Deletion**: immediate, unless finalizers are present: then `deletionTimestamp` is set and
+//!   the object goes when an update empties `metadata.finalizers`. Preconditions (uid,
+//!   resourceVersion) are honoured. Owner-reference garbage collection runs at once, in the same
+//!   write: dependents whose owners are all gone are deleted (Background and Foreground are
+//!   treated alike), `Orphan` removes the owner reference instead. As the real API does, a Job
+//!   deleted without a `propagationPolicy` orphans its Pods.
+//!
+//! Not implemented: authentication and authorization (every request is allowed), admission,
+//! schema validation and pruning of custom resources, defaulting other than the Job's,
+//! namespaces' existence (objects may be created in any namespace), server-side apply,
+//! `managedFields`, `dryRun` (refused with 400), graceful Pod termination, table output,
+//! protobuf, the legacy `/watch/` paths, subresources other than `status`, and conversion
+//! between versions of a resource.
+//!
+//! For scenarios there are hooks that bypass HTTP but go through the same rules: [`ApiServer::get`],
+//! [`ApiServer::create`], [`ApiServer::replace`], [`ApiServer::patch`], [`ApiServer::delete`]…
+//! and [`ApiServer::subscribe`] for every committed change (to play the Job controller and the
+//! kubelet).
+
+mod error;
+mod http;
+mod patch;
+mod resources;
+mod selector;
+mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+pub use error::ApiError;
+pub use patch::PatchFormat;
+pub use resources::{
+    Generation, Propagation, ResourceId, ResourceType, builtin_types, groundskeeper_custom_types,
+};
+pub use selector::{FieldSelector, LabelSelector};
+pub use store::{Change, ChangeKind};
+
+use resources::Registry;
+use store::{DeleteOptions, ListOptions, Notice, Store, Target};
+
+/// Options for [`ApiServer`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    types: Vec<ResourceType>,
+    history_limit: usize,
+    bookmark_interval: Duration,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            types: builtin_types()
+                .into_iter()
+                .chain(groundskeeper_custom_types())
+                .collect(),
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Builder {
+    /// Registers (or replaces) a resource type.
+    pub fn resource(mut self, rt: ResourceType) -> Self {
+        self.types.retain(|t| t.id != rt.id);
+        self.types.push(rt);
+        self
+    }
+
+    /// How many changes watches can resume from; older resourceVersions get 410 Gone.
+    pub fn history_limit(mut self, changes: usize) -> Self {
+        self.history_limit = changes;
+        self
+    }
+
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Listens on 127.0.0.1 with a port the OS picks.
+    pub async fn start(self) -> std::io::Result<ApiServer> {
+        let mut registry = Registry::default();
+        for rt in self.types {
+            registry.register(rt);
+        }
+        let store = Arc::new(Store::new(registry, self.history_limit));
+        let app = Arc::new(http::App {
+            store: store.clone(),
+            bookmark_interval: self.bookmark_interval,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, http::router(app)).await {
+                tracing::error!(%error, "in-memory API server stopped");
+            }
+        });
+        Ok(ApiServer {
+            address,
+            store,
+            server,
+        })
+    }
+}
+
+/// A running in-memory Kubernetes API. Dropping it stops the server and ends open watches.
+pub struct ApiServer {
+    address: SocketAddr,
+    store: Arc<Store>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.store.shutdown();
+        self.server.abort();
+    }
+}
+
+impl ApiServer {
+    /// A server with the built-in and groundskeeper's custom resource types.
+    pub async fn start() -> std::io::Result<ApiServer> {
+        Builder::default().start().await
+    }
+
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kube client for this server; its default namespace is `default`.
+    pub fn client(&self) -> kube::Client {
+        let url = self.url().parse().expect("the server URL is a valid URI");
+        kube::Client::try_from(kube::Config::new(url)).expect("a plain-HTTP kube client builds")
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn revision(&self) -> u64 {
+        self.store.revision()
+    }
+
+    /// Every change committed from now on, in resourceVersion order.
+    pub fn subscribe(&self) -> Changes {
+        Changes {
+            receiver: self.store.subscribe(),
+        }
+    }
+
+    /// Forgets the change history and ends every open watch with 410 Gone (like an etcd
+    /// compaction): watchers must list again.
+    pub fn expire_watches(&self) {
+        self.store.expire_watches();
+    }
+
+    fn resource(&self, id: &ResourceId) -> Result<ResourceType, ApiError> {
+        self.store.resource(id).cloned()
+    }
+
+    pub fn get(&self, id: &ResourceId, ns: Option<&str>, name: &str) -> Option<Value> {
+        let rt = self.resource(id).ok()?;
+        self.store.get(&rt, ns, name).ok()
+    }
+
+    /// All objects of a type in a namespace (`None`: all namespaces), in name order.
+    pub fn list(&self, id: &ResourceId, ns: Option<&str>) -> Vec<Value> {
+        let Ok(rt) = self.resource(id) else {
+            return Vec::new();
+        };
+        self.store
+            .list(&rt, ns, &ListOptions::default())
+            .map(|page| page.items)
+            .unwrap_or_default()
+    }
+
+    pub fn create(&self, id: &ResourceId, ns: Option<&str>, object: Value) -> Result<Value, ApiError> {
+        self.store.create(&self.resource(id)?, ns, object)
+    }
+
+    /// PUT on the main endpoint (status ignored where the type has the status subresource).
+    pub fn replace(
+        &self,
+        id: &ResourceId,
+        ns: Option<&str>,
+        name: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        self.store
+            .update(&self.resource(id)?, ns, name, object, Target::Main)
+    }
+
+    /// PUT on `/status`.
+    pub fn replace_status(
+        &self,
+        id: &ResourceId,
+        ns: Option<&str>,
+        name: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        self.store
+            .update(&self.resource(id)?, ns, name, object, Target::Status)
+    }
+
+    /// PATCH on the main endpoint, or on `/status` when `status` is true.
+    pub fn patch(
+        &self,
+        id: &ResourceId,
+        ns: Option<&str>,
+        name: &str,
+        format: PatchFormat,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, ApiError> {
+        let target = if status { Target::Status } else { Target::Main };
+        self.store
+            .patch(&self.resource(id)?, ns, name, format, patch, target)
+    }
+
+    /// DELETE with the type's default propagation.
+    pub fn delete(&self, id: &ResourceId, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .delete(&self.resource(id)?, ns, name, &DeleteOptions::default())
+    }
+
+    /// [`ApiServer::get`] for a typed resource.
+    pub fn get_as<K>(&self, ns: Option<&str>, name: &str) -> Option<K>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let object = self.get(&ResourceId::of::<K>(), ns, name)?;
+        Some(serde_json::from_value(object).expect("stored objects deserialize into their type"))
+    }
+
+    /// [`ApiServer::create`] for a typed resource, in the object's own namespace.
+    pub fn create_as<K>(&self, object: &K) -> Result<K, ApiError>
+    where
+        K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let value = serde_json::to_value(object).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let created = self.create(&ResourceId::of::<K>(), object.meta().namespace.as_deref(), value)?;
+        Ok(serde_json::from_value(created).expect("stored objects deserialize into their type"))
+    }
+}
+
+/// Committed changes, as [`ApiServer::subscribe`] hands them out.
+pub struct Changes {
+    receiver: broadcast::Receiver<Notice>,
+}
+
+/// The subscriber fell too far behind and changes were lost.
+#[derive(Debug, thiserror::Error)]
+#[error("the change subscription lagged behind and lost {0} changes")]
+pub struct Lagged(pub u64);
+
+impl Changes {
+    /// The next change; `Ok(None)` once the server is gone.
+    pub async fn next(&mut self) -> Result<Option<Arc<Change>>, Lagged> {
+        loop {
+            match self.receiver.recv().await {
+                Ok(Notice::Change(change)) => return Ok(Some(change)),
+                Ok(Notice::Expired) => continue,
+                Ok(Notice::Shutdown) | Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                Err(broadcast::error::RecvError::Lagged(n)) => return Err(Lagged(n)),
+            }
+        }
+    }
+}

@@ -1,0 +1,523 @@
+//! The REST surface: URL routing, query parameters, status codes, and watch streams.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, Uri, header};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio::time::{Instant, Interval};
+
+use super::error::ApiError;
+use super::patch::PatchFormat;
+use super::resources::{Propagation, ResourceId, ResourceType};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{
+    DeleteOptions, ListOptions, Notice, Store, Target, WatchRequest, WatchStart, watch_event,
+};
+
+/// A watch with no `timeoutSeconds` ends after this long (the real API picks 30–60 minutes).
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+pub(crate) struct App {
+    pub store: Arc<Store>,
+    pub bookmark_interval: Duration,
+}
+
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new().fallback(handle).with_state(app)
+}
+
+async fn handle(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match dispatch(&app, &method, &uri, &headers, &body) {
+        Ok(response) => response,
+        Err(error) => error_response(&error),
+    }
+}
+
+fn error_response(error: &ApiError) -> Response {
+    let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, &error.to_status())
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// What a URL addresses.
+enum Route {
+    Version,
+    ApiVersions,
+    GroupList,
+    ResourceList {
+        group: String,
+        version: String,
+    },
+    Resource {
+        id: ResourceId,
+        namespace: Option<String>,
+        name: Option<String>,
+        status: bool,
+    },
+}
+
+fn route(path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => return Ok(Route::Version),
+        ["api"] => return Ok(Route::ApiVersions),
+        ["apis"] => return Ok(Route::GroupList),
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::no_such_resource()),
+    };
+    let (namespace, rest) = match rest {
+        [] => {
+            return Ok(Route::ResourceList {
+                group: group.to_string(),
+                version: version.to_string(),
+            });
+        }
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+        rest => (None, rest),
+    };
+    let (plural, name, status) = match rest {
+        [plural] => (*plural, None, false),
+        [plural, name] => (*plural, Some(name.to_string()), false),
+        [plural, name, "status"] => (*plural, Some(name.to_string()), true),
+        _ => return Err(ApiError::no_such_resource()),
+    };
+    Ok(Route::Resource {
+        id: ResourceId::new(group, version, plural),
+        namespace,
+        name,
+        status,
+    })
+}
+
+fn dispatch(
+    app: &App,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let query = Query::<HashMap<String, String>>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("malformed query: {e}")))?;
+    if query.contains_key("dryRun") {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by this in-memory API server",
+        ));
+    }
+    let store = &app.store;
+    let (id, namespace, name, status) = match route(uri.path())? {
+        Route::Version => return Ok(json_response(StatusCode::OK, &version_info())),
+        Route::ApiVersions => return Ok(json_response(StatusCode::OK, &api_versions())),
+        Route::GroupList => return Ok(json_response(StatusCode::OK, &group_list(store))),
+        Route::ResourceList { group, version } => {
+            return Ok(json_response(
+                StatusCode::OK,
+                &resource_list(store, &group, &version)?,
+            ));
+        }
+        Route::Resource {
+            id,
+            namespace,
+            name,
+            status,
+        } => (id, namespace, name, status),
+    };
+    let rt = store.resource(&id)?.clone();
+    let ns = namespace.as_deref();
+    let target = if status { Target::Status } else { Target::Main };
+    let ok = |object: Value| Ok(json_response(StatusCode::OK, &object));
+    match (method.clone(), name) {
+        (Method::GET, None) if is_true(query.get("watch")) => watch(app, &rt, ns, &query),
+        (Method::GET, None) => ok(list_body(&rt, store.list(&rt, ns, &list_options(&rt, &query)?)?)),
+        (Method::POST, None) => {
+            let object = store.create(&rt, ns, parse_body(body)?)?;
+            Ok(json_response(StatusCode::CREATED, &object))
+        }
+        (Method::DELETE, None) => {
+            let deleted = store.delete_collection(
+                &rt,
+                ns,
+                &list_options(&rt, &query)?,
+                &delete_options(&query, body)?,
+            )?;
+            ok(list_body(
+                &rt,
+                super::store::ListPage {
+                    items: deleted,
+                    revision: store.revision(),
+                    continue_token: None,
+                },
+            ))
+        }
+        (Method::GET, Some(name)) => ok(store.get(&rt, ns, &name)?),
+        (Method::PUT, Some(name)) => ok(store.update(&rt, ns, &name, parse_body(body)?, target)?),
+        (Method::PATCH, Some(name)) => {
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let format = PatchFormat::from_content_type(content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format ({content_type:?}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+                ))
+            })?;
+            // Refuse server-side apply before parsing: its body is YAML.
+            let patch = if format == PatchFormat::Apply {
+                Value::Null
+            } else {
+                parse_body(body)?
+            };
+            ok(store.patch(&rt, ns, &name, format, &patch, target)?)
+        }
+        (Method::DELETE, Some(name)) => ok(store.delete(&rt, ns, &name, &delete_options(&query, body)?)?),
+        (method, _) => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported here"
+        ))),
+    }
+}
+
+fn is_true(value: Option<&String>) -> bool {
+    matches!(value.map(String::as_str), Some("true" | "1"))
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+}
+
+fn list_options(rt: &ResourceType, query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    let labels = query
+        .get("labelSelector")
+        .map(|s| LabelSelector::parse(s))
+        .transpose()
+        .map_err(ApiError::bad_request)?;
+    let fields = query
+        .get("fieldSelector")
+        .map(|s| FieldSelector::parse(s, rt))
+        .transpose()
+        .map_err(ApiError::bad_request)?;
+    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+        Some(Ok(0)) | None => None,
+        Some(Ok(limit)) => Some(limit),
+        Some(Err(_)) => return Err(ApiError::bad_request("limit must be a non-negative integer")),
+    };
+    Ok(ListOptions {
+        labels,
+        fields,
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+fn list_body(rt: &ResourceType, page: super::store::ListPage) -> Value {
+    let mut metadata = json!({ "resourceVersion": page.revision.to_string() });
+    if let Some(token) = page.continue_token {
+        metadata["continue"] = token.into();
+    }
+    json!({
+        "kind": rt.list_kind(),
+        "apiVersion": rt.id.api_version(),
+        "metadata": metadata,
+        "items": page.items,
+    })
+}
+
+fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let policy = query
+        .get("propagationPolicy")
+        .map(String::as_str)
+        .or_else(|| body["propagationPolicy"].as_str());
+    let propagation = match policy {
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some("Background" | "Foreground") => Some(Propagation::Delete),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown propagationPolicy {other:?}"
+            )));
+        }
+        None => match body["orphanDependents"].as_bool() {
+            Some(true) => Some(Propagation::Orphan),
+            Some(false) => Some(Propagation::Delete),
+            None => None,
+        },
+    };
+    let precondition = |field: &str| body["preconditions"][field].as_str().map(str::to_string);
+    Ok(DeleteOptions {
+        propagation,
+        precondition_uid: precondition("uid"),
+        precondition_resource_version: precondition("resourceVersion"),
+    })
+}
+
+/// `""` and `"0"` mean "from the current state"; anything else must be a revision.
+fn parse_resource_version(value: Option<&String>) -> Result<Option<u64>, ApiError> {
+    match value.map(String::as_str) {
+        None | Some("" | "0") => Ok(None),
+        Some(rv) => rv
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}"))),
+    }
+}
+
+fn watch(
+    app: &App,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    query: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let send_initial_events = is_true(query.get("sendInitialEvents"));
+    if send_initial_events && query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        return Err(ApiError::bad_request(
+            "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        ));
+    }
+    let request = WatchRequest {
+        resource_version: parse_resource_version(query.get("resourceVersion"))?,
+        send_initial_events,
+        selection: ListOptions {
+            limit: None,
+            continue_token: None,
+            ..list_options(rt, query)?
+        },
+    };
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_WATCH_TIMEOUT);
+    let bookmarks = is_true(query.get("allowWatchBookmarks"))
+        .then(|| tokio::time::interval_at(Instant::now() + app.bookmark_interval, app.bookmark_interval));
+    let mut stream = WatchStream {
+        rt: rt.clone(),
+        ns: ns.map(str::to_string),
+        selection: request.selection.clone(),
+        queue: VecDeque::new(),
+        receiver: None,
+        start_revision: 0,
+        seen: 0,
+        deadline: Instant::now() + timeout,
+        bookmarks,
+        finished: false,
+    };
+    match app.store.watch(rt, ns, &request) {
+        Ok(start) => stream.begin(start, send_initial_events),
+        // A resourceVersion older than the history is answered inside the stream, as the API does.
+        Err(error) if error.code == 410 => {
+            stream.queue.push_back(error_line(&error));
+            stream.finished = true;
+        }
+        Err(error) => return Err(error),
+    }
+    let body = Body::from_stream(futures::stream::unfold(stream, WatchStream::next_chunk));
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// One open watch: lines queued to send, and the store's notices still to translate.
+struct WatchStream {
+    rt: ResourceType,
+    ns: Option<String>,
+    selection: ListOptions,
+    queue: VecDeque<Bytes>,
+    receiver: Option<broadcast::Receiver<Notice>>,
+    start_revision: u64,
+    /// Every change up to this revision has been considered: what bookmarks promise.
+    seen: u64,
+    deadline: Instant,
+    bookmarks: Option<Interval>,
+    finished: bool,
+}
+
+impl WatchStream {
+    fn begin(&mut self, start: WatchStart, send_initial_events: bool) {
+        for object in &start.initial {
+            self.queue.push_back(event_line("ADDED", object));
+        }
+        for change in &start.replay {
+            self.translate(change);
+        }
+        self.start_revision = start.revision;
+        self.seen = start.revision;
+        if send_initial_events {
+            let annotations = json!({ "k8s.io/initial-events-end": "true" });
+            self.queue.push_back(self.bookmark_line(Some(annotations)));
+        }
+        self.receiver = Some(start.receiver);
+    }
+
+    fn translate(&mut self, change: &super::store::Change) {
+        if let Some((kind, object)) = watch_event(change, &self.rt, self.ns.as_deref(), &self.selection) {
+            self.queue.push_back(event_line(kind, object));
+        }
+    }
+
+    fn bookmark_line(&self, annotations: Option<Value>) -> Bytes {
+        let mut metadata = json!({ "resourceVersion": self.seen.to_string() });
+        if let Some(annotations) = annotations {
+            metadata["annotations"] = annotations;
+        }
+        let object =
+            json!({ "kind": self.rt.kind, "apiVersion": self.rt.id.api_version(), "metadata": metadata });
+        event_line("BOOKMARK", &object)
+    }
+
+    fn absorb(&mut self, notice: Result<Notice, broadcast::error::RecvError>) {
+        match notice {
+            Ok(Notice::Change(change)) => {
+                if change.revision > self.start_revision {
+                    self.translate(&change);
+                }
+                self.seen = self.seen.max(change.revision);
+            }
+            Ok(Notice::Expired) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                let error = ApiError::gone(format!("too old resource version: {}", self.seen));
+                self.queue.push_back(error_line(&error));
+                self.finished = true;
+            }
+            Ok(Notice::Shutdown) | Err(broadcast::error::RecvError::Closed) => self.finished = true,
+        }
+    }
+
+    async fn next_chunk(mut self) -> Option<(Result<Bytes, Infallible>, Self)> {
+        loop {
+            if let Some(chunk) = self.queue.pop_front() {
+                return Some((Ok(chunk), self));
+            }
+            if self.finished {
+                return None;
+            }
+            let receiver = self.receiver.as_mut()?;
+            tokio::select! {
+                () = tokio::time::sleep_until(self.deadline) => self.finished = true,
+                () = tick(self.bookmarks.as_mut()) => self.queue.push_back(self.bookmark_line(None)),
+                notice = receiver.recv() => self.absorb(notice),
+            }
+        }
+    }
+}
+
+async fn tick(interval: Option<&mut Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = json!({ "type": kind, "object": object }).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn error_line(error: &ApiError) -> Bytes {
+    event_line("ERROR", &error.to_status())
+}
+
+fn version_info() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0+groundskeeper-in-memory",
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "",
+        "platform": "linux/amd64",
+    })
+}
+
+fn api_versions() -> Value {
+    json!({ "kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [] })
+}
+
+fn group_list(store: &Store) -> Value {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for rt in store.registry().all().filter(|rt| !rt.id.group.is_empty()) {
+        match groups.iter_mut().find(|(g, _)| *g == rt.id.group) {
+            Some((_, versions)) if !versions.contains(&rt.id.version) => versions.push(rt.id.version.clone()),
+            Some(_) => {}
+            None => groups.push((rt.id.group.clone(), vec![rt.id.version.clone()])),
+        }
+    }
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .map(|(name, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({ "groupVersion": format!("{name}/{v}"), "version": v }))
+                .collect();
+            json!({ "name": name, "versions": versions, "preferredVersion": versions[0] })
+        })
+        .collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+fn resource_list(store: &Store, group: &str, version: &str) -> Result<Value, ApiError> {
+    let verbs = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
+    let mut resources = Vec::new();
+    for rt in store
+        .registry()
+        .all()
+        .filter(|rt| rt.id.group == group && rt.id.version == version)
+    {
+        let entry = |name: String, verbs: Value| json!({ "name": name, "singularName": "", "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs });
+        resources.push(entry(rt.id.plural.clone(), verbs.clone()));
+        if rt.status_subresource {
+            resources.push(entry(
+                format!("{}/status", rt.id.plural),
+                json!(["get", "patch", "update"]),
+            ));
+        }
+    }
+    if resources.is_empty() {
+        return Err(ApiError::no_such_resource());
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(
+        json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources }),
+    )
+}
