@@ -7,6 +7,7 @@
 
 pub mod cleanup;
 pub mod context;
+pub mod crds;
 pub mod error;
 pub mod etcd;
 pub mod http;
