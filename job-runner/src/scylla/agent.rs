@@ -492,6 +492,12 @@ fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String
         {
             return Some(tls.to_string());
         }
+        // Some connector layers box the I/O error where it cannot be downcast; rustls' own
+        // wording still identifies a rejected certificate.
+        let text = err.to_string();
+        if let Some(at) = text.find("invalid peer certificate") {
+            return Some(text[at..].to_owned());
+        }
         current = err.source();
     }
     None
