@@ -48,6 +48,8 @@ pub struct Metrics {
     pub reconcile_duration: Family<ControllerLabels, Histogram>,
     pub jobs_created: Family<OperationLabels, Counter>,
     pub jobs_finished: Family<JobOutcomeLabels, Counter>,
+    /// The EtcdCluster controller's series (fragmentation, bytes reclaimed, defrag durations).
+    pub etcd: crate::etcd::metrics::EtcdMetrics,
 }
 
 fn reconcile_duration_histogram() -> Histogram {
@@ -72,6 +74,7 @@ impl Metrics {
         );
         let jobs_created = Family::<OperationLabels, Counter>::default();
         let jobs_finished = Family::<JobOutcomeLabels, Counter>::default();
+        let etcd = crate::etcd::metrics::EtcdMetrics::register(&mut registry);
         registry.register("reconciles", "Reconciliations started", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -96,6 +99,7 @@ impl Metrics {
             reconcile_duration,
             jobs_created,
             jobs_finished,
+            etcd,
         }
     }
 

@@ -180,6 +180,9 @@ pub struct EtcdClusterStatus {
     /// When the members were last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_observed_time: Option<Time>,
+    /// When the members are due to be observed next (sooner on a spec change or a Job event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_time: Option<Time>,
     #[serde(default)]
     pub members: Vec<EtcdMemberStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

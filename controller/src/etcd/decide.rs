@@ -139,6 +139,33 @@ pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
 pub const OUTCOME_SKIPPED: &str = "Skipped";
 pub const OUTCOME_FAILED: &str = "Failed";
 
+/// Whether the cluster is due for an observation and a decision now, or how long until it is.
+///
+/// Due on the check interval (or the next revision sample), and at once when the spec changed,
+/// a Job finished since the last status, or the Job in flight is not the one the status names
+/// (created, or deleted by someone). Reconciliations triggered by anything else, such as our own
+/// status writes, do nothing: without this every status write would trigger another observation
+/// and another write.
+pub fn check_due(
+    previous: &EtcdClusterStatus,
+    generation: Option<i64>,
+    jobs: &[MaintenanceJobView],
+    now: Timestamp,
+) -> Result<(), SignedDuration> {
+    let spec_changed = previous.observed_generation != generation;
+    let finished = jobs
+        .iter()
+        .any(|j| !j.in_flight() && j.attempt > previous.last_recorded_attempt);
+    let in_flight = jobs.iter().filter(|j| j.in_flight()).max_by_key(|j| j.attempt);
+    let jobs_changed = in_flight.map(|j| &j.name) != previous.active_job.as_ref();
+    match &previous.next_check_time {
+        Some(next) if !spec_changed && !finished && !jobs_changed && next.0 > now => {
+            Err(next.0.duration_since(now))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn decide(input: &Input) -> Decision {
     let mut status = input.previous.clone();
     status.observed_generation = input.generation;
@@ -161,6 +188,7 @@ pub fn decide(input: &Input) -> Decision {
     let policy = match input.policy {
         Ok(policy) => policy,
         Err(errors) => {
+            status.next_check_time = Some((input.now + INVALID_SPEC_REQUEUE).into());
             return Decision {
                 conditions: conditions(
                     input.enabled,
@@ -216,13 +244,15 @@ pub fn decide(input: &Input) -> Decision {
             note: format!("Job {}: {}", job.name, job.reason),
         });
     }
+    let requeue_after = requeue.max(MIN_REQUEUE);
+    status.next_check_time = Some((input.now + requeue_after).into());
     Decision {
         conditions: conditions(policy.enabled, progressing(in_flight, create.as_ref()), degraded),
         status,
         create,
         events,
         recorded,
-        requeue_after: requeue.max(MIN_REQUEUE),
+        requeue_after,
     }
 }
 
@@ -683,6 +713,10 @@ fn job_args(policy: &Policy, subcommand: &str, extra: &[String]) -> Vec<String> 
             args.push(flag.to_owned());
             args.push(format!("{TLS_MOUNT_DIR}/{key}"));
         }
+    }
+    if subcommand == "compact" {
+        // Wait until the freed pages are visible, so that a defrag right after reclaims them.
+        args.push("--physical".to_owned());
     }
     if subcommand == "defrag" {
         args.push("--min-defrag-bytes".to_owned());

@@ -6,8 +6,11 @@
 
 pub mod crd;
 pub mod decide;
+pub mod metrics;
 pub mod observe;
 pub mod policy;
+pub mod reconcile;
 pub mod sampler;
 
 pub use crd::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};
+pub use reconcile::{reconcile, run};
