@@ -34,6 +34,14 @@ namespaced_resource!(
 pub struct ScyllaClusterSpec {
     #[serde(default)]
     pub datacenter: ScyllaClusterDatacenter,
+    /// Seeds outside this ScyllaCluster: when set, the ring holds nodes of other datacenters that
+    /// have no member Service here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_seeds: Vec<String>,
+    /// Kept as JSON: only `broadcastOptions.nodes.type` is read (which address Scylla knows a
+    /// node by: `ServiceClusterIP`, the default, or `PodIP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose_options: Option<Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
