@@ -55,3 +55,6 @@ pub const NODE_LABEL: &str = "groundskeeper.dev/node";
 pub const CLEANED_FOR_MEMBERS: &str = "groundskeeper.dev/cleaned-for-members";
 /// On a failed Job: a Warning Event was published for its failure already.
 pub const FAILURE_REPORTED: &str = "groundskeeper.dev/failure-reported";
+/// On a member Service: when groundskeeper's ring observer last wrote `current-token-ring-hash`
+/// (RFC 3339). Marks the hash as groundskeeper's to keep up to date.
+pub const RING_HASH_OBSERVED_AT: &str = "groundskeeper.dev/ring-hash-observed-at";

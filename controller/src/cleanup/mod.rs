@@ -6,5 +6,7 @@ pub mod apply;
 pub mod controller;
 pub mod decide;
 pub mod observe;
+pub mod ring_observer;
 
 pub use controller::run;
+pub use ring_observer::run_ring_observer;

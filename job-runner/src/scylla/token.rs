@@ -39,9 +39,10 @@ impl AuthToken {
         })
     }
 
-    /// Parses `auth_token: <token>`. The problem it returns never quotes the input: a malformed
-    /// file may still hold the secret.
-    fn from_yaml(text: &str) -> Result<Self, String> {
+    /// Parses `auth_token: <token>` (the file's text, or the Secret key's value as the controller
+    /// reads it). The problem it returns never quotes the input: a malformed file may still hold
+    /// the secret.
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
         #[derive(Deserialize)]
         struct TokenFile {
             auth_token: Option<String>,
