@@ -160,8 +160,6 @@ async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<()
     let client = connect(args)?;
     let context = |err: AgentError| agent_failure(args, err);
 
-    report.stopped_stale_cleanup = stop_stale_cleanup(&client).await.map_err(context)?;
-
     let cleanable = client
         .keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes)
         .await
@@ -201,6 +199,8 @@ async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<()
         })
         .collect();
 
+    // Only once the request is known to be valid: bad input changes nothing on the node.
+    report.stopped_stale_cleanup = stop_stale_cleanup(&client).await.map_err(context)?;
     clean_keyspaces(&client, args, report).await?;
 
     let whole_node = plan.iter().filter(|p| p.skip_reason.is_none()).count() == cleanable.len();
