@@ -6,6 +6,8 @@
 //! modelled here): writes go through JSON merge patches of single fields.
 
 mod scylla;
+#[cfg(test)]
+mod tests;
 
 pub use scylla::{
     Placement, ScyllaCluster, ScyllaClusterDatacenter, ScyllaClusterRack, ScyllaClusterSpec,
