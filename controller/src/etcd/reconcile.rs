@@ -167,7 +167,10 @@ pub async fn read_client_tls(
     })
 }
 
-async fn apply(
+/// Applies a decision: creates its Job (a Job of that name that exists already is taken as the
+/// same decision made by another reconciliation), writes the status, updates the metrics and
+/// publishes the Events.
+pub async fn apply(
     cluster: &EtcdCluster,
     ctx: &Context,
     policy: &std::result::Result<Policy, super::policy::SpecErrors>,
@@ -220,7 +223,7 @@ async fn apply(
 }
 
 /// The Job limits: the cluster's `spec.job`, else the controller's settings.
-fn job_limits(policy: Option<&Policy>, defaults: &JobLimits) -> JobLimits {
+pub fn job_limits(policy: Option<&Policy>, defaults: &JobLimits) -> JobLimits {
     let Some(spec) = policy.map(|p| &p.job) else {
         return defaults.clone();
     };
