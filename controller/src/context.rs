@@ -172,3 +172,114 @@ impl Context {
             )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use clap::Parser;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use kube::runtime::events::EventType;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: ControllerConfig,
+    }
+
+    #[test]
+    fn flag_defaults_are_the_default_config() {
+        let cli = Cli::try_parse_from(["groundskeeper-controller"]).unwrap();
+        assert_eq!(cli.config, ControllerConfig::default());
+        cli.config.validate().unwrap();
+    }
+
+    #[test]
+    fn flags_override_the_defaults() {
+        let cli = Cli::try_parse_from([
+            "groundskeeper-controller",
+            "--job-image=registry.example/job:1",
+            "--job-backoff-limit=0",
+            "--requeue-busy=5",
+            "--ring-observer-interval=60",
+        ])
+        .unwrap();
+        assert_eq!(cli.config.job_image, "registry.example/job:1");
+        assert_eq!(cli.config.job_limits.backoff_limit, 0);
+        assert_eq!(cli.config.requeue_busy, Duration::from_secs(5));
+        assert_eq!(cli.config.ring_observer_interval, Duration::from_secs(60));
+        assert!(
+            Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(),
+            "whole seconds only"
+        );
+    }
+
+    #[test]
+    fn invalid_configurations_name_the_flag() {
+        type Breakage = fn(&mut ControllerConfig);
+        let cases: [(&str, Breakage); 5] = [
+            ("--job-image", |c| c.job_image = " ".into()),
+            ("--job-image-pull-policy", |c| {
+                c.job_image_pull_policy = "always".into()
+            }),
+            ("activeDeadlineSeconds", |c| {
+                c.job_limits.active_deadline_seconds = 0
+            }),
+            ("backoffLimit", |c| c.job_limits.backoff_limit = -1),
+            ("--status-write-attempts", |c| c.status_write_attempts = 0),
+        ];
+        for (wanted, break_it) in cases {
+            let mut config = ControllerConfig::default();
+            break_it(&mut config);
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(wanted), "{wanted}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_posted_to_events_k8s_io() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut handle = pin!(handle);
+            let (request, send) = handle.next_request().await.unwrap();
+            assert_eq!(request.method(), Method::POST);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/events.k8s.io/v1/namespaces/scylla/events"
+            );
+            let body: serde_json::Value =
+                serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap()).unwrap();
+            send.send_response(Response::new(Body::from(serde_json::to_vec(&body).unwrap())));
+            body
+        });
+        let context = Context::new(
+            kube::Client::new(service, "default"),
+            ControllerConfig::default(),
+            Arc::new(Metrics::new()),
+        );
+        let regarding = ObjectReference {
+            api_version: Some("scylla.scylladb.com/v1".into()),
+            kind: Some("ScyllaCluster".into()),
+            name: Some("sc".into()),
+            namespace: Some("scylla".into()),
+            uid: Some("u".into()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "CleanupSucceeded".into(),
+            note: Some("node sc-dc-r1-0 cleaned".into()),
+            action: "Cleanup".into(),
+            secondary: None,
+        };
+        context.publish_event(&regarding, event).await.unwrap();
+        let body = server.await.unwrap();
+        assert_eq!(body["reason"], "CleanupSucceeded");
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["regarding"]["name"], "sc");
+        assert_eq!(body["reportingController"], CONTROLLER_NAME);
+    }
+}

@@ -102,3 +102,81 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("denied", "Forbidden").with_code(code),
+        ))
+    }
+
+    #[test]
+    fn labels_are_bounded_and_messages_name_the_object() {
+        let json_error = serde_json::from_str::<u8>("x").unwrap_err();
+        let cases = [
+            (
+                Error::kube("create Job ns/j")(api_error(403)),
+                "kube",
+                "create Job ns/j: ",
+            ),
+            (
+                Error::InvalidObject {
+                    object: "ScyllaCluster ns/sc".into(),
+                    field: "metadata.annotations[groundskeeper.dev/cleanup-max-concurrent]".into(),
+                    message: "\"two\" is not a number".into(),
+                },
+                "invalid_object",
+                "ScyllaCluster ns/sc: field metadata.annotations[groundskeeper.dev/cleanup-max-concurrent]: ",
+            ),
+            (
+                Error::MalformedResult {
+                    namespace: "ns".into(),
+                    job: "j".into(),
+                    pod: "j-x".into(),
+                    message: "eof".into(),
+                },
+                "malformed_result",
+                "Job ns/j: pod j-x: ",
+            ),
+            (
+                Error::Conflict {
+                    object: "ScyllaDBDatacenter ns/sc".into(),
+                    attempts: 5,
+                },
+                "conflict",
+                "ScyllaDBDatacenter ns/sc: status.conditions: still conflicting after 5 attempts",
+            ),
+            (
+                Error::Upstream {
+                    target: "etcd member m1".into(),
+                    message: "timeout".into(),
+                },
+                "upstream",
+                "etcd member m1: timeout",
+            ),
+            (
+                Error::Config("--job-image: empty".into()),
+                "config",
+                "configuration: --job-image",
+            ),
+            (
+                Error::json("result of Job ns/j")(json_error),
+                "json",
+                "result of Job ns/j: ",
+            ),
+        ];
+        for (error, label, prefix) in cases {
+            assert_eq!(error.metric_label(), label);
+            assert!(error.to_string().starts_with(prefix), "{error}");
+        }
+    }
+
+    #[test]
+    fn api_status_code_only_for_api_errors() {
+        assert_eq!(Error::kube("get")(api_error(409)).api_status_code(), Some(409));
+        assert_eq!(Error::Config("x".into()).api_status_code(), None);
+    }
+}

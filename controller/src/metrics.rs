@@ -169,3 +169,30 @@ impl Drop for ReconcileTimer {
         self.histogram.observe(self.started.elapsed().as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconciles_failures_and_jobs_are_exposed_with_their_labels() {
+        let metrics = Metrics::new();
+        {
+            let _timer = metrics.reconcile_started("cleanup");
+        }
+        metrics.reconcile_failed("cleanup", &Error::Config("x".into()));
+        metrics.job_created("cleanup");
+        metrics.job_finished("cleanup", "succeeded");
+        let text = metrics.encode();
+        for line in [
+            "groundskeeper_reconciles_total{controller=\"cleanup\"} 1",
+            "groundskeeper_reconcile_failures_total{controller=\"cleanup\",error=\"config\"} 1",
+            "groundskeeper_reconcile_duration_seconds_count{controller=\"cleanup\"} 1",
+            "groundskeeper_jobs_created_total{operation=\"cleanup\"} 1",
+            "groundskeeper_jobs_finished_total{operation=\"cleanup\",outcome=\"succeeded\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
