@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use etcd_client::{AlarmAction, AlarmType};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
 use groundskeeper_job::etcd::connect::EndpointArgs;
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
@@ -114,6 +115,7 @@ for_each_version!(
     client_tls_with_generated_certificates,
     compaction_is_idempotent_and_refuses_future_revisions,
     a_defrag_call_timeout_is_not_a_failure,
+    a_nospace_alarm_is_disarmed_once_space_is_back,
 );
 
 async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: EtcdVersion) {
@@ -430,4 +432,51 @@ async fn a_defrag_call_timeout_is_not_a_failure(version: EtcdVersion) {
             b.db_size
         );
     }
+}
+
+async fn a_nospace_alarm_is_disarmed_once_space_is_back(version: EtcdVersion) {
+    let options = ClusterOptions {
+        quota_backend_bytes: Some(8_000_000),
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = cluster(version, options).await else {
+        return;
+    };
+    let mut client = cluster.client(None).await.unwrap();
+    let value = vec![b'x'; 256 * 1024];
+    let mut writes = 0;
+    loop {
+        match client
+            .put(format!("fill/{}", writes % 4), value.clone(), None)
+            .await
+        {
+            Ok(_) => writes += 1,
+            Err(err) if err.to_string().contains("database space exceeded") => break,
+            Err(err) => panic!("unexpected write error: {err}"),
+        }
+        assert!(writes < 1000, "the quota was never reached");
+    }
+    let alarms = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert!(alarms.alarms().iter().any(|a| a.alarm() == AlarmType::Nospace));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.compact_retain_revisions = Some(0);
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
+    assert!(!report.alarms_disarmed.is_empty());
+    let alarms = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert!(alarms.alarms().is_empty(), "{} alarm(s) left", alarms.alarms().len());
+    client
+        .put("fill/after", "writable again", None)
+        .await
+        .expect("writes are accepted again");
 }

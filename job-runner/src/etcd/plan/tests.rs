@@ -90,6 +90,37 @@ fn thresholds_both_must_be_reached_and_are_inclusive() {
 }
 
 #[test]
+fn a_nospace_alarm_waives_the_fragmentation_threshold_not_the_size() {
+    let alarm = "memberID:1 alarm:NOSPACE ";
+    let cases = [
+        (
+            "stale in-use figure, alarm raised",
+            with_error(member(1, 1, 200 * MB, 200 * MB), alarm),
+            true,
+        ),
+        (
+            "alarm raised, db under the minimum",
+            with_error(member(1, 1, 50 * MB, 0), alarm),
+            false,
+        ),
+        (
+            "no alarm, not fragmented",
+            member(1, 1, 200 * MB, 200 * MB),
+            false,
+        ),
+        (
+            "another alarm does not count",
+            with_error(member(1, 1, 200 * MB, 200 * MB), "memberID:1 alarm:CORRUPT "),
+            false,
+        ),
+    ];
+    for (name, m, want) in cases {
+        let (got, why) = needs_defrag(&policy(), m.status.as_ref().unwrap());
+        assert_eq!(got, want, "{name}: {why}");
+    }
+}
+
+#[test]
 fn reasons_state_the_facts_and_the_threshold_that_decided() {
     let (yes, why) = needs_defrag(&policy(), &member(1, 1, 200 * MB, 10 * MB).status.unwrap());
     assert!(yes);
