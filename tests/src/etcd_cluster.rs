@@ -469,6 +469,26 @@ impl EtcdCluster {
         self.wait_healthy(HEALTHY_TIMEOUT).await
     }
 
+    /// Writes `bytes` of data under `live/` that stays: what a defrag must copy.
+    pub async fn fill(&self, bytes: u64) -> Result<(), String> {
+        const VALUE_SIZE: usize = 128 * 1024;
+        const KEYS_PER_TXN: usize = 8;
+        let mut client = self.client(None).await?;
+        let keys = bytes.div_ceil(VALUE_SIZE as u64) as usize;
+        let value = vec![b'l'; VALUE_SIZE];
+        for chunk in (0..keys).collect::<Vec<_>>().chunks(KEYS_PER_TXN) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|k| TxnOp::put(format!("live/{k:06}"), value.clone(), None))
+                .collect();
+            client
+                .txn(Txn::new().and_then(ops))
+                .await
+                .map_err(|e| format!("fill: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Makes real fragmentation: overwrites a few large values until every member's db is at
     /// least `target_db_size` bytes, then compacts away the history (physically), so most of
     /// each db is free pages.
@@ -495,13 +515,15 @@ impl EtcdCluster {
             }
             round += 1;
         }
+        let in_use_before: Vec<i64> = self.states().await?.iter().map(|s| s.db_size_in_use).collect();
         let revision = client.status().await.map_err(|e| e.to_string())?;
         let revision = revision.header().map(|h| h.revision()).unwrap_or_default();
         client
             .compact(revision, Some(CompactionOptions::new().with_physical()))
             .await
             .map_err(|e| format!("churn compaction: {e}"))?;
-        self.wait_compacted().await?;
+        // At least half of what was overwritten must show up as free pages.
+        self.wait_compacted(&in_use_before, (written / 2) as i64).await?;
         Ok(Churn {
             bytes_written: written,
             compacted_revision: revision,
@@ -509,9 +531,9 @@ impl EtcdCluster {
     }
 
     /// Every member applies a compaction on its own; wait until each reports its space in use
-    /// dropped well under its size. bbolt counts freed pages as free only once a later write
+    /// dropped by `freed` bytes. bbolt counts freed pages as free only once a later write
     /// commits, so a small write per round moves the figure along.
-    async fn wait_compacted(&self) -> Result<(), String> {
+    async fn wait_compacted(&self, in_use_before: &[i64], freed: i64) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut client = self.client(None).await?;
         loop {
@@ -520,7 +542,11 @@ impl EtcdCluster {
                 .await
                 .map_err(|e| format!("churn tick: {e}"))?;
             let states = self.states().await?;
-            if states.iter().all(|s| s.db_size_in_use * 2 < s.db_size) {
+            if states
+                .iter()
+                .zip(in_use_before)
+                .all(|(s, before)| before - s.db_size_in_use >= freed)
+            {
                 return Ok(());
             }
             if Instant::now() > deadline {

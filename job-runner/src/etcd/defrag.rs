@@ -21,7 +21,7 @@ use super::plan::{
 use crate::run::{self, Failure, RunClock};
 
 /// How often the runner looks again while it waits for a member.
-const POLL_INTERVAL: Duration = Duration::from_millis(200);
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DefragArgs {
