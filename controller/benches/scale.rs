@@ -1,0 +1,247 @@
+//! Scale benchmark of the cleanup controller's decisions (not a test: figures for the README).
+//!
+//! 1,000 ScyllaClusters × 9 member Services (3 racks × 3 nodes), half of them just scaled out so
+//! their old nodes need cleanup and some cleanup Jobs run. Measures:
+//! * the time to turn cached objects into a snapshot and decide, for all 1,000 clusters;
+//! * the memory the controller needs to hold those objects cached (reflector stores of the
+//!   ScyllaClusters, their member Services and the cleanup Jobs), counted by a global allocator.
+//!
+//! Run: `cargo bench -p groundskeeper-controller --bench scale`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use groundskeeper_controller::cleanup::decide::{Action, SecretState, decide};
+use groundskeeper_controller::cleanup::observe::build_snapshot;
+use groundskeeper_controller::jobs;
+use groundskeeper_controller::resources::ScyllaCluster;
+use groundskeeper_protocol::{keys, ring_hash};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Service;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use serde_json::json;
+
+const CLUSTERS: usize = 1_000;
+const RACKS: [&str; 3] = ["a", "b", "c"];
+const NODES_PER_RACK: usize = 3;
+const ROUNDS: usize = 20;
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn hash(seed: usize) -> String {
+    let tokens: Vec<String> = (0..256)
+        .map(|i| ((seed * 7919 + i) as i64 * 36_028_797_018_963).to_string())
+        .collect();
+    ring_hash(&tokens).expect("decimal tokens")
+}
+
+fn cluster(i: usize) -> ScyllaCluster {
+    let racks: Vec<_> = RACKS
+        .iter()
+        .map(|rack| {
+            json!({
+                "name": rack, "members": NODES_PER_RACK,
+                "storage": {"capacity": "500Gi", "storageClassName": "local-nvme"},
+                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}},
+                "placement": {
+                    "tolerations": [{"key": "role", "operator": "Equal", "value": "scylla", "effect": "NoSchedule"}],
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [format!("zone-{rack}")]}]}
+                    ]}}
+                }
+            })
+        })
+        .collect();
+    let condition = |type_: &str, status: &str| {
+        json!({"type": type_, "status": status, "reason": "AsExpected", "message": "",
+               "observedGeneration": 3, "lastTransitionTime": "2026-11-01T00:00:00Z"})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "scylla.scylladb.com/v1", "kind": "ScyllaCluster",
+        "metadata": {"name": format!("sc-{i:04}"), "namespace": format!("ns-{i:04}"), "uid": format!("uid-{i}"),
+                     "generation": 3, "resourceVersion": "1000"},
+        "spec": {"version": "6.2.0", "agentVersion": "3.4.0", "developerMode": false,
+                 "datacenter": {"name": "dc1", "racks": racks}},
+        "status": {"observedGeneration": 3, "conditions": [
+            condition("Available", "True"), condition("Progressing", "False"), condition("Degraded", "False"),
+            condition("StatefulSetControllerProgressing", "False"), condition("StatefulSetControllerAvailable", "True"),
+        ]}
+    }))
+    .expect("valid ScyllaCluster")
+}
+
+/// Member Services of cluster `i`; in odd clusters the ring moved after a scale-out.
+fn members(i: usize) -> Vec<Service> {
+    let (cluster, namespace) = (format!("sc-{i:04}"), format!("ns-{i:04}"));
+    let (old, new) = (hash(i), hash(i + 100_000));
+    let ports: Vec<_> = [9042, 9142, 7000, 7001, 9180, 10001, 19042]
+        .iter()
+        .map(|p| json!({"name": format!("port-{p}"), "port": p, "protocol": "TCP"}))
+        .collect();
+    let mut services = Vec::new();
+    for rack in RACKS {
+        for ordinal in 0..NODES_PER_RACK {
+            let scaled = i % 2 == 1;
+            let current = if scaled { &new } else { &old };
+            services.push(
+                serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Service",
+                    "metadata": {
+                        "name": format!("{cluster}-dc1-{rack}-{ordinal}"), "namespace": namespace,
+                        "uid": format!("svc-{i}-{rack}-{ordinal}"), "resourceVersion": "1000",
+                        "labels": {
+                            keys::SCYLLA_CLUSTER_LABEL: cluster, keys::SCYLLA_DATACENTER_LABEL: "dc1",
+                            keys::SCYLLA_RACK_LABEL: rack, keys::SCYLLA_SERVICE_TYPE_LABEL: keys::SCYLLA_SERVICE_TYPE_MEMBER,
+                            "app": "scylla", "app.kubernetes.io/managed-by": "scylla-operator",
+                            "statefulset.kubernetes.io/pod-name": format!("{cluster}-dc1-{rack}-{ordinal}"),
+                        },
+                        "annotations": {
+                            keys::CURRENT_TOKEN_RING_HASH: current,
+                            keys::LAST_CLEANED_UP_TOKEN_RING_HASH: old,
+                        }
+                    },
+                    "spec": {"type": "ClusterIP", "clusterIP": format!("10.{}.{}.{}", i / 250, i % 250, ordinal + 3),
+                             "publishNotReadyAddresses": true,
+                             "ports": ports}
+                }))
+                .expect("valid Service"),
+            );
+        }
+    }
+    services
+}
+
+/// A cleanup Job running in rack `a` of every scaled cluster.
+fn running_job(i: usize) -> Option<Job> {
+    (i % 2 == 1).then(|| {
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": format!("cleanup-sc-{i:04}-dc1-a-0"), "namespace": format!("ns-{i:04}"),
+                         "uid": format!("job-{i}"), "resourceVersion": "1000",
+                         "labels": {keys::MANAGED_BY_LABEL: keys::MANAGED_BY, keys::OPERATION_LABEL: "cleanup",
+                                    keys::TARGET_LABEL: format!("sc-{i:04}"), keys::NODE_LABEL: format!("sc-{i:04}-dc1-a-0")},
+                         "annotations": {keys::CLEANUP_TOKEN_RING_HASH: hash(i + 100_000)}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "cleanup", "image": "groundskeeper"}]}}},
+            "status": {"active": 1, "startTime": "2026-11-21T12:00:00Z"}
+        }))
+        .expect("valid Job")
+    })
+}
+
+fn cached<K>(objects: Vec<K>) -> Store<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    store
+}
+
+fn main() {
+    // Everything allocated from here to the stores being filled is what the cache holds: the
+    // objects themselves are built, then moved into the stores.
+    let before = LIVE.load(Ordering::Relaxed);
+    let clusters: Vec<_> = (0..CLUSTERS).map(cluster).collect();
+    let services: Vec<_> = (0..CLUSTERS).flat_map(members).collect();
+    let jobs: Vec<_> = (0..CLUSTERS).filter_map(running_job).collect();
+    let (n_clusters, n_services, n_jobs) = (clusters.len(), services.len(), jobs.len());
+    let stores = (cached(clusters), cached(services), cached(jobs));
+    let cached_bytes = LIVE.load(Ordering::Relaxed) - before;
+
+    // Group the cached objects per cluster once, as the controller's reads would return them.
+    let (cluster_store, service_store, job_store) = &stores;
+    let per_cluster: Vec<_> = cluster_store
+        .state()
+        .into_iter()
+        .map(|sc| {
+            let name = sc.metadata.name.clone().unwrap_or_default();
+            let services: Vec<Service> = service_store
+                .state()
+                .iter()
+                .filter(|s| {
+                    s.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(keys::SCYLLA_CLUSTER_LABEL))
+                        == Some(&name)
+                })
+                .map(|s| (**s).clone())
+                .collect();
+            let jobs: Vec<(Job, jobs::JobObservation)> = job_store
+                .state()
+                .iter()
+                .filter(|j| j.metadata.labels.as_ref().and_then(|l| l.get(keys::TARGET_LABEL)) == Some(&name))
+                .map(|j| ((**j).clone(), jobs::observe(j, &[])))
+                .collect();
+            (sc, services, jobs)
+        })
+        .collect();
+
+    let now = jiff::Timestamp::now();
+    let mut rounds = Vec::with_capacity(ROUNDS);
+    let mut jobs_to_create = 0;
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        jobs_to_create = 0;
+        for (sc, services, jobs) in &per_cluster {
+            let snapshot = build_snapshot(sc, services, jobs, SecretState::Present, now);
+            let plan = decide(std::hint::black_box(&snapshot));
+            jobs_to_create += plan
+                .actions
+                .iter()
+                .filter(|a| matches!(a, Action::CreateCleanupJob { .. }))
+                .count();
+        }
+        rounds.push(started.elapsed());
+    }
+    rounds.sort();
+    let median = rounds[ROUNDS / 2];
+    let per_cluster_us = median.as_secs_f64() * 1e6 / CLUSTERS as f64;
+
+    println!("cleanup controller scale benchmark");
+    println!(
+        "  objects cached: {n_clusters} ScyllaClusters, {n_services} member Services, {n_jobs} cleanup Jobs"
+    );
+    println!(
+        "  memory held by the reflector stores: {:.1} MiB",
+        cached_bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "  observe+decide for all {CLUSTERS} clusters: median {} (min {}, max {}) over {ROUNDS} rounds",
+        ms(median),
+        ms(rounds[0]),
+        ms(rounds[ROUNDS - 1])
+    );
+    println!("  per cluster: {per_cluster_us:.1} µs; Jobs planned per round: {jobs_to_create}");
+    println!(
+        "  peak heap of the whole benchmark: {:.1} MiB",
+        PEAK.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
+    );
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
