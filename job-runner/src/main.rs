@@ -67,8 +67,11 @@ fn ring_hash_from_stdin() -> i32 {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Job logs are read from files: colour codes only where a person watches a terminal.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .init();
 }
