@@ -515,7 +515,6 @@ impl EtcdCluster {
             }
             round += 1;
         }
-        let in_use_before: Vec<i64> = self.states().await?.iter().map(|s| s.db_size_in_use).collect();
         let revision = client.status().await.map_err(|e| e.to_string())?;
         let revision = revision.header().map(|h| h.revision()).unwrap_or_default();
         client
@@ -523,17 +522,17 @@ impl EtcdCluster {
             .await
             .map_err(|e| format!("churn compaction: {e}"))?;
         // At least half of what was overwritten must show up as free pages.
-        self.wait_compacted(&in_use_before, (written / 2) as i64).await?;
+        self.wait_compacted((written / 2) as i64).await?;
         Ok(Churn {
             bytes_written: written,
             compacted_revision: revision,
         })
     }
 
-    /// Every member applies a compaction on its own; wait until each reports its space in use
-    /// dropped by `freed` bytes. bbolt counts freed pages as free only once a later write
-    /// commits, so a small write per round moves the figure along.
-    async fn wait_compacted(&self, in_use_before: &[i64], freed: i64) -> Result<(), String> {
+    /// Every member applies a compaction on its own; wait until each shows at least `freed`
+    /// bytes of free pages. bbolt counts freed pages as free only once a later write commits,
+    /// so a small write per round moves the figure along.
+    async fn wait_compacted(&self, freed: i64) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut client = self.client(None).await?;
         loop {
@@ -542,11 +541,7 @@ impl EtcdCluster {
                 .await
                 .map_err(|e| format!("churn tick: {e}"))?;
             let states = self.states().await?;
-            if states
-                .iter()
-                .zip(in_use_before)
-                .all(|(s, before)| before - s.db_size_in_use >= freed)
-            {
+            if states.iter().all(|s| s.db_size - s.db_size_in_use >= freed) {
                 return Ok(());
             }
             if Instant::now() > deadline {

@@ -225,19 +225,17 @@ impl Run<'_> {
         else {
             return Ok(()); // history shorter than what is kept
         };
-        let already = if self.options.dry_run {
-            false
-        } else {
-            // Physical: the pages it frees must be free before the thresholds are judged.
-            compact::compact_to(&mut client, revision, true).await? == Compacted::AlreadyCompacted
-        };
-        if !self.options.dry_run {
-            self.report.compacted_revision = Some(revision);
-            // Every member applies the compaction on its own backend: wait until they all did.
-            let everyone: Vec<u64> = cluster.members.iter().map(|m| m.id).collect();
-            for id in everyone {
-                self.wait_caught_up(cluster, id).await?;
-            }
+        if self.options.dry_run {
+            // The plan below is judged on the sizes before this compaction.
+            tracing::info!(revision, "dry run: would compact to this revision first");
+            return Ok(());
+        }
+        // Physical: the pages it frees must be free before the thresholds are judged.
+        let already = compact::compact_to(&mut client, revision, true).await? == Compacted::AlreadyCompacted;
+        self.report.compacted_revision = Some(revision);
+        // Every member applies the compaction on its own backend: wait until they all did.
+        for id in cluster.members.iter().map(|m| m.id) {
+            self.wait_caught_up(cluster, id).await?;
         }
         (self.on_progress)(Progress::Compacted { revision, already });
         Ok(())
@@ -376,13 +374,14 @@ impl Run<'_> {
         )))
     }
 
-    /// Waits until `id` is healthy and has applied what the leader committed. Another member
-    /// turning unhealthy meanwhile stops the run at once.
+    /// Waits until `id` is healthy and has applied what the leader committed. A member that stops
+    /// answering meanwhile stops the run at once.
     async fn wait_caught_up(&self, cluster: &Cluster, id: u64) -> Result<(), Failure> {
         let deadline = Instant::now() + self.options.member_timeout;
         loop {
             let observed = cluster.observe().await;
-            if let Some(sick) = observed.iter().find(|m| m.id != id && m.status.is_err()) {
+            // The defrag is over by now, so even `id` must answer: not answering is a failure.
+            if let Some(sick) = observed.iter().find(|m| m.status.is_err()) {
                 return Err(Failure::retryable(format!(
                     "member {} ({}) became unhealthy: {}; the run stopped and touches nothing more",
                     sick.name,
