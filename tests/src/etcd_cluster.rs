@@ -107,11 +107,17 @@ pub fn find_etcd(version: EtcdVersion) -> Result<PathBuf, String> {
         return match binary_version(&path) {
             Some(v) if v.starts_with(version.prefix()) => Ok(path),
             Some(v) => Err(format!(
-                "{}={} is etcd {v}, not {version}",
+                "{}={} is etcd {v}, not {version} ({})",
                 version.env_var(),
-                path.display()
+                path.display(),
+                version.install_hint()
             )),
-            None => Err(format!("{}={} does not run", version.env_var(), path.display())),
+            None => Err(format!(
+                "{}={} does not run ({})",
+                version.env_var(),
+                path.display(),
+                version.install_hint()
+            )),
         };
     }
     version
