@@ -116,6 +116,7 @@ for_each_version!(
     compaction_is_idempotent_and_refuses_future_revisions,
     a_defrag_call_timeout_is_not_a_failure,
     a_nospace_alarm_is_disarmed_once_space_is_back,
+    no_move_leader_defragments_the_leader_last_in_place,
 );
 
 async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: EtcdVersion) {
@@ -474,9 +475,39 @@ async fn a_nospace_alarm_is_disarmed_once_space_is_back(version: EtcdVersion) {
         .alarm(AlarmAction::Get, AlarmType::None, None)
         .await
         .unwrap();
-    assert!(alarms.alarms().is_empty(), "{} alarm(s) left", alarms.alarms().len());
+    assert!(
+        alarms.alarms().is_empty(),
+        "{} alarm(s) left",
+        alarms.alarms().len()
+    );
     client
         .put("fill/after", "writable again", None)
         .await
         .expect("writes are accepted again");
+}
+
+async fn no_move_leader_defragments_the_leader_last_in_place(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let leader = cluster
+        .states()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.is_leader())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.no_move_leader = true;
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert_eq!(report.leader_moved_to, None);
+    assert!(report.members.iter().all(|m| m.defragmented));
+    let last = report.members.last().unwrap();
+    assert_eq!(
+        (last.name.as_str(), last.was_leader),
+        (leader.name.as_str(), true)
+    );
 }

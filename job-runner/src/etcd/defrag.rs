@@ -558,3 +558,95 @@ fn log_progress(progress: Progress<'_>) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_protocol::result::ErrorKind;
+
+    fn args() -> DefragArgs {
+        DefragArgs {
+            connection: EndpointArgs {
+                endpoints: vec!["http://127.0.0.1:2379".into()],
+                ..EndpointArgs::default()
+            },
+            min_defrag_bytes: plan::DEFAULT_MIN_DEFRAG_BYTES,
+            max_fragmented_percent: plan::DEFAULT_MAX_FRAGMENTED_PERCENT,
+            compact_retain_revisions: None,
+            no_move_leader: false,
+            allow_single_member: false,
+            dry_run: false,
+            defrag_call_timeout_ms: 60_000,
+            member_timeout_seconds: 600,
+            result_file: "/dev/null".into(),
+        }
+    }
+
+    #[test]
+    fn flags_become_the_policy() {
+        let mut a = args();
+        a.no_move_leader = true;
+        a.allow_single_member = true;
+        a.compact_retain_revisions = Some(10);
+        let options = a.options().unwrap();
+        assert_eq!(options.policy, DefragPolicy::default());
+        assert!(!options.plan.move_leader);
+        assert!(options.plan.allow_single_member);
+        assert_eq!(options.compact_retain_revisions, Some(10));
+    }
+
+    #[test]
+    fn bad_flags_are_bad_input_naming_the_flag() {
+        type Change = fn(&mut DefragArgs);
+        let cases: Vec<(Change, &str)> = vec![
+            (|a| a.min_defrag_bytes = -1, "--min-defrag-bytes"),
+            (|a| a.max_fragmented_percent = 101.0, "--max-fragmented-percent"),
+            (|a| a.max_fragmented_percent = -0.5, "--max-fragmented-percent"),
+            (
+                |a| a.compact_retain_revisions = Some(-3),
+                "--compact-retain-revisions",
+            ),
+            (
+                |a| a.connection.endpoints = vec!["127.0.0.1:2379".into()],
+                "must start with http",
+            ),
+            (|a| a.connection.endpoints = vec![" ".into()], "no endpoint given"),
+            (
+                |a| a.connection.endpoints = vec!["https://e:2379".into()],
+                "--cacert is required",
+            ),
+            (
+                |a| a.connection.cert = Some("/c.pem".into()),
+                "--cert needs --cacert",
+            ),
+            (
+                |a| a.connection.cacert = Some("/nonexistent/ca.pem".into()),
+                "--cacert /nonexistent/ca.pem",
+            ),
+        ];
+        for (change, want) in cases {
+            let mut a = args();
+            change(&mut a);
+            let failure = a.options().expect_err(want);
+            assert_eq!(failure.kind, ErrorKind::BadInput, "{want}");
+            assert!(failure.message.contains(want), "{want}: {}", failure.message);
+        }
+    }
+
+    #[test]
+    fn tls_files_must_hold_what_they_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let mut a = args();
+        a.connection.endpoints = vec!["https://127.0.0.1:2379".into()];
+        a.connection.cacert = Some(junk);
+        let failure = a.options().unwrap_err();
+        assert_eq!(failure.kind, ErrorKind::BadInput);
+        assert!(
+            failure.message.contains("no PEM certificate"),
+            "{}",
+            failure.message
+        );
+    }
+}
