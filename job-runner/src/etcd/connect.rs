@@ -57,8 +57,57 @@ impl std::fmt::Debug for Connection {
 impl EndpointArgs {
     /// Checks the flags and reads the TLS files. Everything wrong here is bad input.
     pub fn connection(&self) -> Result<Connection, Failure> {
-        let endpoints: Vec<String> = self
-            .endpoints
+        if self.cacert.is_none() && self.cert.is_some() {
+            return Err(Failure::bad_input("--cert needs --cacert and https:// endpoints"));
+        }
+        let ca = self
+            .cacert
+            .as_deref()
+            .map(|p| read_pem("--cacert", p))
+            .transpose()?;
+        let identity = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some(ClientIdentity {
+                cert: read_pem("--cert", cert)?,
+                key: read_pem("--key", key)?,
+            }),
+            _ => None,
+        };
+        let source = |flag: &str| match flag {
+            "ca" => format!("--cacert {}", display(&self.cacert)),
+            "cert" => format!("--cert {}", display(&self.cert)),
+            _ => format!("--key {}", display(&self.key)),
+        };
+        Connection::new(&self.endpoints, ca, identity, &source)
+    }
+}
+
+fn display(path: &Option<PathBuf>) -> String {
+    path.as_deref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|err| Failure::bad_input(format!("{flag} {}: {err}", path.display())))
+}
+
+/// A client certificate and its private key, PEM.
+pub struct ClientIdentity {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl Connection {
+    /// Checks endpoints and TLS material given as PEM bytes (from files, or from a Secret).
+    /// `source` names where each piece came from (`"ca"`, `"cert"`, `"key"`) for error messages;
+    /// the key's content is never put into one.
+    pub fn new(
+        endpoints: &[String],
+        ca: Option<Vec<u8>>,
+        identity: Option<ClientIdentity>,
+        source: &dyn Fn(&str) -> String,
+    ) -> Result<Self, Failure> {
+        let endpoints: Vec<String> = endpoints
             .iter()
             .map(|e| e.trim().trim_end_matches('/').to_owned())
             .filter(|e| !e.is_empty())
@@ -66,62 +115,55 @@ impl EndpointArgs {
         if endpoints.is_empty() {
             return Err(Failure::bad_input("--endpoints: no endpoint given"));
         }
-        for endpoint in &endpoints {
-            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                return Err(Failure::bad_input(format!(
-                    "--endpoints: {endpoint:?} must start with http:// or https://"
-                )));
-            }
+        if let Some(endpoint) = endpoints
+            .iter()
+            .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+        {
+            return Err(Failure::bad_input(format!(
+                "--endpoints: {endpoint:?} must start with http:// or https://"
+            )));
         }
-        let https = endpoints.iter().any(|e| e.starts_with("https://"));
-        if https && self.cacert.is_none() {
+        if endpoints.iter().any(|e| e.starts_with("https://")) && ca.is_none() {
             return Err(Failure::bad_input(
                 "--cacert is required with https:// endpoints (the CA that signed the members' certificates)",
             ));
         }
-        let tls = match &self.cacert {
-            Some(cacert) => Some(self.tls_options(cacert)?),
-            None if self.cert.is_some() => {
-                return Err(Failure::bad_input("--cert needs --cacert and https:// endpoints"));
-            }
+        let tls = match ca {
+            Some(ca) => Some(tls_options(ca, identity, source)?),
             None => None,
         };
         Ok(Connection { endpoints, tls })
     }
-
-    fn tls_options(&self, cacert: &Path) -> Result<TlsOptions, Failure> {
-        let ca = read_pem("--cacert", cacert)?;
-        if CertificateDer::pem_slice_iter(&ca).next().is_none() {
-            return Err(Failure::bad_input(format!(
-                "--cacert {}: no PEM certificate in it",
-                cacert.display()
-            )));
-        }
-        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
-        if let (Some(cert_path), Some(key_path)) = (&self.cert, &self.key) {
-            let cert = read_pem("--cert", cert_path)?;
-            if CertificateDer::pem_slice_iter(&cert).next().is_none() {
-                return Err(Failure::bad_input(format!(
-                    "--cert {}: no PEM certificate in it",
-                    cert_path.display()
-                )));
-            }
-            let key = read_pem("--key", key_path)?;
-            // The key's content is never logged, only whether it parses.
-            if PrivateKeyDer::from_pem_slice(&key).is_err() {
-                return Err(Failure::bad_input(format!(
-                    "--key {}: no PEM private key in it",
-                    key_path.display()
-                )));
-            }
-            tls = tls.identity(Identity::from_pem(cert, key));
-        }
-        Ok(tls)
-    }
 }
 
-fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|err| Failure::bad_input(format!("{flag} {}: {err}", path.display())))
+fn tls_options(
+    ca: Vec<u8>,
+    identity: Option<ClientIdentity>,
+    source: &dyn Fn(&str) -> String,
+) -> Result<TlsOptions, Failure> {
+    if CertificateDer::pem_slice_iter(&ca).next().is_none() {
+        return Err(Failure::bad_input(format!(
+            "{}: no PEM certificate in it",
+            source("ca")
+        )));
+    }
+    let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+    if let Some(ClientIdentity { cert, key }) = identity {
+        if CertificateDer::pem_slice_iter(&cert).next().is_none() {
+            return Err(Failure::bad_input(format!(
+                "{}: no PEM certificate in it",
+                source("cert")
+            )));
+        }
+        if PrivateKeyDer::from_pem_slice(&key).is_err() {
+            return Err(Failure::bad_input(format!(
+                "{}: no PEM private key in it",
+                source("key")
+            )));
+        }
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    Ok(tls)
 }
 
 impl Connection {
