@@ -1,0 +1,1014 @@
+//! End to end on the in-memory Kubernetes API: a ScyllaCluster is scaled out → the cleanup
+//! controller creates Jobs (at most one per rack at a time) → a simulated Job controller and
+//! kubelet run each Job for real (the runner's library against Scylla Manager Agent stand-ins) →
+//! results come back through termination messages → annotations, Events and conditions → quiet.
+//!
+//! What plays which part:
+//! - the controller: `groundskeeper_controller::cleanup::run`, unchanged, over a kube client;
+//! - scylla-operator: this test, writing the ScyllaCluster's spec and status and the member
+//!   Services' `current-token-ring-hash` as its sidecar would;
+//! - the Job controller and kubelet: [`JobSimulator`], reacting to the API server's change feed;
+//! - each Scylla node: a `ScyllaAgent` stand-in (HTTPS, bearer token, Scylla's REST API).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser;
+use groundskeeper_controller::cleanup::apply::node_address;
+use groundskeeper_controller::context::{Context, ControllerConfig};
+use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_e2e::apiserver::{ApiServer, ChangeKind, PatchFormat, ResourceId};
+use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
+use groundskeeper_job::scylla::cleanup::CleanupArgs;
+use groundskeeper_protocol::keys;
+use groundskeeper_protocol::ring_hash::ring_hash;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "scylla";
+const CLUSTER: &str = "basic";
+const DATACENTER: &str = "us-east-1";
+const AGENT_TOKEN: &str = "agent-token";
+/// Guards against a scenario that never converges; not a performance bound.
+const CONVERGENCE_GUARD: Duration = Duration::from_secs(120);
+
+fn scylla_clusters() -> ResourceId {
+    ResourceId::new("scylla.scylladb.com", "v1", "scyllaclusters")
+}
+
+fn scylla_datacenters() -> ResourceId {
+    ResourceId::new("scylla.scylladb.com", "v1alpha1", "scylladbdatacenters")
+}
+
+fn services() -> ResourceId {
+    ResourceId::of::<Service>()
+}
+
+fn jobs() -> ResourceId {
+    ResourceId::of::<Job>()
+}
+
+/// `groundskeeper-job`'s command line, as its binary parses it.
+#[derive(Parser)]
+#[command(name = "groundskeeper-job")]
+struct RunnerCli {
+    #[command(subcommand)]
+    command: RunnerCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum RunnerCommand {
+    Cleanup(CleanupArgs),
+}
+
+/// Tokens of the ring: `nodes` nodes with two tokens each, in Scylla's (sorted) order.
+fn ring(nodes: i64) -> Vec<String> {
+    let count = nodes * 2;
+    (0..count)
+        .map(|i| (i * 1_000_000 - count * 500_000).to_string())
+        .collect()
+}
+
+fn hash_of(tokens: &[String]) -> String {
+    ring_hash(tokens).expect("the test ring is valid")
+}
+
+fn condition(type_: &str, status: &str, reason: &str) -> Value {
+    json!({
+        "type": type_, "status": status, "reason": reason, "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1
+    })
+}
+
+/// Conditions scylla-operator reports for a settled cluster.
+fn settled_conditions(generation: i64) -> Value {
+    let mut conditions = vec![
+        condition("Available", "True", "AsExpected"),
+        condition("Progressing", "False", "AsExpected"),
+        condition("Degraded", "False", "AsExpected"),
+        condition("StatefulSetControllerProgressing", "False", "AsExpected"),
+    ];
+    for c in &mut conditions {
+        c["observedGeneration"] = generation.into();
+    }
+    Value::Array(conditions)
+}
+
+/// Rack name → members, e.g. `[("a", 2), ("b", 1)]`.
+type Racks = [(&'static str, i64)];
+
+fn scylla_cluster(racks: &Racks) -> Value {
+    let racks: Vec<Value> = racks
+        .iter()
+        .map(|(name, members)| {
+            json!({
+                "name": name,
+                "members": members,
+                "storage": { "capacity": "10Gi" },
+                "resources": { "requests": { "cpu": "1", "memory": "4Gi" } },
+                "placement": { "tolerations": [{ "key": "scylla", "operator": "Equal", "value": "true", "effect": "NoSchedule" }] }
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "scylla.scylladb.com/v1",
+        "kind": "ScyllaCluster",
+        "metadata": { "name": CLUSTER, "namespace": NAMESPACE },
+        "spec": {
+            "version": "6.2.0",
+            "agentVersion": "3.4.0",
+            "datacenter": { "name": DATACENTER, "racks": racks }
+        }
+    })
+}
+
+fn scylla_cluster_status(generation: i64, racks: &Racks) -> Value {
+    let members: i64 = racks.iter().map(|(_, m)| m).sum();
+    let rack_status: serde_json::Map<String, Value> = racks
+        .iter()
+        .map(|(name, m)| {
+            let status = json!({ "members": m, "readyMembers": m, "availableMembers": m, "updatedMembers": m, "version": "6.2.0" });
+            (name.to_string(), status)
+        })
+        .collect();
+    json!({ "status": {
+        "observedGeneration": generation,
+        "members": members, "readyMembers": members, "availableMembers": members,
+        "rackCount": racks.len(),
+        "racks": rack_status,
+        "conditions": settled_conditions(generation),
+    }})
+}
+
+fn member_name(rack: &str, ordinal: i64) -> String {
+    format!("{CLUSTER}-{DATACENTER}-{rack}-{ordinal}")
+}
+
+fn member_service(rack: &str, ordinal: i64, current: &str, last_cleaned: Option<&str>) -> Value {
+    let mut annotations = json!({ keys::CURRENT_TOKEN_RING_HASH: current });
+    if let Some(last) = last_cleaned {
+        annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH] = last.into();
+    }
+    json!({
+        "metadata": {
+            "name": member_name(rack, ordinal),
+            "namespace": NAMESPACE,
+            "labels": {
+                keys::SCYLLA_CLUSTER_LABEL: CLUSTER,
+                keys::SCYLLA_DATACENTER_LABEL: DATACENTER,
+                keys::SCYLLA_RACK_LABEL: rack,
+                keys::SCYLLA_SERVICE_TYPE_LABEL: keys::SCYLLA_SERVICE_TYPE_MEMBER,
+                "app.kubernetes.io/managed-by": "scylla-operator",
+            },
+            "annotations": annotations,
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "publishNotReadyAddresses": true,
+            "ports": [{ "name": "agent-api", "port": keys::SCYLLA_AGENT_PORT, "protocol": "TCP" }],
+            "selector": { "statefulset.kubernetes.io/pod-name": member_name(rack, ordinal) }
+        }
+    })
+}
+
+/// What the simulated Job controller saw and did.
+#[derive(Default, Debug)]
+struct JobLog {
+    /// Jobs in creation order: (job name, rack).
+    created: Vec<(String, String)>,
+    running: BTreeMap<String, String>,
+    /// Highest number of unfinished Jobs of one rack at any moment.
+    max_running_per_rack: usize,
+    finished: Vec<(String, i32)>,
+}
+
+/// Plays the Job controller and the kubelet: for each new Job, creates its pod, runs the runner
+/// in-process with the Job's own arguments (the mounted Secret replaced by a temp file holding the
+/// Secret's data, the node address pointed at that node's agent stand-in), and writes the pod's
+/// and the Job's status the way Kubernetes does, honouring `backoffLimit` and `podFailurePolicy`.
+struct JobSimulator {
+    server: Arc<ApiServer>,
+    /// Node address in the Job's args → the agent stand-in serving that node.
+    agents: Arc<BTreeMap<String, (String, u16)>>,
+    log: Arc<Mutex<JobLog>>,
+}
+
+impl JobSimulator {
+    fn spawn(
+        server: Arc<ApiServer>,
+        agents: BTreeMap<String, (String, u16)>,
+    ) -> (Arc<Mutex<JobLog>>, tokio::task::JoinHandle<()>) {
+        let log = Arc::new(Mutex::new(JobLog::default()));
+        let sim = Arc::new(JobSimulator {
+            server: server.clone(),
+            agents: Arc::new(agents),
+            log: log.clone(),
+        });
+        let mut changes = server.subscribe();
+        let task = tokio::spawn(async move {
+            while let Ok(Some(change)) = changes.next().await {
+                if change.resource == jobs() && change.kind == ChangeKind::Added {
+                    let sim = sim.clone();
+                    let job = change.object.clone();
+                    sim.record_start(&job);
+                    tokio::spawn(async move { sim.run_job(job).await });
+                }
+            }
+        });
+        (log, task)
+    }
+
+    fn rack_of_job(&self, job: &Value) -> String {
+        let node = job["metadata"]["labels"][keys::NODE_LABEL]
+            .as_str()
+            .unwrap_or_default();
+        self.server
+            .get(&services(), Some(NAMESPACE), node)
+            .and_then(|svc| {
+                svc["metadata"]["labels"][keys::SCYLLA_RACK_LABEL]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| format!("<no member Service {node:?}>"))
+    }
+
+    fn record_start(&self, job: &Value) {
+        let name = job["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let rack = self.rack_of_job(job);
+        let mut log = self.log.lock().unwrap();
+        log.created.push((name.clone(), rack.clone()));
+        log.running.insert(name, rack.clone());
+        let in_rack = log.running.values().filter(|r| **r == rack).count();
+        log.max_running_per_rack = log.max_running_per_rack.max(in_rack);
+    }
+
+    fn record_end(&self, job: &str, exit_code: i32) {
+        let mut log = self.log.lock().unwrap();
+        log.running.remove(job);
+        log.finished.push((job.to_string(), exit_code));
+    }
+
+    async fn run_job(&self, job: Value) {
+        let name = job["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        // Scheduling and image pull take a moment: long enough for the controller to observe the
+        // Job running, so that a second Job in the same rack would show up in the log.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let backoff_limit = job["spec"]["backoffLimit"].as_i64().unwrap_or(6);
+        let mut failed = 0;
+        loop {
+            let Some((exit_code, pod)) = self.run_pod(&job).await else {
+                // The pod could not start (e.g. its Secret is missing): it stays pending, as in Kubernetes.
+                return;
+            };
+            if exit_code == 0 {
+                self.finish_job(
+                    &name,
+                    json!({ "succeeded": 1, "failed": failed }),
+                    "Complete",
+                    "SuccessCriteriaMet",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                );
+                self.record_end(&name, exit_code);
+                return;
+            }
+            failed += 1;
+            if let Some(index) = fail_job_rule(&job, exit_code) {
+                let message = format!(
+                    "Container groundskeeper-job for pod {NAMESPACE}/{pod} failed with exit code {exit_code} matching FailJob rule at index {index}"
+                );
+                self.finish_job(
+                    &name,
+                    json!({ "failed": failed }),
+                    "Failed",
+                    "FailureTarget",
+                    "PodFailurePolicy",
+                    &message,
+                );
+                self.record_end(&name, exit_code);
+                return;
+            }
+            if failed > backoff_limit {
+                self.finish_job(
+                    &name,
+                    json!({ "failed": failed }),
+                    "Failed",
+                    "FailureTarget",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                );
+                self.record_end(&name, exit_code);
+                return;
+            }
+            self.patch_job_status(&name, json!({ "failed": failed, "active": 0 }));
+        }
+    }
+
+    /// Runs one pod of `job` to its end; returns its exit code and name.
+    async fn run_pod(&self, job: &Value) -> Option<(i32, String)> {
+        let job_name = job["metadata"]["name"].as_str()?.to_string();
+        let template = &job["spec"]["template"];
+        let container = &template["spec"]["containers"][0];
+        let args: Vec<String> =
+            serde_json::from_value(container["args"].clone()).expect("the Job's args are strings");
+        let RunnerCommand::Cleanup(mut cleanup) =
+            RunnerCli::try_parse_from(std::iter::once("groundskeeper-job".to_string()).chain(args.clone()))
+                .unwrap_or_else(|e| {
+                    panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
+                })
+                .command;
+        let token_file = tempfile::NamedTempFile::new().unwrap();
+        let secret_data = self.mounted_secret_file(template, container, cleanup.auth_token_file.to_str()?)?;
+        std::fs::write(token_file.path(), secret_data).unwrap();
+        let result_file = tempfile::NamedTempFile::new().unwrap();
+        let (host, port) = self
+            .agents
+            .get(&cleanup.node_address)
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "Job {job_name}: no Scylla node answers at {:?}",
+                    cleanup.node_address
+                )
+            });
+        cleanup.node_address = host;
+        cleanup.agent_port = port;
+        cleanup.auth_token_file = token_file.path().to_path_buf();
+        cleanup.result_file = result_file.path().to_path_buf();
+        // Progress reports every 5 s would only slow the scenario down.
+        cleanup.poll_interval = Duration::from_millis(20);
+
+        let pod = self.create_pod(job, &job_name);
+        self.patch_job_status(&job_name, json!({ "active": 1, "startTime": now() }));
+        let result = groundskeeper_job::scylla::cleanup::run(&cleanup).await;
+        let exit_code = groundskeeper_job::run::exit_code(&result);
+        let message = result.to_termination_message();
+        let terminated = json!({
+            "exitCode": exit_code,
+            "reason": if exit_code == 0 { "Completed" } else { "Error" },
+            "message": message,
+            "startedAt": now(), "finishedAt": now(),
+            "containerID": format!("containerd://{pod}")
+        });
+        let status = json!({ "status": {
+            "phase": if exit_code == 0 { "Succeeded" } else { "Failed" },
+            "containerStatuses": [{
+                "name": container["name"], "image": container["image"], "imageID": "",
+                "ready": false, "restartCount": 0, "started": false,
+                "state": { "terminated": terminated }
+            }]
+        }});
+        self.server
+            .patch(
+                &ResourceId::new("", "v1", "pods"),
+                Some(NAMESPACE),
+                &pod,
+                PatchFormat::Merge,
+                &status,
+                true,
+            )
+            .expect("pod status update");
+        Some((exit_code, pod))
+    }
+
+    /// The content the kubelet would mount at `path`: the Secret key named by the volume mount.
+    fn mounted_secret_file(&self, template: &Value, container: &Value, path: &str) -> Option<Vec<u8>> {
+        let mount = container["volumeMounts"]
+            .as_array()?
+            .iter()
+            .find(|m| m["mountPath"] == path)?;
+        let volume = template["spec"]["volumes"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == mount["name"])?;
+        let secret_name = volume["secret"]["secretName"].as_str()?;
+        let key = mount["subPath"].as_str()?;
+        let secret: Secret = self.server.get_as(Some(NAMESPACE), secret_name)?;
+        Some(secret.data?.get(key)?.0.clone())
+    }
+
+    fn create_pod(&self, job: &Value, job_name: &str) -> String {
+        let template = &job["spec"]["template"];
+        let pod = json!({
+            "metadata": {
+                "generateName": format!("{job_name}-"),
+                "labels": template["metadata"]["labels"],
+                "annotations": template["metadata"]["annotations"],
+                "ownerReferences": [{
+                    "apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                    "uid": job["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true
+                }]
+            },
+            "spec": template["spec"],
+        });
+        let pods = ResourceId::new("", "v1", "pods");
+        let pod = self
+            .server
+            .create(&pods, Some(NAMESPACE), pod)
+            .expect("pod creation");
+        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        self.server
+            .patch(
+                &pods,
+                Some(NAMESPACE),
+                &name,
+                PatchFormat::Merge,
+                &json!({ "status": { "phase": "Running", "startTime": now() } }),
+                true,
+            )
+            .expect("pod status update");
+        name
+    }
+
+    fn patch_job_status(&self, job: &str, status: Value) {
+        let _ = self.server.patch(
+            &jobs(),
+            Some(NAMESPACE),
+            job,
+            PatchFormat::Merge,
+            &json!({ "status": status }),
+            true,
+        );
+    }
+
+    /// Since Kubernetes 1.31 the Job controller writes the interim condition (`SuccessCriteriaMet`
+    /// / `FailureTarget`) and, once no pod runs, the final one; both are written here at once.
+    fn finish_job(
+        &self,
+        job: &str,
+        counts: Value,
+        final_type: &str,
+        interim_type: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": reason, "message": message, "lastProbeTime": now(), "lastTransitionTime": now() });
+        let mut status = json!({
+            "active": 0, "ready": 0, "terminating": 0,
+            "conditions": [condition(interim_type), condition(final_type)],
+        });
+        for (k, v) in counts.as_object().unwrap() {
+            status[k] = v.clone();
+        }
+        if final_type == "Complete" {
+            status["completionTime"] = now().into();
+        }
+        self.patch_job_status(job, status);
+    }
+}
+
+/// Index of the podFailurePolicy rule failing the Job at once on this exit code, if any.
+fn fail_job_rule(job: &Value, exit_code: i32) -> Option<usize> {
+    let rules = job["spec"]["podFailurePolicy"]["rules"].as_array()?;
+    rules.iter().position(|rule| {
+        let codes = &rule["onExitCodes"];
+        let listed = codes["values"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|c| c.as_i64() == Some(exit_code.into())));
+        rule["action"] == "FailJob"
+            && ((codes["operator"] == "In" && listed) || (codes["operator"] == "NotIn" && !listed))
+    })
+}
+
+fn now() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .unwrap()
+        .to_string()
+}
+
+/// One ScyllaCluster, its nodes (agents) and the controller running against the in-memory API.
+struct Scenario {
+    server: Arc<ApiServer>,
+    metrics: Arc<Metrics>,
+    agents: BTreeMap<String, ScyllaAgent>,
+    log: Arc<Mutex<JobLog>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    with_datacenter: bool,
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Initial racks, and the racks after the scale-out.
+const BEFORE: &Racks = &[("a", 2), ("b", 1)];
+const AFTER: &Racks = &[("a", 4), ("b", 2)];
+
+impl Scenario {
+    async fn start(with_datacenter: bool, secret_token: &str) -> Scenario {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let server = Arc::new(ApiServer::start().await.unwrap());
+        let new_ring = ring(6);
+        let mut agents = BTreeMap::new();
+        let mut addresses = BTreeMap::new();
+        for (rack, members) in AFTER {
+            for ordinal in 0..*members {
+                let spec = AgentSpec {
+                    token: AGENT_TOKEN.to_string(),
+                    ring: new_ring.clone(),
+                    ..AgentSpec::default()
+                }
+                .keyspace("app", KeyspaceKind::Vnodes)
+                .keyspace("app_tablets", KeyspaceKind::Tablets);
+                let agent = ScyllaAgent::start(spec).await;
+                let service = member_name(rack, ordinal);
+                addresses.insert(node_address(NAMESPACE, &service), (agent.host(), agent.port()));
+                agents.insert(service, agent);
+            }
+        }
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{CLUSTER}-auth-token")),
+                namespace: Some(NAMESPACE.into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(
+                keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.to_string(),
+                ByteString(format!("auth_token: {secret_token}\n").into_bytes()),
+            )])),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        server.create_as(&secret).unwrap();
+
+        let old_hash = hash_of(&ring(3));
+        server
+            .create(&scylla_clusters(), Some(NAMESPACE), scylla_cluster(BEFORE))
+            .unwrap();
+        server
+            .patch(
+                &scylla_clusters(),
+                Some(NAMESPACE),
+                CLUSTER,
+                PatchFormat::Merge,
+                &scylla_cluster_status(1, BEFORE),
+                true,
+            )
+            .unwrap();
+        if with_datacenter {
+            let sdc = json!({
+                "metadata": { "name": CLUSTER, "namespace": NAMESPACE },
+                "spec": { "clusterName": CLUSTER, "scyllaDB": { "image": "docker.io/scylladb/scylla:6.2.0" },
+                          "scyllaDBManagerAgent": { "image": "docker.io/scylladb/scylla-manager-agent:3.4.0" },
+                          "datacenterName": DATACENTER, "racks": [{ "name": "a" }, { "name": "b" }] }
+            });
+            server
+                .create(&scylla_datacenters(), Some(NAMESPACE), sdc)
+                .unwrap();
+            let mut conditions = settled_conditions(1);
+            // A condition of another controller: it must survive groundskeeper's writes.
+            conditions.as_array_mut().unwrap().push(condition(
+                "BackupControllerDegraded",
+                "False",
+                "AsExpected",
+            ));
+            let status = json!({ "status": { "observedGeneration": 1, "conditions": conditions } });
+            server
+                .patch(
+                    &scylla_datacenters(),
+                    Some(NAMESPACE),
+                    CLUSTER,
+                    PatchFormat::Merge,
+                    &status,
+                    true,
+                )
+                .unwrap();
+        }
+        for (rack, members) in BEFORE {
+            for ordinal in 0..*members {
+                let svc = member_service(rack, ordinal, &old_hash, Some(&old_hash));
+                server.create(&services(), Some(NAMESPACE), svc).unwrap();
+            }
+        }
+
+        let (log, simulator) = JobSimulator::spawn(server.clone(), addresses);
+        let metrics = Arc::new(Metrics::new());
+        let config = ControllerConfig {
+            requeue_busy: Duration::from_secs(1),
+            ..ControllerConfig::default()
+        };
+        let ctx = Arc::new(Context::new(server.client(), config, metrics.clone()));
+        let controller = tokio::spawn(groundskeeper_controller::cleanup::run(ctx));
+        Scenario {
+            server,
+            metrics,
+            agents,
+            log,
+            tasks: vec![simulator, controller],
+            with_datacenter,
+        }
+    }
+
+    /// Completed reconciliations of the cleanup controller: the count of its duration histogram,
+    /// recorded when a reconciliation ends.
+    fn reconciliations(&self) -> u64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| {
+                l.split('{')
+                    .next()
+                    .is_some_and(|name| name.ends_with("reconcile_duration_seconds_count"))
+                    && l.contains("scylla-cleanup")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    async fn wait_for(&self, what: &str, mut done: impl FnMut(&Scenario) -> bool) {
+        let guard = tokio::time::Instant::now() + CONVERGENCE_GUARD;
+        while !done(self) {
+            if tokio::time::Instant::now() > guard {
+                panic!(
+                    "never reached: {what}\njobs: {:#?}\nconditions: {:#}",
+                    self.log.lock().unwrap(),
+                    self.conditions_json()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Where the controller writes its conditions.
+    fn conditions_json(&self) -> Value {
+        let object = if self.with_datacenter {
+            self.server.get(&scylla_datacenters(), Some(NAMESPACE), CLUSTER)
+        } else {
+            self.server.get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
+        };
+        object
+            .map(|o| o["status"]["conditions"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    fn condition(&self, type_: &str) -> Option<Value> {
+        self.conditions_json()
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)
+            .cloned()
+    }
+
+    fn condition_is(&self, type_: &str, status: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c["status"] == status)
+    }
+
+    fn annotation(&self, service: &str, key: &str) -> Option<String> {
+        let svc = self.server.get(&services(), Some(NAMESPACE), service)?;
+        svc["metadata"]["annotations"][key].as_str().map(str::to_string)
+    }
+
+    /// What scylla-operator does on a scale-out: the new spec (generation 2), new member Services,
+    /// every node's sidecar reporting the new ring, then the status catching up.
+    fn scale_out(&self) {
+        let server = &self.server;
+        let spec = json!({ "spec": scylla_cluster(AFTER)["spec"] });
+        server
+            .patch(
+                &scylla_clusters(),
+                Some(NAMESPACE),
+                CLUSTER,
+                PatchFormat::Merge,
+                &spec,
+                false,
+            )
+            .unwrap();
+        let new_hash = hash_of(&ring(6));
+        for (rack, members) in AFTER {
+            let before = BEFORE.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
+            for ordinal in 0..*members {
+                if ordinal < before {
+                    let patch =
+                        json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: new_hash } } });
+                    server
+                        .patch(
+                            &services(),
+                            Some(NAMESPACE),
+                            &member_name(rack, ordinal),
+                            PatchFormat::Merge,
+                            &patch,
+                            false,
+                        )
+                        .unwrap();
+                } else {
+                    server
+                        .create(
+                            &services(),
+                            Some(NAMESPACE),
+                            member_service(rack, ordinal, &new_hash, None),
+                        )
+                        .unwrap();
+                }
+            }
+        }
+        server
+            .patch(
+                &scylla_clusters(),
+                Some(NAMESPACE),
+                CLUSTER,
+                PatchFormat::Merge,
+                &scylla_cluster_status(2, AFTER),
+                true,
+            )
+            .unwrap();
+    }
+
+    fn old_nodes() -> Vec<String> {
+        BEFORE
+            .iter()
+            .flat_map(|(rack, m)| (0..*m).map(move |o| member_name(rack, o)))
+            .collect()
+    }
+
+    fn new_nodes() -> Vec<String> {
+        AFTER
+            .iter()
+            .flat_map(|(rack, m)| {
+                let before = BEFORE.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
+                (before..*m).map(move |o| member_name(rack, o))
+            })
+            .collect()
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.server
+            .list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE))
+            .into_iter()
+            .filter(|e| e["regarding"]["name"] == CLUSTER)
+            .collect()
+    }
+
+    fn job_names(&self) -> BTreeSet<String> {
+        self.server
+            .list(&jobs(), Some(NAMESPACE))
+            .iter()
+            .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Nudges the controller (an unrelated annotation on the ScyllaCluster) and waits until it has
+    /// reconciled at least once more: then whatever it would do, it has done.
+    async fn reconcile_once_more(&self) {
+        let before = self.reconciliations();
+        let nudge =
+            json!({ "metadata": { "annotations": { "test/nudge": self.server.revision().to_string() } } });
+        self.server
+            .patch(
+                &scylla_clusters(),
+                Some(NAMESPACE),
+                CLUSTER,
+                PatchFormat::Merge,
+                &nudge,
+                false,
+            )
+            .unwrap();
+        self.wait_for("one more reconciliation", |s| s.reconciliations() > before)
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
+    let scenario = Scenario::start(true, AGENT_TOKEN).await;
+    scenario
+        .wait_for("conditions written while the cluster is clean", |s| {
+            s.condition_is("CleanupControllerProgressing", "False")
+                && s.condition_is("CleanupControllerDegraded", "False")
+        })
+        .await;
+    assert!(scenario.job_names().is_empty(), "a clean cluster gets no Job");
+
+    scenario.scale_out();
+    let new_hash = hash_of(&ring(6));
+    scenario
+        .wait_for("every old node cleaned for the new ring", |s| {
+            Scenario::old_nodes().iter().all(|n| {
+                s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(new_hash.as_str())
+            })
+        })
+        .await;
+    scenario
+        .wait_for("Progressing back to False", |s| {
+            s.condition_is("CleanupControllerProgressing", "False")
+        })
+        .await;
+
+    let log = scenario.log.lock().unwrap().clone_summary();
+    let expected: BTreeSet<String> = Scenario::old_nodes()
+        .iter()
+        .map(|n| format!("cleanup-{n}"))
+        .collect();
+    let created: BTreeSet<String> = log.created.iter().map(|(j, _)| j.clone()).collect();
+    assert_eq!(created, expected, "one Job per old node, none for the new nodes");
+    assert_eq!(log.created.len(), expected.len(), "no Job created twice");
+    assert_eq!(
+        log.max_running_per_rack, 1,
+        "at most one cleanup per rack at a time: {log:#?}"
+    );
+    assert!(log.finished.iter().all(|(_, code)| *code == 0), "{log:#?}");
+
+    for node in Scenario::old_nodes() {
+        let agent = &scenario.agents[&node];
+        assert!(
+            agent.cleaned_keyspaces().contains(&"app".to_string()),
+            "{node} cleaned app"
+        );
+        assert!(
+            !agent.cleaned_keyspaces().contains(&"app_tablets".to_string()),
+            "{node}: tablets need no cleanup"
+        );
+    }
+    for node in Scenario::new_nodes() {
+        assert!(
+            scenario.agents[&node].cleaned_keyspaces().is_empty(),
+            "{node} is new: nothing to clean"
+        );
+        assert_eq!(
+            scenario
+                .annotation(&node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
+                .as_deref(),
+            Some(new_hash.as_str()),
+            "{node} is seeded as clean"
+        );
+    }
+    let sdc = scenario
+        .server
+        .get(&scylla_datacenters(), Some(NAMESPACE), CLUSTER)
+        .unwrap();
+    let types: Vec<&str> = sdc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert!(
+        types.contains(&"BackupControllerDegraded"),
+        "foreign conditions survive: {types:?}"
+    );
+    assert!(
+        types.contains(&"StatefulSetControllerProgressing"),
+        "foreign conditions survive: {types:?}"
+    );
+    assert!(scenario.condition_is("CleanupControllerDegraded", "False"));
+    let sc = scenario
+        .server
+        .get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
+        .unwrap();
+    let on_sc: Vec<&str> = sc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert!(
+        !on_sc.contains(&"CleanupControllerProgressing"),
+        "with a ScyllaDBDatacenter the ScyllaCluster is left to scylla-operator"
+    );
+    let events = scenario.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "Normal" && e["note"].as_str().is_some_and(|n| n.contains("cleaned"))),
+        "an Event on the ScyllaCluster reports the cleanups: {events:#?}"
+    );
+
+    // Quiet again: another reconciliation creates no Job and changes no annotation.
+    let services_before = scenario.server.list(&services(), Some(NAMESPACE));
+    let jobs_before = scenario.job_names();
+    scenario.reconcile_once_more().await;
+    assert_eq!(scenario.job_names(), jobs_before);
+    assert_eq!(
+        scenario.server.list(&services(), Some(NAMESPACE)),
+        services_before
+    );
+    assert_eq!(scenario.log.lock().unwrap().created.len(), expected.len());
+    assert!(scenario.condition_is("CleanupControllerProgressing", "False"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scylladbdatacenter_conditions_go_on_the_scyllacluster() {
+    let scenario = Scenario::start(false, AGENT_TOKEN).await;
+    scenario.scale_out();
+    let new_hash = hash_of(&ring(6));
+    scenario
+        .wait_for("every old node cleaned and Progressing False", |s| {
+            Scenario::old_nodes().iter().all(|n| {
+                s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(new_hash.as_str())
+            }) && s.condition_is("CleanupControllerProgressing", "False")
+        })
+        .await;
+    let sc = scenario
+        .server
+        .get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
+        .unwrap();
+    let types: Vec<&str> = sc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    for kept in [
+        "Available",
+        "Progressing",
+        "Degraded",
+        "StatefulSetControllerProgressing",
+    ] {
+        assert!(
+            types.contains(&kept),
+            "scylla-operator's {kept} survives: {types:?}"
+        );
+    }
+    assert!(scenario.condition_is("CleanupControllerDegraded", "False"));
+    assert_eq!(
+        sc["status"]["observedGeneration"], 2,
+        "the rest of the status is untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_agent_token_fails_the_job_at_once_and_degrades() {
+    let scenario = Scenario::start(true, "not-the-agent-token").await;
+    scenario.scale_out();
+    scenario
+        .wait_for("CleanupControllerDegraded True", |s| {
+            s.condition_is("CleanupControllerDegraded", "True")
+        })
+        .await;
+    let degraded = scenario.condition("CleanupControllerDegraded").unwrap();
+    assert!(
+        !degraded["reason"].as_str().unwrap_or_default().is_empty(),
+        "{degraded:#}"
+    );
+    assert!(
+        !degraded["message"].as_str().unwrap_or_default().is_empty(),
+        "{degraded:#}"
+    );
+
+    let log = scenario.log.lock().unwrap().clone_summary();
+    assert!(!log.finished.is_empty());
+    for (job, code) in &log.finished {
+        assert_eq!(
+            *code,
+            groundskeeper_protocol::exit::BAD_INPUT,
+            "{job} failed with the bad-input code"
+        );
+    }
+    let first = &log.finished[0].0;
+    let job = scenario.server.get(&jobs(), Some(NAMESPACE), first).unwrap();
+    assert_eq!(job["status"]["failed"], 1, "no retry for a wrong token");
+    for node in Scenario::old_nodes() {
+        assert_ne!(
+            scenario
+                .annotation(&node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
+                .as_deref(),
+            Some(hash_of(&ring(6)).as_str()),
+            "{node} was not cleaned, so it is not recorded as clean"
+        );
+    }
+    assert!(scenario.agents.values().all(|a| a.cleaned_keyspaces().is_empty()));
+}
+
+/// Each cleaned node should be named in an Event. kube's `Recorder` keys Events by type, reason,
+/// action, reporter, regarding and related object — not by note — so Events about several nodes
+/// of one ScyllaCluster with the same reason collapse into one series that names only the first
+/// node, on a real API server just as here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "controller: NodeCleanedUp Events of one cluster collapse into one series naming only the first node (set Event.secondary to the node's Job or Service)"]
+async fn every_cleaned_node_is_named_in_an_event() {
+    let scenario = Scenario::start(true, AGENT_TOKEN).await;
+    scenario.scale_out();
+    let new_hash = hash_of(&ring(6));
+    scenario
+        .wait_for("every old node cleaned for the new ring", |s| {
+            Scenario::old_nodes().iter().all(|n| {
+                s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(new_hash.as_str())
+            })
+        })
+        .await;
+    let events = scenario.events();
+    for node in Scenario::old_nodes() {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["note"].as_str().is_some_and(|n| n.contains(&node))),
+            "an Event names {node}: {events:#?}"
+        );
+    }
+}
+
+impl JobLog {
+    fn clone_summary(&self) -> JobLog {
+        JobLog {
+            created: self.created.clone(),
+            running: self.running.clone(),
+            max_running_per_rack: self.max_running_per_rack,
+            finished: self.finished.clone(),
+        }
+    }
+}
