@@ -979,7 +979,6 @@ async fn wrong_agent_token_fails_the_job_at_once_and_degrades() {
 /// of one ScyllaCluster with the same reason collapse into one series that names only the first
 /// node, on a real API server just as here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "controller: NodeCleanedUp Events of one cluster collapse into one series naming only the first node (set Event.secondary to the node's Job or Service)"]
 async fn every_cleaned_node_is_named_in_an_event() {
     let scenario = Scenario::start(true, AGENT_TOKEN).await;
     scenario.scale_out();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ResourceRequirements, Service};
+use k8s_openapi::api::core::v1::{ObjectReference, ResourceRequirements, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -185,7 +185,8 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             patch_service(&ctx.client, &namespace, service, hash, members.as_ref()).await?;
             ctx.metrics.job_finished(OPERATION, "succeeded");
             let note = format!("node {service} cleaned up by Job {job}");
-            publish(ctx, cluster, EventType::Normal, "NodeCleanedUp", note).await
+            let node = related("v1", "Service", &namespace, service);
+            publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await
         }
         Action::CreateCleanupJob {
             service, hash, rack, ..
@@ -205,7 +206,8 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
         } => {
             ctx.metrics.job_finished(OPERATION, "failed");
             let note = format!("cleanup Job {job} of node {service} failed: {message}");
-            publish(ctx, cluster, EventType::Warning, "CleanupFailed", note).await?;
+            let failed = related("batch/v1", "Job", &namespace, job);
+            publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await?;
             mark_failure_reported(&ctx.client, &namespace, job).await
         }
         Action::DeleteJob { job, reason } => {
@@ -213,7 +215,8 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             tracing::info!(%namespace, %job, ?reason, "deleted cleanup Job");
             if *reason == DeleteReason::Retry {
                 let note = format!("retrying the cleanup: deleted failed Job {job}");
-                publish(ctx, cluster, EventType::Normal, "CleanupRetried", note).await?;
+                let deleted = related("batch/v1", "Job", &namespace, job);
+                publish(ctx, cluster, deleted, EventType::Normal, "CleanupRetried", note).await?;
             }
             Ok(())
         }
@@ -255,9 +258,23 @@ async fn mark_failure_reported(client: &kube::Client, namespace: &str, job: &str
     }
 }
 
+/// The node or Job an Event is about, besides the cluster. Events with the same reason about the
+/// same cluster are folded into one series unless they name different related objects, so each
+/// cleaned node gets an Event of its own.
+fn related(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
+}
+
 async fn publish(
     ctx: &Context,
     cluster: &ScyllaCluster,
+    related: ObjectReference,
     type_: EventType,
     reason: &str,
     note: String,
@@ -267,7 +284,7 @@ async fn publish(
         reason: reason.to_owned(),
         note: Some(truncate_note(note)),
         action: "Cleanup".to_owned(),
-        secondary: None,
+        secondary: Some(related),
     };
     ctx.publish_event(&cluster.object_ref(&()), event).await
 }
