@@ -22,13 +22,22 @@ struct Cli {
     #[arg(long, env = "GROUNDSKEEPER_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     http_addr: SocketAddr,
     /// Which controllers to run.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "scylla-cleanup,ring-observer,etcd")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "scylla-cleanup,ring-observer,etcd"
+    )]
     controllers: Vec<Part>,
     /// Namespace of the leader-election Lease (the controller's own).
     #[arg(long, env = "POD_NAMESPACE", default_value = "groundskeeper")]
     leader_election_namespace: String,
     /// Name of the leader-election Lease.
-    #[arg(long, env = "GROUNDSKEEPER_LEADER_ELECTION_LEASE", default_value = "groundskeeper-controller")]
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_LEADER_ELECTION_LEASE",
+        default_value = "groundskeeper-controller"
+    )]
     leader_election_lease: String,
     /// This replica's identity in the Lease (the pod name).
     #[arg(long, env = "POD_NAME")]
@@ -86,7 +95,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let identity = cli.identity.clone().unwrap_or_else(hostname);
-    let election = LeaderElectionConfig::new(cli.leader_election_namespace, cli.leader_election_lease, identity);
+    let election =
+        LeaderElectionConfig::new(cli.leader_election_namespace, cli.leader_election_lease, identity);
     // Losing the lease ends the process: a restart is the simple way to be sure nothing of the
     // old term keeps acting.
     leader::run_as_leader(client, election, work).await?;
@@ -140,5 +150,9 @@ fn init_tracing(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stdout().is_terminal());
-    if json { builder.json().init() } else { builder.init() }
+    if json {
+        builder.json().init()
+    } else {
+        builder.init()
+    }
 }

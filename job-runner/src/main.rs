@@ -66,8 +66,8 @@ fn ring_hash_from_stdin() -> i32 {
 }
 
 fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
     use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Job logs are read from files: colour codes only where a person watches a terminal.
