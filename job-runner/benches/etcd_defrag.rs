@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
+use groundskeeper_e2e::measure::{flush_disk, run_measured};
 use groundskeeper_protocol::{JobResult, Report};
 
 /// The overhead the maintenance may add on top of the raw defrags.
@@ -48,66 +49,90 @@ fn main() {
     }
 }
 
+/// Rounds of (raw defrags, runner); medians are compared, so one slow disk moment does not
+/// decide the figure.
+const ROUNDS: usize = 3;
+
 async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
     let cluster = EtcdCluster::start(binary, ClusterOptions::default())
         .await
         .expect("the cluster starts");
     cluster.fill(live).await.expect("fill");
 
-    // Raw: one Defragment call per member, back to back, nothing else.
-    cluster.churn(db).await.expect("churn");
-    let before_raw = cluster.states().await.expect("status");
-    let mut raw = Vec::new();
-    for i in 0..cluster.len() {
-        let mut client = cluster.client(Some(i)).await.expect("client");
-        let started = Instant::now();
-        client.defragment().await.expect("raw defrag");
-        raw.push(started.elapsed());
-    }
-    let raw_sum: Duration = raw.iter().sum();
+    let mut raw_sums = Vec::new();
+    let mut walls = Vec::new();
+    let mut runner_defrag_sums = Vec::new();
+    let mut peak_rss_kib = 0;
+    let mut db_sizes = Vec::new();
+    for _ in 0..ROUNDS {
+        // Raw: one Defragment call per member, back to back, nothing else.
+        cluster.churn(db).await.expect("churn");
+        flush_disk();
+        db_sizes.extend(cluster.states().await.expect("status").iter().map(|s| s.db_size));
+        let mut raw = Duration::ZERO;
+        for i in 0..cluster.len() {
+            let mut client = cluster.client(Some(i)).await.expect("client");
+            let started = Instant::now();
+            client.defragment().await.expect("raw defrag");
+            raw += started.elapsed();
+        }
+        raw_sums.push(raw);
 
-    // The same fragmentation again, then the whole maintenance run as a separate process.
-    cluster.churn(db).await.expect("churn again");
-    let before_run = cluster.states().await.expect("status");
-    let result_file = cluster.dir().join("bench-result.json");
-    let (wall, peak_rss_kib) = run_runner(&cluster, &result_file);
-    let result =
-        JobResult::parse(&std::fs::read_to_string(&result_file).expect("result file")).expect("result");
-    let Report::Defrag(report) = &result.report else {
-        panic!("not a defrag report")
-    };
-    assert!(
-        report.members.iter().all(|m| m.defragmented),
-        "every member must be defragmented: {report:?}"
-    );
-    let runner_defrag_sum: u64 = report.members.iter().map(|m| m.duration_ms).sum();
-    let ratio = wall.as_secs_f64() / raw_sum.as_secs_f64();
+        // The same fragmentation again, then the whole maintenance run as a separate process.
+        cluster.churn(db).await.expect("churn again");
+        flush_disk();
+        let result_file = cluster.dir().join("bench-result.json");
+        let (wall, rss) = run_runner(&cluster, &result_file);
+        let result =
+            JobResult::parse(&std::fs::read_to_string(&result_file).expect("result file")).expect("result");
+        let Report::Defrag(report) = &result.report else {
+            panic!("not a defrag report")
+        };
+        assert!(
+            report.members.iter().all(|m| m.defragmented),
+            "every member must be defragmented: {report:?}"
+        );
+        runner_defrag_sums.push(Duration::from_millis(
+            report.members.iter().map(|m| m.duration_ms).sum(),
+        ));
+        walls.push(wall);
+        peak_rss_kib = peak_rss_kib.max(rss);
+    }
+    let (raw, wall) = (median(&raw_sums), median(&walls));
+    let ratio = wall.as_secs_f64() / raw.as_secs_f64();
+    let ms = |ds: &[Duration]| ds.iter().map(Duration::as_millis).collect::<Vec<_>>();
 
     println!(
-        "\n{version} ({}), 3 members, {} MB live data",
+        "\n{version} ({}), 3 members, {} MB live data, {ROUNDS} rounds",
         cluster.version,
         live / 1_000_000
     );
     println!(
-        "  db sizes before raw defrags:   {:?}",
-        before_raw.iter().map(|s| s.db_size).collect::<Vec<_>>()
+        "  db sizes before defrags:       {} .. {} bytes",
+        db_sizes.iter().min().unwrap(),
+        db_sizes.iter().max().unwrap()
     );
     println!(
-        "  db sizes before the run:       {:?}",
-        before_run.iter().map(|s| s.db_size).collect::<Vec<_>>()
+        "  raw defrag sums (ms):          {:?}  median {} ms",
+        ms(&raw_sums),
+        raw.as_millis()
     );
+    println!("  runner's own defrag sums (ms): {:?}", ms(&runner_defrag_sums));
     println!(
-        "  raw defrag times (ms):         {:?}  sum {} ms",
-        raw.iter().map(Duration::as_millis).collect::<Vec<_>>(),
-        raw_sum.as_millis()
-    );
-    println!(
-        "  runner's defrag times (ms):    {:?}  sum {runner_defrag_sum} ms",
-        report.members.iter().map(|m| m.duration_ms).collect::<Vec<_>>()
-    );
-    println!(
-        "  maintenance wall time:         {} ms (whole process)",
+        "  maintenance wall times (ms):   {:?}  median {} ms (whole process)",
+        ms(&walls),
         wall.as_millis()
+    );
+    let overheads: Vec<Duration> = walls
+        .iter()
+        .zip(&runner_defrag_sums)
+        .map(|(wall, defrag)| wall.saturating_sub(*defrag))
+        .collect();
+    println!(
+        "  runner overhead outside its defrag calls (ms): {:?}  median {} ms \
+         (includes one leadership transfer: etcd answers MoveLeader only on its next raft tick)",
+        ms(&overheads),
+        median(&overheads).as_millis()
     );
     println!(
         "  ratio wall / raw sum:          {ratio:.3} (target ≤ {TARGET_RATIO}) {}",
@@ -120,47 +145,39 @@ async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
     println!("  runner peak RSS:               {peak_rss_kib} KiB");
 }
 
+fn median(values: &[Duration]) -> Duration {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
 /// Runs `groundskeeper-job defrag` and returns its wall time and peak resident memory.
-#[allow(clippy::zombie_processes)] // reaped by wait4, which also yields the rusage
 fn run_runner(cluster: &EtcdCluster, result_file: &Path) -> (Duration, i64) {
     let runner = std::env::var("GROUNDSKEEPER_JOB_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_groundskeeper-job").to_owned());
-    let started = Instant::now();
-    let child = Command::new(runner)
-        .args([
-            "defrag",
-            "--endpoints",
-            &cluster.endpoints_flag(),
-            "--min-defrag-bytes",
-            "1000000",
-            // Every member must be defragmented for the comparison to hold; the policy is
-            // tested elsewhere.
-            "--max-fragmented-percent",
-            "10",
-        ])
-        .arg("--result-file")
-        .arg(result_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the runner starts");
-    let (status, usage) = wait_with_rusage(child.id() as libc::pid_t);
-    let wall = started.elapsed();
-    assert_eq!(status, 0, "the runner failed (exit status {status})");
-    (wall, usage.ru_maxrss)
-}
-
-/// `wait4`: reaps the child and returns its exit code and resource usage (ru_maxrss in KiB).
-fn wait_with_rusage(pid: libc::pid_t) -> (i32, libc::rusage) {
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for the child we spawned and reaps it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4 failed: {}", std::io::Error::last_os_error());
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    (code, usage)
+    let measured = run_measured(
+        Command::new(runner)
+            .args([
+                "defrag",
+                "--endpoints",
+                &cluster.endpoints_flag(),
+                "--min-defrag-bytes",
+                "1000000",
+                // Every member must be defragmented for the comparison to hold; the policy is
+                // tested elsewhere.
+                "--max-fragmented-percent",
+                "10",
+            ])
+            .arg("--result-file")
+            .arg(result_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("the runner starts");
+    assert_eq!(
+        measured.exit_code, 0,
+        "the runner failed (exit status {})",
+        measured.exit_code
+    );
+    (measured.wall, measured.peak_rss_kib)
 }

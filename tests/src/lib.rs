@@ -4,4 +4,5 @@
 
 pub mod apiserver;
 pub mod etcd_cluster;
+pub mod measure;
 pub mod scylla_agent;

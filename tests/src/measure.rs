@@ -1,0 +1,51 @@
+//! Measuring a child process for benchmarks: wall time and peak resident memory.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// What one measured run of a command gave.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    /// Exit code, or -1 when the process was killed by a signal.
+    pub exit_code: i32,
+    pub wall: Duration,
+    /// Peak resident set size (`ru_maxrss`), KiB.
+    pub peak_rss_kib: i64,
+}
+
+/// Runs `command` to its end and measures it.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also yields the rusage
+pub fn run_measured(command: &mut Command) -> std::io::Result<Measured> {
+    let started = Instant::now();
+    let child = command.spawn()?;
+    let (exit_code, usage) = wait_with_rusage(child.id() as libc::pid_t)?;
+    Ok(Measured {
+        exit_code,
+        wall: started.elapsed(),
+        peak_rss_kib: usage.ru_maxrss,
+    })
+}
+
+/// `wait4`: reaps the child and returns its exit code and resource usage.
+fn wait_with_rusage(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for the child we spawned and reaps it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if reaped != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Ok((code, usage))
+}
+
+/// Writes back every dirty page (sync(2)), so that a measured phase does not pay for the writes
+/// of what ran before it.
+pub fn flush_disk() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
