@@ -44,6 +44,23 @@ pub struct Observed {
     pub services: Vec<Service>,
 }
 
+/// The member Services (one per Scylla node) of the ScyllaCluster `namespace/cluster`.
+pub async fn list_member_services(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<Service>> {
+    let selector = member_selector(cluster);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    Ok(services
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube(format!(
+            "list member Services in {namespace} with {selector}"
+        )))?
+        .items)
+}
+
 /// Reads everything the decision for `cluster` needs.
 pub async fn observe(
     client: &kube::Client,
@@ -52,15 +69,7 @@ pub async fn observe(
 ) -> Result<Observed> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
-    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let selector = member_selector(&name);
-    let services = services
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(Error::kube(format!(
-            "list member Services in {namespace} with {selector}"
-        )))?
-        .items;
+    let services = list_member_services(client, &namespace, &name).await?;
     let job_selector = jobs::job_selector(OPERATION, &name);
     let job_list = jobs::list_jobs(client, &namespace, &job_selector).await?;
     let pods = if job_list.is_empty() {

@@ -35,7 +35,7 @@ use groundskeeper_job::scylla::token::AuthToken;
 use groundskeeper_protocol::{keys, ring_hash};
 
 use super::apply::node_address;
-use super::observe::{agent_token_secret_name, member_selector};
+use super::observe::{agent_token_secret_name, list_member_services};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::resources::ScyllaCluster;
@@ -174,15 +174,7 @@ pub async fn observe_all(ctx: &Context) -> Result<()> {
 pub async fn observe_cluster(ctx: &Context, cluster: &ScyllaCluster) -> Result<()> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let selector = member_selector(&name);
-    let members = services
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(Error::kube(format!(
-            "list member Services in {namespace} with {selector}"
-        )))?
-        .items;
+    let members = list_member_services(&ctx.client, &namespace, &name).await?;
     let now = jiff::Timestamp::now();
     let ours: Vec<&Service> = members
         .iter()

@@ -183,15 +183,7 @@ async fn member_status(endpoint: &str, tls: Option<&ClientTls>) -> Result<Status
         member_id: header.map(|h| h.member_id()).unwrap_or_default(),
         is_learner: status.is_learner(),
         revision: header.map(|h| h.revision()),
-        status: MemberStatus {
-            db_size: status.db_size(),
-            db_size_in_use: status.raft_used_db_size(),
-            leader: status.leader(),
-            raft_term: status.raft_term(),
-            raft_index: status.raft_index(),
-            raft_applied_index: status.raft_applied_index(),
-            errors: status.errors().to_vec(),
-        },
+        status: MemberStatus::from(&status),
     })
 }
 

@@ -266,15 +266,7 @@ impl Cluster {
     pub async fn status_of(&self, id: u64) -> Result<MemberStatus, String> {
         let mut client = self.client_of(id)?;
         let status = client.status().await.map_err(|e| e.to_string())?;
-        Ok(MemberStatus {
-            db_size: status.db_size(),
-            db_size_in_use: status.raft_used_db_size(),
-            leader: status.leader(),
-            raft_term: status.raft_term(),
-            raft_index: status.raft_index(),
-            raft_applied_index: status.raft_applied_index(),
-            errors: status.errors().to_vec(),
-        })
+        Ok(MemberStatus::from(&status))
     }
 
     /// Every member's status, asked in parallel.
@@ -302,4 +294,18 @@ async fn member_list_via(
     let member_id = status.header().map(|h| h.member_id()).unwrap_or_default();
     let list = client.member_list().await?;
     Ok((member_id, list.members().to_vec()))
+}
+
+impl From<&etcd_client::StatusResponse> for MemberStatus {
+    fn from(status: &etcd_client::StatusResponse) -> Self {
+        MemberStatus {
+            db_size: status.db_size(),
+            db_size_in_use: status.raft_used_db_size(),
+            leader: status.leader(),
+            raft_term: status.raft_term(),
+            raft_index: status.raft_index(),
+            raft_applied_index: status.raft_applied_index(),
+            errors: status.errors().to_vec(),
+        }
+    }
 }
