@@ -1,0 +1,150 @@
+//! Leader election against the in-memory API: two replicas contend for one Lease; only one acts
+//! at a time, and the other takes over when the leader gives the Lease up or stops renewing it.
+//!
+//! The waits below are bounds against a scenario that never settles, not performance checks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use groundskeeper_controller::leader::{LeaderElectionConfig, run_as_leader};
+use groundskeeper_e2e::apiserver::ApiServer;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const BOUND: Duration = Duration::from_secs(20);
+
+fn config(identity: &str) -> LeaderElectionConfig {
+    let mut config = LeaderElectionConfig::new("default".into(), "groundskeeper".into(), identity.into());
+    config.lease_duration = Duration::from_secs(1);
+    config.renew_deadline = Duration::from_millis(700);
+    config.retry_period = Duration::from_millis(50);
+    config
+}
+
+/// A replica whose work marks it active until told to stop.
+struct Replica {
+    active: Arc<AtomicBool>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn replica(server: &ApiServer, identity: &str) -> Replica {
+    let active = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let work = {
+        let active = active.clone();
+        async move {
+            active.store(true, Ordering::SeqCst);
+            let _ = stopped.await;
+            active.store(false, Ordering::SeqCst);
+        }
+    };
+    let (client, config) = (server.client(), config(identity));
+    let task = tokio::spawn(async move {
+        run_as_leader(client, config, work)
+            .await
+            .expect("leadership is not lost in this scenario");
+    });
+    Replica {
+        active,
+        stop: Some(stop),
+        task,
+    }
+}
+
+async fn until(what: &str, condition: impl Fn() -> bool) {
+    tokio::time::timeout(BOUND, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: not within {BOUND:?}"));
+}
+
+async fn holder(server: &ApiServer) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    leases.get("groundskeeper").await.ok()?.spec?.holder_identity
+}
+
+#[tokio::test]
+async fn one_leader_at_a_time_and_a_clean_hand_over() {
+    let server = ApiServer::start().await.unwrap();
+    let mut a = replica(&server, "a");
+    until("a leads", || a.active.load(Ordering::SeqCst)).await;
+    let b = replica(&server, "b");
+
+    // Over several lease durations, b never acts while a renews.
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!b.active.load(Ordering::SeqCst), "b acts while a holds the lease");
+    }
+    assert_eq!(holder(&server).await.as_deref(), Some("a"));
+
+    // a finishes its work and gives the lease up; b takes over.
+    a.stop.take().unwrap().send(()).unwrap();
+    a.task.await.unwrap();
+    until("b leads after a released", || b.active.load(Ordering::SeqCst)).await;
+    assert_eq!(holder(&server).await.as_deref(), Some("b"));
+    let lease: Api<Lease> = Api::namespaced(server.client(), "default");
+    let transitions = lease
+        .get("groundskeeper")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .lease_transitions;
+    assert_eq!(transitions, Some(1));
+}
+
+#[tokio::test]
+async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_expires() {
+    let server = ApiServer::start().await.unwrap();
+    let a = replica(&server, "a");
+    until("a leads", || a.active.load(Ordering::SeqCst)).await;
+    let b = replica(&server, "b");
+
+    // a dies without releasing: its lease stays, unrenewed.
+    a.task.abort();
+    let _ = a.task.await;
+    assert_eq!(holder(&server).await.as_deref(), Some("a"));
+    until("b leads after a's lease expired", || {
+        b.active.load(Ordering::SeqCst)
+    })
+    .await;
+    assert_eq!(holder(&server).await.as_deref(), Some("b"));
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_taken_stops_acting() {
+    let server = ApiServer::start().await.unwrap();
+    let active = Arc::new(AtomicBool::new(false));
+    let work = {
+        let active = active.clone();
+        async move {
+            active.store(true, Ordering::SeqCst);
+            std::future::pending::<()>().await
+        }
+    };
+    let leader = tokio::spawn(run_as_leader(server.client(), config("a"), work));
+    until("a leads", || active.load(Ordering::SeqCst)).await;
+
+    // Someone else writes itself in as holder (a replica that believed the lease expired).
+    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+    let mut lease = leases.get("groundskeeper").await.unwrap();
+    lease.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
+    leases
+        .replace("groundskeeper", &Default::default(), &lease)
+        .await
+        .unwrap();
+
+    let outcome = tokio::time::timeout(BOUND, leader)
+        .await
+        .expect("a notices")
+        .unwrap();
+    let err = outcome.expect_err("a must stop with an error");
+    assert!(err.to_string().contains("now held by intruder"), "{err}");
+}
