@@ -129,8 +129,7 @@ async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
         .map(|(wall, defrag)| wall.saturating_sub(*defrag))
         .collect();
     println!(
-        "  runner overhead outside its defrag calls (ms): {:?}  median {} ms \
-         (includes one leadership transfer: etcd answers MoveLeader only on its next raft tick)",
+        "  runner overhead outside its defrag calls (ms): {:?}  median {} ms",
         ms(&overheads),
         median(&overheads).as_millis()
     );

@@ -206,7 +206,8 @@ impl Run<'_> {
                 self.report.members.push(not_done(member, &member.reason));
                 continue;
             }
-            if let Err(failure) = self.process(&cluster, member).await {
+            let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
+            if let Err(failure) = self.process(&cluster, member, next).await {
                 // Touch nothing more: the members not reached are listed as such.
                 for rest in &plan.members[i..] {
                     let why = if rest.id == member.id {
@@ -258,8 +259,15 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One member: re-check, maybe move leadership away, defragment, wait until caught up.
-    async fn process(&mut self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+    /// One member: re-check, maybe move leadership away, defragment, wait until caught up. When
+    /// `next` is the leader, leadership moves away during this member's defrag already (see
+    /// [`plan::early_transfer`]).
+    async fn process(
+        &mut self,
+        cluster: &Cluster,
+        member: &PlannedMember,
+        next: Option<&PlannedMember>,
+    ) -> Result<(), Failure> {
         let observed = cluster.observe().await;
         let decision = plan::decide_step(member.id, &observed, &self.options.plan);
         let was_leader = match decision {
@@ -278,9 +286,31 @@ impl Run<'_> {
         };
         (self.on_progress)(Progress::MemberStarted(member));
         let before = status_size(&observed, member.id);
+        let early = next.and_then(|next| {
+            plan::early_transfer(member.id, Some(next.id), &observed, &self.options.plan).map(|to| (next, to))
+        });
         let started = Instant::now();
-        self.defragment(cluster, member).await?;
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let duration_ms = match early {
+            None => {
+                self.defragment(cluster, member).await?;
+                started.elapsed().as_millis() as u64
+            }
+            Some((leader, to)) => {
+                // Both are awaited to their end: a defrag is never abandoned half-way by the
+                // client, even when the transfer fails.
+                let (defragged, transferred) = tokio::join!(
+                    async {
+                        let result = self.defragment(cluster, member).await;
+                        (result, started.elapsed().as_millis() as u64)
+                    },
+                    self.transfer_leadership(cluster, leader, to)
+                );
+                let (defragged, duration_ms) = defragged;
+                defragged?;
+                self.record_transfer(leader, &transferred?);
+                duration_ms
+            }
+        };
         self.wait_caught_up(cluster, member.id).await?;
         let after = status_size(&cluster.observe().await, member.id);
         let done = MemberDefrag {
@@ -299,6 +329,26 @@ impl Run<'_> {
     }
 
     async fn move_leader(&mut self, cluster: &Cluster, from: &PlannedMember, to: u64) -> Result<(), Failure> {
+        let to_name = self.transfer_leadership(cluster, from, to).await?;
+        self.record_transfer(from, &to_name);
+        Ok(())
+    }
+
+    fn record_transfer(&mut self, from: &PlannedMember, to_name: &str) {
+        self.report.leader_moved_to = Some(to_name.to_owned());
+        (self.on_progress)(Progress::LeaderMoved {
+            from: &from.name,
+            to: to_name,
+        });
+    }
+
+    /// Moves leadership from `from` to `to` and waits until both agree; the new leader's name.
+    async fn transfer_leadership(
+        &self,
+        cluster: &Cluster,
+        from: &PlannedMember,
+        to: u64,
+    ) -> Result<String, Failure> {
         let to_name = cluster
             .member(to)
             .map(|m| m.name.clone())
@@ -307,7 +357,7 @@ impl Run<'_> {
         let mut client = cluster
             .client_of(from.id)
             .map_err(|e| Failure::retryable(format!("cannot reach the leader {}: {e}", from.name)))?;
-        tracing::info!(from = %from.name, to = %to_name, "moving leadership before defragmenting the leader");
+        tracing::info!(from = %from.name, to = %to_name, "moving leadership away before the leader's turn");
         client.move_leader(to).await.map_err(|e| {
             Failure::retryable(format!(
                 "moving leadership from {} to {to_name} failed: {e}",
@@ -337,12 +387,7 @@ impl Run<'_> {
             }
             delay.sleep().await;
         }
-        self.report.leader_moved_to = Some(to_name.clone());
-        (self.on_progress)(Progress::LeaderMoved {
-            from: &from.name,
-            to: &to_name,
-        });
-        Ok(())
+        Ok(to_name)
     }
 
     /// Defragments one member. A call that outlives its timeout is not a failure: the defrag goes

@@ -392,6 +392,29 @@ pub fn decide_step(member: u64, members: &[MemberObservation], options: &PlanOpt
     }
 }
 
+/// Whether leadership can move away from the leader while `member`, a follower, is being
+/// defragmented, and to whom. etcd answers `MoveLeader` only on the raft tick after the transfer
+/// (100 ms by default), so a transfer done in the shadow of the last follower's defrag costs the
+/// run nothing. It is done only when the leader is the next member to defragment, moving is on,
+/// and a healthy, caught-up follower other than `member` can take over: quorum is then the same
+/// two healthy members as without the transfer.
+pub fn early_transfer(
+    member: u64,
+    next_to_defrag: Option<u64>,
+    members: &[MemberObservation],
+    options: &PlanOptions,
+) -> Option<u64> {
+    if !options.move_leader || decide_step(member, members, options) != StepDecision::Defrag {
+        return None;
+    }
+    let leader = check_preconditions(members, options).ok()?;
+    if next_to_defrag != Some(leader) {
+        return None;
+    }
+    let others: Vec<MemberObservation> = members.iter().filter(|m| m.id != member).cloned().collect();
+    choose_transfer_target(&others, leader, options.max_apply_lag)
+}
+
 /// Whether `member` has caught up with the leader after its defrag: it is healthy, sees a leader,
 /// and has applied the leader's commit index (within `max_apply_lag`).
 pub fn caught_up(member: &MemberObservation, leader_raft_index: u64, max_apply_lag: u64) -> bool {

@@ -561,3 +561,100 @@ fn nospace_alarms_are_disarmed_once_space_is_back() {
         );
     }
 }
+
+#[test]
+fn leadership_moves_early_only_before_the_leaders_turn_and_never_to_the_member_in_defrag() {
+    let moving = PlanOptions::default();
+    let staying = PlanOptions {
+        move_leader: false,
+        ..PlanOptions::default()
+    };
+    let trio = fragmented_trio; // led by 1
+    let cases: Vec<(
+        &str,
+        u64,
+        Option<u64>,
+        Vec<MemberObservation>,
+        PlanOptions,
+        Option<u64>,
+    )> = vec![
+        (
+            "last follower, leader next: to the other follower",
+            3,
+            Some(1),
+            trio(),
+            moving,
+            Some(2),
+        ),
+        (
+            "first follower: the leader is not next",
+            2,
+            Some(3),
+            trio(),
+            moving,
+            None,
+        ),
+        ("last follower, nothing next", 3, None, trio(), moving, None),
+        ("moving is off", 3, Some(1), trio(), staying, None),
+        (
+            "the member is the leader itself",
+            1,
+            Some(2),
+            trio(),
+            moving,
+            None,
+        ),
+        (
+            "the other follower lags: no early transfer (the leader's own turn decides)",
+            3,
+            Some(1),
+            vec![
+                member(1, 1, 0, 0),
+                applied(member(2, 1, 0, 0), 10),
+                member(3, 1, 0, 0),
+            ],
+            moving,
+            None,
+        ),
+        (
+            "the other follower is a learner",
+            3,
+            Some(1),
+            vec![
+                member(1, 1, 0, 0),
+                learner(member(2, 1, 0, 0)),
+                member(3, 1, 0, 0),
+                member(4, 1, 0, 0),
+            ],
+            moving,
+            Some(4),
+        ),
+        (
+            "the cluster is unhealthy: nothing",
+            3,
+            Some(1),
+            vec![
+                member(1, 1, 0, 0),
+                unreachable(member(2, 1, 0, 0)),
+                member(3, 1, 0, 0),
+            ],
+            moving,
+            None,
+        ),
+        (
+            "leadership moved since planning: the next member no longer leads",
+            3,
+            Some(1),
+            trio().into_iter().map(|m| sees_leader(m, 2)).collect(),
+            moving,
+            None,
+        ),
+    ];
+    for (name, member_id, next, members, options, want) in cases {
+        assert_eq!(
+            early_transfer(member_id, next, &members, &options),
+            want,
+            "{name}"
+        );
+    }
+}
