@@ -9,15 +9,29 @@ use std::time::Duration;
 
 use groundskeeper_controller::leader::{LeaderElectionConfig, run_as_leader};
 use groundskeeper_e2e::apiserver::ApiServer;
+use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const BOUND: Duration = Duration::from_secs(20);
+/// The Lease the Deployment's replicas contend for, as `manifests/` name it: the Role grants
+/// get and update on this name only.
+const NAMESPACE: &str = "groundskeeper";
+const LEASE: &str = "groundskeeper-controller";
+
+/// A server that authorizes the replicas as `manifests/rbac/` authorizes the controller.
+async fn server() -> ApiServer {
+    ApiServer::builder()
+        .authorize(CONTROLLER_TOKEN, controller_grants())
+        .start()
+        .await
+        .unwrap()
+}
 
 fn config(identity: &str) -> LeaderElectionConfig {
-    let mut config = LeaderElectionConfig::new("default".into(), "groundskeeper".into(), identity.into());
+    let mut config = LeaderElectionConfig::new(NAMESPACE.into(), LEASE.into(), identity.into());
     config.lease_duration = Duration::from_secs(1);
     config.renew_deadline = Duration::from_millis(700);
     config.retry_period = Duration::from_millis(50);
@@ -42,7 +56,7 @@ fn replica(server: &ApiServer, identity: &str) -> Replica {
             active.store(false, Ordering::SeqCst);
         }
     };
-    let (client, config) = (server.client(), config(identity));
+    let (client, config) = (server.client_with_token(CONTROLLER_TOKEN), config(identity));
     let task = tokio::spawn(async move {
         run_as_leader(client, config, work)
             .await
@@ -66,13 +80,13 @@ async fn until(what: &str, condition: impl Fn() -> bool) {
 }
 
 async fn holder(server: &ApiServer) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
-    leases.get("groundskeeper").await.ok()?.spec?.holder_identity
+    let leases: Api<Lease> = Api::namespaced(server.client(), NAMESPACE);
+    leases.get(LEASE).await.ok()?.spec?.holder_identity
 }
 
 #[tokio::test]
 async fn one_leader_at_a_time_and_a_clean_hand_over() {
-    let server = ApiServer::start().await.unwrap();
+    let server = server().await;
     let mut a = replica(&server, "a");
     until("a leads", || a.active.load(Ordering::SeqCst)).await;
     let b = replica(&server, "b");
@@ -89,20 +103,14 @@ async fn one_leader_at_a_time_and_a_clean_hand_over() {
     a.task.await.unwrap();
     until("b leads after a released", || b.active.load(Ordering::SeqCst)).await;
     assert_eq!(holder(&server).await.as_deref(), Some("b"));
-    let lease: Api<Lease> = Api::namespaced(server.client(), "default");
-    let transitions = lease
-        .get("groundskeeper")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .lease_transitions;
+    let lease: Api<Lease> = Api::namespaced(server.client(), NAMESPACE);
+    let transitions = lease.get(LEASE).await.unwrap().spec.unwrap().lease_transitions;
     assert_eq!(transitions, Some(1));
 }
 
 #[tokio::test]
 async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_expires() {
-    let server = ApiServer::start().await.unwrap();
+    let server = server().await;
     let a = replica(&server, "a");
     until("a leads", || a.active.load(Ordering::SeqCst)).await;
     let b = replica(&server, "b");
@@ -120,7 +128,7 @@ async fn a_leader_that_stops_renewing_is_replaced_after_the_lease_expires() {
 
 #[tokio::test]
 async fn a_leader_whose_lease_is_taken_stops_acting() {
-    let server = ApiServer::start().await.unwrap();
+    let server = server().await;
     let active = Arc::new(AtomicBool::new(false));
     let work = {
         let active = active.clone();
@@ -129,17 +137,18 @@ async fn a_leader_whose_lease_is_taken_stops_acting() {
             std::future::pending::<()>().await
         }
     };
-    let leader = tokio::spawn(run_as_leader(server.client(), config("a"), work));
+    let leader = tokio::spawn(run_as_leader(
+        server.client_with_token(CONTROLLER_TOKEN),
+        config("a"),
+        work,
+    ));
     until("a leads", || active.load(Ordering::SeqCst)).await;
 
     // Someone else writes itself in as holder (a replica that believed the lease expired).
-    let leases: Api<Lease> = Api::namespaced(server.client(), "default");
-    let mut lease = leases.get("groundskeeper").await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(server.client(), NAMESPACE);
+    let mut lease = leases.get(LEASE).await.unwrap();
     lease.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
-    leases
-        .replace("groundskeeper", &Default::default(), &lease)
-        .await
-        .unwrap();
+    leases.replace(LEASE, &Default::default(), &lease).await.unwrap();
 
     let outcome = tokio::time::timeout(BOUND, leader)
         .await

@@ -18,6 +18,7 @@ use clap::Parser;
 use groundskeeper_controller::cleanup::apply::node_address;
 use groundskeeper_controller::context::{Context, ControllerConfig};
 use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, ChangeKind, PatchFormat, ResourceId};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
 use groundskeeper_job::scylla::cleanup::CleanupArgs;
@@ -504,7 +505,14 @@ const AFTER: &Racks = &[("a", 4), ("b", 2)];
 impl Scenario {
     async fn start(with_datacenter: bool, secret_token: &str) -> Scenario {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let server = Arc::new(ApiServer::start().await.unwrap());
+        // The controller acts with what manifests/rbac/ grants it, and nothing more.
+        let server = Arc::new(
+            ApiServer::builder()
+                .authorize(CONTROLLER_TOKEN, controller_grants())
+                .start()
+                .await
+                .unwrap(),
+        );
         let new_ring = ring(6);
         let mut agents = BTreeMap::new();
         let mut addresses = BTreeMap::new();
@@ -594,7 +602,8 @@ impl Scenario {
             requeue_busy: Duration::from_secs(1),
             ..ControllerConfig::default()
         };
-        let ctx = Arc::new(Context::new(server.client(), config, metrics.clone()));
+        let client = server.client_with_token(CONTROLLER_TOKEN);
+        let ctx = Arc::new(Context::new(client, config, metrics.clone()));
         let controller = tokio::spawn(groundskeeper_controller::cleanup::run(ctx));
         Scenario {
             server,

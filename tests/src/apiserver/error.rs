@@ -85,6 +85,14 @@ impl ApiError {
         Self::new(400, "BadRequest", message.into())
     }
 
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized".to_string())
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message.into())
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message.into())
     }

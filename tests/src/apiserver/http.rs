@@ -16,6 +16,7 @@ use tokio::time::{Instant, Interval};
 
 use super::error::ApiError;
 use super::patch::PatchFormat;
+use super::rbac::{Attributes, Grants};
 use super::resources::{Propagation, ResourceId, ResourceType};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{
@@ -28,6 +29,9 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 pub(crate) struct App {
     pub store: Arc<Store>,
     pub bookmark_interval: Duration,
+    /// Bearer tokens and what their ServiceAccounts may do; requests without a token are the
+    /// harness and are not checked.
+    pub tokens: HashMap<String, Grants>,
 }
 
 pub(crate) fn router(app: Arc<App>) -> Router {
@@ -145,6 +149,16 @@ fn dispatch(
             status,
         } => (id, namespace, name, status),
     };
+    authorize(
+        app,
+        headers,
+        method,
+        &query,
+        &id,
+        namespace.as_deref(),
+        name.as_deref(),
+        status,
+    )?;
     let rt = store.resource(&id)?.clone();
     let ns = namespace.as_deref();
     let target = if status { Target::Status } else { Target::Main };
@@ -197,6 +211,51 @@ fn dispatch(
             "{method} is not supported here"
         ))),
     }
+}
+
+/// RBAC for requests with a bearer token (see the `rbac` module); 401 for an unknown token.
+#[allow(clippy::too_many_arguments)]
+fn authorize(
+    app: &App,
+    headers: &HeaderMap,
+    method: &Method,
+    query: &HashMap<String, String>,
+    id: &ResourceId,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    status: bool,
+) -> Result<(), ApiError> {
+    let Some(authorization) = headers.get(header::AUTHORIZATION) else {
+        return Ok(());
+    };
+    let token = authorization
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let grants = app.tokens.get(token).ok_or_else(ApiError::unauthorized)?;
+    let verb = match (method, name) {
+        (&Method::GET, Some(_)) => "get",
+        (&Method::GET, None) if is_true(query.get("watch")) => "watch",
+        (&Method::GET, None) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
+        (&Method::DELETE, None) => "deletecollection",
+        _ => return Ok(()), // refused as unsupported further on
+    };
+    grants.authorize(&Attributes {
+        verb: verb.to_owned(),
+        api_group: id.group.clone(),
+        resource: if status {
+            format!("{}/status", id.plural)
+        } else {
+            id.plural.clone()
+        },
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+    })
 }
 
 fn is_true(value: Option<&String>) -> bool {
