@@ -1,0 +1,92 @@
+//! Writes the Jobs the controller builds, for a sample ScyllaCluster and a sample EtcdCluster,
+//! as YAML into the directory given as the only argument. `.ci/run` validates them strictly
+//! against Kubernetes' schemas, like the checked-in manifests: the objects the controller sends
+//! are held to the same standard as the ones a person applies.
+//!
+//! `cargo run -p groundskeeper-controller --example render-jobs -- DIR`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use groundskeeper_controller::cleanup::apply::cleanup_job;
+use groundskeeper_controller::context::{Context, ControllerConfig};
+use groundskeeper_controller::etcd::EtcdCluster;
+use groundskeeper_controller::etcd::decide::PlannedJob;
+use groundskeeper_controller::etcd::reconcile::maintenance_job;
+use groundskeeper_controller::jobs::build_job;
+use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_controller::resources::ScyllaCluster;
+use http::{Request, Response};
+use kube::client::Body;
+use serde_json::json;
+
+#[tokio::main]
+async fn main() {
+    let dir = PathBuf::from(std::env::args().nth(1).expect("usage: render-jobs DIR"));
+    std::fs::create_dir_all(&dir).expect("the output directory can be created");
+    let config = ControllerConfig::default();
+
+    let scylla: ScyllaCluster = serde_json::from_value(json!({
+        "apiVersion": "scylla.scylladb.com/v1", "kind": "ScyllaCluster",
+        "metadata": {"name": "simple-cluster", "namespace": "scylla", "uid": "8b0e3f0e-0000-4000-8000-000000000001"},
+        "spec": {"version": "6.2.0", "agentVersion": "3.4.0", "datacenter": {"name": "us-east-1", "racks": [{
+            "name": "us-east-1a", "members": 3, "storage": {"capacity": "100Gi"},
+            "placement": {
+                "tolerations": [{"key": "role", "operator": "Equal", "value": "scylla", "effect": "NoSchedule"}],
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}
+                ]}},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "scylla"}}}}]}
+            }
+        }]}}
+    }))
+    .expect("a valid ScyllaCluster");
+    let hash = "znqy/aBReVlJDtCopwdiTnIM/tKxDLyBD1vT1hPmz5EYmdT7+UkkYYNPRleGTwkiVwsMedQOnzz9VJGQYMEcNg==";
+    let cleanup = cleanup_job(
+        &scylla,
+        &config,
+        "simple-cluster-us-east-1-us-east-1a-0",
+        hash,
+        "us-east-1a",
+    )
+    .expect("a cleanup Job for the sample");
+    write(&dir, "cleanup-job.yaml", &build_job(&cleanup));
+
+    let etcd: EtcdCluster = serde_json::from_value(json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+        "metadata": {"name": "main", "namespace": "etcd", "uid": "8b0e3f0e-0000-4000-8000-000000000002"},
+        "spec": {"endpoints": ["https://etcd-0.etcd:2379"], "tls": {"secretName": "etcd-client-tls"}}
+    }))
+    .expect("a valid EtcdCluster");
+    // Rendering makes no API call: the client's service is never answered.
+    let (service, _never_answered) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = Context::new(
+        kube::Client::new(service, "default"),
+        config.clone(),
+        Arc::new(Metrics::new()),
+    );
+    let planned = PlannedJob {
+        name: "main-maint-1".into(),
+        attempt: 1,
+        operation: "defrag",
+        args: vec![
+            "defrag".into(),
+            "--endpoints".into(),
+            "https://etcd-0.etcd:2379".into(),
+        ],
+        tls_secret: Some("etcd-client-tls".into()),
+        reason: "sample".into(),
+    };
+    let maintenance = maintenance_job(&etcd, &ctx, &planned, config.job_limits.clone()).expect("an etcd Job");
+    write(&dir, "etcd-maintenance-job.yaml", &build_job(&maintenance));
+}
+
+fn write(dir: &std::path::Path, file: &str, job: &k8s_openapi::api::batch::v1::Job) {
+    let mut value = serde_json::to_value(job).expect("Jobs serialise");
+    value["apiVersion"] = json!("batch/v1");
+    value["kind"] = json!("Job");
+    let path = dir.join(file);
+    std::fs::write(&path, serde_saphyr::to_string(&value).expect("YAML")).expect("written");
+    println!("wrote {}", path.display());
+}
