@@ -7,11 +7,12 @@
 //! - the controller: `groundskeeper_controller::cleanup::run`, unchanged, over a kube client;
 //! - scylla-operator: this test, writing the ScyllaCluster's spec and status and the member
 //!   Services' `current-token-ring-hash` as its sidecar would;
-//! - the Job controller and kubelet: [`JobSimulator`], reacting to the API server's change feed;
+//! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`, running each
+//!   Job's container with the runner's library;
 //! - each Scylla node: a `ScyllaAgent` stand-in (HTTPS, bearer token, Scylla's REST API).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -19,7 +20,8 @@ use groundskeeper_controller::cleanup::apply::node_address;
 use groundskeeper_controller::context::{Context, ControllerConfig};
 use groundskeeper_controller::metrics::Metrics;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
-use groundskeeper_e2e::apiserver::{ApiServer, ChangeKind, PatchFormat, ResourceId};
+use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
+use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
 use groundskeeper_job::scylla::cleanup::CleanupArgs;
 use groundskeeper_protocol::keys;
@@ -175,309 +177,64 @@ fn member_service(rack: &str, ordinal: i64, current: &str, last_cleaned: Option<
     })
 }
 
-/// What the simulated Job controller saw and did.
-#[derive(Default, Debug)]
-struct JobLog {
-    /// Jobs in creation order: (job name, rack).
-    created: Vec<(String, String)>,
-    running: BTreeMap<String, String>,
-    /// Highest number of unfinished Jobs of one rack at any moment.
-    max_running_per_rack: usize,
-    finished: Vec<(String, i32)>,
-}
-
-/// Plays the Job controller and the kubelet: for each new Job, creates its pod, runs the runner
-/// in-process with the Job's own arguments (the mounted Secret replaced by a temp file holding the
-/// Secret's data, the node address pointed at that node's agent stand-in), and writes the pod's
-/// and the Job's status the way Kubernetes does, honouring `backoffLimit` and `podFailurePolicy`.
-struct JobSimulator {
-    server: Arc<ApiServer>,
-    /// Node address in the Job's args → the agent stand-in serving that node.
-    agents: Arc<BTreeMap<String, (String, u16)>>,
-    log: Arc<Mutex<JobLog>>,
-}
-
-impl JobSimulator {
-    fn spawn(
-        server: Arc<ApiServer>,
-        agents: BTreeMap<String, (String, u16)>,
-    ) -> (Arc<Mutex<JobLog>>, tokio::task::JoinHandle<()>) {
-        let log = Arc::new(Mutex::new(JobLog::default()));
-        let sim = Arc::new(JobSimulator {
-            server: server.clone(),
-            agents: Arc::new(agents),
-            log: log.clone(),
-        });
-        let mut changes = server.subscribe();
-        let task = tokio::spawn(async move {
-            while let Ok(Some(change)) = changes.next().await {
-                if change.resource == jobs() && change.kind == ChangeKind::Added {
-                    let sim = sim.clone();
-                    let job = change.object.clone();
-                    sim.record_start(&job);
-                    tokio::spawn(async move { sim.run_job(job).await });
-                }
-            }
-        });
-        (log, task)
-    }
-
-    fn rack_of_job(&self, job: &Value) -> String {
-        let node = job["metadata"]["labels"][keys::NODE_LABEL]
-            .as_str()
-            .unwrap_or_default();
-        self.server
-            .get(&services(), Some(NAMESPACE), node)
-            .and_then(|svc| {
-                svc["metadata"]["labels"][keys::SCYLLA_RACK_LABEL]
-                    .as_str()
-                    .map(str::to_string)
+/// Runs a cleanup Job's container: the runner in-process with the Job's own arguments, the
+/// mounted token file replaced by the simulator's copy of the Secret's data, and the node address
+/// pointed at that node's agent stand-in.
+async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String, u16)>>) -> Termination {
+    let job_name = container.job["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let args = container.args;
+    let RunnerCommand::Cleanup(mut cleanup) =
+        RunnerCli::try_parse_from(std::iter::once("groundskeeper-job".to_string()).chain(args.clone()))
+            .unwrap_or_else(|e| {
+                panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
             })
-            .unwrap_or_else(|| format!("<no member Service {node:?}>"))
-    }
-
-    fn record_start(&self, job: &Value) {
-        let name = job["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let rack = self.rack_of_job(job);
-        let mut log = self.log.lock().unwrap();
-        log.created.push((name.clone(), rack.clone()));
-        log.running.insert(name, rack.clone());
-        let in_rack = log.running.values().filter(|r| **r == rack).count();
-        log.max_running_per_rack = log.max_running_per_rack.max(in_rack);
-    }
-
-    fn record_end(&self, job: &str, exit_code: i32) {
-        let mut log = self.log.lock().unwrap();
-        log.running.remove(job);
-        log.finished.push((job.to_string(), exit_code));
-    }
-
-    async fn run_job(&self, job: Value) {
-        let name = job["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        // Scheduling and image pull take a moment: long enough for the controller to observe the
-        // Job running, so that a second Job in the same rack would show up in the log.
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        let backoff_limit = job["spec"]["backoffLimit"].as_i64().unwrap_or(6);
-        let mut failed = 0;
-        loop {
-            let Some((exit_code, pod)) = self.run_pod(&job).await else {
-                // The pod could not start (e.g. its Secret is missing): it stays pending, as in Kubernetes.
-                return;
-            };
-            if exit_code == 0 {
-                self.finish_job(
-                    &name,
-                    json!({ "succeeded": 1, "failed": failed }),
-                    "Complete",
-                    "SuccessCriteriaMet",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                );
-                self.record_end(&name, exit_code);
-                return;
-            }
-            failed += 1;
-            if let Some(index) = fail_job_rule(&job, exit_code) {
-                let message = format!(
-                    "Container groundskeeper-job for pod {NAMESPACE}/{pod} failed with exit code {exit_code} matching FailJob rule at index {index}"
-                );
-                self.finish_job(
-                    &name,
-                    json!({ "failed": failed }),
-                    "Failed",
-                    "FailureTarget",
-                    "PodFailurePolicy",
-                    &message,
-                );
-                self.record_end(&name, exit_code);
-                return;
-            }
-            if failed > backoff_limit {
-                self.finish_job(
-                    &name,
-                    json!({ "failed": failed }),
-                    "Failed",
-                    "FailureTarget",
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                );
-                self.record_end(&name, exit_code);
-                return;
-            }
-            self.patch_job_status(&name, json!({ "failed": failed, "active": 0 }));
-        }
-    }
-
-    /// Runs one pod of `job` to its end; returns its exit code and name.
-    async fn run_pod(&self, job: &Value) -> Option<(i32, String)> {
-        let job_name = job["metadata"]["name"].as_str()?.to_string();
-        let template = &job["spec"]["template"];
-        let container = &template["spec"]["containers"][0];
-        let args: Vec<String> =
-            serde_json::from_value(container["args"].clone()).expect("the Job's args are strings");
-        let RunnerCommand::Cleanup(mut cleanup) =
-            RunnerCli::try_parse_from(std::iter::once("groundskeeper-job".to_string()).chain(args.clone()))
-                .unwrap_or_else(|e| {
-                    panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
-                })
-                .command;
-        let token_file = tempfile::NamedTempFile::new().unwrap();
-        let secret_data = self.mounted_secret_file(template, container, cleanup.auth_token_file.to_str()?)?;
-        std::fs::write(token_file.path(), secret_data).unwrap();
-        let result_file = tempfile::NamedTempFile::new().unwrap();
-        let (host, port) = self
-            .agents
-            .get(&cleanup.node_address)
-            .cloned()
-            .unwrap_or_else(|| {
-                panic!(
-                    "Job {job_name}: no Scylla node answers at {:?}",
-                    cleanup.node_address
-                )
-            });
-        cleanup.node_address = host;
-        cleanup.agent_port = port;
-        cleanup.auth_token_file = token_file.path().to_path_buf();
-        cleanup.result_file = result_file.path().to_path_buf();
-        // Progress reports every 5 s would only slow the scenario down.
-        cleanup.poll_interval = Duration::from_millis(20);
-
-        let pod = self.create_pod(job, &job_name);
-        self.patch_job_status(&job_name, json!({ "active": 1, "startTime": now() }));
-        let result = groundskeeper_job::scylla::cleanup::run(&cleanup).await;
-        let exit_code = groundskeeper_job::run::exit_code(&result);
-        let message = result.to_termination_message();
-        let terminated = json!({
-            "exitCode": exit_code,
-            "reason": if exit_code == 0 { "Completed" } else { "Error" },
-            "message": message,
-            "startedAt": now(), "finishedAt": now(),
-            "containerID": format!("containerd://{pod}")
-        });
-        let status = json!({ "status": {
-            "phase": if exit_code == 0 { "Succeeded" } else { "Failed" },
-            "containerStatuses": [{
-                "name": container["name"], "image": container["image"], "imageID": "",
-                "ready": false, "restartCount": 0, "started": false,
-                "state": { "terminated": terminated }
-            }]
-        }});
-        self.server
-            .patch(
-                &ResourceId::new("", "v1", "pods"),
-                Some(NAMESPACE),
-                &pod,
-                PatchFormat::Merge,
-                &status,
-                true,
-            )
-            .expect("pod status update");
-        Some((exit_code, pod))
-    }
-
-    /// The content the kubelet would mount at `path`: the Secret key named by the volume mount.
-    fn mounted_secret_file(&self, template: &Value, container: &Value, path: &str) -> Option<Vec<u8>> {
-        let mount = container["volumeMounts"]
-            .as_array()?
-            .iter()
-            .find(|m| m["mountPath"] == path)?;
-        let volume = template["spec"]["volumes"]
-            .as_array()?
-            .iter()
-            .find(|v| v["name"] == mount["name"])?;
-        let secret_name = volume["secret"]["secretName"].as_str()?;
-        let key = mount["subPath"].as_str()?;
-        let secret: Secret = self.server.get_as(Some(NAMESPACE), secret_name)?;
-        Some(secret.data?.get(key)?.0.clone())
-    }
-
-    fn create_pod(&self, job: &Value, job_name: &str) -> String {
-        let template = &job["spec"]["template"];
-        let pod = json!({
-            "metadata": {
-                "generateName": format!("{job_name}-"),
-                "labels": template["metadata"]["labels"],
-                "annotations": template["metadata"]["annotations"],
-                "ownerReferences": [{
-                    "apiVersion": "batch/v1", "kind": "Job", "name": job_name,
-                    "uid": job["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true
-                }]
-            },
-            "spec": template["spec"],
-        });
-        let pods = ResourceId::new("", "v1", "pods");
-        let pod = self
-            .server
-            .create(&pods, Some(NAMESPACE), pod)
-            .expect("pod creation");
-        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
-        self.server
-            .patch(
-                &pods,
-                Some(NAMESPACE),
-                &name,
-                PatchFormat::Merge,
-                &json!({ "status": { "phase": "Running", "startTime": now() } }),
-                true,
-            )
-            .expect("pod status update");
-        name
-    }
-
-    fn patch_job_status(&self, job: &str, status: Value) {
-        let _ = self.server.patch(
-            &jobs(),
-            Some(NAMESPACE),
-            job,
-            PatchFormat::Merge,
-            &json!({ "status": status }),
-            true,
-        );
-    }
-
-    /// Since Kubernetes 1.31 the Job controller writes the interim condition (`SuccessCriteriaMet`
-    /// / `FailureTarget`) and, once no pod runs, the final one; both are written here at once.
-    fn finish_job(
-        &self,
-        job: &str,
-        counts: Value,
-        final_type: &str,
-        interim_type: &str,
-        reason: &str,
-        message: &str,
-    ) {
-        let condition = |type_: &str| json!({ "type": type_, "status": "True", "reason": reason, "message": message, "lastProbeTime": now(), "lastTransitionTime": now() });
-        let mut status = json!({
-            "active": 0, "ready": 0, "terminating": 0,
-            "conditions": [condition(interim_type), condition(final_type)],
-        });
-        for (k, v) in counts.as_object().unwrap() {
-            status[k] = v.clone();
-        }
-        if final_type == "Complete" {
-            status["completionTime"] = now().into();
-        }
-        self.patch_job_status(job, status);
+            .command;
+    let (host, port) = agents.get(&cleanup.node_address).cloned().unwrap_or_else(|| {
+        panic!(
+            "Job {job_name}: no Scylla node answers at {:?}",
+            cleanup.node_address
+        )
+    });
+    let result_file = tempfile::NamedTempFile::new().unwrap();
+    cleanup.node_address = host;
+    cleanup.agent_port = port;
+    cleanup.auth_token_file = container.files.required(&cleanup.auth_token_file);
+    cleanup.result_file = result_file.path().to_path_buf();
+    // Progress reports every 5 s would only slow the scenario down.
+    cleanup.poll_interval = Duration::from_millis(20);
+    let result = groundskeeper_job::scylla::cleanup::run(&cleanup).await;
+    Termination {
+        exit_code: groundskeeper_job::run::exit_code(&result),
+        message: result.to_termination_message(),
     }
 }
 
-/// Index of the podFailurePolicy rule failing the Job at once on this exit code, if any.
-fn fail_job_rule(job: &Value, exit_code: i32) -> Option<usize> {
-    let rules = job["spec"]["podFailurePolicy"]["rules"].as_array()?;
-    rules.iter().position(|rule| {
-        let codes = &rule["onExitCodes"];
-        let listed = codes["values"]
-            .as_array()
-            .is_some_and(|v| v.iter().any(|c| c.as_i64() == Some(exit_code.into())));
-        rule["action"] == "FailJob"
-            && ((codes["operator"] == "In" && listed) || (codes["operator"] == "NotIn" && !listed))
-    })
+/// The rack of a cleanup Job's node, from its member Service.
+fn rack_of_job(server: &ApiServer, job: &Value) -> String {
+    let node = job["metadata"]["labels"][keys::NODE_LABEL]
+        .as_str()
+        .unwrap_or_default();
+    server
+        .get(&services(), Some(NAMESPACE), node)
+        .and_then(|svc| {
+            svc["metadata"]["labels"][keys::SCYLLA_RACK_LABEL]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| format!("<no member Service {node:?}>"))
 }
 
-fn now() -> String {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
-        .unwrap()
-        .to_string()
+/// Plays the Job controller and the kubelet; each Job's pods run the cleanup runner against the
+/// agent stand-ins. Jobs are grouped by rack in the log.
+fn job_simulator(server: Arc<ApiServer>, agents: BTreeMap<String, (String, u16)>) -> JobSimulator {
+    let agents = Arc::new(agents);
+    let racks = server.clone();
+    JobSimulator::builder(server, move |container| run_cleanup(container, agents.clone()))
+        .group_by(move |job| rack_of_job(&racks, job))
+        .spawn()
 }
 
 /// One ScyllaCluster, its nodes (agents) and the controller running against the in-memory API.
@@ -485,7 +242,7 @@ struct Scenario {
     server: Arc<ApiServer>,
     metrics: Arc<Metrics>,
     agents: BTreeMap<String, ScyllaAgent>,
-    log: Arc<Mutex<JobLog>>,
+    jobs: JobSimulator,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     with_datacenter: bool,
 }
@@ -596,7 +353,7 @@ impl Scenario {
             }
         }
 
-        let (log, simulator) = JobSimulator::spawn(server.clone(), addresses);
+        let jobs = job_simulator(server.clone(), addresses);
         let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
@@ -609,8 +366,8 @@ impl Scenario {
             server,
             metrics,
             agents,
-            log,
-            tasks: vec![simulator, controller],
+            jobs,
+            tasks: vec![controller],
             with_datacenter,
         }
     }
@@ -636,7 +393,7 @@ impl Scenario {
             if tokio::time::Instant::now() > guard {
                 panic!(
                     "never reached: {what}\njobs: {:#?}\nconditions: {:#}",
-                    self.log.lock().unwrap(),
+                    self.jobs.log(),
                     self.conditions_json()
                 );
             }
@@ -808,7 +565,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         })
         .await;
 
-    let log = scenario.log.lock().unwrap().clone_summary();
+    let log = scenario.jobs.log();
     let expected: BTreeSet<String> = Scenario::old_nodes()
         .iter()
         .map(|n| format!("cleanup-{n}"))
@@ -817,7 +574,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
     assert_eq!(created, expected, "one Job per old node, none for the new nodes");
     assert_eq!(log.created.len(), expected.len(), "no Job created twice");
     assert_eq!(
-        log.max_running_per_rack, 1,
+        log.max_running_per_group, 1,
         "at most one cleanup per rack at a time: {log:#?}"
     );
     assert!(log.finished.iter().all(|(_, code)| *code == 0), "{log:#?}");
@@ -896,7 +653,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         scenario.server.list(&services(), Some(NAMESPACE)),
         services_before
     );
-    assert_eq!(scenario.log.lock().unwrap().created.len(), expected.len());
+    assert_eq!(scenario.jobs.log().created.len(), expected.len());
     assert!(scenario.condition_is("CleanupControllerProgressing", "False"));
 }
 
@@ -959,7 +716,7 @@ async fn wrong_agent_token_fails_the_job_at_once_and_degrades() {
         "{degraded:#}"
     );
 
-    let log = scenario.log.lock().unwrap().clone_summary();
+    let log = scenario.jobs.log();
     assert!(!log.finished.is_empty());
     for (job, code) in &log.finished {
         assert_eq!(
@@ -1007,16 +764,5 @@ async fn every_cleaned_node_is_named_in_an_event() {
                 .any(|e| e["note"].as_str().is_some_and(|n| n.contains(&node))),
             "an Event names {node}: {events:#?}"
         );
-    }
-}
-
-impl JobLog {
-    fn clone_summary(&self) -> JobLog {
-        JobLog {
-            created: self.created.clone(),
-            running: self.running.clone(),
-            max_running_per_rack: self.max_running_per_rack,
-            finished: self.finished.clone(),
-        }
     }
 }
