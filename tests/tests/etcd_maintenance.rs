@@ -141,12 +141,17 @@ struct Setup {
     client_tls: bool,
     /// An endpoint listed in the spec besides the members'.
     extra_endpoint: Option<String>,
+    /// `revision` compaction keeping this many revisions; history longer than that is written
+    /// after the churn.
+    keep_revisions: Option<i64>,
 }
 
 /// A fragmented etcd cluster, its EtcdCluster, the controller and the Job simulator.
 struct Scenario {
     server: Arc<ApiServer>,
     etcd: etcd_cluster::EtcdCluster,
+    /// The revision the churn compacted to.
+    churned_revision: i64,
     jobs: JobSimulator,
     /// Jobs' containers wait until this is true.
     gate: watch::Sender<bool>,
@@ -171,7 +176,7 @@ impl Scenario {
         let etcd = etcd_cluster::EtcdCluster::start(&binary, options)
             .await
             .expect("the etcd cluster starts");
-        etcd.churn(CHURNED_DB).await.expect("churn");
+        let churn = etcd.churn(CHURNED_DB).await.expect("churn");
 
         // The controller acts with what manifests/rbac/ grants it, and nothing more.
         let server = Arc::new(
@@ -189,6 +194,10 @@ impl Scenario {
                 "maxFragmentedPercent": 45.0,
             }
         });
+        if let Some(keep) = setup.keep_revisions {
+            write_history(&etcd, keep * 3).await;
+            spec["policy"]["compaction"] = json!({ "mode": "revision", "retention": keep.to_string() });
+        }
         if let Some(extra) = setup.extra_endpoint {
             spec["endpoints"].as_array_mut().unwrap().push(extra.into());
         }
@@ -221,6 +230,7 @@ impl Scenario {
         Some(Scenario {
             server,
             etcd,
+            churned_revision: churn.compacted_revision,
             jobs,
             gate,
             controller,
@@ -318,6 +328,17 @@ impl Scenario {
     }
 }
 
+/// `revisions` small writes: history a compaction can drop.
+async fn write_history(etcd: &etcd_cluster::EtcdCluster, revisions: i64) {
+    let mut client = etcd.client(None).await.expect("a client");
+    for i in 0..revisions {
+        client
+            .put("history", i.to_string(), None)
+            .await
+            .expect("a history write");
+    }
+}
+
 fn tls_secret(tls: &etcd_cluster::ClusterTls) -> Secret {
     let read = |path: &std::path::Path| ByteString(std::fs::read(path).expect("a TLS file of the cluster"));
     Secret {
@@ -340,6 +361,7 @@ fn tls_secret(tls: &etcd_cluster::ClusterTls) -> Secret {
 /// then run → every member defragmented, recorded in the status and an Event → optionally quiet
 /// on the next periodic observation.
 async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quiet: bool) {
+    let compaction = setup.keep_revisions;
     let Some(scenario) = Scenario::start(version, setup).await else {
         return;
     };
@@ -436,6 +458,26 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
     assert_eq!(succeeded["type"], "Normal");
     let note = succeeded["note"].as_str().unwrap();
     assert!(note.contains("defragmented 3 of 3 member(s)"), "{note}");
+    if let Some(keep) = compaction {
+        let flag = ["--compact-retain-revisions".to_owned(), keep.to_string()];
+        assert!(
+            args.windows(2).any(|w| w == flag),
+            "the defrag Job compacts first: {args:?}"
+        );
+        let compacted = status
+            .last_compacted_revision
+            .expect("the compaction is recorded");
+        assert!(
+            compacted > scenario.churned_revision,
+            "compacted past the churn's compaction ({}): {status:#?}",
+            scenario.churned_revision
+        );
+        assert!(status.last_compaction_time.is_some(), "{status:#?}");
+        assert!(
+            note.contains(&format!("compacted to revision {compacted}")),
+            "{note}"
+        );
+    }
 
     if check_quiet {
         // Quiet: nothing is over the thresholds any more, so the next observation creates no Job.
@@ -463,6 +505,16 @@ async fn client_tls_from_a_secret(version: EtcdVersion) {
         ..Setup::default()
     };
     defragments_with_one_job(version, setup, false).await
+}
+
+/// `revision` compaction: the defrag Job compacts first (keeping the last revisions), and the
+/// compacted revision is recorded; no separate compaction Job follows.
+async fn revision_compaction_runs_inside_the_defrag_job(version: EtcdVersion) {
+    let setup = Setup {
+        keep_revisions: Some(10),
+        ..Setup::default()
+    };
+    defragments_with_one_job(version, setup, true).await
 }
 
 /// An endpoint that does not answer makes the cluster Degraded, naming it, and no Job is
@@ -542,5 +594,6 @@ macro_rules! for_each_version {
 for_each_version!(
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
+    revision_compaction_runs_inside_the_defrag_job,
     an_endpoint_that_does_not_answer_degrades_without_a_job,
 );
