@@ -145,10 +145,17 @@ async fn a_leader_whose_lease_is_taken_stops_acting() {
     until("a leads", || active.load(Ordering::SeqCst)).await;
 
     // Someone else writes itself in as holder (a replica that believed the lease expired).
+    // The leader renews all the while, so the intruder retries on conflict as any writer would.
     let leases: Api<Lease> = Api::namespaced(server.client(), NAMESPACE);
-    let mut lease = leases.get(LEASE).await.unwrap();
-    lease.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
-    leases.replace(LEASE, &Default::default(), &lease).await.unwrap();
+    loop {
+        let mut lease = leases.get(LEASE).await.unwrap();
+        lease.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
+        match leases.replace(LEASE, &Default::default(), &lease).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(err) => panic!("the intruder could not write the lease: {err}"),
+        }
+    }
 
     let outcome = tokio::time::timeout(BOUND, leader)
         .await
