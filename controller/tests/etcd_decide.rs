@@ -4,7 +4,6 @@
 
 #![allow(clippy::type_complexity)] // tables of cases
 
-use clap::Parser;
 use groundskeeper_controller::etcd::crd::{
     CompactionMode, EtcdClientTls, EtcdClusterSpec, EtcdClusterStatus, EtcdCompactionPolicy, RevisionSample,
 };
@@ -16,8 +15,7 @@ use groundskeeper_controller::etcd::observe::ObservedMember;
 use groundskeeper_controller::etcd::policy::Policy;
 use groundskeeper_controller::jobs::{Attempts, Finished, JobState};
 use groundskeeper_controller::status::ConditionStatus;
-use groundskeeper_job::etcd::compact::CompactArgs;
-use groundskeeper_job::etcd::defrag::DefragArgs;
+use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
 use groundskeeper_protocol::result::{CompactReport, DefragReport, ErrorKind, MemberDefrag, ResultError};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
@@ -280,11 +278,6 @@ fn a_defrag_job_carries_the_policy_as_flags() {
 
 #[test]
 fn job_arguments_parse_with_the_runners_own_flags() {
-    #[derive(Parser)]
-    enum Runner {
-        Defrag(DefragArgs),
-        Compact(CompactArgs),
-    }
     let mut defrag = case(fragmented_trio());
     defrag.spec.policy.compaction = Some(EtcdCompactionPolicy {
         mode: CompactionMode::Revision,
@@ -304,20 +297,22 @@ fn job_arguments_parse_with_the_runners_own_flags() {
     for c in [defrag, periodic] {
         let decision = run(&c);
         let job = decision.create.expect("a Job");
-        let argv = std::iter::once("groundskeeper-job".to_owned()).chain(job.args.clone());
-        match Runner::try_parse_from(argv).unwrap_or_else(|err| panic!("{:?}: {err}", job.args)) {
-            Runner::Defrag(a) => {
+        let parsed =
+            Cli::try_parse_args(job.args.clone()).unwrap_or_else(|err| panic!("{:?}: {err}", job.args));
+        match parsed.command {
+            Command::Defrag(a) => {
                 assert_eq!(job.operation, "defrag");
                 assert_eq!(a.connection.endpoints.len(), 3);
                 assert_eq!(a.compact_retain_revisions, Some(5000));
                 assert!(a.no_move_leader && a.allow_single_member);
                 assert_eq!(a.min_defrag_bytes, 100 * MB);
             }
-            Runner::Compact(a) => {
+            Command::Compact(a) => {
                 assert_eq!(job.operation, "compact");
                 assert_eq!(a.revision, Some(7000));
                 assert!(a.physical);
             }
+            Command::Cleanup(_) | Command::RingHash => panic!("{:?} is not an etcd subcommand", job.args),
         }
     }
 }

@@ -3,25 +3,12 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
 use groundskeeper_controller::etcd::EtcdCluster;
 use groundskeeper_controller::etcd::policy::Policy;
 use groundskeeper_controller::jobs::CONTAINER_NAME;
-use groundskeeper_job::scylla::cleanup::CleanupArgs;
+use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::exit;
 use k8s_openapi::api::batch::v1::Job;
-
-/// The runner's command line, as far as the example uses it.
-#[derive(clap::Parser)]
-struct Runner {
-    #[command(subcommand)]
-    _command: RunnerCommand,
-}
-
-#[derive(clap::Subcommand)]
-enum RunnerCommand {
-    Cleanup(CleanupArgs),
-}
 
 fn example(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -63,11 +50,16 @@ fn the_cleanup_job_example_follows_the_job_conventions() {
     assert_eq!(container.name, CONTAINER_NAME);
     let args = container.args.clone().unwrap_or_default();
     assert_eq!(args.first().map(String::as_str), Some("cleanup"));
-    let parsed = Runner::try_parse_from(std::iter::once("groundskeeper-job".to_owned()).chain(args));
+    let parsed = Cli::try_parse_args(args);
     assert!(
-        parsed.is_ok(),
-        "the runner rejects the example's arguments: {}",
-        parsed.err().unwrap()
+        matches!(
+            parsed,
+            Ok(Cli {
+                command: Command::Cleanup(_)
+            })
+        ),
+        "the runner rejects the example's arguments: {:?}",
+        parsed.err()
     );
     let security = container
         .security_context

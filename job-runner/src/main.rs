@@ -6,30 +6,9 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::{exit, ring_hash_from_json};
-
-#[derive(Parser)]
-#[command(name = "groundskeeper-job", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Read a token ring (JSON array of token strings, as `GET /storage_service/tokens` returns
-    /// it) on stdin and print its hash, as scylla-operator writes it into annotations.
-    RingHash,
-    /// Defragment the etcd members over the thresholds, one at a time, followers first, moving
-    /// leadership away before the leader's turn (no election).
-    Defrag(groundskeeper_job::etcd::defrag::DefragArgs),
-    /// Compact etcd's MVCC history (idempotent).
-    Compact(groundskeeper_job::etcd::compact::CompactArgs),
-    /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
-    /// node no longer owns, keyspace by keyspace, with progress on stderr.
-    Cleanup(groundskeeper_job::scylla::cleanup::CleanupArgs),
-}
 
 fn main() -> ExitCode {
     init_tracing();

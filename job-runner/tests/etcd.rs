@@ -15,8 +15,6 @@ use groundskeeper_job::run::exit_code;
 use groundskeeper_protocol::result::{DefragReport, ErrorKind};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
-static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Churned dbs reach this size; the thresholds below sit well under it.
 const CHURNED_DB: i64 = 6_000_000;
 const MIN_DEFRAG_BYTES: i64 = 1_000_000;
@@ -88,26 +86,7 @@ async fn max_term(cluster: &EtcdCluster) -> u64 {
     states.iter().map(|s| s.raft_term).max().unwrap()
 }
 
-macro_rules! for_each_version {
-    ($($name:ident),* $(,)?) => {
-        mod etcd_3_4 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let _one = super::ONE_CLUSTER_AT_A_TIME.lock().await;
-                super::$name(super::EtcdVersion::V3_4).await
-            })*
-        }
-        mod etcd_3_5 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let _one = super::ONE_CLUSTER_AT_A_TIME.lock().await;
-                super::$name(super::EtcdVersion::V3_5).await
-            })*
-        }
-    };
-}
-
-for_each_version!(
+groundskeeper_e2e::for_each_etcd_version!(
     every_member_is_defragmented_with_one_planned_leader_transfer,
     a_member_under_the_thresholds_is_left_alone,
     dry_run_changes_nothing,

@@ -635,3 +635,29 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
         client_key: write("client-key.pem", &client_key)?,
     })
 }
+
+/// Held by a test for as long as its cluster runs: three etcd members per test are plenty for two
+/// cores, so the tests of one test binary take turns.
+pub static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Declares each named `async fn name(version: EtcdVersion)` as two tests, `etcd_3_4::name` and
+/// `etcd_3_5::name`, run one cluster at a time (see [`ONE_CLUSTER_AT_A_TIME`]).
+#[macro_export]
+macro_rules! for_each_etcd_version {
+    ($($name:ident),* $(,)?) => {
+        mod etcd_3_4 {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let _one = $crate::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+                super::$name($crate::etcd_cluster::EtcdVersion::V3_4).await
+            })*
+        }
+        mod etcd_3_5 {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let _one = $crate::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+                super::$name($crate::etcd_cluster::EtcdVersion::V3_5).await
+            })*
+        }
+    };
+}

@@ -21,7 +21,6 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use groundskeeper_controller::context::{Context, ControllerConfig};
 use groundskeeper_controller::etcd::EtcdCluster;
 use groundskeeper_controller::etcd::crd::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
@@ -31,9 +30,8 @@ use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
-use groundskeeper_job::etcd::compact::CompactArgs;
+use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::connect::EndpointArgs;
-use groundskeeper_job::etcd::defrag::DefragArgs;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -54,28 +52,12 @@ const PROGRESSING: &str = "DefragControllerProgressing";
 const DEGRADED: &str = "DefragControllerDegraded";
 const DISABLED: &str = "DefragControllerDisabled";
 
-static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 fn etcd_clusters() -> ResourceId {
     ResourceId::new("groundskeeper.dev", "v1alpha1", "etcdclusters")
 }
 
 fn jobs() -> ResourceId {
     ResourceId::of::<Job>()
-}
-
-/// `groundskeeper-job`'s etcd subcommands, as its binary parses them.
-#[derive(Parser)]
-#[command(name = "groundskeeper-job")]
-struct RunnerCli {
-    #[command(subcommand)]
-    command: RunnerCommand,
-}
-
-#[derive(clap::Subcommand)]
-enum RunnerCommand {
-    Defrag(DefragArgs),
-    Compact(CompactArgs),
 }
 
 /// Runs a maintenance Job's container once `gate` is open: `groundskeeper-job`'s subcommand
@@ -89,12 +71,9 @@ async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> 
         .unwrap_or_default()
         .to_owned();
     let args = container.args;
-    let command =
-        RunnerCli::try_parse_from(std::iter::once("groundskeeper-job".to_owned()).chain(args.clone()))
-            .unwrap_or_else(|e| {
-                panic!("Job {job}: its args {args:?} do not parse as groundskeeper-job's: {e}")
-            })
-            .command;
+    let command = Cli::try_parse_args(args.clone())
+        .unwrap_or_else(|e| panic!("Job {job}: its args {args:?} do not parse as groundskeeper-job's: {e}"))
+        .command;
     let files = &container.files;
     let mount = |connection: &mut EndpointArgs| {
         for path in [&mut connection.cacert, &mut connection.cert, &mut connection.key] {
@@ -107,16 +86,17 @@ async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> 
     let result_file = termination_log.path().to_owned();
     let (exited, exit_code) = oneshot::channel();
     let run: Box<dyn FnOnce() -> i32 + Send> = match command {
-        RunnerCommand::Defrag(mut args) => {
+        Command::Defrag(mut args) => {
             mount(&mut args.connection);
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::defrag::main(args))
         }
-        RunnerCommand::Compact(mut args) => {
+        Command::Compact(mut args) => {
             mount(&mut args.connection);
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::compact::main(args))
         }
+        Command::Cleanup(_) | Command::RingHash => panic!("Job {job}: {args:?} is not an etcd subcommand"),
     };
     std::thread::spawn(move || {
         let _ = exited.send(run());
@@ -572,26 +552,7 @@ async fn an_endpoint_that_does_not_answer_degrades_without_a_job(version: EtcdVe
     assert_eq!(scenario.job_names().len(), 1);
 }
 
-macro_rules! for_each_version {
-    ($($name:ident),* $(,)?) => {
-        mod etcd_3_4 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let _one = super::ONE_CLUSTER_AT_A_TIME.lock().await;
-                super::$name(super::EtcdVersion::V3_4).await
-            })*
-        }
-        mod etcd_3_5 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let _one = super::ONE_CLUSTER_AT_A_TIME.lock().await;
-                super::$name(super::EtcdVersion::V3_5).await
-            })*
-        }
-    };
-}
-
-for_each_version!(
+groundskeeper_e2e::for_each_etcd_version!(
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
     revision_compaction_runs_inside_the_defrag_job,

@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use groundskeeper_controller::cleanup::apply::node_address;
 use groundskeeper_controller::context::{Context, ControllerConfig};
 use groundskeeper_controller::metrics::Metrics;
@@ -23,7 +22,7 @@ use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
-use groundskeeper_job::scylla::cleanup::CleanupArgs;
+use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::ring_hash::ring_hash;
 use k8s_openapi::ByteString;
@@ -52,19 +51,6 @@ fn services() -> ResourceId {
 
 fn jobs() -> ResourceId {
     ResourceId::of::<Job>()
-}
-
-/// `groundskeeper-job`'s command line, as its binary parses it.
-#[derive(Parser)]
-#[command(name = "groundskeeper-job")]
-struct RunnerCli {
-    #[command(subcommand)]
-    command: RunnerCommand,
-}
-
-#[derive(clap::Subcommand)]
-enum RunnerCommand {
-    Cleanup(CleanupArgs),
 }
 
 /// Tokens of the ring: `nodes` nodes with two tokens each, in Scylla's (sorted) order.
@@ -186,12 +172,12 @@ async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String,
         .unwrap_or_default()
         .to_string();
     let args = container.args;
-    let RunnerCommand::Cleanup(mut cleanup) =
-        RunnerCli::try_parse_from(std::iter::once("groundskeeper-job".to_string()).chain(args.clone()))
-            .unwrap_or_else(|e| {
-                panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
-            })
-            .command;
+    let parsed = Cli::try_parse_args(args.clone()).unwrap_or_else(|e| {
+        panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
+    });
+    let Command::Cleanup(mut cleanup) = parsed.command else {
+        panic!("Job {job_name}: {args:?} is not a cleanup");
+    };
     let (host, port) = agents.get(&cleanup.node_address).cloned().unwrap_or_else(|| {
         panic!(
             "Job {job_name}: no Scylla node answers at {:?}",
