@@ -53,6 +53,16 @@ fn jobs() -> ResourceId {
     ResourceId::of::<Job>()
 }
 
+/// The types of the conditions in an object's status, in order.
+fn condition_types(object: &Value) -> Vec<&str> {
+    object["status"]["conditions"]
+        .as_array()
+        .expect("status.conditions is a list")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect()
+}
+
 /// Tokens of the ring: `nodes` nodes with two tokens each, in Scylla's (sorted) order.
 fn ring(nodes: i64) -> Vec<String> {
     let count = nodes * 2;
@@ -593,12 +603,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         .server
         .get(&scylla_datacenters(), Some(NAMESPACE), CLUSTER)
         .unwrap();
-    let types: Vec<&str> = sdc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["type"].as_str())
-        .collect();
+    let types = condition_types(&sdc);
     assert!(
         types.contains(&"BackupControllerDegraded"),
         "foreign conditions survive: {types:?}"
@@ -612,12 +617,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         .server
         .get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
         .unwrap();
-    let on_sc: Vec<&str> = sc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["type"].as_str())
-        .collect();
+    let on_sc = condition_types(&sc);
     assert!(
         !on_sc.contains(&"CleanupControllerProgressing"),
         "with a ScyllaDBDatacenter the ScyllaCluster is left to scylla-operator"
@@ -659,12 +659,7 @@ async fn without_scylladbdatacenter_conditions_go_on_the_scyllacluster() {
         .server
         .get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
         .unwrap();
-    let types: Vec<&str> = sc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["type"].as_str())
-        .collect();
+    let types = condition_types(&sc);
     for kept in [
         "Available",
         "Progressing",

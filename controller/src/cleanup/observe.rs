@@ -91,13 +91,23 @@ pub async fn observe(
 
 /// Whether the agent token Secret exists and holds its key. The token itself is not kept.
 pub async fn read_secret_state(client: &kube::Client, namespace: &str, cluster: &str) -> Result<SecretState> {
+    let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
+    Ok(secret_state(&name, secret.as_ref()))
+}
+
+/// The cluster's agent token Secret (`<cluster>-auth-token`) with its name; `None` if absent.
+pub async fn get_agent_token_secret(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<(String, Option<Secret>)> {
     let name = agent_token_secret_name(cluster);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = secrets
         .get_opt(&name)
         .await
         .map_err(Error::kube(format!("get Secret {namespace}/{name}")))?;
-    Ok(secret_state(&name, secret.as_ref()))
+    Ok((name, secret))
 }
 
 pub fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {

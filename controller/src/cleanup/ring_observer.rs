@@ -35,7 +35,7 @@ use groundskeeper_job::scylla::token::AuthToken;
 use groundskeeper_protocol::{keys, ring_hash};
 
 use super::apply::node_address;
-use super::observe::{agent_token_secret_name, list_member_services};
+use super::observe::{get_agent_token_secret, list_member_services};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::resources::ScyllaCluster;
@@ -267,12 +267,7 @@ pub async fn write_current_hash(
 
 /// The agent token from the cluster's Secret. Errors name the Secret and key, never the content.
 pub async fn read_token(client: &kube::Client, namespace: &str, cluster: &str) -> Result<AuthToken> {
-    let name = agent_token_secret_name(cluster);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = secrets
-        .get_opt(&name)
-        .await
-        .map_err(Error::kube(format!("get Secret {namespace}/{name}")))?;
+    let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
     token_from_secret(namespace, &name, secret.as_ref())
 }
 
