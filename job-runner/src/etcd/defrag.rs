@@ -15,8 +15,8 @@ use groundskeeper_protocol::{JobResult, Outcome, Report};
 use super::compact::{self, Compacted};
 use super::connect::{Cluster, Connection, EndpointArgs};
 use super::plan::{
-    self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, PlanOptions, PlannedMember, Refusal,
-    StepDecision,
+    self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
+    PlannedMember, Refusal, StepDecision,
 };
 use crate::run::{self, Failure, RunClock};
 
@@ -25,6 +25,83 @@ use crate::run::{self, Failure, RunClock};
 /// end within milliseconds, and back off to this so a long wait does not load the cluster.
 const MAX_POLL_INTERVAL: Duration = Duration::from_millis(100);
 const FIRST_POLL_INTERVAL: Duration = Duration::from_millis(5);
+/// Defragment calls per member when calls are cut and the member shows no defrag.
+const DEFRAG_ATTEMPTS: u32 = 3;
+
+/// One Defragment call running as its own task, so the runner can stop waiting on it without
+/// cancelling it. Dropped, it is aborted: by then the member's defrag is known to be over (or the
+/// run has given up on it, and etcd finishes a defrag it started either way).
+struct DefragCall {
+    task: Option<tokio::task::JoinHandle<Result<(), etcd_client::Error>>>,
+    cut: bool,
+}
+
+/// How a call ended.
+enum CallEnd {
+    /// The member answered: defragmented.
+    Done,
+    /// A deadline on the way cut the call: whether the member ran it is unknown.
+    Cut,
+    Failed(String),
+}
+
+/// What polling the member found.
+enum DefragSeen {
+    Done,
+    /// The member serves reads, the call was cut, and the sizes show no defrag.
+    NotEvident,
+}
+
+impl DefragCall {
+    fn start(mut client: etcd_client::Client) -> Self {
+        let task = tokio::spawn(async move { client.defragment().await.map(|_| ()) });
+        Self {
+            task: Some(task),
+            cut: false,
+        }
+    }
+
+    /// Waits for the call's end (cancel-safe: the task goes on when this future is dropped).
+    async fn answer(&mut self) -> CallEnd {
+        let Some(task) = self.task.as_mut() else {
+            return CallEnd::Cut;
+        };
+        let joined = task.await;
+        self.task = None;
+        self.end_of(joined)
+    }
+
+    /// The call's end, if it has ended since the last look.
+    fn poll_end(&mut self) -> Option<CallEnd> {
+        let task = self.task.take_if(|task| task.is_finished())?;
+        let joined = futures::FutureExt::now_or_never(task).expect("a finished task is ready");
+        Some(self.end_of(joined))
+    }
+
+    fn was_cut(&self) -> bool {
+        self.cut
+    }
+
+    fn end_of(&mut self, joined: Result<Result<(), etcd_client::Error>, tokio::task::JoinError>) -> CallEnd {
+        match joined {
+            Ok(Ok(())) => CallEnd::Done,
+            Ok(Err(err)) if is_timeout(&err) => {
+                self.cut = true;
+                CallEnd::Cut
+            }
+            Ok(Err(err)) => CallEnd::Failed(err.to_string()),
+            Err(join) => CallEnd::Failed(format!("the call's task ended: {join}")),
+        }
+    }
+}
+
+impl Drop for DefragCall {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
 
 /// Sleeps between polls: 5 ms, doubling up to [`MAX_POLL_INTERVAL`].
 struct PollDelay(Duration);
@@ -285,14 +362,18 @@ impl Run<'_> {
             StepDecision::Defrag => false,
         };
         (self.on_progress)(Progress::MemberStarted(member));
-        let before = status_size(&observed, member.id);
+        let before_status = observed
+            .iter()
+            .find(|m| m.id == member.id)
+            .and_then(|m| m.status.as_ref().ok());
+        let before = before_status.map(|s| s.db_size);
         let early = next.and_then(|next| {
             plan::early_transfer(member.id, Some(next.id), &observed, &self.options.plan).map(|to| (next, to))
         });
         let started = Instant::now();
         let duration_ms = match early {
             None => {
-                self.defragment(cluster, member).await?;
+                self.defragment(cluster, member, before_status).await?;
                 started.elapsed().as_millis() as u64
             }
             Some((leader, to)) => {
@@ -300,7 +381,7 @@ impl Run<'_> {
                 // client, even when the transfer fails.
                 let (defragged, transferred) = tokio::join!(
                     async {
-                        let result = self.defragment(cluster, member).await;
+                        let result = self.defragment(cluster, member, before_status).await;
                         (result, started.elapsed().as_millis() as u64)
                     },
                     self.transfer_leadership(cluster, leader, to)
@@ -390,50 +471,112 @@ impl Run<'_> {
         Ok(to_name)
     }
 
-    /// Defragments one member. A call that outlives its timeout is not a failure: the defrag goes
-    /// on in the member, so the runner polls until the member serves reads again.
-    async fn defragment(&self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+    /// Defragments one member and knows it happened: the call's own answer says so, or, when the
+    /// call outlives `--defrag-call-timeout-ms` or is cut by a deadline on the way (a proxy's),
+    /// the member's sizes do once it serves reads again ([`plan::defrag_evident`]).
+    ///
+    /// The call runs as a task of its own and is never dropped while it may still be on its way:
+    /// a call abandoned in its first milliseconds may never reach the member, which then serves
+    /// reads at once, untouched. A call that was cut while the sizes show nothing is made again,
+    /// up to [`DEFRAG_ATTEMPTS`] times.
+    async fn defragment(
+        &self,
+        cluster: &Cluster,
+        member: &PlannedMember,
+        before: Option<&MemberStatus>,
+    ) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.options.member_timeout;
+        for attempt in 1..=DEFRAG_ATTEMPTS {
+            let mut call = DefragCall::start(self.member_client(cluster, member).await?);
+            tracing::info!(member = %member.name, attempt, "defragmenting");
+            match tokio::time::timeout(self.options.defrag_call_timeout, call.answer()).await {
+                Ok(CallEnd::Done) => return Ok(()),
+                Ok(CallEnd::Failed(err)) => {
+                    return Err(Failure::retryable(format!(
+                        "defragmenting member {} failed: {err}",
+                        member.name
+                    )));
+                }
+                Ok(CallEnd::Cut) => {
+                    tracing::info!(member = %member.name, "defrag call cut; checking the member")
+                }
+                Err(_elapsed) => {
+                    tracing::info!(member = %member.name, "defrag call outlived its timeout; polling the member")
+                }
+            }
+            match self
+                .wait_defrag_over(cluster, member, before, &mut call, deadline)
+                .await?
+            {
+                DefragSeen::Done => return Ok(()),
+                DefragSeen::NotEvident => continue,
+            }
+        }
+        Err(Failure::retryable(format!(
+            "member {}: {DEFRAG_ATTEMPTS} defragment calls were cut and its sizes show no defrag \
+             (free pages unchanged); nothing more is touched, the Job may retry",
+            member.name
+        )))
+    }
+
+    /// A client for the member's own URL, without the cheap-call timeout: a defrag takes as long
+    /// as it takes.
+    async fn member_client(
+        &self,
+        cluster: &Cluster,
+        member: &PlannedMember,
+    ) -> Result<etcd_client::Client, Failure> {
         let url = cluster
             .member(member.id)
             .and_then(|m| m.url.clone())
             .ok_or_else(|| Failure::retryable(format!("member {} advertises no client URL", member.name)))?;
-        let mut client = cluster
+        cluster
             .connection
             .client(&url, None)
             .await
-            .map_err(|e| Failure::retryable(format!("cannot connect to member {}: {e}", member.name)))?;
-        tracing::info!(member = %member.name, "defragmenting");
-        match tokio::time::timeout(self.options.defrag_call_timeout, client.defragment()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(err)) if is_timeout(&err) => self.wait_defrag_over(cluster, member).await,
-            Ok(Err(err)) => Err(Failure::retryable(format!(
-                "defragmenting member {} failed: {err}",
-                member.name
-            ))),
-            Err(_elapsed) => {
-                tracing::info!(member = %member.name, "defrag call timed out; polling until it is over");
-                self.wait_defrag_over(cluster, member).await
-            }
-        }
+            .map_err(|e| Failure::retryable(format!("cannot connect to member {}: {e}", member.name)))
     }
 
-    /// A defrag blocks reads on its member: a serializable read that succeeds means it is over.
-    async fn wait_defrag_over(&self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
-        let deadline = Instant::now() + self.options.member_timeout;
-        let mut last_error = String::new();
+    /// Polls while the call is not known to be over. A defrag blocks reads on its member: once a
+    /// serializable read succeeds, the sizes tell whether a defrag ran.
+    async fn wait_defrag_over(
+        &self,
+        cluster: &Cluster,
+        member: &PlannedMember,
+        before: Option<&MemberStatus>,
+        call: &mut DefragCall,
+        deadline: Instant,
+    ) -> Result<DefragSeen, Failure> {
+        let mut last_error = String::from("no answer yet");
         let mut delay = PollDelay::new();
         while Instant::now() < deadline {
-            if let Ok(mut client) = cluster.client_of(member.id) {
-                let read = client
-                    .get(
-                        "groundskeeper/defrag-probe",
-                        Some(GetOptions::new().with_serializable()),
-                    )
-                    .await;
-                match read {
-                    Ok(_) => return Ok(()),
-                    Err(err) => last_error = err.to_string(),
+            match call.poll_end() {
+                Some(CallEnd::Done) => return Ok(DefragSeen::Done),
+                Some(CallEnd::Failed(err)) => {
+                    return Err(Failure::retryable(format!(
+                        "defragmenting member {} failed: {err}",
+                        member.name
+                    )));
                 }
+                Some(CallEnd::Cut) | None => {}
+            }
+            match self.serves_reads(cluster, member.id).await {
+                Ok(()) => {
+                    let now = cluster.status_of(member.id).await;
+                    if let (Some(before), Ok(now)) = (before, &now)
+                        && plan::defrag_evident(before, now)
+                    {
+                        return Ok(DefragSeen::Done);
+                    }
+                    // Still on its way (or never sent): wait for it; once it was cut, call again.
+                    if call.was_cut() {
+                        return Ok(DefragSeen::NotEvident);
+                    }
+                    last_error = "it serves reads, but the call has not answered and its sizes show no \
+                                  defrag yet"
+                        .into();
+                }
+                Err(err) => last_error = err,
             }
             delay.sleep().await;
         }
@@ -441,6 +584,18 @@ impl Run<'_> {
             "member {} did not finish its defrag within {:?}: {last_error}",
             member.name, self.options.member_timeout
         )))
+    }
+
+    async fn serves_reads(&self, cluster: &Cluster, id: u64) -> Result<(), String> {
+        let mut client = cluster.client_of(id)?;
+        client
+            .get(
+                "groundskeeper/defrag-probe",
+                Some(GetOptions::new().with_serializable()),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     /// Waits until `id` is healthy and has applied what the leader committed. A member that stops

@@ -129,6 +129,19 @@ pub fn fragmented_percent(status: &MemberStatus) -> f64 {
     free as f64 * 100.0 / status.db_size as f64
 }
 
+/// Free pages below this are too few to tell a defrag from noise by the sizes alone.
+pub const MIN_EVIDENT_FREE_BYTES: i64 = 1 << 20;
+
+/// Whether a member's sizes show that a defrag ran between `before` and `after`: its free pages
+/// (db size − in use) fell to at most half. Writes after the defrag free pages again, but far
+/// more slowly than a defrag gives them back, so half is a wide margin either way. With fewer
+/// than [`MIN_EVIDENT_FREE_BYTES`] free before, the sizes cannot tell and only the call's own
+/// answer can.
+pub fn defrag_evident(before: &MemberStatus, after: &MemberStatus) -> bool {
+    let free = |s: &MemberStatus| (s.db_size - s.db_size_in_use).max(0);
+    free(before) >= MIN_EVIDENT_FREE_BYTES && free(after) * 2 <= free(before)
+}
+
 /// Whether the thresholds say defragment, and why in words (for the result's `reason`).
 pub fn needs_defrag(policy: &DefragPolicy, status: &MemberStatus) -> (bool, String) {
     let percent = fragmented_percent(status);

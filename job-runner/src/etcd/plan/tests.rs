@@ -658,3 +658,55 @@ fn leadership_moves_early_only_before_the_leaders_turn_and_never_to_the_member_i
         );
     }
 }
+
+#[test]
+fn a_defrag_is_evident_only_when_the_free_pages_fell_to_half() {
+    let sizes = |size: i64, in_use: i64| MemberStatus {
+        db_size: size,
+        db_size_in_use: in_use,
+        ..MemberStatus::default()
+    };
+    let cases: Vec<(&str, MemberStatus, MemberStatus, bool)> = vec![
+        ("untouched", sizes(9 * MB, 3 * MB), sizes(9 * MB, 3 * MB), false),
+        ("defragmented", sizes(9 * MB, 3 * MB), sizes(3 * MB, 3 * MB), true),
+        (
+            "writes after the defrag",
+            sizes(9 * MB, 3 * MB),
+            sizes(4 * MB, 2 * MB),
+            true,
+        ),
+        (
+            "exactly half the free pages",
+            sizes(10 * MB, 2 * MB),
+            sizes(6 * MB, 2 * MB),
+            true,
+        ),
+        (
+            "just over half",
+            sizes(10 * MB, 2 * MB),
+            sizes(6 * MB + 1, 2 * MB),
+            false,
+        ),
+        (
+            "grew meanwhile",
+            sizes(9 * MB, 3 * MB),
+            sizes(12 * MB, 3 * MB),
+            false,
+        ),
+        (
+            "too little free to tell",
+            sizes(5 * MB, 5 * MB - 1000),
+            sizes(5 * MB, 5 * MB),
+            false,
+        ),
+        (
+            "in use above size (stale figures)",
+            sizes(5 * MB, 6 * MB),
+            sizes(MB, MB),
+            false,
+        ),
+    ];
+    for (name, before, after, want) in cases {
+        assert_eq!(defrag_evident(&before, &after), want, "{name}");
+    }
+}
