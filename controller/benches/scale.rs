@@ -12,10 +12,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use groundskeeper_controller::cleanup::decide::{Action, SecretState, decide};
-use groundskeeper_controller::cleanup::observe::build_snapshot;
-use groundskeeper_controller::jobs;
-use groundskeeper_controller::resources::ScyllaCluster;
+use groundskeeper_controller::api::scylla::ScyllaCluster;
+use groundskeeper_controller::execution;
+use groundskeeper_controller::triggers::scylla_cleanup::decide::{Action, SecretState, decide};
+use groundskeeper_controller::triggers::scylla_cleanup::observe::build_snapshot;
 use groundskeeper_protocol::{keys, ring_hash};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
@@ -190,11 +190,11 @@ fn main() {
                 })
                 .map(|s| (**s).clone())
                 .collect();
-            let jobs: Vec<(Job, jobs::JobObservation)> = job_store
+            let jobs: Vec<(Job, execution::JobObservation)> = job_store
                 .state()
                 .iter()
                 .filter(|j| j.metadata.labels.as_ref().and_then(|l| l.get(keys::TARGET_LABEL)) == Some(&name))
-                .map(|j| ((**j).clone(), jobs::observe(j, &[])))
+                .map(|j| ((**j).clone(), execution::observe(j, &[])))
                 .collect();
             (sc, services, jobs)
         })

@@ -1,18 +1,13 @@
 //! groundskeeper's operator: observes Scylla and etcd clusters, decides what maintenance is due,
 //! and runs it as Jobs of `groundskeeper-job`.
 //!
-//! Each controller follows the same steps: observe (read the cluster and its Jobs into plain
-//! values), decide (a pure function of those values), apply (thin API writes), report (status
-//! conditions, Events, metrics).
+//! The folders follow the flow of work: `triggers` observe a data store and decide (pure) what is
+//! due; `execution` turns a planned operation into a Job and reads a finished Job back;
+//! `conditions` merges and writes status conditions; `api` holds the resource types; `runtime`
+//! what every controller runs on.
 
-pub mod cleanup;
-pub mod context;
-pub mod crds;
-pub mod error;
-pub mod etcd;
-pub mod http;
-pub mod jobs;
-pub mod leader;
-pub mod metrics;
-pub mod resources;
-pub mod status;
+pub mod api;
+pub mod conditions;
+pub mod execution;
+pub mod runtime;
+pub mod triggers;

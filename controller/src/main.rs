@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
-use groundskeeper_controller::context::{Context, ControllerConfig};
-use groundskeeper_controller::http::{self, Readiness};
-use groundskeeper_controller::leader::{self, LeaderElectionConfig};
-use groundskeeper_controller::metrics::Metrics;
-use groundskeeper_controller::{cleanup, etcd};
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::http::{self, Readiness};
+use groundskeeper_controller::runtime::leader::{self, LeaderElectionConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::triggers::{etcd, scylla_cleanup};
 
 #[derive(Parser)]
 #[command(name = "groundskeeper-controller", version, about)]
@@ -107,8 +107,8 @@ async fn run_until_shutdown(ctx: Arc<Context>, parts: Vec<Part>) {
     let controllers = parts.into_iter().map(|part| {
         let ctx = ctx.clone();
         let task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match part {
-            Part::ScyllaCleanup => Box::pin(cleanup::run(ctx)),
-            Part::RingObserver => Box::pin(cleanup::run_ring_observer(ctx)),
+            Part::ScyllaCleanup => Box::pin(scylla_cleanup::run(ctx)),
+            Part::RingObserver => Box::pin(scylla_cleanup::run_ring_observer(ctx)),
             Part::Etcd => Box::pin(etcd::run(ctx)),
         };
         task

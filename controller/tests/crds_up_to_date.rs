@@ -5,7 +5,7 @@ use std::path::Path;
 #[test]
 fn checked_in_crds_match_the_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds");
-    for (file, crd) in groundskeeper_controller::crds::all() {
+    for (file, crd) in groundskeeper_controller::api::crds::all() {
         let path = dir.join(file);
         let checked_in = std::fs::read_to_string(&path).unwrap_or_else(|err| {
             panic!(
@@ -14,7 +14,7 @@ fn checked_in_crds_match_the_types() {
             )
         });
         assert!(
-            checked_in == groundskeeper_controller::crds::to_yaml(&crd),
+            checked_in == groundskeeper_controller::api::crds::to_yaml(&crd),
             "{} is out of date: run `cargo run -p groundskeeper-controller --bin crdgen` and commit the result",
             path.display()
         );
@@ -24,7 +24,7 @@ fn checked_in_crds_match_the_types() {
 #[test]
 fn no_stray_crd_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds");
-    let known: Vec<_> = groundskeeper_controller::crds::all()
+    let known: Vec<_> = groundskeeper_controller::api::crds::all()
         .into_iter()
         .map(|(f, _)| f.to_owned())
         .collect();

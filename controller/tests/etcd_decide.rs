@@ -4,17 +4,17 @@
 
 #![allow(clippy::type_complexity)] // tables of cases
 
-use groundskeeper_controller::etcd::crd::{
+use groundskeeper_controller::api::etcd_cluster::{
     CompactionMode, EtcdClientTls, EtcdClusterSpec, EtcdClusterStatus, EtcdCompactionPolicy, RevisionSample,
 };
-use groundskeeper_controller::etcd::decide::{
+use groundskeeper_controller::conditions::ConditionStatus;
+use groundskeeper_controller::execution::{Attempts, Finished, JobState};
+use groundskeeper_controller::triggers::etcd::decide::{
     DEGRADED, DISABLED, Decision, Input, MaintenanceJobView, Observed, PROGRESSING, check_due, decide,
     job_name,
 };
-use groundskeeper_controller::etcd::observe::ObservedMember;
-use groundskeeper_controller::etcd::policy::Policy;
-use groundskeeper_controller::jobs::{Attempts, Finished, JobState};
-use groundskeeper_controller::status::ConditionStatus;
+use groundskeeper_controller::triggers::etcd::observe::ObservedMember;
+use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
 use groundskeeper_protocol::result::{CompactReport, DefragReport, ErrorKind, MemberDefrag, ResultError};
@@ -520,7 +520,7 @@ fn a_failed_job_without_a_readable_result_still_counts() {
         state: JobState::Failed(Finished {
             reason: "DeadlineExceeded".into(),
             message: "Job was active longer than specified deadline".into(),
-            result: Err(groundskeeper_controller::jobs::ResultError::NoPod {
+            result: Err(groundskeeper_controller::execution::ResultError::NoPod {
                 job: "ns/main-maint-1".into(),
             }),
         }),

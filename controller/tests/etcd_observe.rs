@@ -3,11 +3,13 @@
 //! list, a killed member reported with its endpoint, client TLS, and the decision taken on what
 //! was observed. Skipped (with a message) where the etcd binary is missing, except under CI.
 
-use groundskeeper_controller::etcd::crd::EtcdClusterSpec;
-use groundskeeper_controller::etcd::decide::{DEGRADED, Input, Observed, decide};
-use groundskeeper_controller::etcd::observe::{ClientTls, ObservedMember, cluster_revision, observe_cluster};
-use groundskeeper_controller::etcd::policy::Policy;
-use groundskeeper_controller::status::ConditionStatus;
+use groundskeeper_controller::api::etcd_cluster::EtcdClusterSpec;
+use groundskeeper_controller::conditions::ConditionStatus;
+use groundskeeper_controller::triggers::etcd::decide::{DEGRADED, Input, Observed, decide};
+use groundskeeper_controller::triggers::etcd::observe::{
+    ClientTls, ObservedMember, cluster_revision, observe_cluster,
+};
+use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
 
 const MB: i64 = 1_000_000;
@@ -33,7 +35,7 @@ async fn start(version: EtcdVersion, client_tls: bool) -> Option<EtcdCluster> {
 fn decide_on(
     endpoints: &[String],
     members: Vec<ObservedMember>,
-) -> groundskeeper_controller::etcd::decide::Decision {
+) -> groundskeeper_controller::triggers::etcd::decide::Decision {
     let spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({
         "endpoints": endpoints,
         "policy": {"minDefragBytes": MB, "maxFragmentedPercent": 45},

@@ -4,15 +4,15 @@
 use std::pin::pin;
 use std::sync::Arc;
 
-use groundskeeper_controller::context::{Context, ControllerConfig, JobLimits};
-use groundskeeper_controller::etcd::crd::{EtcdCluster, EtcdClusterStatus};
-use groundskeeper_controller::etcd::decide::{Input, Observed, decide};
-use groundskeeper_controller::etcd::observe::ObservedMember;
-use groundskeeper_controller::etcd::policy::Policy;
-use groundskeeper_controller::etcd::reconcile::{
+use groundskeeper_controller::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus};
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig, JobLimits};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::triggers::etcd::decide::{Input, Observed, decide};
+use groundskeeper_controller::triggers::etcd::observe::ObservedMember;
+use groundskeeper_controller::triggers::etcd::policy::Policy;
+use groundskeeper_controller::triggers::etcd::reconcile::{
     apply, job_limits, maintenance_job, read_client_tls, reconcile_at, status_patch,
 };
-use groundskeeper_controller::metrics::Metrics;
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
 use http::{Method, Request, Response, StatusCode};
 use jiff::Timestamp;
@@ -505,7 +505,7 @@ async fn spec_job_limits_override_the_controllers() {
         }
     );
     assert_eq!(job_limits(None, &JobLimits::default()), JobLimits::default());
-    let planned = groundskeeper_controller::etcd::decide::PlannedJob {
+    let planned = groundskeeper_controller::triggers::etcd::decide::PlannedJob {
         name: "main-maint-1".into(),
         attempt: 1,
         operation: "compact",

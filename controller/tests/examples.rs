@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use groundskeeper_controller::etcd::EtcdCluster;
-use groundskeeper_controller::etcd::policy::Policy;
-use groundskeeper_controller::jobs::CONTAINER_NAME;
+use groundskeeper_controller::execution::CONTAINER_NAME;
+use groundskeeper_controller::api::EtcdCluster;
+use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::exit;
 use k8s_openapi::api::batch::v1::Job;

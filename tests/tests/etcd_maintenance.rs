@@ -5,7 +5,7 @@
 //! termination message → status, conditions, Events → quiet.
 //!
 //! What plays which part:
-//! - the controller: `groundskeeper_controller::etcd::run`, unchanged, with the RBAC of
+//! - the controller: `groundskeeper_controller::triggers::etcd::run`, unchanged, with the RBAC of
 //!   `manifests/rbac/`;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`; each Job's
 //!   container runs `groundskeeper-job defrag|compact` in-process with the Job's own arguments,
@@ -21,11 +21,11 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use groundskeeper_controller::context::{Context, ControllerConfig};
-use groundskeeper_controller::etcd::EtcdCluster;
-use groundskeeper_controller::etcd::crd::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use groundskeeper_controller::etcd::decide::TLS_MOUNT_DIR;
-use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_controller::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::api::EtcdCluster;
+use groundskeeper_controller::triggers::etcd::decide::TLS_MOUNT_DIR;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
@@ -206,7 +206,7 @@ impl Scenario {
             ControllerConfig::default(),
             Arc::new(Metrics::new()),
         ));
-        let controller = tokio::spawn(groundskeeper_controller::etcd::run(ctx));
+        let controller = tokio::spawn(groundskeeper_controller::triggers::etcd::run(ctx));
         Some(Scenario {
             server,
             etcd,

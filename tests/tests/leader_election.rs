@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use groundskeeper_controller::leader::{LeaderElectionConfig, run_as_leader};
+use groundskeeper_controller::runtime::leader::{LeaderElectionConfig, run_as_leader};
 use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use k8s_openapi::api::coordination::v1::Lease;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use groundskeeper_controller::context::{Context, ControllerConfig};
-use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_protocol::keys;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
@@ -179,7 +179,7 @@ async fn create_fake_cluster_and_wait_for_job(client: kube::Client, ns: String) 
         ControllerConfig::default(),
         Arc::new(Metrics::new()),
     ));
-    let controller = tokio::spawn(groundskeeper_controller::cleanup::run(ctx));
+    let controller = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(ctx));
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     let job_name = format!("cleanup-{service}");
     wait_until(&format!("Job {job_name} created"), || {

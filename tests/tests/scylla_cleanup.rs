@@ -4,7 +4,7 @@
 //! results come back through termination messages → annotations, Events and conditions → quiet.
 //!
 //! What plays which part:
-//! - the controller: `groundskeeper_controller::cleanup::run`, unchanged, over a kube client;
+//! - the controller: `groundskeeper_controller::triggers::scylla_cleanup::run`, unchanged, over a kube client;
 //! - scylla-operator: this test, writing the ScyllaCluster's spec and status and the member
 //!   Services' `current-token-ring-hash` as its sidecar would;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`, running each
@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use groundskeeper_controller::cleanup::apply::node_address;
-use groundskeeper_controller::context::{Context, ControllerConfig};
-use groundskeeper_controller::metrics::Metrics;
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::triggers::scylla_cleanup::apply::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
@@ -357,7 +357,7 @@ impl Scenario {
         };
         let client = server.client_with_token(CONTROLLER_TOKEN);
         let ctx = Arc::new(Context::new(client, config, metrics.clone()));
-        let controller = tokio::spawn(groundskeeper_controller::cleanup::run(ctx));
+        let controller = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(ctx));
         Scenario {
             server,
             metrics,

@@ -1,0 +1,8 @@
+//! The objects groundskeeper reads and writes: its own custom resources (generated into
+//! `manifests/crds/`) and partial views of scylla-operator's.
+
+pub mod crds;
+pub mod etcd_cluster;
+pub mod scylla;
+
+pub use etcd_cluster::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};

@@ -1,0 +1,285 @@
+//! What every reconciliation gets: the API client, the configuration, metrics and the Event
+//! recorder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, Recorder, Reporter};
+
+use crate::runtime::error::{Error, Result};
+use crate::runtime::metrics::Metrics;
+
+/// Name the controller reports itself as, in Events and field managers.
+pub const CONTROLLER_NAME: &str = "groundskeeper";
+
+/// Limits put on every maintenance Job unless a controller says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct JobLimits {
+    /// Retries of a Job's pod before the Job fails (bad input fails it at once regardless).
+    #[arg(
+        long = "job-backoff-limit",
+        env = "GROUNDSKEEPER_JOB_BACKOFF_LIMIT",
+        default_value_t = 3
+    )]
+    pub backoff_limit: i32,
+    /// Wall-clock bound of one Job, all retries included, in seconds.
+    #[arg(
+        long = "job-active-deadline-seconds",
+        env = "GROUNDSKEEPER_JOB_ACTIVE_DEADLINE_SECONDS",
+        default_value_t = 6 * 3600
+    )]
+    pub active_deadline_seconds: i64,
+    /// How long a finished Job (and its result) is kept before Kubernetes deletes it, in seconds.
+    #[arg(
+        long = "job-ttl-seconds-after-finished",
+        env = "GROUNDSKEEPER_JOB_TTL_SECONDS_AFTER_FINISHED",
+        default_value_t = 24 * 3600
+    )]
+    pub ttl_seconds_after_finished: i32,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        Self {
+            backoff_limit: 3,
+            active_deadline_seconds: 6 * 3600,
+            ttl_seconds_after_finished: 24 * 3600,
+        }
+    }
+}
+
+/// The controller's configuration: flags and environment, read once at start-up.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct ControllerConfig {
+    /// Image of `groundskeeper-job` run by maintenance Jobs.
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_JOB_IMAGE",
+        default_value = "ghcr.io/groundskeeper-dev/groundskeeper-job:latest"
+    )]
+    pub job_image: String,
+    /// imagePullPolicy of maintenance Jobs: Always, IfNotPresent or Never.
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_JOB_IMAGE_PULL_POLICY",
+        default_value = "IfNotPresent"
+    )]
+    pub job_image_pull_policy: String,
+    #[command(flatten)]
+    pub job_limits: JobLimits,
+    /// Requeue after a reconciliation that found nothing to do.
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_IDLE", value_parser = parse_seconds, default_value = "300")]
+    pub requeue_idle: Duration,
+    /// Requeue while maintenance is under way (Jobs running).
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_BUSY", value_parser = parse_seconds, default_value = "15")]
+    pub requeue_busy: Duration,
+    /// Requeue after a failed reconciliation.
+    #[arg(long, env = "GROUNDSKEEPER_REQUEUE_ERROR", value_parser = parse_seconds, default_value = "30")]
+    pub requeue_error: Duration,
+    /// How often the ring observer recomputes token-ring hashes where nothing else writes them.
+    #[arg(long, env = "GROUNDSKEEPER_RING_OBSERVER_INTERVAL", value_parser = parse_seconds, default_value = "30")]
+    pub ring_observer_interval: Duration,
+    /// Attempts at a status write that conflicts with other writers before giving up.
+    #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
+    pub status_write_attempts: u32,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            job_image: "ghcr.io/groundskeeper-dev/groundskeeper-job:latest".to_owned(),
+            job_image_pull_policy: "IfNotPresent".to_owned(),
+            job_limits: JobLimits::default(),
+            requeue_idle: Duration::from_secs(300),
+            requeue_busy: Duration::from_secs(15),
+            requeue_error: Duration::from_secs(30),
+            ring_observer_interval: Duration::from_secs(30),
+            status_write_attempts: 5,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Checks what clap cannot: values Kubernetes would reject later, with less clear errors.
+    pub fn validate(&self) -> Result<()> {
+        if self.job_image.trim().is_empty() {
+            return Err(Error::Config("--job-image: must not be empty".into()));
+        }
+        if !["Always", "IfNotPresent", "Never"].contains(&self.job_image_pull_policy.as_str()) {
+            return Err(Error::Config(format!(
+                "--job-image-pull-policy: {:?} is not one of Always, IfNotPresent, Never",
+                self.job_image_pull_policy
+            )));
+        }
+        let limits = &self.job_limits;
+        if limits.backoff_limit < 0
+            || limits.active_deadline_seconds <= 0
+            || limits.ttl_seconds_after_finished < 0
+        {
+            return Err(Error::Config(format!(
+                "Job limits: backoffLimit and ttlSecondsAfterFinished must be ≥ 0 and \
+                 activeDeadlineSeconds > 0, got {limits:?}"
+            )));
+        }
+        if self.status_write_attempts == 0 {
+            return Err(Error::Config(
+                "--status-write-attempts: must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_seconds(value: &str) -> std::result::Result<Duration, String> {
+    value
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|err| format!("{value:?} is not a whole number of seconds: {err}"))
+}
+
+/// Shared by every reconciliation of every controller.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub config: ControllerConfig,
+    pub metrics: Arc<Metrics>,
+    /// Publishes `events.k8s.io/v1` Events.
+    pub recorder: Recorder,
+}
+
+impl Context {
+    /// A context whose Events are reported by [`CONTROLLER_NAME`], instance = this pod's hostname.
+    pub fn new(client: kube::Client, config: ControllerConfig, metrics: Arc<Metrics>) -> Self {
+        let recorder = Recorder::new(client.clone(), Reporter::from(CONTROLLER_NAME));
+        Self {
+            client,
+            config,
+            metrics,
+            recorder,
+        }
+    }
+
+    /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`).
+    pub async fn publish_event(&self, regarding: &ObjectReference, event: Event) -> Result<()> {
+        let name = regarding.name.as_deref().unwrap_or("?");
+        self.recorder
+            .publish(&event, regarding)
+            .await
+            .map_err(Error::kube(format!(
+                "publish Event {} about {name}",
+                event.reason
+            )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use clap::Parser;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use kube::runtime::events::EventType;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: ControllerConfig,
+    }
+
+    #[test]
+    fn flag_defaults_are_the_default_config() {
+        let cli = Cli::try_parse_from(["groundskeeper-controller"]).unwrap();
+        assert_eq!(cli.config, ControllerConfig::default());
+        cli.config.validate().unwrap();
+    }
+
+    #[test]
+    fn flags_override_the_defaults() {
+        let cli = Cli::try_parse_from([
+            "groundskeeper-controller",
+            "--job-image=registry.example/job:1",
+            "--job-backoff-limit=0",
+            "--requeue-busy=5",
+            "--ring-observer-interval=60",
+        ])
+        .unwrap();
+        assert_eq!(cli.config.job_image, "registry.example/job:1");
+        assert_eq!(cli.config.job_limits.backoff_limit, 0);
+        assert_eq!(cli.config.requeue_busy, Duration::from_secs(5));
+        assert_eq!(cli.config.ring_observer_interval, Duration::from_secs(60));
+        assert!(
+            Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(),
+            "whole seconds only"
+        );
+    }
+
+    #[test]
+    fn invalid_configurations_name_the_flag() {
+        type Breakage = fn(&mut ControllerConfig);
+        let cases: [(&str, Breakage); 5] = [
+            ("--job-image", |c| c.job_image = " ".into()),
+            ("--job-image-pull-policy", |c| {
+                c.job_image_pull_policy = "always".into()
+            }),
+            ("activeDeadlineSeconds", |c| {
+                c.job_limits.active_deadline_seconds = 0
+            }),
+            ("backoffLimit", |c| c.job_limits.backoff_limit = -1),
+            ("--status-write-attempts", |c| c.status_write_attempts = 0),
+        ];
+        for (wanted, break_it) in cases {
+            let mut config = ControllerConfig::default();
+            break_it(&mut config);
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(wanted), "{wanted}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_posted_to_events_k8s_io() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut handle = pin!(handle);
+            let (request, send) = handle.next_request().await.unwrap();
+            assert_eq!(request.method(), Method::POST);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/events.k8s.io/v1/namespaces/scylla/events"
+            );
+            let body: serde_json::Value =
+                serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap()).unwrap();
+            send.send_response(Response::new(Body::from(serde_json::to_vec(&body).unwrap())));
+            body
+        });
+        let context = Context::new(
+            kube::Client::new(service, "default"),
+            ControllerConfig::default(),
+            Arc::new(Metrics::new()),
+        );
+        let regarding = ObjectReference {
+            api_version: Some("scylla.scylladb.com/v1".into()),
+            kind: Some("ScyllaCluster".into()),
+            name: Some("sc".into()),
+            namespace: Some("scylla".into()),
+            uid: Some("u".into()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "CleanupSucceeded".into(),
+            note: Some("node sc-dc-r1-0 cleaned".into()),
+            action: "Cleanup".into(),
+            secondary: None,
+        };
+        context.publish_event(&regarding, event).await.unwrap();
+        let body = server.await.unwrap();
+        assert_eq!(body["reason"], "CleanupSucceeded");
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["regarding"]["name"], "sc");
+        assert_eq!(body["reportingController"], CONTROLLER_NAME);
+    }
+}

@@ -1,0 +1,377 @@
+//! The thin layer around [`decide`]: read the EtcdCluster's Jobs and the members, decide, then
+//! create the Job, write the status, publish Events and update the metrics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as MetaCondition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Map, Value};
+
+use groundskeeper_protocol::keys;
+
+use super::decide::{
+    ATTEMPT_LABEL, Decision, Input, MaintenanceJobView, Observed, PlannedEvent, PlannedJob, TLS_MOUNT_DIR,
+    check_due, decide,
+};
+use super::observe::{ClientTls, observe_cluster};
+use super::policy::Policy;
+use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::conditions::merge_conditions;
+use crate::execution::{self, Created, MaintenanceJob, SecretFile};
+use crate::runtime::context::{Context, JobLimits};
+use crate::runtime::error::{Error, Result};
+
+/// This controller's name in metrics and logs.
+pub const CONTROLLER: &str = "etcd";
+/// Operations of this controller's Jobs (the [`keys::OPERATION_LABEL`] values).
+pub const OPERATIONS: [&str; 2] = ["defrag", "compact"];
+/// Longest Event note the API server accepts.
+const EVENT_NOTE_MAX: usize = 1024;
+
+/// Runs the EtcdCluster controller until the watch streams end.
+pub async fn run(ctx: Arc<Context>) {
+    let clusters = Api::<EtcdCluster>::all(ctx.client.clone());
+    let jobs = Api::<Job>::all(ctx.client.clone());
+    let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
+    Controller::new(clusters, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(&ours))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|outcome| async move {
+            if let Err(err) = outcome {
+                tracing::warn!(controller = CONTROLLER, error = %err, "reconciliation failed");
+            }
+        })
+        .await;
+}
+
+fn error_policy(cluster: Arc<EtcdCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(CONTROLLER, error);
+    tracing::warn!(
+        cluster = %describe(&cluster),
+        error = %error,
+        "EtcdCluster reconciliation failed; retrying"
+    );
+    Action::requeue(ctx.config.requeue_error)
+}
+
+/// `namespace/name` of a cluster, for messages.
+fn describe(cluster: &EtcdCluster) -> String {
+    format!(
+        "{}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    )
+}
+
+/// The label selector of every maintenance Job of cluster `name`.
+pub fn maintenance_job_selector(name: &str) -> String {
+    format!(
+        "{}={},{}={name},{} in ({})",
+        keys::MANAGED_BY_LABEL,
+        keys::MANAGED_BY,
+        keys::TARGET_LABEL,
+        keys::OPERATION_LABEL,
+        OPERATIONS.join(",")
+    )
+}
+
+/// One reconciliation of one EtcdCluster.
+pub async fn reconcile(cluster: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    reconcile_at(&cluster, &ctx, Timestamp::now()).await
+}
+
+/// [`reconcile`] with the clock given, for tests.
+pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) -> Result<Action> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let previous = cluster.status.clone().unwrap_or_default();
+    if cluster.meta().deletion_timestamp.is_some() {
+        ctx.metrics.etcd.forget(&namespace, &name, &previous.members);
+        return Ok(Action::await_change());
+    }
+    let jobs = execution::observe_jobs(&ctx.client, &namespace, &maintenance_job_selector(&name)).await?;
+    let jobs: Vec<MaintenanceJobView> = jobs
+        .iter()
+        .filter_map(MaintenanceJobView::from_observation)
+        .collect();
+    if let Err(wait) = check_due(&previous, cluster.meta().generation, &jobs, now) {
+        return Ok(Action::requeue(to_std(wait)));
+    }
+    let policy = Policy::from_spec(&cluster.spec);
+    let observed = match &policy {
+        Ok(policy) => observe(&ctx.client, &namespace, policy).await,
+        Err(_) => Observed::NotAttempted,
+    };
+    let decision = decide(&Input {
+        cluster: &name,
+        generation: cluster.meta().generation,
+        policy: policy.as_ref(),
+        enabled: cluster.spec.policy.enabled,
+        observed: &observed,
+        jobs: &jobs,
+        previous: &previous,
+        now,
+    });
+    apply(cluster, ctx, &policy, &observed, decision, now).await
+}
+
+/// Reads the client TLS Secret, if any, and asks every member.
+async fn observe(client: &kube::Client, namespace: &str, policy: &Policy) -> Observed {
+    let tls = match &policy.tls_secret {
+        Some(secret) => match read_client_tls(client, namespace, secret).await {
+            Ok(tls) => Some(tls),
+            Err(why) => return Observed::Failed(why),
+        },
+        None => None,
+    };
+    Observed::Members(observe_cluster(&policy.endpoints, tls.as_ref()).await)
+}
+
+/// The PEM files of the client TLS Secret. Errors name the Secret and key, never the content.
+pub async fn read_client_tls(
+    client: &kube::Client,
+    namespace: &str,
+    secret_name: &str,
+) -> std::result::Result<ClientTls, String> {
+    let what = format!("client TLS Secret {namespace}/{secret_name} (spec.tls.secretName)");
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get(secret_name)
+        .await
+        .map_err(|err| format!("{what}: {err}"))?;
+    let data = secret.data.unwrap_or_default();
+    let key = |key: &str| {
+        data.get(key)
+            .map(|bytes| bytes.0.clone())
+            .filter(|bytes| !bytes.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "{what}: has no key {key:?} (keys {TLS_CA_KEY}, {TLS_CERT_KEY}, {TLS_KEY_KEY} are needed)"
+                )
+            })
+    };
+    Ok(ClientTls {
+        ca: key(TLS_CA_KEY)?,
+        cert: key(TLS_CERT_KEY)?,
+        key: key(TLS_KEY_KEY)?,
+    })
+}
+
+/// Applies a decision: creates its Job (a Job of that name that exists already is taken as the
+/// same decision made by another reconciliation), writes the status, updates the metrics and
+/// publishes the Events.
+pub async fn apply(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    policy: &std::result::Result<Policy, super::policy::SpecErrors>,
+    observed: &Observed,
+    mut decision: Decision,
+    now: Timestamp,
+) -> Result<Action> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    if let Some(planned) = &decision.create {
+        let limits = job_limits(policy.as_ref().ok(), &ctx.config.job_limits);
+        let job = maintenance_job(cluster, ctx, planned, limits)?;
+        match execution::create_job(&ctx.client, &job).await? {
+            Created::New(_) => ctx.metrics.job_created(planned.operation),
+            Created::Existing(_) => {
+                // Another reconciliation (a second replica, or ours before a restart) decided the
+                // same on the same state: the Job is theirs, the Event was theirs to publish.
+                tracing::info!(job = %planned.name, "maintenance Job exists already");
+                decision.events.retain(|e| e.reason != "MaintenanceJobCreated");
+            }
+        }
+    }
+    let previous = cluster.status.clone().unwrap_or_default();
+    let status = with_conditions(
+        decision.status,
+        &decision.conditions,
+        cluster.meta().generation,
+        now,
+    )?;
+    write_status(&ctx.client, &namespace, &name, &previous, &status).await?;
+    if let Observed::Members(_) = observed {
+        ctx.metrics
+            .etcd
+            .observed(&namespace, &name, &status.members, &previous.members);
+    }
+    for result in &decision.recorded {
+        ctx.metrics.etcd.recorded(&namespace, &name, result);
+        let operation = match result.report {
+            groundskeeper_protocol::Report::Compact(_) => "compact",
+            _ => "defrag",
+        };
+        let outcome = serde_json::to_value(result.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        ctx.metrics.job_finished(operation, &outcome);
+    }
+    publish_events(cluster, ctx, &decision.events).await;
+    Ok(Action::requeue(to_std(decision.requeue_after)))
+}
+
+/// The Job limits: the cluster's `spec.job`, else the controller's settings.
+pub fn job_limits(policy: Option<&Policy>, defaults: &JobLimits) -> JobLimits {
+    let Some(spec) = policy.map(|p| &p.job) else {
+        return defaults.clone();
+    };
+    JobLimits {
+        backoff_limit: spec.backoff_limit.unwrap_or(defaults.backoff_limit),
+        active_deadline_seconds: spec
+            .active_deadline_seconds
+            .unwrap_or(defaults.active_deadline_seconds),
+        ttl_seconds_after_finished: spec
+            .ttl_seconds_after_finished
+            .unwrap_or(defaults.ttl_seconds_after_finished),
+    }
+}
+
+/// The planned Job as the shared Job path builds it.
+pub fn maintenance_job(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    planned: &PlannedJob,
+    limits: JobLimits,
+) -> Result<MaintenanceJob> {
+    let owner = cluster
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject {
+            object: format!("EtcdCluster {}", describe(cluster)),
+            field: "metadata.uid".into(),
+            message: "missing: the object was not read from the API server".into(),
+        })?;
+    let secret_files = planned
+        .tls_secret
+        .iter()
+        .flat_map(|secret| {
+            [TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY].map(|key| SecretFile {
+                secret_name: secret.clone(),
+                key: key.to_owned(),
+                mount_path: format!("{TLS_MOUNT_DIR}/{key}"),
+            })
+        })
+        .collect();
+    Ok(MaintenanceJob {
+        namespace: cluster.namespace().unwrap_or_default(),
+        name: planned.name.clone(),
+        owner,
+        operation: planned.operation.to_owned(),
+        target: cluster.name_any(),
+        node: None,
+        extra_labels: BTreeMap::from([(ATTEMPT_LABEL.to_owned(), planned.attempt.to_string())]),
+        annotations: BTreeMap::new(),
+        image: ctx.config.job_image.clone(),
+        image_pull_policy: ctx.config.job_image_pull_policy.clone(),
+        args: planned.args.clone(),
+        secret_files,
+        scheduling: Default::default(),
+        resources: None,
+        limits,
+    })
+}
+
+/// The status with our conditions merged into those it had (transition times kept where the
+/// status of a condition did not change).
+fn with_conditions(
+    mut status: EtcdClusterStatus,
+    ours: &[crate::conditions::Condition],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<EtcdClusterStatus> {
+    let existing: Vec<Value> = status
+        .conditions
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::json("EtcdCluster status.conditions"))?;
+    let merged = merge_conditions(&existing, ours, generation, now);
+    status.conditions = merged
+        .into_iter()
+        .map(serde_json::from_value::<MetaCondition>)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::json("EtcdCluster status.conditions"))?;
+    Ok(status)
+}
+
+/// The JSON merge patch turning status `previous` into `next`: every field of `next`, and a null
+/// for each field `previous` had and `next` has not (a merge patch keeps what it does not name).
+pub fn status_patch(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> Result<Value> {
+    let to_map = |status: &EtcdClusterStatus| match serde_json::to_value(status) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Ok(Map::new()),
+        Err(err) => Err(Error::json("EtcdCluster status")(err)),
+    };
+    let (before, mut after) = (to_map(previous)?, to_map(next)?);
+    for key in before.keys() {
+        after.entry(key.clone()).or_insert(Value::Null);
+    }
+    Ok(serde_json::json!({ "status": after }))
+}
+
+async fn write_status(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    previous: &EtcdClusterStatus,
+    next: &EtcdClusterStatus,
+) -> Result<()> {
+    if previous == next {
+        return Ok(());
+    }
+    let patch = status_patch(previous, next)?;
+    Api::<EtcdCluster>::namespaced(client.clone(), namespace)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!(
+            "write status of EtcdCluster {namespace}/{name}"
+        )))?;
+    Ok(())
+}
+
+/// Events are for people: one that cannot be published is logged, not retried.
+async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
+    let regarding = cluster.object_ref(&());
+    for planned in events {
+        let event = Event {
+            type_: if planned.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: planned.reason.to_owned(),
+            note: Some(truncate(&planned.note, EVENT_NOTE_MAX)),
+            action: "Maintain".to_owned(),
+            secondary: None,
+        };
+        if let Err(err) = ctx.publish_event(&regarding, event).await {
+            tracing::warn!(cluster = %describe(cluster), error = %err, "could not publish an Event");
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text[..cut].to_owned()
+}
+
+fn to_std(duration: SignedDuration) -> Duration {
+    Duration::try_from(duration).unwrap_or(Duration::from_secs(1))
+}

@@ -1,0 +1,151 @@
+//! The cleanup controller loop: one reconciliation per ScyllaCluster (observe → decide → apply),
+//! woken by the ScyllaCluster, the cleanup Jobs it owns and its member Services.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use groundskeeper_protocol::keys;
+
+use super::{apply, decide, observe};
+use crate::api::scylla::ScyllaCluster;
+use crate::runtime::context::Context;
+use crate::runtime::error::Error;
+
+/// The `controller` label of this controller's metrics.
+pub const CONTROLLER: &str = "scylla-cleanup";
+/// Longest wait after repeated failures of one cluster's reconciliation.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(600);
+
+/// What every reconciliation of this controller shares: the context and, per cluster, how many
+/// reconciliations failed in a row (for the error backoff).
+pub struct Reconciler {
+    pub ctx: Arc<Context>,
+    failures: Mutex<HashMap<ObjectRef<ScyllaCluster>, u32>>,
+}
+
+impl Reconciler {
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Self {
+            ctx,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<ScyllaCluster>, u32>> {
+        // A panic elsewhere while holding the lock leaves plain counters: still usable.
+        self.failures
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Runs the cleanup controller until the process is told to stop.
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let jobs_selector = format!(
+        "{}={},{}={}",
+        keys::MANAGED_BY_LABEL,
+        keys::MANAGED_BY,
+        keys::OPERATION_LABEL,
+        observe::OPERATION
+    );
+    let members_selector = format!(
+        "{}={}",
+        keys::SCYLLA_SERVICE_TYPE_LABEL,
+        keys::SCYLLA_SERVICE_TYPE_MEMBER
+    );
+    Controller::new(
+        Api::<ScyllaCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Job>::all(client.clone()),
+        watcher::Config::default().labels(&jobs_selector),
+    )
+    .watches(
+        Api::<Service>::all(client),
+        watcher::Config::default().labels(&members_selector),
+        cluster_of_member,
+    )
+    .shutdown_on_signal()
+    .run(reconcile, error_policy, Arc::new(Reconciler::new(ctx)))
+    .for_each(|result| async move {
+        if let Err(err) = result {
+            tracing::debug!(error = %err, "cleanup controller event");
+        }
+    })
+    .await;
+}
+
+/// The ScyllaCluster a member Service belongs to (`scylla/cluster` label, same namespace).
+pub fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
+    let cluster = service
+        .metadata
+        .labels
+        .as_ref()?
+        .get(keys::SCYLLA_CLUSTER_LABEL)?;
+    let namespace = service.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(cluster).within(namespace))
+}
+
+/// One pass over one ScyllaCluster.
+pub async fn reconcile(cluster: Arc<ScyllaCluster>, reconciler: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &reconciler.ctx;
+    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    if cluster.metadata.deletion_timestamp.is_some() {
+        // Its Jobs go with it (owner references); nothing to clean any more.
+        return Ok(Action::await_change());
+    }
+    let observed = observe::observe(&ctx.client, &cluster, jiff::Timestamp::now()).await?;
+    let plan = decide::decide(&observed.snapshot);
+    tracing::debug!(
+        cluster = %observed.snapshot.cluster.name,
+        namespace = %observed.snapshot.cluster.namespace,
+        actions = plan.actions.len(),
+        progressing = %plan.progressing.message,
+        "cleanup plan"
+    );
+    apply::apply(ctx, &cluster, &plan).await?;
+    reconciler.failures().remove(&ObjectRef::from(cluster.as_ref()));
+    Ok(Action::requeue(requeue_after(&plan, ctx)))
+}
+
+/// The plan's own wish (Jobs running, a retry due) bounded by the busy and idle intervals.
+fn requeue_after(plan: &decide::Plan, ctx: &Context) -> Duration {
+    match plan.requeue_after {
+        Some(decide::REQUEUE_WHILE_RUNNING) => ctx.config.requeue_busy,
+        Some(wish) => wish.min(ctx.config.requeue_idle),
+        None => ctx.config.requeue_idle,
+    }
+}
+
+/// Counts the failure and backs off exponentially per cluster: `requeue_error`, doubled on each
+/// failure in a row, at most [`MAX_ERROR_BACKOFF`].
+pub fn error_policy(cluster: Arc<ScyllaCluster>, error: &Error, reconciler: Arc<Reconciler>) -> Action {
+    let ctx = &reconciler.ctx;
+    ctx.metrics.reconcile_failed(CONTROLLER, error);
+    let key = ObjectRef::from(cluster.as_ref());
+    let failures = {
+        let mut map = reconciler.failures();
+        let count = map.entry(key.clone()).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = error_backoff(ctx.config.requeue_error, failures);
+    tracing::warn!(cluster = %key, error = %error, failures, retry_in_s = delay.as_secs(), "cleanup reconciliation failed");
+    Action::requeue(delay)
+}
+
+pub fn error_backoff(base: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(10);
+    base.saturating_mul(factor).min(MAX_ERROR_BACKOFF)
+}

@@ -1,0 +1,566 @@
+//! The cleanup controller's writes at the HTTP level: method, path and body of every call.
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use groundskeeper_controller::api::scylla::ScyllaCluster;
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::triggers::scylla_cleanup::apply::{
+    self, AUTH_TOKEN_MOUNT_PATH, cleanup_job_name,
+};
+use groundskeeper_controller::triggers::scylla_cleanup::decide::{
+    Action, ConditionPlan, DEGRADED, DeleteReason, JobState, MembersRecord, PROGRESSING, Plan, SecretState,
+    SeedReason,
+};
+use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
+use groundskeeper_protocol::{keys, ring_hash};
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle};
+
+const NS: &str = "scylla";
+const SC_PATH: &str = "/apis/scylla.scylladb.com/v1/namespaces/scylla/scyllaclusters/basic";
+const SDC_PATH: &str = "/apis/scylla.scylladb.com/v1alpha1/namespaces/scylla/scylladbdatacenters/basic";
+const SVC_PATH: &str = "/api/v1/namespaces/scylla/services";
+const JOBS_PATH: &str = "/apis/batch/v1/namespaces/scylla/jobs";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/scylla/events";
+
+/// One request the test expects (method, and the path and query starting with `uri`), and the
+/// answer it gets.
+struct Exchange {
+    method: Method,
+    uri: String,
+    status: StatusCode,
+    response: Value,
+}
+
+fn ex(method: Method, uri: &str, status: u16, response: Value) -> Exchange {
+    Exchange {
+        method,
+        uri: uri.to_owned(),
+        status: StatusCode::from_u16(status).unwrap(),
+        response,
+    }
+}
+
+#[derive(Debug)]
+struct Seen {
+    method: Method,
+    uri: String,
+    body: Value,
+}
+
+fn scripted(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(serve(handle, script));
+    (kube::Client::new(service, "default"), server)
+}
+
+async fn serve(handle: Handle<Request<Body>, Response<Body>>, script: Vec<Exchange>) -> Vec<Seen> {
+    let mut handle = pin!(handle);
+    let mut seen = Vec::new();
+    for expected in script {
+        let (request, send) = handle
+            .next_request()
+            .await
+            .expect("the client stopped before the script ended");
+        let (method, uri) = (request.method().clone(), request.uri().to_string());
+        assert_eq!(method, expected.method, "method of {uri}");
+        assert!(
+            uri.starts_with(&expected.uri),
+            "{uri} does not start with {}",
+            expected.uri
+        );
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        seen.push(Seen { method, uri, body });
+        let response = Response::builder()
+            .status(expected.status)
+            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
+            .unwrap();
+        send.send_response(response);
+    }
+    seen
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound", "message": "not found"})
+}
+
+fn hash(n: u32) -> String {
+    ring_hash(&[n.to_string()]).unwrap()
+}
+
+fn cluster_json() -> Value {
+    json!({
+        "apiVersion": "scylla.scylladb.com/v1",
+        "kind": "ScyllaCluster",
+        "metadata": {"name": "basic", "namespace": NS, "uid": "sc-uid", "generation": 2, "resourceVersion": "10"},
+        "spec": {
+            "datacenter": {"name": "dc1", "racks": [{
+                "name": "a",
+                "members": 3,
+                "placement": {
+                    "tolerations": [{"key": "scylla", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["scylla"]}]}
+                    ]}},
+                    "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"scylla/cluster": "basic"}}
+                    }}]},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "scylla"}}
+                    }]}
+                }
+            }]}
+        },
+        "status": {
+            "observedGeneration": 2,
+            "conditions": [
+                {"type": "Available", "status": "True", "reason": "AsExpected", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Degraded", "status": "False", "reason": "AsExpected", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ]
+        }
+    })
+}
+
+fn cluster() -> ScyllaCluster {
+    serde_json::from_value(cluster_json()).unwrap()
+}
+
+fn context(client: kube::Client) -> Context {
+    Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new()))
+}
+
+fn quiet_conditions() -> (ConditionPlan, ConditionPlan) {
+    (
+        ConditionPlan {
+            type_: PROGRESSING,
+            status: false,
+            reason: "AsExpected".into(),
+            message: "all 3 nodes are clean".into(),
+        },
+        ConditionPlan {
+            type_: DEGRADED,
+            status: false,
+            reason: "AsExpected".into(),
+            message: String::new(),
+        },
+    )
+}
+
+fn plan(actions: Vec<Action>) -> Plan {
+    let (progressing, degraded) = quiet_conditions();
+    Plan {
+        actions,
+        progressing,
+        degraded,
+        requeue_after: None,
+    }
+}
+
+/// The status write as the shared writer does it for a cluster without a ScyllaDBDatacenter.
+fn status_exchanges() -> Vec<Exchange> {
+    vec![
+        ex(Method::GET, SDC_PATH, 404, not_found()),
+        ex(Method::GET, SC_PATH, 200, cluster_json()),
+        ex(Method::PATCH, &format!("{SC_PATH}/status?"), 200, cluster_json()),
+    ]
+}
+
+fn event_response() -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": NS}, "eventTime": "2026-01-01T00:00:00.000000Z"})
+}
+
+#[tokio::test]
+async fn seeding_patches_annotations_only_and_writes_conditions_keeping_others() {
+    let record = MembersRecord {
+        ring_hash: hash(6),
+        members: ["u1".to_owned(), "u2".to_owned()].into(),
+    };
+    let mut script = vec![ex(
+        Method::PATCH,
+        &format!("{SVC_PATH}/basic-dc1-a-3?"),
+        200,
+        json!({}),
+    )];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![Action::SeedLastCleaned {
+        service: "basic-dc1-a-3".into(),
+        hash: hash(6),
+        members: Some(record.clone()),
+        reason: SeedReason::Joined,
+    }]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(
+        seen[0].body,
+        json!({"metadata": {"annotations": {
+            keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash(6),
+            keys::CLEANED_FOR_MEMBERS: record.to_annotation(),
+        }}})
+    );
+    assert_eq!(seen[0].uri, format!("{SVC_PATH}/basic-dc1-a-3?"));
+    let status = &seen[3].body;
+    assert_eq!(status["metadata"]["resourceVersion"], "10");
+    let conditions = status["status"]["conditions"].as_array().unwrap();
+    let types: Vec<&str> = conditions.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "Available",
+            "Degraded",
+            "CleanupControllerProgressing",
+            "CleanupControllerDegraded"
+        ]
+    );
+    assert_eq!(conditions[0], cluster_json()["status"]["conditions"][0]);
+    assert_eq!(conditions[2]["status"], "False");
+    assert_eq!(conditions[2]["message"], "all 3 nodes are clean");
+}
+
+#[tokio::test]
+async fn a_record_that_no_longer_fits_is_removed() {
+    assert_eq!(
+        apply::last_cleaned_patch(&hash(1), None),
+        json!({"metadata": {"annotations": {
+            keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash(1),
+            keys::CLEANED_FOR_MEMBERS: null,
+        }}})
+    );
+}
+
+#[tokio::test]
+async fn cleanup_job_body() {
+    let mut script = vec![ex(
+        Method::POST,
+        &format!("{JOBS_PATH}?"),
+        201,
+        json!({"metadata": {"name": "x"}}),
+    )];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let h = hash(6);
+    let plan = plan(vec![Action::CreateCleanupJob {
+        service: "basic-dc1-a-0".into(),
+        hash: h.clone(),
+        datacenter: "dc1".into(),
+        rack: "a".into(),
+    }]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    let job = &seen[0].body;
+    assert_eq!(job["metadata"]["name"], "cleanup-basic-dc1-a-0");
+    assert_eq!(job["metadata"]["namespace"], NS);
+    assert_eq!(job["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH], h);
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH],
+        h
+    );
+    let labels = &job["metadata"]["labels"];
+    assert_eq!(labels[keys::MANAGED_BY_LABEL], "groundskeeper");
+    assert_eq!(labels[keys::OPERATION_LABEL], "cleanup");
+    assert_eq!(labels[keys::TARGET_LABEL], "basic");
+    assert_eq!(labels[keys::NODE_LABEL], "basic-dc1-a-0");
+    let owner = &job["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (
+            owner["kind"].as_str(),
+            owner["uid"].as_str(),
+            owner["controller"].as_bool()
+        ),
+        (Some("ScyllaCluster"), Some("sc-uid"), Some(true))
+    );
+    let spec = &job["spec"];
+    let config = ControllerConfig::default();
+    assert_eq!(spec["backoffLimit"], config.job_limits.backoff_limit);
+    assert_eq!(
+        spec["activeDeadlineSeconds"],
+        config.job_limits.active_deadline_seconds
+    );
+    assert_eq!(
+        spec["ttlSecondsAfterFinished"],
+        config.job_limits.ttl_seconds_after_finished
+    );
+    let rules = spec["podFailurePolicy"]["rules"].as_array().unwrap();
+    assert_eq!(rules[0]["action"], "FailJob");
+    assert_eq!(
+        rules[0]["onExitCodes"]["values"],
+        json!([groundskeeper_protocol::exit::BAD_INPUT])
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["args"],
+        json!([
+            "cleanup",
+            "--node-address",
+            "basic-dc1-a-0.scylla.svc",
+            "--auth-token-file",
+            AUTH_TOKEN_MOUNT_PATH
+        ])
+    );
+    assert_eq!(container["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == AUTH_TOKEN_MOUNT_PATH)
+        .expect("token mount");
+    assert_eq!(mount["readOnly"], true);
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "basic-auth-token");
+    assert_eq!(volume["secret"]["items"][0]["key"], "auth-token.yaml");
+    // Placement of rack a, without its pod anti-affinity.
+    let placement = &cluster_json()["spec"]["datacenter"]["racks"][0]["placement"];
+    assert_eq!(pod["tolerations"], placement["tolerations"]);
+    assert_eq!(pod["affinity"]["nodeAffinity"], placement["nodeAffinity"]);
+    assert_eq!(pod["affinity"]["podAffinity"], placement["podAffinity"]);
+    assert!(
+        pod["affinity"].get("podAntiAffinity").is_none(),
+        "{}",
+        pod["affinity"]
+    );
+}
+
+#[tokio::test]
+async fn recording_a_success_patches_and_tells_in_an_event() {
+    let mut script = vec![
+        ex(
+            Method::PATCH,
+            &format!("{SVC_PATH}/basic-dc1-a-0?"),
+            200,
+            json!({}),
+        ),
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+    ];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![Action::RecordCleaned {
+        service: "basic-dc1-a-0".into(),
+        hash: hash(1),
+        job: "cleanup-basic-dc1-a-0".into(),
+        members: None,
+    }]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(
+        seen[0].body["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH],
+        hash(1)
+    );
+    let event = &seen[1].body;
+    assert_eq!(event["reason"], "NodeCleanedUp");
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(
+        event["note"],
+        "node basic-dc1-a-0 cleaned up by Job cleanup-basic-dc1-a-0"
+    );
+    assert_eq!(event["regarding"]["kind"], "ScyllaCluster");
+    assert_eq!(event["regarding"]["name"], "basic");
+}
+
+#[tokio::test]
+async fn a_failure_is_told_once_and_a_retry_deletes_the_job() {
+    let job_path = format!("{JOBS_PATH}/cleanup-basic-dc1-a-0");
+    let mut script = vec![
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+        ex(Method::PATCH, &format!("{job_path}?"), 200, json!({})),
+        ex(Method::DELETE, &format!("{job_path}?"), 200, json!({})),
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+    ];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![
+        Action::ReportJobFailure {
+            job: "cleanup-basic-dc1-a-0".into(),
+            service: "basic-dc1-a-0".into(),
+            message: "keyspace ks: HTTP 500".into(),
+        },
+        Action::DeleteJob {
+            job: "cleanup-basic-dc1-a-0".into(),
+            reason: DeleteReason::Retry,
+        },
+    ]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].body["type"], "Warning");
+    assert_eq!(seen[0].body["reason"], "CleanupFailed");
+    assert_eq!(
+        seen[0].body["note"],
+        "cleanup Job cleanup-basic-dc1-a-0 of node basic-dc1-a-0 failed: keyspace ks: HTTP 500"
+    );
+    assert_eq!(
+        seen[1].body,
+        json!({"metadata": {"annotations": {keys::FAILURE_REPORTED: "true"}}})
+    );
+    assert_eq!(seen[2].body["propagationPolicy"], "Background");
+    assert_eq!(seen[3].body["reason"], "CleanupRetried");
+}
+
+#[tokio::test]
+async fn one_failing_write_does_not_stop_the_others_and_is_returned() {
+    let mut script = vec![
+        ex(
+            Method::PATCH,
+            &format!("{SVC_PATH}/basic-dc1-a-0?"),
+            403,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403, "reason": "Forbidden", "message": "no"}),
+        ),
+        ex(
+            Method::PATCH,
+            &format!("{SVC_PATH}/basic-dc1-a-1?"),
+            200,
+            json!({}),
+        ),
+    ];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let seed = |service: &str| Action::SeedLastCleaned {
+        service: service.into(),
+        hash: hash(1),
+        members: None,
+        reason: SeedReason::Joined,
+    };
+    let plan = plan(vec![seed("basic-dc1-a-0"), seed("basic-dc1-a-1")]);
+    let err = apply::apply(&ctx, &cluster(), &plan).await.unwrap_err();
+    assert!(err.to_string().contains("Service scylla/basic-dc1-a-0"), "{err}");
+    assert_eq!(err.metric_label(), "kube");
+    assert_eq!(server.await.unwrap().len(), 5);
+}
+
+#[test]
+fn job_names_fit_63_characters_and_stay_distinct() {
+    assert_eq!(cleanup_job_name("basic-dc1-a-0"), "cleanup-basic-dc1-a-0");
+    let long_a = format!("{}-dc-rack-1", "x".repeat(50));
+    let long_b = format!("{}-dc-rack-2", "x".repeat(50));
+    let (a, b) = (cleanup_job_name(&long_a), cleanup_job_name(&long_b));
+    assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+    assert_ne!(a, b);
+    assert!(a.starts_with("cleanup-xxx"));
+    assert_eq!(a, cleanup_job_name(&long_a), "stable");
+    assert!(a.chars().last().unwrap().is_ascii_alphanumeric());
+}
+
+#[tokio::test]
+async fn observe_reads_members_jobs_and_the_secret_into_a_snapshot() {
+    let member = |ordinal: u32, annotations: Value| {
+        json!({"metadata": {
+            "name": format!("basic-dc1-a-{ordinal}"), "namespace": NS, "uid": format!("u{ordinal}"),
+            "labels": {"scylla/cluster": "basic", "scylla/datacenter": "dc1", "scylla/rack": "a",
+                       "scylla-operator.scylladb.com/scylla-service-type": "member"},
+            "annotations": annotations,
+        }, "spec": {"clusterIP": format!("10.0.0.{ordinal}")}})
+    };
+    let services = json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {}, "items": [
+        member(0, json!({keys::CURRENT_TOKEN_RING_HASH: hash(2), keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash(1)})),
+        member(1, json!({})),
+    ]});
+    let jobs = json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": [
+        {"metadata": {"name": "cleanup-basic-dc1-a-0", "namespace": NS, "uid": "j0",
+            "labels": {"groundskeeper.dev/node": "basic-dc1-a-0"},
+            "annotations": {keys::CLEANUP_TOKEN_RING_HASH: hash(2)}},
+         "status": {"active": 1}},
+        {"metadata": {"name": "stray", "namespace": NS, "uid": "j1"}, "status": {}},
+    ]});
+    let pods = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []});
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "basic-auth-token", "namespace": NS},
+        "data": {"auth-token.yaml": "YXV0aF90b2tlbjogczNjcjN0"}});
+    let (client, server) = scripted(vec![
+        ex(
+            Method::GET,
+            &format!(
+                "{SVC_PATH}?&labelSelector=scylla%2Fcluster%3Dbasic%2Cscylla-operator.scylladb.com%2Fscylla-service-type%3Dmember"
+            ),
+            200,
+            services,
+        ),
+        ex(
+            Method::GET,
+            &format!(
+                "{JOBS_PATH}?&labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgroundskeeper%2Cgroundskeeper.dev%2Foperation%3Dcleanup%2Cgroundskeeper.dev%2Ftarget%3Dbasic"
+            ),
+            200,
+            jobs,
+        ),
+        ex(Method::GET, "/api/v1/namespaces/scylla/pods?", 200, pods),
+        ex(
+            Method::GET,
+            "/api/v1/namespaces/scylla/secrets/basic-auth-token",
+            200,
+            secret,
+        ),
+    ]);
+    let observed = observe::observe(&client, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    server.await.unwrap();
+    let snapshot = observed.snapshot;
+    assert_eq!(snapshot.cluster.generation, Some(2));
+    assert_eq!(snapshot.cluster.observed_generation, Some(2));
+    assert!(snapshot.cluster.single_datacenter);
+    assert_eq!(snapshot.members.len(), 2);
+    assert_eq!(snapshot.members[0].rack.as_deref(), Some("a"));
+    assert_eq!(snapshot.members[0].uid.as_deref(), Some("u0"));
+    assert_eq!(snapshot.jobs.len(), 1);
+    assert_eq!(snapshot.jobs[0].state, JobState::Running);
+    assert_eq!(snapshot.jobs[0].ring_hash, Some(hash(2)));
+    assert_eq!(snapshot.agent_token, SecretState::Present);
+    assert_eq!(snapshot.findings.len(), 1);
+    assert!(snapshot.findings[0].object.contains("Job scylla/stray"));
+}
+
+#[tokio::test]
+async fn ring_observer_write_patches_the_hash_with_its_field_manager() {
+    let (client, server) = scripted(vec![ex(
+        Method::PATCH,
+        &format!("{SVC_PATH}/basic-dc1-a-0?&fieldManager=groundskeeper-ring-observer"),
+        200,
+        json!({}),
+    )]);
+    ring_observer::write_current_hash(
+        &client,
+        NS,
+        "basic-dc1-a-0",
+        &hash(3),
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(
+        seen[0].body,
+        json!({"metadata": {"annotations": {
+            keys::CURRENT_TOKEN_RING_HASH: hash(3),
+            keys::RING_HASH_OBSERVED_AT: "2026-01-01T00:00:00Z",
+        }}})
+    );
+    assert_eq!(seen[0].method, Method::PATCH);
+}
