@@ -5,14 +5,15 @@
 //!
 //! `cargo run -p groundskeeper-controller --example render-jobs -- DIR`
 
+use groundskeeper_protocol::operation::{DefragRequest, EtcdTarget, Operation};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::scylla::ScyllaCluster;
 use groundskeeper_controller::execution::build_job;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::triggers::etcd::decide::PlannedJob;
 use groundskeeper_controller::triggers::etcd::reconcile::maintenance_job;
 use groundskeeper_controller::triggers::scylla_cleanup::apply::cleanup_job;
@@ -69,12 +70,15 @@ async fn main() {
     let planned = PlannedJob {
         name: "main-maint-1".into(),
         attempt: 1,
-        operation: "defrag",
-        args: vec![
-            "defrag".into(),
-            "--endpoints".into(),
-            "https://etcd-0.etcd:2379".into(),
-        ],
+        operation: Operation::Defrag(DefragRequest {
+            etcd: EtcdTarget {
+                endpoints: vec!["https://etcd-0.etcd:2379".into()],
+                tls: None,
+            },
+            min_defrag_bytes: 100_000_000,
+            max_fragmented_percent: 45.0,
+            ..DefragRequest::default()
+        }),
         tls_secret: Some("etcd-client-tls".into()),
         reason: "sample".into(),
     };

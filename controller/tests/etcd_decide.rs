@@ -175,7 +175,7 @@ fn args(decision: &Decision) -> String {
     decision
         .create
         .as_ref()
-        .map(|j| j.args.join(" "))
+        .map(|j| j.operation.to_args().join(" "))
         .unwrap_or_default()
 }
 
@@ -228,7 +228,11 @@ fn thresholds_decide_whether_a_defrag_job_is_created() {
     ];
     for (name, members, wanted) in cases {
         let decision = run(&case(members.clone()));
-        assert_eq!(decision.create.as_ref().map(|j| j.operation), *wanted, "{name}");
+        assert_eq!(
+            decision.create.as_ref().map(|j| j.operation.kind().as_str()),
+            *wanted,
+            "{name}"
+        );
         let progressing = condition(&decision, PROGRESSING).0;
         assert_eq!(progressing == ConditionStatus::True, wanted.is_some(), "{name}");
         assert_eq!(condition(&decision, DEGRADED).0, ConditionStatus::False, "{name}");
@@ -297,22 +301,24 @@ fn job_arguments_parse_with_the_runners_own_flags() {
     for c in [defrag, periodic] {
         let decision = run(&c);
         let job = decision.create.expect("a Job");
-        let parsed =
-            Cli::try_parse_args(job.args.clone()).unwrap_or_else(|err| panic!("{:?}: {err}", job.args));
+        let parsed = Cli::try_parse_args(job.operation.to_args())
+            .unwrap_or_else(|err| panic!("{:?}: {err}", job.operation));
         match parsed.command {
             Command::Defrag(a) => {
-                assert_eq!(job.operation, "defrag");
+                assert_eq!(job.operation.kind().as_str(), "defrag");
                 assert_eq!(a.connection.endpoints.len(), 3);
                 assert_eq!(a.compact_retain_revisions, Some(5000));
                 assert!(a.no_move_leader && a.allow_single_member);
                 assert_eq!(a.min_defrag_bytes, 100 * MB);
             }
             Command::Compact(a) => {
-                assert_eq!(job.operation, "compact");
+                assert_eq!(job.operation.kind().as_str(), "compact");
                 assert_eq!(a.revision, Some(7000));
                 assert!(a.physical);
             }
-            Command::Cleanup(_) | Command::RingHash => panic!("{:?} is not an etcd subcommand", job.args),
+            Command::Cleanup(_) | Command::RingHash => {
+                panic!("{:?} is not an etcd subcommand", job.operation)
+            }
         }
     }
 }
@@ -614,7 +620,7 @@ fn a_spec_change_takes_effect_at_once() {
     assert_eq!(run(&c).create, None);
     c.spec.policy.max_fragmented_percent = 20.0;
     let decision = run(&c);
-    assert_eq!(decision.create.unwrap().operation, "defrag");
+    assert_eq!(decision.create.unwrap().operation.kind().as_str(), "defrag");
 }
 
 fn periodic(retention: &str) -> Case {
@@ -655,7 +661,7 @@ fn periodic_compaction_samples_and_compacts_to_the_revision_of_retention_ago() {
     c.now = now() + SignedDuration::from_mins(1);
     let decision = run(&c);
     let job = decision.create.as_ref().expect("compaction due");
-    assert_eq!(job.operation, "compact");
+    assert_eq!(job.operation.kind().as_str(), "compact");
     assert!(
         args(&decision).ends_with("--physical --revision 5000"),
         "{}",
@@ -677,11 +683,11 @@ fn periodic_compaction_comes_before_a_due_defrag() {
         revision: 4000,
     }];
     let decision = run(&c);
-    assert_eq!(decision.create.unwrap().operation, "compact");
+    assert_eq!(decision.create.unwrap().operation.kind().as_str(), "compact");
     // Once compacted, the defrag follows.
     c.previous.last_compacted_revision = Some(4000);
     c.previous.last_compaction_time = Some(now().into());
-    assert_eq!(run(&c).create.unwrap().operation, "defrag");
+    assert_eq!(run(&c).create.unwrap().operation.kind().as_str(), "defrag");
 }
 
 #[test]

@@ -87,7 +87,7 @@ async fn observes_sizes_leader_and_health(version: EtcdVersion) {
 
     let decision = decide_on(&endpoints, observed);
     let job = decision.create.expect("every member is over 1 MB and 45 %");
-    assert_eq!(job.operation, "defrag");
+    assert_eq!(job.operation.kind().as_str(), "defrag");
     assert_eq!(decision.status.members.iter().filter(|m| m.leader).count(), 1);
     assert_eq!(decision.status.healthy_members, Some(3));
 }
@@ -112,7 +112,10 @@ async fn a_killed_member_is_unhealthy_with_its_endpoint_and_blocks_jobs() {
     cluster.kill(2);
     let observed = observe_cluster(&endpoints, None).await;
     assert_eq!(observed.len(), 3, "{observed:#?}");
-    let dead = observed.iter().find(|m| m.endpoint == endpoints[2]).unwrap();
+    let dead = observed
+        .iter()
+        .find(|m| m.endpoint == endpoints[2])
+        .unwrap_or_else(|| panic!("no member observed at {}: {observed:#?}", endpoints[2]));
     assert_eq!(dead.member.name, cluster.name(2));
     assert!(dead.member.status.is_err(), "{dead:?}");
 

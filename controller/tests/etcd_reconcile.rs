@@ -1,6 +1,8 @@
 //! The EtcdCluster controller's API writes at the HTTP level: the Job it creates, the status it
 //! writes, the Events, and the calls it does not make.
 
+use groundskeeper_protocol::Operation;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget};
 use std::pin::pin;
 use std::sync::Arc;
 
@@ -508,8 +510,11 @@ async fn spec_job_limits_override_the_controllers() {
     let planned = groundskeeper_controller::triggers::etcd::decide::PlannedJob {
         name: "main-maint-1".into(),
         attempt: 1,
-        operation: "compact",
-        args: vec!["compact".into()],
+        operation: Operation::Compact(CompactRequest {
+            etcd: EtcdTarget::default(),
+            to: CompactTo::Revision(1),
+            physical: true,
+        }),
         tls_secret: None,
         reason: "test".into(),
     };

@@ -1,5 +1,7 @@
 //! The Job API layer at the HTTP level: method, path, query and body of every call.
 
+use groundskeeper_protocol::OperationKind;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget, Operation};
 use std::pin::pin;
 
 use groundskeeper_controller::execution::{
@@ -79,13 +81,22 @@ fn plan() -> MaintenanceJob {
     MaintenanceJob {
         namespace: "etcd".into(),
         name: "compact-main-1".into(),
-        operation: "compact".into(),
+        owner: Default::default(),
+        operation: Operation::Compact(CompactRequest {
+            etcd: EtcdTarget::default(),
+            to: CompactTo::Revision(1),
+            physical: false,
+        }),
         target: "main".into(),
         image: "img".into(),
         image_pull_policy: "Always".into(),
-        args: vec!["compact".into()],
         limits: JobLimits::default(),
-        ..Default::default()
+        node: None,
+        extra_labels: Default::default(),
+        annotations: Default::default(),
+        secret_files: Vec::new(),
+        scheduling: Default::default(),
+        resources: None,
     }
 }
 
@@ -164,7 +175,7 @@ async fn create_errors_name_the_job() {
 
 #[tokio::test]
 async fn observe_jobs_lists_jobs_then_pods_with_the_same_selector() {
-    let selector = job_selector("compact", "main");
+    let selector = job_selector(OperationKind::Compact, "main");
     let encoded = "app.kubernetes.io%2Fmanaged-by%3Dgroundskeeper%2Cgroundskeeper.dev%2Foperation%3Dcompact%2Cgroundskeeper.dev%2Ftarget%3Dmain";
     let result = JobResult::new(
         Report::Compact(CompactReport {

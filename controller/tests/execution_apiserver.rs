@@ -6,6 +6,8 @@ use groundskeeper_controller::execution::{
 };
 use groundskeeper_controller::runtime::context::JobLimits;
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
+use groundskeeper_protocol::OperationKind;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget, Operation};
 use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use k8s_openapi::api::batch::v1::Job;
@@ -24,13 +26,21 @@ fn plan() -> MaintenanceJob {
             uid: "owner-uid".into(),
             ..Default::default()
         },
-        operation: "compact".into(),
+        operation: Operation::Compact(CompactRequest {
+            etcd: EtcdTarget::default(),
+            to: CompactTo::Revision(1),
+            physical: false,
+        }),
         target: "main".into(),
         image: "img".into(),
         image_pull_policy: "IfNotPresent".into(),
-        args: vec!["compact".into()],
         limits: JobLimits::default(),
-        ..Default::default()
+        node: None,
+        extra_labels: Default::default(),
+        annotations: Default::default(),
+        secret_files: Vec::new(),
+        scheduling: Default::default(),
+        resources: None,
     }
 }
 
@@ -48,7 +58,7 @@ async fn create_observe_delete() {
     assert!(!again.is_new(), "a second create finds the first Job");
     assert_eq!(again.job().metadata.uid.as_deref(), Some(uid.as_str()));
 
-    let selector = job_selector("compact", "main");
+    let selector = job_selector(OperationKind::Compact, "main");
     let observed = observe_jobs(&client, "etcd", &selector).await.unwrap();
     assert_eq!(observed.len(), 1);
     assert!(matches!(observed[0].state, JobState::Running(_)));

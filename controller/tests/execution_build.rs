@@ -1,5 +1,7 @@
 //! `build_job`: every maintenance Job gets the same hardening, labels, limits and scheduling.
 
+use groundskeeper_protocol::OperationKind;
+use groundskeeper_protocol::operation::{CleanupRequest, Operation};
 use std::collections::BTreeMap;
 
 use groundskeeper_controller::execution::{MaintenanceJob, Scheduling, SecretFile, build_job, job_selector};
@@ -23,18 +25,18 @@ fn cleanup_plan() -> MaintenanceJob {
             controller: None,
             block_owner_deletion: Some(true),
         },
-        operation: "cleanup".into(),
+        operation: Operation::Cleanup(CleanupRequest {
+            node_address: "sc-dc-r1-0.scylla.svc".into(),
+            auth_token_file: "/etc/groundskeeper/agent/auth-token.yaml".into(),
+            agent_ca_file: None,
+            keyspaces: Vec::new(),
+        }),
         target: "sc".into(),
         node: Some("sc-dc-r1-0".into()),
         extra_labels: BTreeMap::from([("scylla/rack".to_owned(), "r1".to_owned())]),
         annotations: BTreeMap::from([(keys::CLEANUP_TOKEN_RING_HASH.to_owned(), "hash==".to_owned())]),
         image: "registry.example/groundskeeper-job:1.0".into(),
         image_pull_policy: "IfNotPresent".into(),
-        args: vec![
-            "cleanup".into(),
-            "--node-address".into(),
-            "sc-dc-r1-0.scylla.svc".into(),
-        ],
         secret_files: vec![SecretFile {
             secret_name: "sc-auth-token".into(),
             key: keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.into(),
@@ -107,7 +109,7 @@ fn job_identity_owner_labels_and_annotations() {
 #[test]
 fn the_label_selector_matches_the_labels() {
     let labels = cleanup_plan().labels();
-    for requirement in job_selector("cleanup", "sc").split(',') {
+    for requirement in job_selector(OperationKind::Cleanup, "sc").split(',') {
         let (key, value) = requirement.split_once('=').unwrap();
         assert_eq!(labels.get(key).map(String::as_str), Some(value), "{requirement}");
     }
@@ -152,7 +154,13 @@ fn pod_is_restricted_and_has_no_api_credentials() {
     assert_eq!(container["imagePullPolicy"], "IfNotPresent");
     assert_eq!(
         container["args"],
-        json!(["cleanup", "--node-address", "sc-dc-r1-0.scylla.svc"])
+        json!([
+            "cleanup",
+            "--node-address",
+            "sc-dc-r1-0.scylla.svc",
+            "--auth-token-file",
+            "/etc/groundskeeper/agent/auth-token.yaml"
+        ])
     );
     assert_eq!(container["terminationMessagePath"], "/dev/termination-log");
     assert_eq!(container["terminationMessagePolicy"], "File");

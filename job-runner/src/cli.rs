@@ -1,7 +1,14 @@
 //! The command line of `groundskeeper-job`, in the library so that whatever builds a Job's
 //! arguments (the controller, its tests, the scenarios) parses them with the binary's own parser.
 
+use std::path::Path;
+
 use clap::{Parser, Subcommand};
+use groundskeeper_protocol::operation::{
+    CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
+};
+
+use crate::etcd::connect::EndpointArgs;
 
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::defrag::DefragArgs;
@@ -39,5 +46,119 @@ impl Cli {
         Cli::try_parse_from(
             std::iter::once("groundskeeper-job".to_owned()).chain(args.into_iter().map(Into::into)),
         )
+    }
+}
+
+impl Command {
+    /// The typed request these arguments carry: what the controller rendered, read back. `None`
+    /// for commands that are not maintenance operations.
+    pub fn operation(&self) -> Option<Operation> {
+        match self {
+            Command::RingHash => None,
+            Command::Cleanup(args) => Some(Operation::Cleanup(CleanupRequest {
+                node_address: args.node_address.clone(),
+                auth_token_file: path_text(&args.auth_token_file),
+                agent_ca_file: args.agent_ca_file.as_deref().map(path_text),
+                keyspaces: args.keyspaces.clone(),
+            })),
+            Command::Defrag(args) => Some(Operation::Defrag(DefragRequest {
+                etcd: etcd_target(&args.connection),
+                min_defrag_bytes: args.min_defrag_bytes,
+                max_fragmented_percent: args.max_fragmented_percent,
+                compact_retain_revisions: args.compact_retain_revisions,
+                no_move_leader: args.no_move_leader,
+                allow_single_member: args.allow_single_member,
+            })),
+            Command::Compact(args) => Some(Operation::Compact(CompactRequest {
+                etcd: etcd_target(&args.connection),
+                to: match (args.retain_revisions, args.revision) {
+                    (_, Some(revision)) => CompactTo::Revision(revision),
+                    (keep, None) => CompactTo::RetainRevisions(keep.unwrap_or_default()),
+                },
+                physical: args.physical,
+            })),
+        }
+    }
+}
+
+fn etcd_target(args: &EndpointArgs) -> EtcdTarget {
+    let tls = match (&args.cacert, &args.cert, &args.key) {
+        (Some(ca), Some(cert), Some(key)) => Some(EtcdTlsFiles {
+            ca: path_text(ca),
+            cert: path_text(cert),
+            key: path_text(key),
+        }),
+        _ => None,
+    };
+    EtcdTarget {
+        endpoints: args.endpoints.clone(),
+        tls,
+    }
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn etcd(tls: bool) -> EtcdTarget {
+        EtcdTarget {
+            endpoints: vec!["https://e-0:2379".into(), "https://e-1:2379".into()],
+            tls: tls.then(|| EtcdTlsFiles {
+                ca: "/tls/ca.crt".into(),
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into(),
+            }),
+        }
+    }
+
+    /// Every rendering the controller can make parses back, with the runner's own parser, into
+    /// the very request it was made from.
+    #[test]
+    fn every_rendered_operation_parses_back_into_itself() {
+        let operations = [
+            Operation::Cleanup(CleanupRequest {
+                node_address: "sc-dc-r1-0.scylla.svc".into(),
+                auth_token_file: "/etc/groundskeeper/agent/auth-token.yaml".into(),
+                agent_ca_file: None,
+                keyspaces: vec![],
+            }),
+            Operation::Cleanup(CleanupRequest {
+                node_address: "10.0.0.5".into(),
+                auth_token_file: "/t.yaml".into(),
+                agent_ca_file: Some("/ca.pem".into()),
+                keyspaces: vec!["ks1".into(), "ks2".into()],
+            }),
+            Operation::Defrag(DefragRequest {
+                etcd: etcd(true),
+                min_defrag_bytes: 100_000_000,
+                max_fragmented_percent: 45.5,
+                compact_retain_revisions: Some(10_000),
+                no_move_leader: true,
+                allow_single_member: true,
+            }),
+            Operation::Defrag(DefragRequest {
+                etcd: etcd(false),
+                ..DefragRequest::default()
+            }),
+            Operation::Compact(CompactRequest {
+                etcd: etcd(true),
+                to: CompactTo::Revision(77),
+                physical: true,
+            }),
+            Operation::Compact(CompactRequest {
+                etcd: etcd(false),
+                to: CompactTo::RetainRevisions(0),
+                physical: false,
+            }),
+        ];
+        for operation in operations {
+            let args = operation.to_args();
+            let cli = Cli::try_parse_args(args.clone()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(cli.command.operation(), Some(operation), "{args:?}");
+        }
     }
 }

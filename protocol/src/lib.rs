@@ -6,8 +6,10 @@
 
 pub mod exit;
 pub mod keys;
+pub mod operation;
 pub mod result;
 pub mod ring_hash;
 
+pub use operation::{Operation, OperationKind};
 pub use result::{JobResult, Outcome, Report};
 pub use ring_hash::{RingHashError, ring_hash, ring_hash_from_json};

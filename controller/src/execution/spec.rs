@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use groundskeeper_protocol::{exit, keys};
+use groundskeeper_protocol::{Operation, OperationKind, exit, keys};
 
 use crate::runtime::context::JobLimits;
 
@@ -56,15 +56,15 @@ pub struct Scheduling {
 
 /// Everything that makes one maintenance Job. Built by a controller's planning step, turned into
 /// a Job by [`build_job`] only.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MaintenanceJob {
     pub namespace: String,
     pub name: String,
     /// The cluster object the Job works for (`controller: true`), so that the Job is
     /// garbage-collected with it and its events wake the owner's controller.
     pub owner: OwnerReference,
-    /// `cleanup`, `defrag`, `compact`, `snapshot`: the [`keys::OPERATION_LABEL`] value.
-    pub operation: String,
+    /// What `groundskeeper-job` does: its arguments, and the [`keys::OPERATION_LABEL`] value.
+    pub operation: Operation,
     /// Name of the cluster: the [`keys::TARGET_LABEL`] value.
     pub target: String,
     /// The node or member worked on, if the Job is per node: the [`keys::NODE_LABEL`] value.
@@ -75,8 +75,6 @@ pub struct MaintenanceJob {
     pub annotations: BTreeMap<String, String>,
     pub image: String,
     pub image_pull_policy: String,
-    /// Arguments of `groundskeeper-job`, subcommand first: `["cleanup", "--node-address", …]`.
-    pub args: Vec<String>,
     pub secret_files: Vec<SecretFile>,
     pub scheduling: Scheduling,
     pub resources: Option<ResourceRequirements>,
@@ -88,7 +86,10 @@ impl MaintenanceJob {
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.extra_labels.clone();
         labels.insert(keys::MANAGED_BY_LABEL.to_owned(), keys::MANAGED_BY.to_owned());
-        labels.insert(keys::OPERATION_LABEL.to_owned(), self.operation.clone());
+        labels.insert(
+            keys::OPERATION_LABEL.to_owned(),
+            self.operation.kind().as_str().to_owned(),
+        );
         labels.insert(keys::TARGET_LABEL.to_owned(), self.target.clone());
         if let Some(node) = &self.node {
             labels.insert(keys::NODE_LABEL.to_owned(), node.clone());
@@ -98,7 +99,7 @@ impl MaintenanceJob {
 }
 
 /// The label selector of every Job groundskeeper made for `operation` on `target`.
-pub fn job_selector(operation: &str, target: &str) -> String {
+pub fn job_selector(operation: OperationKind, target: &str) -> String {
     format!(
         "{}={},{}={operation},{}={target}",
         keys::MANAGED_BY_LABEL,
@@ -224,7 +225,7 @@ fn container(plan: &MaintenanceJob) -> Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(plan.image.clone()),
         image_pull_policy: Some(plan.image_pull_policy.clone()),
-        args: Some(plan.args.clone()),
+        args: Some(plan.operation.to_args()),
         resources: plan.resources.clone(),
         termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_owned()),
         // File, not FallbackToLogsOnError: logs are progress for people, never a result.

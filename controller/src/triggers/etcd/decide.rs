@@ -22,8 +22,9 @@
 use groundskeeper_job::etcd::plan::{
     DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
 };
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
 use groundskeeper_protocol::result::{DefragReport, ErrorKind};
-use groundskeeper_protocol::{JobResult, Outcome, Report};
+use groundskeeper_protocol::{JobResult, Operation, Outcome, Report};
 use jiff::{SignedDuration, Timestamp};
 
 use super::observe::{ObservedMember, cluster_revision};
@@ -112,14 +113,12 @@ pub struct Decision {
 }
 
 /// The Job to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlannedJob {
     pub name: String,
     pub attempt: u64,
-    /// `defrag` or `compact`: the subcommand and the Job's operation label.
-    pub operation: &'static str,
-    /// Arguments of `groundskeeper-job`, subcommand first.
-    pub args: Vec<String>,
+    /// A defrag or a compaction, rendered into the Job's arguments.
+    pub operation: Operation,
     /// Mount the client TLS Secret (its name) under [`TLS_MOUNT_DIR`].
     pub tls_secret: Option<String>,
     /// Why, for the Event and the Progressing condition.
@@ -579,18 +578,13 @@ fn plan_job(
         _ => None,
     };
     if let Some(revision) = compact_to {
-        let args = job_args(
-            policy,
-            "compact",
-            &["--revision".to_owned(), revision.to_string()],
-        );
+        let operation = compact_operation(policy, CompactTo::Revision(revision));
         let reason =
             format!("periodic compaction to revision {revision}, sampled at least the retention ago");
-        return Ok(Some(planned(name, attempt, "compact", args, policy, reason)));
+        return Ok(Some(planned(name, attempt, operation, policy, reason)));
     }
     let observations: Vec<MemberObservation> = members.iter().map(|m| m.member.clone()).collect();
     let over = over_thresholds(policy, &observations);
-    let retain_flag = |keep: i64| vec!["--compact-retain-revisions".to_owned(), keep.to_string()];
     let revision_compaction = match policy.compaction {
         Some(Compaction::Revision { keep }) => {
             revision_compaction_due(policy, status, revision, keep, input.now)
@@ -605,23 +599,18 @@ fn plan_job(
         };
         return match plan_defrag(&defrag_policy(policy), &options, &observations) {
             Ok(plan) if !plan.is_empty() => {
-                let extra = revision_compaction.map(retain_flag).unwrap_or_default();
-                let args = job_args(policy, "defrag", &extra);
+                let operation = defrag_operation(policy, revision_compaction);
                 let reason = format!("defragmentation of {}", over.join(", "));
-                Ok(Some(planned(name, attempt, "defrag", args, policy, reason)))
+                Ok(Some(planned(name, attempt, operation, policy, reason)))
             }
             Ok(_) => Ok(None),
             Err(refusal) => Err(refusal_condition(&refusal, &over)),
         };
     }
     if let Some(keep) = revision_compaction {
-        let args = job_args(
-            policy,
-            "compact",
-            &["--retain-revisions".to_owned(), keep.to_string()],
-        );
+        let operation = compact_operation(policy, CompactTo::RetainRevisions(keep));
         let reason = format!("compaction keeping the last {keep} revisions");
-        return Ok(Some(planned(name, attempt, "compact", args, policy, reason)));
+        return Ok(Some(planned(name, attempt, operation, policy, reason)));
     }
     Ok(None)
 }
@@ -679,59 +668,50 @@ fn over_thresholds(policy: &Policy, members: &[MemberObservation]) -> Vec<String
         .collect()
 }
 
-fn planned(
-    name: String,
-    attempt: u64,
-    operation: &'static str,
-    args: Vec<String>,
-    policy: &Policy,
-    reason: String,
-) -> PlannedJob {
+fn planned(name: String, attempt: u64, operation: Operation, policy: &Policy, reason: String) -> PlannedJob {
     PlannedJob {
         name,
         attempt,
         operation,
-        args,
         tls_secret: policy.tls_secret.clone(),
         reason,
     }
 }
 
-/// `groundskeeper-job <subcommand> --endpoints … [TLS files] [defrag flags] <extra>`.
-fn job_args(policy: &Policy, subcommand: &str, extra: &[String]) -> Vec<String> {
-    let mut args = vec![
-        subcommand.to_owned(),
-        "--endpoints".to_owned(),
-        policy.endpoints.join(","),
-    ];
-    if policy.tls_secret.is_some() {
-        for (flag, key) in [
-            ("--cacert", crate::api::etcd_cluster::TLS_CA_KEY),
-            ("--cert", crate::api::etcd_cluster::TLS_CERT_KEY),
-            ("--key", crate::api::etcd_cluster::TLS_KEY_KEY),
-        ] {
-            args.push(flag.to_owned());
-            args.push(format!("{TLS_MOUNT_DIR}/{key}"));
-        }
+/// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
+fn etcd_target(policy: &Policy) -> EtcdTarget {
+    use crate::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+    let mounted = |key: &str| format!("{TLS_MOUNT_DIR}/{key}");
+    EtcdTarget {
+        endpoints: policy.endpoints.clone(),
+        tls: policy.tls_secret.as_ref().map(|_| EtcdTlsFiles {
+            ca: mounted(TLS_CA_KEY),
+            cert: mounted(TLS_CERT_KEY),
+            key: mounted(TLS_KEY_KEY),
+        }),
     }
-    if subcommand == "compact" {
-        // Wait until the freed pages are visible, so that a defrag right after reclaims them.
-        args.push("--physical".to_owned());
-    }
-    if subcommand == "defrag" {
-        args.push("--min-defrag-bytes".to_owned());
-        args.push(policy.min_defrag_bytes.to_string());
-        args.push("--max-fragmented-percent".to_owned());
-        args.push(policy.max_fragmented_percent.to_string());
-        if !policy.move_leader {
-            args.push("--no-move-leader".to_owned());
-        }
-        if policy.allow_single_member {
-            args.push("--allow-single-member".to_owned());
-        }
-    }
-    args.extend(extra.iter().cloned());
-    args
+}
+
+/// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
+/// them.
+fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
+    Operation::Compact(CompactRequest {
+        etcd: etcd_target(policy),
+        to,
+        physical: true,
+    })
+}
+
+/// A defrag with the cluster's thresholds, compacting to current − `retain` first when given.
+fn defrag_operation(policy: &Policy, retain: Option<i64>) -> Operation {
+    Operation::Defrag(DefragRequest {
+        etcd: etcd_target(policy),
+        min_defrag_bytes: policy.min_defrag_bytes,
+        max_fragmented_percent: policy.max_fragmented_percent,
+        compact_retain_revisions: retain,
+        no_move_leader: !policy.move_leader,
+        allow_single_member: policy.allow_single_member,
+    })
 }
 
 /// `<cluster>-maint-<attempt>`, shortened to a valid Job name when the cluster's name is long

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Map, Value};
 
-use groundskeeper_protocol::keys;
+use groundskeeper_protocol::{OperationKind, keys};
 
 use super::decide::{
     ATTEMPT_LABEL, Decision, Input, MaintenanceJobView, Observed, PlannedEvent, PlannedJob, TLS_MOUNT_DIR,
@@ -34,7 +34,7 @@ use crate::runtime::error::{Error, Result};
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "etcd";
 /// Operations of this controller's Jobs (the [`keys::OPERATION_LABEL`] values).
-pub const OPERATIONS: [&str; 2] = ["defrag", "compact"];
+pub const OPERATIONS: [OperationKind; 2] = [OperationKind::Defrag, OperationKind::Compact];
 /// Longest Event note the API server accepts.
 const EVENT_NOTE_MAX: usize = 1024;
 
@@ -81,7 +81,7 @@ pub fn maintenance_job_selector(name: &str) -> String {
         keys::MANAGED_BY,
         keys::TARGET_LABEL,
         keys::OPERATION_LABEL,
-        OPERATIONS.join(",")
+        OPERATIONS.map(OperationKind::as_str).join(",")
     )
 }
 
@@ -184,7 +184,7 @@ pub async fn apply(
         let limits = job_limits(policy.as_ref().ok(), &ctx.config.job_limits);
         let job = maintenance_job(cluster, ctx, planned, limits)?;
         match execution::create_job(&ctx.client, &job).await? {
-            Created::New(_) => ctx.metrics.job_created(planned.operation),
+            Created::New(_) => ctx.metrics.job_created(planned.operation.kind().as_str()),
             Created::Existing(_) => {
                 // Another reconciliation (a second replica, or ours before a restart) decided the
                 // same on the same state: the Job is theirs, the Event was theirs to publish.
@@ -209,14 +209,14 @@ pub async fn apply(
     for result in &decision.recorded {
         ctx.metrics.etcd.recorded(&namespace, &name, result);
         let operation = match result.report {
-            groundskeeper_protocol::Report::Compact(_) => "compact",
-            _ => "defrag",
+            groundskeeper_protocol::Report::Compact(_) => OperationKind::Compact,
+            _ => OperationKind::Defrag,
         };
         let outcome = serde_json::to_value(result.outcome)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        ctx.metrics.job_finished(operation, &outcome);
+        ctx.metrics.job_finished(operation.as_str(), &outcome);
     }
     publish_events(cluster, ctx, &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
@@ -267,14 +267,13 @@ pub fn maintenance_job(
         namespace: cluster.namespace().unwrap_or_default(),
         name: planned.name.clone(),
         owner,
-        operation: planned.operation.to_owned(),
+        operation: planned.operation.clone(),
         target: cluster.name_any(),
         node: None,
         extra_labels: BTreeMap::from([(ATTEMPT_LABEL.to_owned(), planned.attempt.to_string())]),
         annotations: BTreeMap::new(),
         image: ctx.config.job_image.clone(),
         image_pull_policy: ctx.config.job_image_pull_policy.clone(),
-        args: planned.args.clone(),
         secret_files,
         scheduling: Default::default(),
         resources: None,

@@ -13,6 +13,7 @@ use kube::{Api, Resource};
 use serde_json::{Value, json};
 
 use groundskeeper_protocol::keys;
+use groundskeeper_protocol::operation::{CleanupRequest, Operation};
 
 use super::decide::{Action, ConditionPlan, DeleteReason, MembersRecord, Plan, SeedReason};
 use super::observe::{OPERATION, agent_token_secret_name};
@@ -95,20 +96,18 @@ pub fn cleanup_job(
         namespace: namespace.clone(),
         name: cleanup_job_name(service),
         owner,
-        operation: OPERATION.to_owned(),
+        operation: Operation::Cleanup(CleanupRequest {
+            node_address: node_address(&namespace, service),
+            auth_token_file: AUTH_TOKEN_MOUNT_PATH.into(),
+            agent_ca_file: None,
+            keyspaces: Vec::new(),
+        }),
         target: name.clone(),
         node: Some(service.to_owned()),
         extra_labels: BTreeMap::new(),
         annotations: BTreeMap::from([(keys::CLEANUP_TOKEN_RING_HASH.to_owned(), hash.to_owned())]),
         image: config.job_image.clone(),
         image_pull_policy: config.job_image_pull_policy.clone(),
-        args: vec![
-            "cleanup".into(),
-            "--node-address".into(),
-            node_address(&namespace, service),
-            "--auth-token-file".into(),
-            AUTH_TOKEN_MOUNT_PATH.into(),
-        ],
         secret_files: vec![SecretFile {
             secret_name: agent_token_secret_name(&name),
             key: keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.to_owned(),
@@ -183,7 +182,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             members,
         } => {
             patch_service(&ctx.client, &namespace, service, hash, members.as_ref()).await?;
-            ctx.metrics.job_finished(OPERATION, "succeeded");
+            ctx.metrics.job_finished(OPERATION.as_str(), "succeeded");
             let note = format!("node {service} cleaned up by Job {job}");
             let node = related("v1", "Service", &namespace, service);
             publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await
@@ -194,7 +193,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             let plan = cleanup_job(cluster, &ctx.config, service, hash, rack)?;
             let created = execution::create_job(&ctx.client, &plan).await?;
             if created.is_new() {
-                ctx.metrics.job_created(OPERATION);
+                ctx.metrics.job_created(OPERATION.as_str());
                 tracing::info!(%namespace, %service, job = %plan.name, "created cleanup Job");
             }
             Ok(())
@@ -204,7 +203,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             service,
             message,
         } => {
-            ctx.metrics.job_finished(OPERATION, "failed");
+            ctx.metrics.job_finished(OPERATION.as_str(), "failed");
             let note = format!("cleanup Job {job} of node {service} failed: {message}");
             let failed = related("batch/v1", "Job", &namespace, job);
             publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await?;

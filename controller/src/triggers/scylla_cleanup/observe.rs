@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use groundskeeper_protocol::keys;
+use groundskeeper_protocol::{OperationKind, keys};
 
 use super::decide::{
     ClusterFacts, ConditionFacts, Finding, JobFacts, JobState, MemberFacts, SecretState, Snapshot,
@@ -20,7 +20,7 @@ use crate::execution::{self, JobObservation};
 use crate::runtime::error::{Error, Result};
 
 /// `groundskeeper.dev/operation` of cleanup Jobs.
-pub const OPERATION: &str = "cleanup";
+pub const OPERATION: OperationKind = OperationKind::Cleanup;
 
 /// Label selector of the member Services (one per node) of ScyllaCluster `cluster`.
 pub fn member_selector(cluster: &str) -> String {

@@ -1,0 +1,244 @@
+//! One typed request from the controller to `groundskeeper-job`: the controller renders an
+//! [`Operation`] into a Job's container arguments ([`Operation::to_args`]) and the runner parses
+//! them with its own command line. A test on the runner's side parses every rendering back, so
+//! the flag names live here once and cannot drift from the runner's parser.
+
+use std::fmt;
+
+/// The kind of work, as the runner's subcommand, the Jobs' `groundskeeper.dev/operation` label
+/// and the result's `operation` field name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OperationKind {
+    Cleanup,
+    Defrag,
+    Compact,
+}
+
+impl OperationKind {
+    pub const ALL: [OperationKind; 3] = [Self::Cleanup, Self::Defrag, Self::Compact];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cleanup => "cleanup",
+            Self::Defrag => "defrag",
+            Self::Compact => "compact",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+}
+
+impl fmt::Display for OperationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A piece of work for one `groundskeeper-job` run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
+    Cleanup(CleanupRequest),
+    Defrag(DefragRequest),
+    Compact(CompactRequest),
+}
+
+/// Clean one Scylla node through its Scylla Manager Agent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CleanupRequest {
+    /// Host name or IP address of the node's agent.
+    pub node_address: String,
+    /// Path of the mounted agent token file (`auth-token.yaml`).
+    pub auth_token_file: String,
+    /// Path of a CA bundle for the agent's certificate; `None` accepts its self-signed one.
+    pub agent_ca_file: Option<String>,
+    /// Only these keyspaces; empty: every keyspace that can hold stale data.
+    pub keyspaces: Vec<String>,
+}
+
+/// Where an etcd cluster is and the mounted client TLS files, if any.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EtcdTarget {
+    pub endpoints: Vec<String>,
+    pub tls: Option<EtcdTlsFiles>,
+}
+
+/// Paths of the mounted PEM files.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EtcdTlsFiles {
+    pub ca: String,
+    pub cert: String,
+    pub key: String,
+}
+
+/// Defragment the members over the thresholds, one at a time, leader last.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DefragRequest {
+    pub etcd: EtcdTarget,
+    pub min_defrag_bytes: i64,
+    pub max_fragmented_percent: f64,
+    /// Compact to current − N first.
+    pub compact_retain_revisions: Option<i64>,
+    /// Leave leadership where it is (the leader is defragmented last, in place).
+    pub no_move_leader: bool,
+    pub allow_single_member: bool,
+}
+
+/// How far a compaction goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactTo {
+    /// Keep the last N revisions.
+    RetainRevisions(i64),
+    /// Exactly this revision.
+    Revision(i64),
+}
+
+/// Compact the MVCC history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactRequest {
+    pub etcd: EtcdTarget,
+    pub to: CompactTo,
+    /// Wait until the compaction reached the backend, so a defrag right after reclaims the pages.
+    pub physical: bool,
+}
+
+impl Operation {
+    pub fn kind(&self) -> OperationKind {
+        match self {
+            Self::Cleanup(_) => OperationKind::Cleanup,
+            Self::Defrag(_) => OperationKind::Defrag,
+            Self::Compact(_) => OperationKind::Compact,
+        }
+    }
+
+    /// The container arguments of `groundskeeper-job`, subcommand first.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Args(vec![self.kind().as_str().to_owned()]);
+        match self {
+            Self::Cleanup(request) => request.render(&mut args),
+            Self::Defrag(request) => request.render(&mut args),
+            Self::Compact(request) => request.render(&mut args),
+        }
+        args.0
+    }
+}
+
+/// Flags being rendered.
+struct Args(Vec<String>);
+
+impl Args {
+    fn flag(&mut self, name: &str) {
+        self.0.push(format!("--{name}"));
+    }
+
+    fn value(&mut self, name: &str, value: impl ToString) {
+        self.flag(name);
+        self.0.push(value.to_string());
+    }
+
+    fn switch(&mut self, name: &str, on: bool) {
+        if on {
+            self.flag(name);
+        }
+    }
+}
+
+impl CleanupRequest {
+    fn render(&self, args: &mut Args) {
+        args.value("node-address", &self.node_address);
+        args.value("auth-token-file", &self.auth_token_file);
+        if let Some(ca) = &self.agent_ca_file {
+            args.value("agent-ca-file", ca);
+        }
+        for keyspace in &self.keyspaces {
+            args.value("keyspace", keyspace);
+        }
+    }
+}
+
+impl EtcdTarget {
+    fn render(&self, args: &mut Args) {
+        args.value("endpoints", self.endpoints.join(","));
+        if let Some(tls) = &self.tls {
+            args.value("cacert", &tls.ca);
+            args.value("cert", &tls.cert);
+            args.value("key", &tls.key);
+        }
+    }
+}
+
+impl DefragRequest {
+    fn render(&self, args: &mut Args) {
+        self.etcd.render(args);
+        args.value("min-defrag-bytes", self.min_defrag_bytes);
+        args.value("max-fragmented-percent", self.max_fragmented_percent);
+        args.switch("no-move-leader", self.no_move_leader);
+        args.switch("allow-single-member", self.allow_single_member);
+        if let Some(keep) = self.compact_retain_revisions {
+            args.value("compact-retain-revisions", keep);
+        }
+    }
+}
+
+impl CompactRequest {
+    fn render(&self, args: &mut Args) {
+        self.etcd.render(args);
+        args.switch("physical", self.physical);
+        match self.to {
+            CompactTo::RetainRevisions(keep) => args.value("retain-revisions", keep),
+            CompactTo::Revision(revision) => args.value("revision", revision),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for kind in OperationKind::ALL {
+            assert_eq!(OperationKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(OperationKind::parse("snapshot"), None);
+    }
+
+    #[test]
+    fn rendering_puts_the_subcommand_first_and_omits_what_is_unset() {
+        let compact = Operation::Compact(CompactRequest {
+            etcd: EtcdTarget {
+                endpoints: vec!["http://a:2379".into(), "http://b:2379".into()],
+                tls: None,
+            },
+            to: CompactTo::Revision(42),
+            physical: true,
+        });
+        assert_eq!(
+            compact.to_args(),
+            [
+                "compact",
+                "--endpoints",
+                "http://a:2379,http://b:2379",
+                "--physical",
+                "--revision",
+                "42"
+            ]
+        );
+        let cleanup = Operation::Cleanup(CleanupRequest {
+            node_address: "n.ns.svc".into(),
+            auth_token_file: "/t.yaml".into(),
+            ..CleanupRequest::default()
+        });
+        assert_eq!(
+            cleanup.to_args(),
+            [
+                "cleanup",
+                "--node-address",
+                "n.ns.svc",
+                "--auth-token-file",
+                "/t.yaml"
+            ]
+        );
+    }
+}
