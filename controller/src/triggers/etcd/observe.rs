@@ -7,16 +7,11 @@
 //! wrong or dead endpoint shows in the status instead of silently shrinking the cluster.
 
 use std::fmt;
-use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::Client;
 use futures::future::join_all;
+use groundskeeper_job::etcd::connect::{ClientIdentity, Connection, REQUEST_TIMEOUT};
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
-
-/// Bound of connecting to one member.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Bound of one call to one member.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Client certificate material, PEM, from the EtcdCluster's TLS Secret. Never printed.
 #[derive(Clone)]
@@ -50,15 +45,39 @@ struct StatusAnswer {
     status: MemberStatus,
 }
 
+impl ClientTls {
+    /// The runner's connection settings for these endpoints: the controller observes with the
+    /// same client, TLS checks and timeouts as the maintenance Jobs.
+    fn connection(tls: Option<&Self>, endpoints: &[String]) -> Result<Connection, String> {
+        let (ca, identity) = match tls {
+            Some(tls) => (
+                Some(tls.ca.clone()),
+                Some(ClientIdentity {
+                    cert: tls.cert.clone(),
+                    key: tls.key.clone(),
+                }),
+            ),
+            None => (None, None),
+        };
+        let source = |piece: &str| format!("the client TLS Secret's {piece}");
+        Connection::new(endpoints, ca, identity, &source).map_err(|failure| failure.message)
+    }
+}
+
 /// Observes every member of the cluster reachable through `endpoints`.
 pub async fn observe_cluster(endpoints: &[String], tls: Option<&ClientTls>) -> Vec<ObservedMember> {
-    let answers = join_all(endpoints.iter().map(|e| member_status(e, tls))).await;
+    let connection = match ClientTls::connection(tls, endpoints) {
+        Ok(connection) => connection,
+        Err(why) => return endpoints.iter().map(|e| unknown_member(e, why.clone())).collect(),
+    };
+    let connection = &connection;
+    let answers = join_all(endpoints.iter().map(|e| member_status(e, connection))).await;
     let answered: Vec<(&String, &StatusAnswer)> = endpoints
         .iter()
         .zip(&answers)
         .filter_map(|(e, a)| a.as_ref().ok().map(|a| (e, a)))
         .collect();
-    let Some(list) = member_list(&answered, tls).await else {
+    let Some(list) = member_list(&answered, connection).await else {
         // Nobody answered: each endpoint stands for a member we cannot see.
         return endpoints
             .iter()
@@ -68,7 +87,7 @@ pub async fn observe_cluster(endpoints: &[String], tls: Option<&ClientTls>) -> V
     };
     let mut observed = Vec::with_capacity(list.len());
     for listed in &list {
-        observed.push(observe_listed(listed, &answered, tls).await);
+        observed.push(observe_listed(listed, &answered, connection).await);
     }
     for (endpoint, answer) in endpoints.iter().zip(answers) {
         let claimed = observed.iter().any(|m| same_url(&m.endpoint, endpoint))
@@ -96,7 +115,7 @@ struct ListedMember {
 async fn observe_listed(
     listed: &ListedMember,
     answered: &[(&String, &StatusAnswer)],
-    tls: Option<&ClientTls>,
+    connection: &Connection,
 ) -> ObservedMember {
     let name = if listed.name.is_empty() {
         format!("{:x}", listed.id) // not started yet: etcd lists it without a name
@@ -118,7 +137,7 @@ async fn observe_listed(
     }
     let mut errors = Vec::new();
     for url in &listed.client_urls {
-        match member_status(url, tls).await {
+        match member_status(url, connection).await {
             Ok(answer) if answer.member_id == listed.id => {
                 return observation(url, Ok(answer.status), answer.revision);
             }
@@ -152,28 +171,15 @@ fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
-fn connect_options(tls: Option<&ClientTls>) -> ConnectOptions {
-    let options = ConnectOptions::new()
-        .with_connect_timeout(CONNECT_TIMEOUT)
-        .with_timeout(REQUEST_TIMEOUT);
-    match tls {
-        Some(tls) => options.with_tls(
-            TlsOptions::new()
-                .ca_certificate(Certificate::from_pem(&tls.ca))
-                .identity(Identity::from_pem(&tls.cert, &tls.key)),
-        ),
-        None => options,
-    }
-}
-
-async fn connect(endpoint: &str, tls: Option<&ClientTls>) -> Result<Client, String> {
-    Client::connect([endpoint], Some(connect_options(tls)))
+async fn connect(endpoint: &str, connection: &Connection) -> Result<Client, String> {
+    connection
+        .client(endpoint, Some(REQUEST_TIMEOUT))
         .await
         .map_err(|err| format!("{endpoint}: cannot connect: {err}"))
 }
 
-async fn member_status(endpoint: &str, tls: Option<&ClientTls>) -> Result<StatusAnswer, String> {
-    let mut client = connect(endpoint, tls).await?;
+async fn member_status(endpoint: &str, connection: &Connection) -> Result<StatusAnswer, String> {
+    let mut client = connect(endpoint, connection).await?;
     let status = client
         .status()
         .await
@@ -190,10 +196,10 @@ async fn member_status(endpoint: &str, tls: Option<&ClientTls>) -> Result<Status
 /// The member list, from the first endpoint that answered `Status` and then `MemberList`.
 async fn member_list(
     answered: &[(&String, &StatusAnswer)],
-    tls: Option<&ClientTls>,
+    connection: &Connection,
 ) -> Option<Vec<ListedMember>> {
     for (endpoint, answer) in answered {
-        let Ok(mut client) = connect(endpoint, tls).await else {
+        let Ok(mut client) = connect(endpoint, connection).await else {
             continue;
         };
         match client.member_list().await {
