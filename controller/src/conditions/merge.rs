@@ -140,7 +140,8 @@ pub fn format_time(time: Timestamp) -> String {
     time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn truncate(text: &str, max_len: usize) -> String {
+/// `text` cut to at most `max_len` bytes, on a character boundary.
+pub fn truncate(text: &str, max_len: usize) -> String {
     if text.len() <= max_len {
         return text.to_owned();
     }

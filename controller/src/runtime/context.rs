@@ -7,8 +7,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder, Reporter};
 
+use crate::conditions::merge::truncate;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::metrics::Metrics;
+
+/// Longest Event note the API server accepts (bytes).
+pub const EVENT_NOTE_MAX: usize = 1024;
 
 /// Name the controller reports itself as, in Events and field managers.
 pub const CONTROLLER_NAME: &str = "groundskeeper";
@@ -160,16 +164,15 @@ impl Context {
         }
     }
 
-    /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`).
-    pub async fn publish_event(&self, regarding: &ObjectReference, event: Event) -> Result<()> {
-        let name = regarding.name.as_deref().unwrap_or("?");
-        self.recorder
-            .publish(&event, regarding)
-            .await
-            .map_err(Error::kube(format!(
-                "publish Event {} about {name}",
-                event.reason
-            )))
+    /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`), its note
+    /// cut to the API's limit. Events are for people, and the conditions and metrics carry the
+    /// same facts: one that cannot be published is logged, never retried, and fails nothing.
+    pub async fn publish_event(&self, regarding: &ObjectReference, mut event: Event) {
+        event.note = event.note.map(|note| truncate(&note, EVENT_NOTE_MAX));
+        if let Err(err) = self.recorder.publish(&event, regarding).await {
+            let name = regarding.name.as_deref().unwrap_or("?");
+            tracing::warn!(reason = %event.reason, about = name, error = %err, "could not publish an Event");
+        }
     }
 }
 
@@ -275,7 +278,7 @@ mod tests {
             action: "Cleanup".into(),
             secondary: None,
         };
-        context.publish_event(&regarding, event).await.unwrap();
+        context.publish_event(&regarding, event).await;
         let body = server.await.unwrap();
         assert_eq!(body["reason"], "CleanupSucceeded");
         assert_eq!(body["type"], "Normal");

@@ -30,13 +30,12 @@ use crate::conditions::merge_conditions;
 use crate::execution::{self, Created, MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
+use crate::runtime::reconciler::{Reconciler, describe};
 
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "etcd";
 /// Operations of this controller's Jobs (the [`keys::OPERATION_LABEL`] values).
 pub const OPERATIONS: [OperationKind; 2] = [OperationKind::Defrag, OperationKind::Compact];
-/// Longest Event note the API server accepts.
-const EVENT_NOTE_MAX: usize = 1024;
 
 /// Runs the EtcdCluster controller until the watch streams end.
 pub async fn run(ctx: Arc<Context>) {
@@ -45,32 +44,27 @@ pub async fn run(ctx: Arc<Context>) {
     let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
     Controller::new(clusters, watcher::Config::default())
         .owns(jobs, watcher::Config::default().labels(&ours))
-        .run(reconcile, error_policy, ctx)
-        .for_each(|outcome| async move {
-            if let Err(err) = outcome {
-                tracing::warn!(controller = CONTROLLER, error = %err, "reconciliation failed");
+        .shutdown_on_signal()
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Reconciler::new(ctx, CONTROLLER)),
+        )
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(controller = CONTROLLER, error = %err, "etcd controller event");
             }
         })
         .await;
 }
 
-fn error_policy(cluster: Arc<EtcdCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(CONTROLLER, error);
-    tracing::warn!(
-        cluster = %describe(&cluster),
-        error = %error,
-        "EtcdCluster reconciliation failed; retrying"
-    );
-    Action::requeue(ctx.config.requeue_error)
-}
-
-/// `namespace/name` of a cluster, for messages.
-fn describe(cluster: &EtcdCluster) -> String {
-    format!(
-        "{}/{}",
-        cluster.namespace().unwrap_or_default(),
-        cluster.name_any()
-    )
+/// The shared error policy: exponential backoff per cluster.
+pub fn error_policy(
+    cluster: Arc<EtcdCluster>,
+    error: &Error,
+    reconciler: Arc<Reconciler<EtcdCluster>>,
+) -> Action {
+    reconciler.failed(&cluster, error)
 }
 
 /// The label selector of every maintenance Job of cluster `name`.
@@ -86,9 +80,14 @@ pub fn maintenance_job_selector(name: &str) -> String {
 }
 
 /// One reconciliation of one EtcdCluster.
-pub async fn reconcile(cluster: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action> {
-    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
-    reconcile_at(&cluster, &ctx, Timestamp::now()).await
+pub async fn reconcile(
+    cluster: Arc<EtcdCluster>,
+    reconciler: Arc<Reconciler<EtcdCluster>>,
+) -> Result<Action> {
+    let _timer = reconciler.ctx.metrics.reconcile_started(CONTROLLER);
+    let action = reconcile_at(&cluster, &reconciler.ctx, Timestamp::now()).await?;
+    reconciler.succeeded(&cluster);
+    Ok(action)
 }
 
 /// [`reconcile`] with the clock given, for tests.
@@ -339,7 +338,6 @@ async fn write_status(
     Ok(())
 }
 
-/// Events are for people: one that cannot be published is logged, not retried.
 async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
     let regarding = cluster.object_ref(&());
     for planned in events {
@@ -350,25 +348,12 @@ async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedE
                 EventType::Normal
             },
             reason: planned.reason.to_owned(),
-            note: Some(truncate(&planned.note, EVENT_NOTE_MAX)),
+            note: Some(planned.note.clone()),
             action: "Maintain".to_owned(),
             secondary: None,
         };
-        if let Err(err) = ctx.publish_event(&regarding, event).await {
-            tracing::warn!(cluster = %describe(cluster), error = %err, "could not publish an Event");
-        }
+        ctx.publish_event(&regarding, event).await;
     }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text[..cut].to_owned()
 }
 
 fn to_std(duration: SignedDuration) -> Duration {

@@ -185,7 +185,8 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             ctx.metrics.job_finished(OPERATION.as_str(), "succeeded");
             let note = format!("node {service} cleaned up by Job {job}");
             let node = related("v1", "Service", &namespace, service);
-            publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await
+            publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await;
+            Ok(())
         }
         Action::CreateCleanupJob {
             service, hash, rack, ..
@@ -206,7 +207,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             ctx.metrics.job_finished(OPERATION.as_str(), "failed");
             let note = format!("cleanup Job {job} of node {service} failed: {message}");
             let failed = related("batch/v1", "Job", &namespace, job);
-            publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await?;
+            publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await;
             mark_failure_reported(&ctx.client, &namespace, job).await
         }
         Action::DeleteJob { job, reason } => {
@@ -215,7 +216,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             if *reason == DeleteReason::Retry {
                 let note = format!("retrying the cleanup: deleted failed Job {job}");
                 let deleted = related("batch/v1", "Job", &namespace, job);
-                publish(ctx, cluster, deleted, EventType::Normal, "CleanupRetried", note).await?;
+                publish(ctx, cluster, deleted, EventType::Normal, "CleanupRetried", note).await;
             }
             Ok(())
         }
@@ -277,27 +278,15 @@ async fn publish(
     type_: EventType,
     reason: &str,
     note: String,
-) -> Result<()> {
+) {
     let event = Event {
         type_,
         reason: reason.to_owned(),
-        note: Some(truncate_note(note)),
+        note: Some(note),
         action: "Cleanup".to_owned(),
         secondary: Some(related),
     };
-    ctx.publish_event(&cluster.object_ref(&()), event).await
-}
-
-/// Event notes are limited to 1 kB.
-fn truncate_note(mut note: String) -> String {
-    if note.len() > 1000 {
-        let mut cut = 1000;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-    }
-    note
+    ctx.publish_event(&cluster.object_ref(&()), event).await;
 }
 
 /// The plan's conditions as the shared writer takes them.

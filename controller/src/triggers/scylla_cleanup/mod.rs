@@ -3,10 +3,10 @@
 //! The ring observer writes `current-token-ring-hash` where nothing else does.
 
 pub mod apply;
-pub mod controller;
 pub mod decide;
 pub mod observe;
+pub mod reconcile;
 pub mod ring_observer;
 
-pub use controller::run;
+pub use reconcile::run;
 pub use ring_observer::run_ring_observer;

@@ -1,8 +1,7 @@
 //! The cleanup controller loop: one reconciliation per ScyllaCluster (observe → decide → apply),
 //! woken by the ScyllaCluster, the cleanup Jobs it owns and its member Services.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -19,34 +18,10 @@ use super::{apply, decide, observe};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::Error;
+use crate::runtime::reconciler::Reconciler;
 
 /// The `controller` label of this controller's metrics.
 pub const CONTROLLER: &str = "scylla-cleanup";
-/// Longest wait after repeated failures of one cluster's reconciliation.
-const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(600);
-
-/// What every reconciliation of this controller shares: the context and, per cluster, how many
-/// reconciliations failed in a row (for the error backoff).
-pub struct Reconciler {
-    pub ctx: Arc<Context>,
-    failures: Mutex<HashMap<ObjectRef<ScyllaCluster>, u32>>,
-}
-
-impl Reconciler {
-    pub fn new(ctx: Arc<Context>) -> Self {
-        Self {
-            ctx,
-            failures: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<ScyllaCluster>, u32>> {
-        // A panic elsewhere while holding the lock leaves plain counters: still usable.
-        self.failures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
 
 /// Runs the cleanup controller until the process is told to stop.
 pub async fn run(ctx: Arc<Context>) {
@@ -77,7 +52,11 @@ pub async fn run(ctx: Arc<Context>) {
         cluster_of_member,
     )
     .shutdown_on_signal()
-    .run(reconcile, error_policy, Arc::new(Reconciler::new(ctx)))
+    .run(
+        reconcile,
+        error_policy,
+        Arc::new(Reconciler::new(ctx, CONTROLLER)),
+    )
     .for_each(|result| async move {
         if let Err(err) = result {
             tracing::debug!(error = %err, "cleanup controller event");
@@ -98,7 +77,10 @@ pub fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
 }
 
 /// One pass over one ScyllaCluster.
-pub async fn reconcile(cluster: Arc<ScyllaCluster>, reconciler: Arc<Reconciler>) -> Result<Action, Error> {
+pub async fn reconcile(
+    cluster: Arc<ScyllaCluster>,
+    reconciler: Arc<Reconciler<ScyllaCluster>>,
+) -> Result<Action, Error> {
     let ctx = &reconciler.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if cluster.metadata.deletion_timestamp.is_some() {
@@ -115,7 +97,7 @@ pub async fn reconcile(cluster: Arc<ScyllaCluster>, reconciler: Arc<Reconciler>)
         "cleanup plan"
     );
     apply::apply(ctx, &cluster, &plan).await?;
-    reconciler.failures().remove(&ObjectRef::from(cluster.as_ref()));
+    reconciler.succeeded(&cluster);
     Ok(Action::requeue(requeue_after(&plan, ctx)))
 }
 
@@ -128,24 +110,11 @@ fn requeue_after(plan: &decide::Plan, ctx: &Context) -> Duration {
     }
 }
 
-/// Counts the failure and backs off exponentially per cluster: `requeue_error`, doubled on each
-/// failure in a row, at most [`MAX_ERROR_BACKOFF`].
-pub fn error_policy(cluster: Arc<ScyllaCluster>, error: &Error, reconciler: Arc<Reconciler>) -> Action {
-    let ctx = &reconciler.ctx;
-    ctx.metrics.reconcile_failed(CONTROLLER, error);
-    let key = ObjectRef::from(cluster.as_ref());
-    let failures = {
-        let mut map = reconciler.failures();
-        let count = map.entry(key.clone()).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
-    };
-    let delay = error_backoff(ctx.config.requeue_error, failures);
-    tracing::warn!(cluster = %key, error = %error, failures, retry_in_s = delay.as_secs(), "cleanup reconciliation failed");
-    Action::requeue(delay)
-}
-
-pub fn error_backoff(base: Duration, failures: u32) -> Duration {
-    let factor = 1u32 << failures.saturating_sub(1).min(10);
-    base.saturating_mul(factor).min(MAX_ERROR_BACKOFF)
+/// The shared error policy: exponential backoff per cluster.
+pub fn error_policy(
+    cluster: Arc<ScyllaCluster>,
+    error: &Error,
+    reconciler: Arc<Reconciler<ScyllaCluster>>,
+) -> Action {
+    reconciler.failed(&cluster, error)
 }
