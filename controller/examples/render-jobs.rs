@@ -8,11 +8,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::scylla::ScyllaCluster;
 use groundskeeper_controller::execution::build_job;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::triggers::etcd::decide::PlannedJob;
 use groundskeeper_controller::triggers::etcd::reconcile::maintenance_job;
 use groundskeeper_controller::triggers::scylla_cleanup::apply::cleanup_job;

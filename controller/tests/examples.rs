@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use groundskeeper_controller::execution::CONTAINER_NAME;
 use groundskeeper_controller::api::EtcdCluster;
+use groundskeeper_controller::execution::CONTAINER_NAME;
 use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::exit;

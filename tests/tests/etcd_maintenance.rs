@@ -21,10 +21,10 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::triggers::etcd::decide::TLS_MOUNT_DIR;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
