@@ -189,6 +189,7 @@ pub enum WaitReason {
     /// Its turn: `task` runs or is first in line, with `ahead` tasks in front of this one.
     QueuedBehind {
         task: String,
+        /// `task` runs, or starts with this very decision.
         task_running: bool,
         ahead: usize,
     },
@@ -337,7 +338,9 @@ fn from_place(place: Place, input: &TargetTasks) -> Decision {
         } => Decision::Wait {
             reason: WaitReason::QueuedBehind {
                 task: head,
-                task_running: head_running,
+                // A head that is not running yet starts in this very pass when the target is
+                // ready: say so now, rather than write a second message once it has.
+                task_running: head_running || input.facts == TargetFacts::Ready,
                 ahead,
             },
         },

@@ -174,14 +174,14 @@ fn decisions_per_rule() {
             ]),
             vec![
                 ("a", Decision::Start),
-                ("b", queued_behind("a", false, 1)),
-                ("c", queued_behind("a", false, 2)),
+                ("b", queued_behind("a", true, 1)),
+                ("c", queued_behind("a", true, 2)),
             ],
         ),
         (
             "a tie on creation time is broken by name",
             ready(vec![task("b", 5, Compact), task("a", 5, Defragment)]),
-            vec![("a", Decision::Start), ("b", queued_behind("a", false, 1))],
+            vec![("a", Decision::Start), ("b", queued_behind("a", true, 1))],
         ),
         (
             "a running task keeps running; the pending ones queue behind it",
