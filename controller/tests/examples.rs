@@ -4,11 +4,19 @@
 use std::path::PathBuf;
 
 use groundskeeper_controller::api::EtcdCluster;
+use groundskeeper_controller::api::MaintenanceTask;
+use groundskeeper_controller::api::maintenance_task::TaskType;
 use groundskeeper_controller::execution::CONTAINER_NAME;
+use groundskeeper_controller::tasks::validate::{Compact, describe_errors};
+use groundskeeper_controller::tasks::{Operation, validate};
 use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
+use groundskeeper_job::etcd::compact::CompactTarget;
 use groundskeeper_protocol::exit;
+use groundskeeper_protocol::keys::{ORIGIN_LABEL, ORIGIN_MANUAL};
 use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use serde_json::Value;
 
 fn example(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -77,4 +85,102 @@ fn the_cleanup_job_example_follows_the_job_conventions() {
             .iter()
             .any(|m| m.mount_path == "/etc/scylla-agent" && m.read_only == Some(true))
     );
+}
+
+/// The MaintenanceTask examples and the type each asks for.
+const TASK_EXAMPLES: &[(&str, TaskType)] = &[
+    ("task-cleanup.yaml", TaskType::Cleanup),
+    ("task-compact.yaml", TaskType::Compact),
+    ("task-defragment.yaml", TaskType::Defragment),
+    ("task-maintenance.yaml", TaskType::Maintenance),
+];
+
+/// A task example read through the CRD's types, every field of the file known to them.
+fn task_example(file: &str) -> MaintenanceTask {
+    let text = example(file);
+    let task: MaintenanceTask =
+        serde_saphyr::from_str(&text).unwrap_or_else(|err| panic!("{file} does not parse: {err}"));
+    let as_written: Value = serde_saphyr::from_str(&text).expect("YAML");
+    let read_back = serde_json::to_value(&task).expect("a task serializes");
+    assert_fields_known(file, "", &as_written, &read_back);
+    task
+}
+
+/// Every field of `written` is in `read` with the same value: none was dropped as unknown (a
+/// misspelt field would be, and the example would silently mean something else).
+fn assert_fields_known(file: &str, path: &str, written: &Value, read: &Value) {
+    match (written, read) {
+        (Value::Object(written), Value::Object(read)) => {
+            for (key, value) in written {
+                let field = format!("{path}.{key}");
+                let read_value = read
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{file}: {field} is not a field of the type"));
+                assert_fields_known(file, &field, value, read_value);
+            }
+        }
+        (Value::Array(written), Value::Array(read)) if written.len() == read.len() => {
+            for (i, (w, r)) in written.iter().zip(read).enumerate() {
+                assert_fields_known(file, &format!("{path}[{i}]"), w, r);
+            }
+        }
+        (Value::Number(w), Value::Number(r)) => assert_eq!(w.as_f64(), r.as_f64(), "{file}: {path}"),
+        _ => assert_eq!(written, read, "{file}: {path}"),
+    }
+}
+
+#[test]
+fn the_task_examples_are_valid_manual_tasks() {
+    for (file, task_type) in TASK_EXAMPLES {
+        let task = task_example(file);
+        assert_eq!(&task.spec.task_type, task_type, "{file}");
+        assert_eq!(
+            task.labels().get(ORIGIN_LABEL).map(String::as_str),
+            Some(ORIGIN_MANUAL),
+            "{file}: label {ORIGIN_LABEL}"
+        );
+        assert_eq!(
+            task.spec.config.members_set(),
+            vec![task_type.config_member().unwrap()],
+            "{file} shows the settings of its type"
+        );
+        if let Err(errors) = validate(&task) {
+            panic!("{file} is rejected: {}", describe_errors(&errors));
+        }
+    }
+}
+
+#[test]
+fn the_compact_example_keeps_ten_thousand_revisions() {
+    let task = validate(&task_example("task-compact.yaml")).expect("valid");
+    assert!(
+        matches!(
+            task.operation,
+            Operation::Compact(Compact {
+                target: CompactTarget::RetainRevisions(10_000),
+                ..
+            })
+        ),
+        "{:?}",
+        task.operation
+    );
+}
+
+/// CI validates the other manifests against Kubernetes' own schemas and skips custom resources
+/// (apiVersion groundskeeper.dev/…): each of those must be checked here instead.
+#[test]
+fn every_custom_resource_example_is_checked_here() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
+    let mut checked: Vec<&str> = TASK_EXAMPLES.iter().map(|(file, _)| *file).collect();
+    checked.push("etcdcluster.yaml");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let custom = example(&name)
+            .lines()
+            .any(|line| line.starts_with("apiVersion: groundskeeper.dev/"));
+        assert!(
+            !custom || checked.contains(&name.as_str()),
+            "manifests/examples/{name} is a custom resource that no test reads: add it to this file"
+        );
+    }
 }

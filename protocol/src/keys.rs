@@ -58,3 +58,11 @@ pub const FAILURE_REPORTED: &str = "groundskeeper.dev/failure-reported";
 /// On a member Service: when groundskeeper's ring observer last wrote `current-token-ring-hash`
 /// (RFC 3339). Marks the hash as groundskeeper's to keep up to date.
 pub const RING_HASH_OBSERVED_AT: &str = "groundskeeper.dev/ring-hash-observed-at";
+
+/// Label on a MaintenanceTask: who asked for it, [`ORIGIN_AUTOMATIC`] (one of groundskeeper's
+/// triggers) or [`ORIGIN_MANUAL`] (a person). Lets people list, and clean up, their own tasks.
+pub const ORIGIN_LABEL: &str = "groundskeeper.dev/origin";
+/// Value of [`ORIGIN_LABEL`] on tasks groundskeeper's triggers create.
+pub const ORIGIN_AUTOMATIC: &str = "automatic";
+/// Value of [`ORIGIN_LABEL`] on tasks people create.
+pub const ORIGIN_MANUAL: &str = "manual";

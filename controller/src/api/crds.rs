@@ -7,10 +7,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::api::etcd_cluster::EtcdCluster;
+use crate::api::maintenance_task::MaintenanceTask;
 
 /// Every CRD groundskeeper owns, with the file name it is checked in under.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
-    vec![("etcdclusters.groundskeeper.dev.yaml", EtcdCluster::crd())]
+    vec![
+        ("etcdclusters.groundskeeper.dev.yaml", EtcdCluster::crd()),
+        ("maintenancetasks.groundskeeper.dev.yaml", MaintenanceTask::crd()),
+    ]
 }
 
 /// The YAML of a CRD as checked in.

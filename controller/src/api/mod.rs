@@ -3,6 +3,8 @@
 
 pub mod crds;
 pub mod etcd_cluster;
+pub mod maintenance_task;
 pub mod scylla;
 
 pub use etcd_cluster::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};
+pub use maintenance_task::{MaintenanceTask, MaintenanceTaskSpec, MaintenanceTaskStatus};

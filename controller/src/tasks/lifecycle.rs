@@ -1,0 +1,430 @@
+//! What happens next to each task of one target: a pure function of the target's facts, the
+//! tasks and the time.
+//!
+//! ```text
+//!   Pending ──▶ InProgress ──▶ Completed | Failed      (then deleted, ttlSecondsAfterFinished later)
+//!      │
+//!      └──▶ Rejected | Failed (DeadlineExceeded)
+//! ```
+//!
+//! The rules, in the order they apply:
+//!
+//! * a final task (Completed, Failed, Rejected) never changes; it is deleted once
+//!   `ttlSecondsAfterFinished` has passed since it finished (`completedAt`; its creation if no
+//!   finish time was recorded);
+//! * a waiting task with an invalid spec is rejected, naming every mistake;
+//! * a waiting task whose target does not exist is rejected; a running one fails
+//!   (`TargetNotFound`): its Jobs have nothing left to work on;
+//! * a task not finished `deadlineSeconds` after its creation fails (`DeadlineExceeded`), the
+//!   deadline included (at exactly the deadline it fails);
+//! * the rest queue ([`super::queue`]): a duplicate is rejected naming the task it duplicates;
+//!   the head starts when its target is ready, or waits saying what for; the others wait,
+//!   naming the task they are queued behind.
+//!
+//! The caller gathers the facts (does the target exist, may work start on it: the exact reason
+//! when not), applies each decision (status with [`super::status`], Jobs, deletion), and looks
+//! again at [`TargetPlan::requeue_at`] at the latest: the earliest deadline or TTL expiry.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+
+use super::queue::{self, Place, QueueEntry, Standing};
+use super::validate::{FieldError, describe_errors, validate};
+use crate::api::maintenance_task::{MaintenanceTask, TaskState, TaskTarget, TaskType};
+
+/// What the caller knows of a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetFacts {
+    /// No object of that kind and name in the tasks' namespace (give this for a kind that is
+    /// not known, too).
+    Missing,
+    /// It exists but work may not start on it now; `reason` says exactly what it waits for,
+    /// e.g. "condition Available is False".
+    Waiting { reason: String },
+    /// It exists and work may start on it.
+    Ready,
+}
+
+/// What the lifecycle needs of a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    pub name: String,
+    pub created: Timestamp,
+    pub task_type: TaskType,
+    /// `Pending` when the task has no status yet.
+    pub state: TaskState,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub deadline_seconds: Option<i64>,
+    pub ttl_seconds_after_finished: i64,
+    /// What [`validate`] said of the spec.
+    pub validation: Result<(), Vec<FieldError>>,
+}
+
+impl TaskView {
+    /// The view of a task object. `now` stands in for a creation time the object lacks (only
+    /// objects that did not come from an API server lack one).
+    pub fn of(task: &MaintenanceTask, now: Timestamp) -> Self {
+        let status = task.status.as_ref();
+        let time = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| t.map(|t| t.0);
+        TaskView {
+            name: task.name_any(),
+            created: time(task.metadata.creation_timestamp.as_ref()).unwrap_or(now),
+            task_type: task.spec.task_type.clone(),
+            state: status.and_then(|s| s.state).unwrap_or_default(),
+            started_at: time(status.and_then(|s| s.started_at.as_ref())),
+            completed_at: time(status.and_then(|s| s.completed_at.as_ref())),
+            deadline_seconds: task.spec.deadline_seconds,
+            ttl_seconds_after_finished: task.spec.ttl_seconds_after_finished,
+            validation: validate(task).map(|_| ()),
+        }
+    }
+}
+
+/// A target (in one namespace) and its tasks, as [`decide`] takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetTasks {
+    pub target: TaskTarget,
+    pub facts: TargetFacts,
+    pub tasks: Vec<TaskView>,
+}
+
+/// A target as a key: tasks of different namespaces never share a queue.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TargetKey {
+    pub namespace: String,
+    pub target: TaskTarget,
+}
+
+/// The tasks grouped by target, each group's views ready for [`decide`].
+pub fn group_by_target(tasks: &[MaintenanceTask], now: Timestamp) -> BTreeMap<TargetKey, Vec<TaskView>> {
+    let mut groups: BTreeMap<TargetKey, Vec<TaskView>> = BTreeMap::new();
+    for task in tasks {
+        let key = TargetKey {
+            namespace: task.namespace().unwrap_or_default(),
+            target: task.spec.target.clone(),
+        };
+        groups.entry(key).or_default().push(TaskView::of(task, now));
+    }
+    groups
+}
+
+/// What to do with one task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Turn it away for good (state Rejected).
+    Reject { reason: Rejection },
+    /// Leave it Pending; `reason` is what it waits for.
+    Wait { reason: WaitReason },
+    /// Start its work (state InProgress).
+    Start,
+    /// Its work runs; leave it.
+    KeepRunning,
+    /// It did not finish by `deadline` (state Failed, code `DeadlineExceeded`); stop its Jobs.
+    FailDeadline { deadline: Timestamp },
+    /// Its target was deleted while it ran (state Failed, code `TargetNotFound`); stop its Jobs.
+    FailTargetGone { target: TaskTarget },
+    /// Finished, and its time to live has passed: delete the object.
+    Delete,
+    /// Finished, kept until its time to live has passed.
+    Nothing,
+}
+
+/// Why a task is turned away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    Invalid {
+        errors: Vec<FieldError>,
+    },
+    TargetNotFound {
+        target: TaskTarget,
+    },
+    /// Another task of the same type and target, ahead of it, is still pending or running.
+    Duplicate {
+        of: String,
+        of_state: TaskState,
+    },
+}
+
+impl Rejection {
+    /// For `lastErrors[].code` and the conditions' reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::Invalid { .. } => "InvalidSpec",
+            Rejection::TargetNotFound { .. } => "TargetNotFound",
+            Rejection::Duplicate { .. } => "Duplicate",
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Invalid { errors } => write!(
+                f,
+                "the spec is invalid: {}. The spec cannot change: create a corrected task",
+                describe_errors(errors)
+            ),
+            Rejection::TargetNotFound { target } => write!(
+                f,
+                "{} {} does not exist in this namespace: create it first, or create a task that \
+                 names an existing one",
+                target.kind, target.name
+            ),
+            Rejection::Duplicate { of, of_state } => write!(
+                f,
+                "duplicate of MaintenanceTask {of} ({of_state}), which does the same work on the \
+                 same target; wait for it to finish and create this task again if still needed"
+            ),
+        }
+    }
+}
+
+/// What a pending task waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Its turn: `task` runs or is first in line, with `ahead` tasks in front of this one.
+    QueuedBehind {
+        task: String,
+        /// `task` runs, or starts with this very decision.
+        task_running: bool,
+        ahead: usize,
+    },
+    /// Its target, which is not ready for work for `reason` (as the caller gave it).
+    Target { target: TaskTarget, reason: String },
+}
+
+impl WaitReason {
+    /// For the `Queued` condition's reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WaitReason::QueuedBehind { .. } => "QueuedBehindTask",
+            WaitReason::Target { .. } => "WaitingForTarget",
+        }
+    }
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitReason::QueuedBehind {
+                task,
+                task_running,
+                ahead,
+            } => {
+                let state = if *task_running { "InProgress" } else { "Pending" };
+                let tasks = if *ahead == 1 { "task" } else { "tasks" };
+                write!(
+                    f,
+                    "queued behind MaintenanceTask {task} ({state}); {ahead} {tasks} ahead of this one"
+                )
+            }
+            WaitReason::Target { target, reason } => {
+                write!(f, "waits for {} {}: {reason}", target.kind, target.name)
+            }
+        }
+    }
+}
+
+/// One task's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskDecision {
+    pub name: String,
+    pub decision: Decision,
+}
+
+/// Every task's decision, in queue order, and when to look again at the latest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetPlan {
+    pub target: TaskTarget,
+    pub decisions: Vec<TaskDecision>,
+    /// The earliest deadline or TTL expiry among the tasks kept; `None`: nothing is due by time
+    /// (only a change will bring one).
+    pub requeue_at: Option<Timestamp>,
+}
+
+/// One decision per task of the target.
+pub fn decide(input: &TargetTasks, now: Timestamp) -> TargetPlan {
+    let tasks = &input.tasks;
+    let mut decisions: Vec<Option<Decision>> = tasks
+        .iter()
+        .map(|task| settle(task, &input.target, &input.facts, now))
+        .collect();
+    let in_queue: Vec<usize> = (0..tasks.len()).filter(|&i| decisions[i].is_none()).collect();
+    let entries: Vec<QueueEntry> = in_queue.iter().map(|&i| queue_entry(&tasks[i])).collect();
+    for (&i, place) in in_queue.iter().zip(queue::place(&entries)) {
+        decisions[i] = Some(from_place(place, input));
+    }
+    let decided: Vec<(&TaskView, Decision)> = tasks
+        .iter()
+        .zip(
+            decisions
+                .into_iter()
+                .map(|d| d.expect("every task is settled or queued")),
+        )
+        .collect();
+    plan(input.target.clone(), decided, now)
+}
+
+/// The earliest time any of the plans wants to be looked at again.
+pub fn earliest_requeue(plans: &[TargetPlan]) -> Option<Timestamp> {
+    plans.iter().filter_map(|p| p.requeue_at).min()
+}
+
+/// The decisions that do not depend on the queue; `None` for a task that is to be queued.
+fn settle(task: &TaskView, target: &TaskTarget, facts: &TargetFacts, now: Timestamp) -> Option<Decision> {
+    if task.state.is_final() {
+        return Some(finished(task, now));
+    }
+    let running = task.state == TaskState::InProgress;
+    if !running && let Err(errors) = &task.validation {
+        return Some(Decision::Reject {
+            reason: Rejection::Invalid {
+                errors: errors.clone(),
+            },
+        });
+    }
+    if !running && *facts == TargetFacts::Missing {
+        return Some(Decision::Reject {
+            reason: Rejection::TargetNotFound {
+                target: target.clone(),
+            },
+        });
+    }
+    if let Some(deadline) = deadline_of(task)
+        && deadline <= now
+    {
+        return Some(Decision::FailDeadline { deadline });
+    }
+    if running && *facts == TargetFacts::Missing {
+        return Some(Decision::FailTargetGone {
+            target: target.clone(),
+        });
+    }
+    None
+}
+
+fn finished(task: &TaskView, now: Timestamp) -> Decision {
+    match expiry_of(task) {
+        Some(expiry) if expiry <= now => Decision::Delete,
+        _ => Decision::Nothing,
+    }
+}
+
+fn queue_entry(task: &TaskView) -> QueueEntry {
+    QueueEntry {
+        name: task.name.clone(),
+        created: task.created,
+        task_type: task.task_type.clone(),
+        standing: if task.state == TaskState::InProgress {
+            Standing::Running
+        } else {
+            Standing::Waiting
+        },
+    }
+}
+
+fn from_place(place: Place, input: &TargetTasks) -> Decision {
+    match place {
+        Place::Running => Decision::KeepRunning,
+        Place::Head => head_decision(input),
+        Place::Behind {
+            head,
+            head_running,
+            ahead,
+        } => Decision::Wait {
+            reason: WaitReason::QueuedBehind {
+                task: head,
+                // A head that is not running yet starts in this very pass when the target is
+                // ready: say so now, rather than write a second message once it has.
+                task_running: head_running || input.facts == TargetFacts::Ready,
+                ahead,
+            },
+        },
+        Place::Duplicate { of, of_running } => Decision::Reject {
+            reason: Rejection::Duplicate {
+                of,
+                of_state: if of_running {
+                    TaskState::InProgress
+                } else {
+                    TaskState::Pending
+                },
+            },
+        },
+    }
+}
+
+/// The head starts when its target is ready.
+fn head_decision(input: &TargetTasks) -> Decision {
+    match &input.facts {
+        TargetFacts::Ready => Decision::Start,
+        TargetFacts::Waiting { reason } => Decision::Wait {
+            reason: WaitReason::Target {
+                target: input.target.clone(),
+                reason: reason.clone(),
+            },
+        },
+        // Settled before queueing; kept total rather than assumed.
+        TargetFacts::Missing => Decision::Reject {
+            reason: Rejection::TargetNotFound {
+                target: input.target.clone(),
+            },
+        },
+    }
+}
+
+/// The decisions in queue order, with the earliest time one of them is due.
+fn plan(target: TaskTarget, mut decided: Vec<(&TaskView, Decision)>, now: Timestamp) -> TargetPlan {
+    decided.sort_by(|(a, _), (b, _)| queue::queue_order((&a.created, &a.name), (&b.created, &b.name)));
+    let requeue_at = decided
+        .iter()
+        .filter_map(|(task, decision)| due_at(task, decision, now))
+        .min();
+    TargetPlan {
+        target,
+        decisions: decided
+            .into_iter()
+            .map(|(task, decision)| TaskDecision {
+                name: task.name.clone(),
+                decision,
+            })
+            .collect(),
+        requeue_at,
+    }
+}
+
+/// When the task, once its decision is applied, next needs looking at for time's sake alone.
+fn due_at(task: &TaskView, decision: &Decision, now: Timestamp) -> Option<Timestamp> {
+    match decision {
+        Decision::Delete => None,
+        Decision::Nothing => expiry_of(task),
+        // Final from now on: its time to live starts now.
+        Decision::Reject { .. } | Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } => {
+            after(now, task.ttl_seconds_after_finished.max(0))
+        }
+        Decision::Wait { .. } | Decision::Start | Decision::KeepRunning => deadline_of(task),
+    }
+}
+
+/// Creation plus `deadlineSeconds`.
+pub fn deadline_of(task: &TaskView) -> Option<Timestamp> {
+    after(task.created, task.deadline_seconds?)
+}
+
+/// When a finished task is to be deleted: its finish (else its creation) plus its TTL (a
+/// negative TTL, which validation refuses, counts as 0).
+pub fn expiry_of(task: &TaskView) -> Option<Timestamp> {
+    let finished = task.completed_at.unwrap_or(task.created);
+    after(finished, task.ttl_seconds_after_finished.max(0))
+}
+
+/// `time` plus `seconds`; `None` past the end of time (a deadline too far away to matter).
+fn after(time: Timestamp, seconds: i64) -> Option<Timestamp> {
+    time.checked_add(SignedDuration::from_secs(seconds)).ok()
+}
+
+#[cfg(test)]
+mod tests;
