@@ -8,7 +8,7 @@ use groundskeeper_controller::api::MaintenanceTask;
 use groundskeeper_controller::api::maintenance_task::TaskType;
 use groundskeeper_controller::execution::CONTAINER_NAME;
 use groundskeeper_controller::tasks::validate::{Compact, describe_errors};
-use groundskeeper_controller::tasks::{Operation, validate};
+use groundskeeper_controller::tasks::{Work, validate};
 use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::compact::CompactTarget;
@@ -155,14 +155,14 @@ fn the_compact_example_keeps_ten_thousand_revisions() {
     let task = validate(&task_example("task-compact.yaml")).expect("valid");
     assert!(
         matches!(
-            task.operation,
-            Operation::Compact(Compact {
+            task.work,
+            Work::Compact(Compact {
                 target: CompactTarget::RetainRevisions(10_000),
                 ..
             })
         ),
         "{:?}",
-        task.operation
+        task.work
     );
 }
 

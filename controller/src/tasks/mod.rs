@@ -16,4 +16,4 @@ pub use lifecycle::{
     decide, earliest_requeue, group_by_target,
 };
 pub use status::{apply_decision, complete, fail, progress_of, push_error};
-pub use validate::{FieldError, Operation, ValidTask, validate};
+pub use validate::{FieldError, ValidTask, Work, validate};

@@ -50,7 +50,7 @@ pub struct ValidTask {
     pub name: String,
     /// Of the kind the operation works on.
     pub target: TaskTarget,
-    pub operation: Operation,
+    pub work: Work,
     /// How long the task is kept once finished.
     pub ttl_after_finished: SignedDuration,
     /// How long after its creation the task must have finished.
@@ -59,7 +59,7 @@ pub struct ValidTask {
 
 /// What a task does, with its settings checked and defaulted.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Operation {
+pub enum Work {
     Cleanup(Cleanup),
     Compact(Compact),
     Defragment(DefragPolicy),
@@ -120,13 +120,13 @@ pub fn validate(task: &MaintenanceTask) -> Result<ValidTask, Vec<FieldError>> {
     check_config_union(&mut check, spec);
     let ttl = check_ttl(&mut check, spec.ttl_seconds_after_finished);
     let deadline = check_deadline(&mut check, spec.deadline_seconds);
-    let operation = check_operation(&mut check, spec);
-    match (operation, check.errors.is_empty()) {
-        (Some(operation), true) => Ok(ValidTask {
+    let work = check_work(&mut check, spec);
+    match (work, check.errors.is_empty()) {
+        (Some(work), true) => Ok(ValidTask {
             namespace: task.namespace().unwrap_or_default(),
             name: task.name_any(),
             target: spec.target.clone(),
-            operation,
+            work,
             ttl_after_finished: ttl,
             deadline,
         }),
@@ -248,24 +248,22 @@ fn check_deadline(check: &mut Check, seconds: Option<i64>) -> Option<SignedDurat
 }
 
 /// The operation of the task's type, from its config member (or the type's defaults).
-fn check_operation(check: &mut Check, spec: &MaintenanceTaskSpec) -> Option<Operation> {
+fn check_work(check: &mut Check, spec: &MaintenanceTaskSpec) -> Option<Work> {
     let config = &spec.config;
     let operation = match &spec.task_type {
-        TaskType::Cleanup => {
-            Operation::Cleanup(check_cleanup(check, &config.cleanup.clone().unwrap_or_default()))
-        }
-        TaskType::Compact => Operation::Compact(check_compact(
+        TaskType::Cleanup => Work::Cleanup(check_cleanup(check, &config.cleanup.clone().unwrap_or_default())),
+        TaskType::Compact => Work::Compact(check_compact(
             check,
             "spec.config.compact",
             &config.compact.clone().unwrap_or_default(),
         )?),
-        TaskType::Defragment => Operation::Defragment(check_defragment(
+        TaskType::Defragment => Work::Defragment(check_defragment(
             check,
             "spec.config.defragment",
             &config.defragment.clone().unwrap_or_default(),
         )),
         TaskType::Maintenance => check_maintenance(check, &config.maintenance.clone().unwrap_or_default())?,
-        TaskType::Snapshot => Operation::Snapshot(check_snapshot(
+        TaskType::Snapshot => Work::Snapshot(check_snapshot(
             check,
             &spec.target.name,
             &config.snapshot.clone().unwrap_or_default(),
@@ -425,7 +423,7 @@ fn check_defragment(check: &mut Check, field: &str, config: &DefragmentConfig) -
     }
 }
 
-fn check_maintenance(check: &mut Check, config: &MaintenanceConfig) -> Option<Operation> {
+fn check_maintenance(check: &mut Check, config: &MaintenanceConfig) -> Option<Work> {
     let compact = check_compact(
         check,
         "spec.config.maintenance.compact",
@@ -436,7 +434,7 @@ fn check_maintenance(check: &mut Check, config: &MaintenanceConfig) -> Option<Op
         "spec.config.maintenance.defragment",
         &config.defragment.clone().unwrap_or_default(),
     );
-    Some(Operation::Maintenance {
+    Some(Work::Maintenance {
         compact: compact?,
         defragment,
     })

@@ -34,7 +34,7 @@ fn every_type_with_its_defaults_is_valid() {
     let cases = [
         (
             scylla(json!({})),
-            Operation::Cleanup(Cleanup {
+            Work::Cleanup(Cleanup {
                 keyspaces: vec![],
                 nodes: vec![],
                 max_concurrent_per_rack: None,
@@ -43,21 +43,21 @@ fn every_type_with_its_defaults_is_valid() {
         ),
         (
             etcd("Compact", json!({})),
-            Operation::Compact(Compact {
+            Work::Compact(Compact {
                 target: CompactTarget::RetainRevisions(10_000),
                 physical: false,
             }),
         ),
         (
             etcd("Defragment", json!({})),
-            Operation::Defragment(DefragPolicy {
+            Work::Defragment(DefragPolicy {
                 min_defrag_bytes: 0,
                 max_fragmented_percent: 0.0,
             }),
         ),
         (
             etcd("Maintenance", json!({})),
-            Operation::Maintenance {
+            Work::Maintenance {
                 compact: Compact {
                     target: CompactTarget::RetainRevisions(10_000),
                     physical: false,
@@ -70,7 +70,7 @@ fn every_type_with_its_defaults_is_valid() {
         ),
         (
             etcd("Snapshot", json!({})),
-            Operation::Snapshot(Snapshot {
+            Work::Snapshot(Snapshot {
                 persistent_volume_claim: "main-snapshots".into(),
                 file_name: "{cluster}-{time}.db".into(),
                 retain: 5,
@@ -79,7 +79,7 @@ fn every_type_with_its_defaults_is_valid() {
     ];
     for (task, wanted) in cases {
         let valid = validate(&task).unwrap_or_else(|e| panic!("{}", describe_errors(&e)));
-        assert_eq!(valid.operation, wanted);
+        assert_eq!(valid.work, wanted);
         assert_eq!(valid.namespace, "etcd");
         assert_eq!(valid.name, "t1");
         assert_eq!(valid.ttl_after_finished, SignedDuration::from_hours(1));
@@ -97,8 +97,8 @@ fn settings_given_are_carried_over() {
     }})))
     .unwrap();
     assert_eq!(
-        valid.operation,
-        Operation::Cleanup(Cleanup {
+        valid.work,
+        Work::Cleanup(Cleanup {
             keyspaces: vec!["ks1".into(), "ks2".into()],
             nodes: vec!["sc-dc1-r1-0".into()],
             max_concurrent_per_rack: Some(2),
@@ -111,8 +111,8 @@ fn settings_given_are_carried_over() {
     ))
     .unwrap();
     assert_eq!(
-        valid.operation,
-        Operation::Maintenance {
+        valid.work,
+        Work::Maintenance {
             compact: Compact {
                 target: CompactTarget::Revision(42),
                 physical: true
@@ -129,8 +129,8 @@ fn settings_given_are_carried_over() {
     ))
     .unwrap();
     assert_eq!(
-        valid.operation,
-        Operation::Snapshot(Snapshot {
+        valid.work,
+        Work::Snapshot(Snapshot {
             persistent_volume_claim: "backups".into(),
             file_name: "etcd-{time}.db".into(),
             retain: 1
@@ -147,8 +147,8 @@ fn ttl_zero_and_a_deadline_are_valid() {
     assert_eq!(valid.ttl_after_finished, SignedDuration::ZERO);
     assert_eq!(valid.deadline, Some(SignedDuration::from_secs(1)));
     assert_eq!(
-        valid.operation,
-        Operation::Compact(Compact {
+        valid.work,
+        Work::Compact(Compact {
             target: CompactTarget::RetainRevisions(0),
             physical: false
         })
