@@ -737,13 +737,16 @@ async fn every_cleaned_node_is_named_in_an_event() {
             })
         })
         .await;
-    let events = scenario.events();
-    for node in Scenario::old_nodes() {
-        assert!(
+    // The Event follows the annotation write: wait for it rather than race it.
+    let names_every_node = |s: &Scenario| {
+        let events = s.events();
+        Scenario::old_nodes().iter().all(|node| {
             events
                 .iter()
-                .any(|e| e["note"].as_str().is_some_and(|n| n.contains(&node))),
-            "an Event names {node}: {events:#?}"
-        );
-    }
+                .any(|e| e["note"].as_str().is_some_and(|n| n.contains(node)))
+        })
+    };
+    scenario
+        .wait_for("an Event naming each cleaned node", names_every_node)
+        .await;
 }
