@@ -9,6 +9,8 @@
 pub mod api;
 pub mod conditions;
 pub mod execution;
+pub mod results;
 pub mod runtime;
+pub mod targets;
 pub mod tasks;
 pub mod triggers;

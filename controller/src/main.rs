@@ -11,6 +11,7 @@ use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::http::{self, Readiness};
 use groundskeeper_controller::runtime::leader::{self, LeaderElectionConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::tasks;
 use groundskeeper_controller::triggers::{etcd, scylla_cleanup};
 
 #[derive(Parser)]
@@ -26,7 +27,7 @@ struct Cli {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "scylla-cleanup,ring-observer,etcd"
+        default_value = "scylla-cleanup,ring-observer,etcd,tasks"
     )]
     controllers: Vec<Part>,
     /// Namespace of the leader-election Lease (the controller's own).
@@ -58,6 +59,8 @@ enum Part {
     RingObserver,
     /// EtcdCluster compaction and defragmentation.
     Etcd,
+    /// MaintenanceTasks: queued per target, run as Jobs, results in their status.
+    Tasks,
 }
 
 #[tokio::main]
@@ -110,6 +113,7 @@ async fn run_until_shutdown(ctx: Arc<Context>, parts: Vec<Part>) {
             Part::ScyllaCleanup => Box::pin(scylla_cleanup::run(ctx)),
             Part::RingObserver => Box::pin(scylla_cleanup::run_ring_observer(ctx)),
             Part::Etcd => Box::pin(etcd::run(ctx)),
+            Part::Tasks => Box::pin(tasks::reconcile::run(ctx)),
         };
         task
     });

@@ -66,3 +66,7 @@ pub const ORIGIN_LABEL: &str = "groundskeeper.dev/origin";
 pub const ORIGIN_AUTOMATIC: &str = "automatic";
 /// Value of [`ORIGIN_LABEL`] on tasks people create.
 pub const ORIGIN_MANUAL: &str = "manual";
+/// Label on a Job run for a MaintenanceTask: the task's name (the task owns the Job too).
+pub const TASK_LABEL: &str = "groundskeeper.dev/task";
+/// Label on a task's Job: which step of the task it runs, from 0.
+pub const TASK_STEP_LABEL: &str = "groundskeeper.dev/task-step";

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, NodeState, TaskState};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::triggers::etcd::decide::TLS_MOUNT_DIR;
@@ -58,6 +59,10 @@ fn etcd_clusters() -> ResourceId {
 
 fn jobs() -> ResourceId {
     ResourceId::of::<Job>()
+}
+
+fn tasks() -> ResourceId {
+    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
 }
 
 /// Runs a maintenance Job's container once `gate` is open: `groundskeeper-job`'s subcommand
@@ -124,6 +129,8 @@ struct Setup {
     /// `revision` compaction keeping this many revisions; history longer than that is written
     /// after the churn.
     keep_revisions: Option<i64>,
+    /// `spec.policy.enabled: false`: the trigger observes but makes no Job of its own.
+    automatic_off: bool,
 }
 
 /// A fragmented etcd cluster, its EtcdCluster, the controller and the Job simulator.
@@ -136,11 +143,13 @@ struct Scenario {
     /// Jobs' containers wait until this is true.
     gate: watch::Sender<bool>,
     controller: tokio::task::JoinHandle<()>,
+    tasks: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Scenario {
     fn drop(&mut self) {
         self.controller.abort();
+        self.tasks.abort();
     }
 }
 
@@ -178,6 +187,9 @@ impl Scenario {
             write_history(&etcd, keep * 3).await;
             spec["policy"]["compaction"] = json!({ "mode": "revision", "retention": keep.to_string() });
         }
+        if setup.automatic_off {
+            spec["policy"]["enabled"] = json!(false);
+        }
         if let Some(extra) = setup.extra_endpoint {
             spec["endpoints"].as_array_mut().unwrap().push(extra.into());
         }
@@ -206,7 +218,8 @@ impl Scenario {
             ControllerConfig::default(),
             Arc::new(Metrics::new()),
         ));
-        let controller = tokio::spawn(groundskeeper_controller::triggers::etcd::run(ctx));
+        let controller = tokio::spawn(groundskeeper_controller::triggers::etcd::run(ctx.clone()));
+        let tasks = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
         Some(Scenario {
             server,
             etcd,
@@ -214,6 +227,7 @@ impl Scenario {
             jobs,
             gate,
             controller,
+            tasks,
         })
     }
 
@@ -296,6 +310,39 @@ impl Scenario {
             s.cluster().status.and_then(|st| st.observed_generation) == changed
         })
         .await;
+    }
+
+    /// Creates a MaintenanceTask on the cluster, as a person would.
+    fn create_task(&self, name: &str, task_type: &str, config: Value) {
+        let mut spec = json!({"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": task_type});
+        if !config.is_null() {
+            spec["config"] = config;
+        }
+        let task = json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1",
+            "kind": "MaintenanceTask",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": "manual"}},
+            "spec": spec,
+        });
+        self.server
+            .create(&tasks(), Some(NAMESPACE), task)
+            .expect("the MaintenanceTask");
+    }
+
+    fn task(&self, name: &str) -> MaintenanceTask {
+        self.server
+            .get_as(Some(NAMESPACE), name)
+            .expect("the MaintenanceTask exists")
+    }
+
+    fn task_state(&self, name: &str) -> Option<TaskState> {
+        self.task(name).status.and_then(|s| s.state)
+    }
+
+    fn task_condition(&self, name: &str, type_: &str) -> Option<Condition> {
+        self.task(name)
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
     }
 
     /// Waits for the controller's next periodic observation (after `checkInterval`).
@@ -553,8 +600,175 @@ async fn an_endpoint_that_does_not_answer_degrades_without_a_job(version: EtcdVe
 }
 
 groundskeeper_e2e::for_each_etcd_version!(
+    a_manual_defragment_task_runs_one_job_and_reports_every_member,
+    tasks_queue_first_in_first_out_and_a_duplicate_is_rejected,
+    a_manual_task_waits_behind_an_automatic_job,
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
     revision_compaction_runs_inside_the_defrag_job,
     an_endpoint_that_does_not_answer_degrades_without_a_job,
 );
+
+/// "Defrag now": a person's Defragment task with no thresholds runs one Job, owned by the task,
+/// and ends Completed with every member's sizes in its status.
+async fn a_manual_defragment_task_runs_one_job_and_reports_every_member(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    scenario.create_task("defrag-now", "Defragment", Value::Null);
+    scenario
+        .wait_for("the task InProgress with its Job", |s| {
+            s.task_state("defrag-now") == Some(TaskState::InProgress) && !s.job_names().is_empty()
+        })
+        .await;
+    assert_eq!(scenario.job_names(), vec!["defrag-now-0".to_owned()]);
+    let job = scenario
+        .server
+        .get(&jobs(), Some(NAMESPACE), "defrag-now-0")
+        .unwrap();
+    let owner = &job["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["name"].as_str()),
+        (Some("MaintenanceTask"), Some("defrag-now"))
+    );
+    assert_eq!(job["metadata"]["labels"]["groundskeeper.dev/task"], "defrag-now");
+
+    scenario.open_gate();
+    scenario
+        .wait_for("the task Completed", |s| {
+            s.task_state("defrag-now") == Some(TaskState::Completed)
+        })
+        .await;
+    let status = scenario.task("defrag-now").status.unwrap();
+    assert_eq!(status.nodes.len(), 3, "{status:#?}");
+    for node in &status.nodes {
+        assert_eq!(node.state, NodeState::Succeeded, "{node:#?}");
+        assert_eq!(node.job.as_deref(), Some("defrag-now-0"));
+        assert!(
+            node.bytes_reclaimed.unwrap_or_default() > CHURNED_DB / 3,
+            "{node:#?}"
+        );
+    }
+    assert_eq!(status.progress.as_deref(), Some("3/3"));
+    assert!(status.started_at.is_some() && status.completed_at.is_some());
+    let ready = scenario.task_condition("defrag-now", "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{ready:?}");
+    assert!(ready.message.contains("defragmented 3 member(s)"), "{ready:?}");
+    assert_eq!(
+        scenario.jobs.log().created_names(),
+        std::collections::BTreeSet::from(["defrag-now-0".to_owned()])
+    );
+    let after = scenario.etcd.states().await.expect("every member answers");
+    assert!(after.iter().all(|m| m.db_size < MIN_DEFRAG_BYTES), "{after:?}");
+}
+
+/// Tasks on one cluster run one at a time in the order they were created; a second task of the
+/// same type as one queued or running is rejected, naming it.
+async fn tasks_queue_first_in_first_out_and_a_duplicate_is_rejected(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    scenario.create_task("first", "Defragment", Value::Null);
+    scenario
+        .wait_for("the first task InProgress", |s| {
+            s.task_state("first") == Some(TaskState::InProgress)
+        })
+        .await;
+    // Creation times have a resolution of a second: the later tasks are created a second later.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    scenario.create_task("again", "Defragment", Value::Null);
+    scenario.create_task(
+        "then-compact",
+        "Compact",
+        json!({"compact": {"retainRevisions": 0}}),
+    );
+    scenario
+        .wait_for("the duplicate rejected, the compaction queued", |s| {
+            s.task_state("again") == Some(TaskState::Rejected)
+                && s.task_condition("then-compact", "Queued")
+                    .is_some_and(|c| c.status == "True")
+        })
+        .await;
+    let rejected = scenario.task("again").status.unwrap();
+    let why = &rejected
+        .last_errors
+        .last()
+        .expect("a lastErrors entry")
+        .description;
+    assert!(
+        why.contains("first"),
+        "the rejection names the task it duplicates: {why}"
+    );
+    let queued = scenario.task_condition("then-compact", "Queued").unwrap();
+    assert!(queued.message.contains("first"), "{queued:?}");
+    assert_eq!(
+        scenario.job_names(),
+        vec!["first-0".to_owned()],
+        "one task at a time"
+    );
+
+    scenario.open_gate();
+    scenario
+        .wait_for("both tasks Completed", |s| {
+            s.task_state("first") == Some(TaskState::Completed)
+                && s.task_state("then-compact") == Some(TaskState::Completed)
+        })
+        .await;
+    let first = scenario.task("first").status.unwrap();
+    let second = scenario.task("then-compact").status.unwrap();
+    assert!(
+        second.started_at.as_ref().unwrap().0 >= first.completed_at.as_ref().unwrap().0,
+        "first in, first out: {first:#?} {second:#?}"
+    );
+    assert_eq!(scenario.jobs.log().max_running_per_group, 1);
+    assert!(
+        second.nodes.iter().all(|n| n.compacted_revision.is_some()),
+        "{second:#?}"
+    );
+}
+
+/// A person's task on a cluster whose automatic maintenance Job runs waits for that Job, says
+/// so, and runs after it.
+async fn a_manual_task_waits_behind_an_automatic_job(version: EtcdVersion) {
+    let Some(scenario) = Scenario::start(version, Setup::default()).await else {
+        return;
+    };
+    scenario
+        .wait_for("the automatic Job created", |s| !s.job_names().is_empty())
+        .await;
+    let automatic = scenario.job_names().remove(0);
+    scenario.create_task(
+        "compact-now",
+        "Compact",
+        json!({"compact": {"retainRevisions": 0}}),
+    );
+    scenario
+        .wait_for("the task waiting for the automatic Job", |s| {
+            s.task_condition("compact-now", "Queued")
+                .is_some_and(|c| c.status == "True" && c.message.contains(&automatic))
+        })
+        .await;
+    assert_eq!(scenario.task_state("compact-now"), Some(TaskState::Pending));
+
+    scenario.open_gate();
+    scenario
+        .wait_for("the task Completed after the automatic Job", |s| {
+            s.task_state("compact-now") == Some(TaskState::Completed)
+        })
+        .await;
+    let log = scenario.jobs.log();
+    assert_eq!(
+        log.created_names(),
+        std::collections::BTreeSet::from([automatic.clone(), "compact-now-0".to_owned()]),
+        "{log:#?}"
+    );
+    assert_eq!(log.max_running_per_group, 1, "never both at once: {log:#?}");
+}

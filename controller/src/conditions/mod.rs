@@ -7,6 +7,6 @@ pub use merge::{
     Condition, ConditionStatus, MESSAGE_MAX_LEN, condition_status, format_time, merge_conditions,
 };
 pub use writer::{
-    ConditionTarget, WriteOutcome, conditions_patch, scylla_condition_target, write_conditions,
+    ConditionTarget, WriteOutcome, conditions_patch, scylla_condition_target, status_patch, write_conditions,
     write_conditions_at,
 };

@@ -150,3 +150,20 @@ fn existing_conditions(object: &DynamicObject, target: &ConditionTarget) -> Resu
         }),
     }
 }
+
+/// The JSON merge patch turning a whole status `previous` into `next`: every field of `next`, and
+/// a null for each field `previous` had and `next` has not (a merge patch keeps what it does not
+/// name). For statuses groundskeeper owns whole (EtcdCluster, MaintenanceTask).
+pub fn status_patch<S: serde::Serialize>(previous: &S, next: &S) -> serde_json::Result<Value> {
+    let to_map = |status: &S| {
+        serde_json::to_value(status).map(|value| match value {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        })
+    };
+    let (before, mut after) = (to_map(previous)?, to_map(next)?);
+    for key in before.keys() {
+        after.entry(key.clone()).or_insert(Value::Null);
+    }
+    Ok(serde_json::json!({ "status": after }))
+}

@@ -14,4 +14,6 @@ pub use observe::{
     Attempts, Finished, JOB_NAME_LABEL, JobObservation, JobState, LEGACY_JOB_NAME_LABEL, ResultError,
     observe, observe_job, read_result,
 };
-pub use spec::{CONTAINER_NAME, MaintenanceJob, Scheduling, SecretFile, build_job, job_selector};
+pub use spec::{
+    CONTAINER_NAME, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job, job_selector,
+};

@@ -81,6 +81,8 @@ pub struct JobObservation {
     pub annotations: BTreeMap<String, String>,
     /// The Job is being deleted: it neither counts as running nor should it be acted upon again.
     pub deleting: bool,
+    /// uid of its controlling owner (the cluster, or the task it runs for).
+    pub owner_uid: Option<String>,
     pub state: JobState,
 }
 
@@ -92,6 +94,13 @@ pub fn observe(job: &Job, pods: &[Pod]) -> JobObservation {
         labels: job.metadata.labels.clone().unwrap_or_default(),
         annotations: job.metadata.annotations.clone().unwrap_or_default(),
         deleting: job.metadata.deletion_timestamp.is_some(),
+        owner_uid: job
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|owner| owner.controller == Some(true))
+            .map(|owner| owner.uid.clone()),
         state: observe_job(job, pods),
     }
 }

@@ -50,6 +50,8 @@ pub struct Metrics {
     pub jobs_finished: Family<JobOutcomeLabels, Counter>,
     /// The EtcdCluster controller's series (fragmentation, bytes reclaimed, defrag durations).
     pub etcd: crate::triggers::etcd::metrics::EtcdMetrics,
+    /// The MaintenanceTask series (ended, durations, queued).
+    pub tasks: crate::tasks::metrics::TaskMetrics,
 }
 
 fn reconcile_duration_histogram() -> Histogram {
@@ -75,6 +77,7 @@ impl Metrics {
         let jobs_created = Family::<OperationLabels, Counter>::default();
         let jobs_finished = Family::<JobOutcomeLabels, Counter>::default();
         let etcd = crate::triggers::etcd::metrics::EtcdMetrics::register(&mut registry);
+        let tasks = crate::tasks::metrics::TaskMetrics::register(&mut registry);
         registry.register("reconciles", "Reconciliations started", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -100,6 +103,7 @@ impl Metrics {
             jobs_created,
             jobs_finished,
             etcd,
+            tasks,
         }
     }
 

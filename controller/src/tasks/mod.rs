@@ -1,14 +1,18 @@
 //! MaintenanceTasks, the one path for maintenance asked for by people and by the triggers:
 //! checked ([`validate`]), queued per target ([`queue`]), moved through their states
-//! ([`lifecycle`]) and their status written ([`status`]).
+//! ([`lifecycle`]), their steps followed ([`steps`]) and their status written ([`status`]).
 //!
-//! Everything here is pure: it speaks of targets and tasks, never of a data store or of the
-//! Kubernetes API, and takes the time as an argument. The controller around it gathers the facts
-//! and carries out the decisions.
+//! Those are pure: they speak of targets and tasks, never of a data store or of the Kubernetes
+//! API, and take the time as an argument. [`reconcile`] is the task controller around them: it
+//! gathers the facts, carries out the decisions, and is the one place that creates a task's Jobs
+//! (what the work means on a kind of target comes from [`crate::targets`]).
 
 pub mod lifecycle;
+pub mod metrics;
 pub mod queue;
+pub mod reconcile;
 pub mod status;
+pub mod steps;
 pub mod validate;
 
 pub use lifecycle::{

@@ -24,7 +24,7 @@ use groundskeeper_job::etcd::plan::{
 };
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
 use groundskeeper_protocol::result::{DefragReport, ErrorKind};
-use groundskeeper_protocol::{JobResult, Operation, Outcome, Report};
+use groundskeeper_protocol::{JobResult, Operation, Outcome, Report, keys};
 use jiff::{SignedDuration, Timestamp};
 
 use super::observe::{ObservedMember, cluster_revision};
@@ -32,6 +32,7 @@ use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus};
 use crate::conditions::Condition;
+use crate::execution::spec::bounded_name;
 use crate::execution::{JobObservation, JobState};
 
 pub const PROGRESSING: &str = "DefragControllerProgressing";
@@ -42,8 +43,6 @@ pub const DISABLED: &str = "DefragControllerDisabled";
 pub const ATTEMPT_LABEL: &str = "groundskeeper.dev/attempt";
 /// Where the Job finds the client TLS Secret's files.
 pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
-/// Longest Job name: Job names become the `batch.kubernetes.io/job-name` label of its pods.
-const MAX_JOB_NAME: usize = 63;
 /// Shortest wait before the next reconciliation: the clock is never exact.
 const MIN_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
 /// Requeue of a cluster whose spec is invalid: its next spec change wakes us anyway.
@@ -72,7 +71,18 @@ pub struct MaintenanceJobView {
 impl MaintenanceJobView {
     /// The view of a Job listed with this controller's selector; `None` without an attempt label
     /// (not made by this controller: ignored rather than guessed at).
+    /// The trigger's own Jobs, by their attempt label; and, while it runs, a MaintenanceTask's
+    /// Job on the same cluster, as an in-flight Job of attempt 0: the trigger then creates no
+    /// Job of its own beside it (the task's result is the task's, never recorded here).
     pub fn from_observation(job: &JobObservation) -> Option<Self> {
+        if job.labels.contains_key(keys::TASK_LABEL) {
+            return matches!(job.state, JobState::Running(_)).then(|| Self {
+                name: job.name.clone(),
+                attempt: 0,
+                deleting: job.deleting,
+                state: job.state.clone(),
+            });
+        }
         let attempt = job.labels.get(ATTEMPT_LABEL)?.parse().ok()?;
         Some(Self {
             name: job.name.clone(),
@@ -694,7 +704,7 @@ fn etcd_target(policy: &Policy) -> EtcdTarget {
 
 /// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
 /// them.
-fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
+pub fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
     Operation::Compact(CompactRequest {
         etcd: etcd_target(policy),
         to,
@@ -704,10 +714,16 @@ fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
 
 /// A defrag with the cluster's thresholds, compacting to current − `retain` first when given.
 fn defrag_operation(policy: &Policy, retain: Option<i64>) -> Operation {
+    defrag_with(policy, &defrag_policy(policy), retain)
+}
+
+/// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
+/// leadership and single-member settings from the cluster's policy.
+pub fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
     Operation::Defrag(DefragRequest {
         etcd: etcd_target(policy),
-        min_defrag_bytes: policy.min_defrag_bytes,
-        max_fragmented_percent: policy.max_fragmented_percent,
+        min_defrag_bytes: thresholds.min_defrag_bytes,
+        max_fragmented_percent: thresholds.max_fragmented_percent,
         compact_retain_revisions: retain,
         no_move_leader: !policy.move_leader,
         allow_single_member: policy.allow_single_member,
@@ -717,22 +733,5 @@ fn defrag_operation(policy: &Policy, retain: Option<i64>) -> Operation {
 /// `<cluster>-maint-<attempt>`, shortened to a valid Job name when the cluster's name is long
 /// (with a hash of the full name, so that two long names sharing a prefix do not collide).
 pub fn job_name(cluster: &str, attempt: u64) -> String {
-    let suffix = format!("-maint-{attempt}");
-    if cluster.len() + suffix.len() <= MAX_JOB_NAME {
-        return format!("{cluster}{suffix}");
-    }
-    let hash = format!("-{:08x}", fnv1a(cluster));
-    let mut keep = MAX_JOB_NAME - suffix.len() - hash.len();
-    while !cluster.is_char_boundary(keep) {
-        keep -= 1;
-    }
-    let prefix = cluster[..keep].trim_end_matches(['-', '.']);
-    format!("{prefix}{hash}{suffix}")
-}
-
-/// FNV-1a, 32 bits: stable across versions and platforms, unlike `std`'s hasher.
-fn fnv1a(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    })
+    bounded_name(cluster, &format!("-maint-{attempt}"))
 }

@@ -9,15 +9,15 @@ use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as MetaCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, OwnerReference};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use groundskeeper_protocol::{OperationKind, keys};
+use groundskeeper_protocol::{Operation, OperationKind, keys};
 
 use super::decide::{
     ATTEMPT_LABEL, Decision, Input, MaintenanceJobView, Observed, PlannedEvent, PlannedJob, TLS_MOUNT_DIR,
@@ -26,7 +26,7 @@ use super::decide::{
 use super::observe::{ClientTls, observe_cluster};
 use super::policy::Policy;
 use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::conditions::merge_conditions;
+use crate::conditions::{self, merge_conditions};
 use crate::execution::{self, Created, MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
@@ -251,7 +251,36 @@ pub fn maintenance_job(
             field: "metadata.uid".into(),
             message: "missing: the object was not read from the API server".into(),
         })?;
-    let secret_files = planned
+    let labels = BTreeMap::from([(ATTEMPT_LABEL.to_owned(), planned.attempt.to_string())]);
+    Ok(etcd_job(
+        cluster,
+        ctx,
+        EtcdJob {
+            owner,
+            name: planned.name.clone(),
+            operation: planned.operation.clone(),
+            tls_secret: planned.tls_secret.clone(),
+            labels,
+            limits,
+        },
+    ))
+}
+
+/// What differs between the Jobs run against one EtcdCluster.
+pub struct EtcdJob {
+    /// The object the Job works for: the EtcdCluster, or the MaintenanceTask.
+    pub owner: OwnerReference,
+    pub name: String,
+    pub operation: Operation,
+    /// Mounted under [`TLS_MOUNT_DIR`] when set.
+    pub tls_secret: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub limits: JobLimits,
+}
+
+/// A Job against `cluster`, its client TLS Secret mounted where the operation expects it.
+pub fn etcd_job(cluster: &EtcdCluster, ctx: &Context, job: EtcdJob) -> MaintenanceJob {
+    let secret_files = job
         .tls_secret
         .iter()
         .flat_map(|secret| {
@@ -262,22 +291,22 @@ pub fn maintenance_job(
             })
         })
         .collect();
-    Ok(MaintenanceJob {
+    MaintenanceJob {
         namespace: cluster.namespace().unwrap_or_default(),
-        name: planned.name.clone(),
-        owner,
-        operation: planned.operation.clone(),
+        name: job.name,
+        owner: job.owner,
+        operation: job.operation,
         target: cluster.name_any(),
         node: None,
-        extra_labels: BTreeMap::from([(ATTEMPT_LABEL.to_owned(), planned.attempt.to_string())]),
+        extra_labels: job.labels,
         annotations: BTreeMap::new(),
         image: ctx.config.job_image.clone(),
         image_pull_policy: ctx.config.job_image_pull_policy.clone(),
         secret_files,
         scheduling: Default::default(),
         resources: None,
-        limits,
-    })
+        limits: job.limits,
+    }
 }
 
 /// The status with our conditions merged into those it had (transition times kept where the
@@ -303,19 +332,9 @@ fn with_conditions(
     Ok(status)
 }
 
-/// The JSON merge patch turning status `previous` into `next`: every field of `next`, and a null
-/// for each field `previous` had and `next` has not (a merge patch keeps what it does not name).
+/// The JSON merge patch turning status `previous` into `next` (see [`conditions::status_patch`]).
 pub fn status_patch(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> Result<Value> {
-    let to_map = |status: &EtcdClusterStatus| match serde_json::to_value(status) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Ok(Map::new()),
-        Err(err) => Err(Error::json("EtcdCluster status")(err)),
-    };
-    let (before, mut after) = (to_map(previous)?, to_map(next)?);
-    for key in before.keys() {
-        after.entry(key.clone()).or_insert(Value::Null);
-    }
-    Ok(serde_json::json!({ "status": after }))
+    conditions::status_patch(previous, next).map_err(Error::json("EtcdCluster status"))
 }
 
 async fn write_status(

@@ -1,0 +1,6 @@
+//! What a finished Job's result means for the work it was part of: pure conversions from the
+//! runner's [`groundskeeper_protocol::JobResult`] into what the task and its target show.
+
+pub mod task_progress;
+
+pub use task_progress::{member_progress, summary};

@@ -1,0 +1,227 @@
+//! A step's result as per-member progress of its task (`status.nodes[]`), and in one line.
+
+use groundskeeper_protocol::result::{CompactReport, DefragReport};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::maintenance_task::{NodeProgress, NodeState};
+
+/// The members a finished defrag or compact step reports, as the task's per-member progress.
+/// A compaction acts on the whole cluster, so it is one entry named after the cluster.
+pub fn member_progress(
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> Vec<NodeProgress> {
+    match &result.report {
+        Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
+        Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
+        Report::Cleanup(_) => Vec::new(),
+    }
+}
+
+fn defrag_members(
+    report: &DefragReport,
+    outcome: Outcome,
+    job: &str,
+    finished_at: Option<Time>,
+) -> Vec<NodeProgress> {
+    report
+        .members
+        .iter()
+        .map(|member| {
+            let state = match (member.defragmented, outcome) {
+                (true, _) => NodeState::Succeeded,
+                // The runner names the member it stopped at, and those it never reached.
+                (false, Outcome::Failed) if member.reason.starts_with("stopped:") => NodeState::Failed,
+                (false, Outcome::Failed) if member.reason.starts_with("not reached") => NodeState::Pending,
+                (false, _) => NodeState::Skipped,
+            };
+            NodeProgress {
+                name: member.name.clone(),
+                state,
+                job: Some(job.to_owned()),
+                completed_at: finished_at.clone(),
+                message: Some(member.reason.clone()),
+                bytes_reclaimed: member
+                    .defragmented
+                    .then(|| (member.db_size_before - member.db_size_after).max(0)),
+                db_size_before: Some(member.db_size_before),
+                db_size_after: Some(member.db_size_after),
+                compacted_revision: report.compacted_revision,
+                ..NodeProgress::default()
+            }
+        })
+        .collect()
+}
+
+fn compaction(
+    report: &CompactReport,
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> NodeProgress {
+    let state = match result.outcome {
+        Outcome::Failed => NodeState::Failed,
+        Outcome::Skipped => NodeState::Skipped,
+        Outcome::Succeeded => NodeState::Succeeded,
+    };
+    let message = if report.already_compacted {
+        format!("revision {} was compacted already", report.compacted_revision)
+    } else {
+        format!(
+            "compacted to revision {} (current {})",
+            report.compacted_revision, report.current_revision
+        )
+    };
+    NodeProgress {
+        name: cluster.to_owned(),
+        state,
+        job: Some(job.to_owned()),
+        completed_at: finished_at,
+        message: Some(result.message.clone().unwrap_or(message)),
+        compacted_revision: (report.compacted_revision > 0).then_some(report.compacted_revision),
+        ..NodeProgress::default()
+    }
+}
+
+/// One line for `lastOperation` and the Completed condition: what the whole task did, with sizes
+/// in MiB beside the exact bytes.
+pub fn summary(nodes: &[NodeProgress]) -> String {
+    let defragmented = nodes.iter().filter(|n| n.bytes_reclaimed.is_some()).count();
+    let reclaimed: i64 = nodes.iter().filter_map(|n| n.bytes_reclaimed).sum();
+    let compacted = nodes.iter().filter_map(|n| n.compacted_revision).max();
+    let mut parts = Vec::new();
+    if let Some(revision) = compacted {
+        parts.push(format!("compacted to revision {revision}"));
+    }
+    if defragmented > 0 {
+        parts.push(format!(
+            "defragmented {defragmented} member(s), {} reclaimed ({reclaimed} bytes)",
+            mebibytes(reclaimed)
+        ));
+    }
+    if parts.is_empty() {
+        "nothing needed doing".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn mebibytes(bytes: i64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_protocol::result::MemberDefrag;
+
+    fn member(name: &str, before: i64, after: i64, defragmented: bool, reason: &str) -> MemberDefrag {
+        MemberDefrag {
+            name: name.into(),
+            id: "1".into(),
+            db_size_before: before,
+            db_size_after: after,
+            defragmented,
+            duration_ms: 10,
+            was_leader: false,
+            reason: reason.into(),
+        }
+    }
+
+    fn defrag(outcome: Outcome, members: Vec<MemberDefrag>) -> JobResult {
+        let report = DefragReport {
+            compacted_revision: Some(42),
+            members,
+            ..DefragReport::default()
+        };
+        JobResult::new(Report::Defrag(report), outcome, "t".into(), 1)
+    }
+
+    #[test]
+    fn defragmented_members_succeed_with_what_they_gave_back() {
+        let result = defrag(
+            Outcome::Succeeded,
+            vec![
+                member("m0", 9_000_000, 3_000_000, true, "over"),
+                member(
+                    "m1",
+                    1_000_000,
+                    1_000_000,
+                    false,
+                    "db 1000000 bytes: under the minimum",
+                ),
+            ],
+        );
+        let nodes = member_progress(&result, "job-0", "main", None);
+        let states: Vec<_> = nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.state, n.bytes_reclaimed))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("m0", NodeState::Succeeded, Some(6_000_000)),
+                ("m1", NodeState::Skipped, None)
+            ]
+        );
+        assert!(
+            nodes
+                .iter()
+                .all(|n| n.compacted_revision == Some(42) && n.job.as_deref() == Some("job-0"))
+        );
+        assert_eq!(
+            summary(&nodes),
+            "compacted to revision 42; defragmented 1 member(s), 5.7 MiB reclaimed (6000000 bytes)"
+        );
+    }
+
+    #[test]
+    fn a_failed_run_fails_the_member_it_stopped_at_and_leaves_those_not_reached_pending() {
+        let result = defrag(
+            Outcome::Failed,
+            vec![
+                member("m0", 9, 3, true, "over"),
+                member("m1", 9, 9, false, "stopped: member m2 became unhealthy"),
+                member("m2", 9, 9, false, "not reached: the run stopped earlier"),
+                member("m3", 9, 9, false, "db 9 bytes: under the minimum"),
+            ],
+        );
+        let states: Vec<_> = member_progress(&result, "j", "main", None)
+            .into_iter()
+            .map(|n| n.state)
+            .collect();
+        assert_eq!(
+            states,
+            [
+                NodeState::Succeeded,
+                NodeState::Failed,
+                NodeState::Pending,
+                NodeState::Skipped
+            ]
+        );
+    }
+
+    #[test]
+    fn a_compaction_is_one_entry_for_the_cluster() {
+        let report = CompactReport {
+            current_revision: 100,
+            compacted_revision: 90,
+            physical: true,
+            already_compacted: false,
+        };
+        let result = JobResult::new(Report::Compact(report), Outcome::Succeeded, "t".into(), 1);
+        let nodes = member_progress(&result, "j", "main", None);
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(
+            (nodes[0].name.as_str(), nodes[0].state),
+            ("main", NodeState::Succeeded)
+        );
+        assert_eq!(nodes[0].compacted_revision, Some(90));
+        assert_eq!(summary(&nodes), "compacted to revision 90");
+        assert_eq!(summary(&[]), "nothing needed doing");
+    }
+}

@@ -1,0 +1,487 @@
+//! The task controller: the thin layer around the pure queue and lifecycle. One reconciliation
+//! looks at one task's target: it reads every task of that target and the target itself, decides
+//! (see [`super::lifecycle::decide`]), writes the statuses that changed, and carries the running
+//! task's work forward one step: create the Job of its next step, or read its finished Jobs back
+//! into the task's status.
+//!
+//! Restart safety comes from what is read, not remembered: a task is InProgress before any Job
+//! of it exists (its status is written first), its Jobs have deterministic names and carry the
+//! task's name and step in labels, and its result is read from the Jobs each time, so a
+//! controller that stops at any point finds the same Jobs again and makes none twice.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+
+use groundskeeper_protocol::{Operation, keys};
+
+use super::lifecycle::{Decision, TargetFacts, TargetTasks, TaskView, decide};
+use super::status::{apply_decision, complete, fail, progress_of};
+use super::steps::{StepsState, steps_state};
+use super::validate::validate;
+use crate::api::maintenance_task::{
+    MaintenanceTask, MaintenanceTaskStatus, NodeProgress, TargetKind, TaskState,
+};
+use crate::api::{EtcdCluster, scylla::ScyllaCluster};
+use crate::conditions;
+use crate::execution::{self, JobObservation, JobState, bounded_name};
+use crate::results;
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::runtime::reconciler::Reconciler;
+use crate::targets;
+use crate::triggers::etcd::policy::Policy;
+use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits, maintenance_job_selector};
+
+/// This controller's name in metrics and logs.
+pub const CONTROLLER: &str = "tasks";
+/// `lastErrors[].code` of a task whose step Job failed.
+pub const JOB_FAILED: &str = "JobFailed";
+/// `lastErrors[].code` of a task whose work this version cannot do on its target.
+pub const NOT_SUPPORTED: &str = "NotSupported";
+
+/// Runs the task controller until the process is told to stop.
+pub async fn run(ctx: Arc<Context>) {
+    let tasks = Api::<MaintenanceTask>::all(ctx.client.clone());
+    let jobs = Api::<Job>::all(ctx.client.clone());
+    let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
+    Controller::new(tasks, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(&ours))
+        .shutdown_on_signal()
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Reconciler::new(ctx, CONTROLLER)),
+        )
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(controller = CONTROLLER, error = %err, "task controller event");
+            }
+        })
+        .await;
+}
+
+/// The shared error policy: exponential backoff per task.
+pub fn error_policy(
+    task: Arc<MaintenanceTask>,
+    error: &Error,
+    reconciler: Arc<Reconciler<MaintenanceTask>>,
+) -> Action {
+    reconciler.failed(&task, error)
+}
+
+pub async fn reconcile(
+    task: Arc<MaintenanceTask>,
+    reconciler: Arc<Reconciler<MaintenanceTask>>,
+) -> Result<Action> {
+    let _timer = reconciler.ctx.metrics.reconcile_started(CONTROLLER);
+    let action = reconcile_at(&task, &reconciler.ctx, Timestamp::now()).await?;
+    reconciler.succeeded(&task);
+    Ok(action)
+}
+
+/// [`reconcile`] with the clock given.
+pub async fn reconcile_at(task: &MaintenanceTask, ctx: &Context, now: Timestamp) -> Result<Action> {
+    let namespace = task.namespace().unwrap_or_default();
+    let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &namespace);
+    let tasks: Vec<MaintenanceTask> = api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("list MaintenanceTasks in {namespace}")))?
+        .items
+        .into_iter()
+        .filter(|t| t.spec.target == task.spec.target)
+        .collect();
+    let target = Target::read(ctx, &namespace, task).await?;
+    let input = TargetTasks {
+        target: task.spec.target.clone(),
+        facts: target.facts(),
+        tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
+    };
+    let plan = decide(&input, now);
+    record_queued(ctx, &namespace, &input);
+    let mut look_again_soon = false;
+    for decided in &plan.decisions {
+        let Some(task) = tasks.iter().find(|t| t.name_any() == decided.name) else {
+            continue;
+        };
+        look_again_soon |= carry_out(ctx, &api, task, &decided.decision, &target, now).await?;
+    }
+    let until_requeue = plan
+        .requeue_at
+        .map(|at| Duration::try_from(at.duration_since(now)).unwrap_or(Duration::from_secs(1)));
+    let requeue = match (look_again_soon, until_requeue) {
+        (true, Some(wait)) => wait.min(ctx.config.requeue_busy),
+        (true, None) => ctx.config.requeue_busy,
+        (false, Some(wait)) => wait.min(ctx.config.requeue_idle),
+        (false, None) => ctx.config.requeue_idle,
+    };
+    Ok(Action::requeue(requeue.max(Duration::from_secs(1))))
+}
+
+/// What the task controller read of a task's target.
+enum Target {
+    Etcd {
+        cluster: Option<Box<EtcdCluster>>,
+        /// A running automatic maintenance Job of the cluster (not a task's).
+        automatic_job: Option<String>,
+    },
+    Scylla {
+        exists: bool,
+    },
+    /// A kind groundskeeper does not know: the task is rejected by its checks.
+    Unknown,
+}
+
+impl Target {
+    async fn read(ctx: &Context, namespace: &str, task: &MaintenanceTask) -> Result<Self> {
+        let name = &task.spec.target.name;
+        match task.spec.target.kind {
+            TargetKind::EtcdCluster => {
+                let cluster = Api::<EtcdCluster>::namespaced(ctx.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map_err(Error::kube(format!("get EtcdCluster {namespace}/{name}")))?
+                    .map(Box::new);
+                let automatic_job = match &cluster {
+                    Some(_) => running_automatic_job(ctx, namespace, name).await?,
+                    None => None,
+                };
+                Ok(Target::Etcd {
+                    cluster,
+                    automatic_job,
+                })
+            }
+            TargetKind::ScyllaCluster => {
+                let cluster = Api::<ScyllaCluster>::namespaced(ctx.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map_err(Error::kube(format!("get ScyllaCluster {namespace}/{name}")))?;
+                Ok(Target::Scylla {
+                    exists: cluster.is_some(),
+                })
+            }
+            _ => Ok(Target::Unknown),
+        }
+    }
+
+    fn facts(&self) -> TargetFacts {
+        match self {
+            Target::Etcd {
+                cluster,
+                automatic_job,
+            } => targets::etcd::facts(cluster.as_deref(), automatic_job.as_deref()),
+            Target::Scylla { exists: true } => TargetFacts::Ready,
+            Target::Scylla { exists: false } | Target::Unknown => TargetFacts::Missing,
+        }
+    }
+}
+
+/// The newest running maintenance Job the etcd trigger made for the cluster, if any.
+async fn running_automatic_job(ctx: &Context, namespace: &str, cluster: &str) -> Result<Option<String>> {
+    let jobs = execution::observe_jobs(&ctx.client, namespace, &maintenance_job_selector(cluster)).await?;
+    Ok(jobs
+        .into_iter()
+        .filter(|job| !job.labels.contains_key(keys::TASK_LABEL))
+        .find(|job| !job.deleting && matches!(job.state, JobState::Running(_)))
+        .map(|job| job.name))
+}
+
+fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {
+    let mut by_type: BTreeMap<String, i64> = BTreeMap::new();
+    for task in input.tasks.iter().filter(|t| t.state == TaskState::Pending) {
+        *by_type.entry(task.task_type.to_string()).or_default() += 1;
+    }
+    ctx.metrics.tasks.queued(namespace, &input.target.name, by_type);
+}
+
+/// Carries out one decision on `task`; true when it should be looked at again soon: its work
+/// runs, or it waits for its target (whose changes do not wake this controller).
+async fn carry_out(
+    ctx: &Context,
+    api: &Api<MaintenanceTask>,
+    task: &MaintenanceTask,
+    decision: &Decision,
+    target: &Target,
+    now: Timestamp,
+) -> Result<bool> {
+    let before = task.status.clone().unwrap_or_default();
+    match decision {
+        Decision::Delete => {
+            delete_task(api, task).await?;
+            Ok(false)
+        }
+        Decision::Start | Decision::KeepRunning => {
+            let started = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            // InProgress is written before any Job exists, so a restart finds the task running.
+            write_status(api, task, &before, &started).await?;
+            let after = advance(ctx, task, started.clone(), target, now).await?;
+            write_status(api, task, &started, &after).await?;
+            finished_metrics(ctx, task, &started, &after, now);
+            Ok(after.state == Some(TaskState::InProgress))
+        }
+        Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } => {
+            let after = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            write_status(api, task, &before, &after).await?;
+            stop_jobs(ctx, task).await?;
+            finished_metrics(ctx, task, &before, &after, now);
+            Ok(false)
+        }
+        Decision::Reject { .. } | Decision::Wait { .. } | Decision::Nothing => {
+            let after = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            write_status(api, task, &before, &after).await?;
+            finished_metrics(ctx, task, &before, &after, now);
+            Ok(matches!(decision, Decision::Wait { .. }))
+        }
+    }
+}
+
+/// One step forward for a running task: the Job of its next step, or its end once every step's
+/// Job finished.
+async fn advance(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    status: MaintenanceTaskStatus,
+    target: &Target,
+    now: Timestamp,
+) -> Result<MaintenanceTaskStatus> {
+    let generation = task.metadata.generation;
+    let (cluster, steps) = match work_on(task, target) {
+        Ok(found) => found,
+        Err(why) => return Ok(fail(status, NOT_SUPPORTED, &why, generation, now)),
+    };
+    let jobs = task_jobs(ctx, task).await?;
+    let mut status = status;
+    status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
+    status.progress = progress_of(&status.nodes);
+    let states: Vec<(usize, &JobState)> = jobs
+        .iter()
+        .filter_map(|j| step_of(j).map(|s| (s, &j.state)))
+        .collect();
+    match steps_state(steps.len(), &states) {
+        StepsState::Start(step) => {
+            create_step_job(ctx, task, &cluster, &steps[step], step).await?;
+            Ok(status)
+        }
+        StepsState::Running(_) => Ok(status),
+        StepsState::Failed(step) => {
+            let why = failure_of(&jobs, step);
+            Ok(fail(status, JOB_FAILED, &why, generation, now))
+        }
+        StepsState::Done => {
+            let summary = results::summary(&status.nodes);
+            Ok(complete(status, &summary, generation, now))
+        }
+    }
+}
+
+/// The target cluster and the steps of the task's work on it, or why there are none.
+fn work_on(
+    task: &MaintenanceTask,
+    target: &Target,
+) -> std::result::Result<(EtcdCluster, Vec<Operation>), String> {
+    let work = validate(task)
+        .map_err(|errors| super::validate::describe_errors(&errors))?
+        .work;
+    match target {
+        Target::Etcd {
+            cluster: Some(cluster),
+            ..
+        } => {
+            let policy = Policy::from_spec(&cluster.spec).map_err(|errors| {
+                format!("EtcdCluster {} has an invalid spec: {errors}", cluster.name_any())
+            })?;
+            let steps = targets::etcd::steps(&work, &policy)?;
+            Ok((cluster.as_ref().clone(), steps))
+        }
+        Target::Scylla { .. } => Err(
+            "Cleanup tasks are not run by this version of groundskeeper yet: the \
+                                      automatic cleanup after scaling still runs; delete this task"
+                .into(),
+        ),
+        _ => Err("the target is gone".into()),
+    }
+}
+
+/// The Jobs of this task (by label, and owned by this very task: a task deleted and created
+/// again under the same name does not inherit the old one's Jobs).
+async fn task_jobs(ctx: &Context, task: &MaintenanceTask) -> Result<Vec<JobObservation>> {
+    let namespace = task.namespace().unwrap_or_default();
+    let selector = format!("{}={}", keys::TASK_LABEL, task_label(task));
+    let jobs = execution::observe_jobs(&ctx.client, &namespace, &selector).await?;
+    let uid = task.metadata.uid.clone();
+    let owned = |job: &JobObservation| uid.is_none() || job.owner_uid.is_none() || job.owner_uid == uid;
+    Ok(jobs
+        .into_iter()
+        .filter(|job| !job.deleting && owned(job))
+        .collect())
+}
+
+fn step_of(job: &JobObservation) -> Option<usize> {
+    job.labels.get(keys::TASK_STEP_LABEL)?.parse().ok()
+}
+
+/// The task's name as a label value (at most 63 characters).
+fn task_label(task: &MaintenanceTask) -> String {
+    bounded_name(&task.name_any(), "")
+}
+
+/// `<task>-<step>`, shortened with a hash of the task's name when too long.
+pub fn step_job_name(task: &str, step: usize) -> String {
+    bounded_name(task, &format!("-{step}"))
+}
+
+/// Per-member progress from the results of the finished step Jobs, later steps' entries
+/// replacing earlier ones of the same member.
+fn progress_from_jobs(jobs: &[JobObservation], cluster: &str) -> Vec<NodeProgress> {
+    let mut ordered: Vec<&JobObservation> = jobs.iter().filter(|j| step_of(j).is_some()).collect();
+    ordered.sort_by_key(|j| step_of(j));
+    let mut nodes: Vec<NodeProgress> = Vec::new();
+    for job in ordered {
+        let finished = match &job.state {
+            JobState::Succeeded(finished) | JobState::Failed(finished) => finished,
+            JobState::Running(_) => continue,
+        };
+        let Ok(result) = &finished.result else { continue };
+        for node in results::member_progress(result, &job.name, cluster, None) {
+            match nodes.iter_mut().find(|n| n.name == node.name) {
+                Some(existing) => *existing = node,
+                None => nodes.push(node),
+            }
+        }
+    }
+    nodes
+}
+
+/// Why step `step` failed, from its Job's result, else its conditions.
+fn failure_of(jobs: &[JobObservation], step: usize) -> String {
+    let Some(job) = jobs.iter().find(|j| step_of(j) == Some(step)) else {
+        return format!("step {} failed", step + 1);
+    };
+    let JobState::Failed(finished) = &job.state else {
+        return format!("step {} failed", step + 1);
+    };
+    let why = match &finished.result {
+        Ok(result) => result
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .or_else(|| result.message.clone())
+            .unwrap_or_else(|| finished.message.clone()),
+        Err(unreadable) => format!("{}: {unreadable}", finished.reason),
+    };
+    format!(
+        "step {} (Job {}) failed: {why}; see `kubectl logs job/{}`",
+        step + 1,
+        job.name,
+        job.name
+    )
+}
+
+async fn create_step_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &EtcdCluster,
+    operation: &Operation,
+    step: usize,
+) -> Result<()> {
+    let owner = task
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject {
+            object: format!("MaintenanceTask {}", task.name_any()),
+            field: "metadata.uid".into(),
+            message: "missing: the object was not read from the API server".into(),
+        })?;
+    let policy = Policy::from_spec(&cluster.spec).ok();
+    let labels = BTreeMap::from([
+        (keys::TASK_LABEL.to_owned(), task_label(task)),
+        (keys::TASK_STEP_LABEL.to_owned(), step.to_string()),
+    ]);
+    let job = etcd_job(
+        cluster,
+        ctx,
+        EtcdJob {
+            owner,
+            name: step_job_name(&task.name_any(), step),
+            operation: operation.clone(),
+            tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
+            labels,
+            limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
+        },
+    );
+    if execution::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, step, "created the Job of a task's step");
+    }
+    Ok(())
+}
+
+/// Deletes the task's Jobs (their pods get SIGTERM): a task that failed its deadline or lost its
+/// target stops its work.
+async fn stop_jobs(ctx: &Context, task: &MaintenanceTask) -> Result<()> {
+    let namespace = task.namespace().unwrap_or_default();
+    for job in task_jobs(ctx, task).await? {
+        if matches!(job.state, JobState::Running(_)) {
+            execution::delete_job(&ctx.client, &namespace, &job.name).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete_task(api: &Api<MaintenanceTask>, task: &MaintenanceTask) -> Result<()> {
+    match api.delete(&task.name_any(), &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(Error::kube(format!("delete MaintenanceTask {}", task.name_any()))(err)),
+    }
+}
+
+async fn write_status(
+    api: &Api<MaintenanceTask>,
+    task: &MaintenanceTask,
+    before: &MaintenanceTaskStatus,
+    after: &MaintenanceTaskStatus,
+) -> Result<()> {
+    if before == after {
+        return Ok(());
+    }
+    let name = task.name_any();
+    let patch = conditions::status_patch(before, after).map_err(Error::json("MaintenanceTask status"))?;
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!("write status of MaintenanceTask {name}")))?;
+    Ok(())
+}
+
+/// Counts a task that became final in this reconciliation.
+fn finished_metrics(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    before: &MaintenanceTaskStatus,
+    after: &MaintenanceTaskStatus,
+    now: Timestamp,
+) {
+    let is_final = |s: &MaintenanceTaskStatus| s.state.is_some_and(|state| state.is_final());
+    if is_final(before) || !is_final(after) {
+        return;
+    }
+    let created = task
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+    let seconds = now.duration_since(created).as_secs_f64();
+    let state = after.state.map(|s| s.to_string()).unwrap_or_default();
+    ctx.metrics
+        .tasks
+        .finished(&task.spec.task_type.to_string(), &state, seconds);
+}
