@@ -64,7 +64,7 @@ fn test(extra: &[String]) -> ExitCode {
             cargo.env(version.env_var(), binary);
         }
     }
-    println!("xtask: cargo test --workspace --locked {}", extra.join(" "));
+    println!("xtask: cargo {}", process::arguments(&cargo));
     process::run_to_end(cargo)
 }
 

@@ -46,9 +46,18 @@ pub fn output(mut command: Command) -> Result<Output, String> {
 
 /// `program arg arg…`, for messages.
 pub fn describe(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|part| part.to_string_lossy().into_owned())
+    format!(
+        "{} {}",
+        command.get_program().to_string_lossy(),
+        arguments(command)
+    )
+}
+
+/// `arg arg…`, for messages.
+pub fn arguments(command: &Command) -> String {
+    command
+        .get_args()
+        .map(|arg| arg.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -46,11 +46,11 @@ fn etcd_clusters() -> ResourceId {
 
 pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
     let etcd = &stage.etcd;
-    say::step(format!(
+    stage.step(format!(
         "EtcdCluster {NAMESPACE}/{CLUSTER} for the 3 members: client TLS from Secret {NAMESPACE}/{TLS_SECRET}, \
          defrag at {} and {MAX_FRAGMENTED_PERCENT}% fragmented, checked every {CHECK_INTERVAL}",
         say::mib(MIN_DEFRAG_BYTES)
-    ));
+    )).await;
     etcd.fill(LIVE_BYTES).await?;
     create_etcd_cluster(stage)?;
     wait_until("the controller's first observation of the members", GUARD, || {
@@ -58,11 +58,13 @@ pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
     })
     .await?;
 
-    say::step(format!(
-        "churn: overwriting 16 keys of 128 KiB until every db is {}, then compacting the history, \
+    stage
+        .step(format!(
+            "churn: overwriting 16 keys of 128 KiB until every db is {}, then compacting the history, \
          so most of each db is free pages",
-        say::mib(CHURNED_DB_BYTES)
-    ));
+            say::mib(CHURNED_DB_BYTES)
+        ))
+        .await;
     let churn = etcd.churn(CHURNED_DB_BYTES).await?;
     let before = etcd.states().await?;
     say::line(format!(
@@ -74,10 +76,12 @@ pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
         say::line(format!("  {}", member_line(member)));
     }
 
-    say::step(format!(
-        "waiting for the controller's next check (at most {CHECK_INTERVAL} away): it should create one \
+    stage
+        .step(format!(
+            "waiting for the controller's next check (at most {CHECK_INTERVAL} away): it should create one \
          maintenance Job"
-    ));
+        ))
+        .await;
     let started = Instant::now();
     wait_until(
         "the maintenance recorded and DefragControllerProgressing=False",

@@ -157,7 +157,8 @@ fn show(job: &str, progress: Progress<'_>) {
         Progress::LeaderMoved { from, to } => {
             pod_line(Some(job), info, &format!("leadership moved {from} → {to}"))
         }
-        Progress::MemberStarted(m) => pod_line(Some(job), info, &format!("defragmenting {}", m.name)),
+        // The runner logs it itself ("defragmenting member=…").
+        Progress::MemberStarted(_) => {}
         Progress::MemberDone(m) => {
             let text = format!(
                 "{} defragmented in {} ms: {} → {}",

@@ -111,6 +111,7 @@ async fn walk_through() -> Result<(), String> {
     stage.describe();
     let scylla = scylla_walk::walk(&stage).await?;
     let etcd = etcd_walk::walk(&stage).await?;
+    stage.step("before and after").await;
     report::print(&scylla, &etcd);
     println!("\nwall time: {:.1} s", say::elapsed().as_secs_f64());
     Ok(())

@@ -5,7 +5,6 @@ use crate::say;
 use crate::scylla_walk::{self, ScyllaOutcome};
 
 pub fn print(scylla: &ScyllaOutcome, etcd: &EtcdOutcome) {
-    say::step("before and after");
     print_etcd(etcd);
     println!();
     print_scylla(scylla);
@@ -19,7 +18,10 @@ pub fn print(scylla: &ScyllaOutcome, etcd: &EtcdOutcome) {
 }
 
 fn print_etcd(etcd: &EtcdOutcome) {
-    println!("etcd {}: {}", etcd.version, etcd.recorded);
+    println!(
+        "etcd {}; the EtcdCluster's status records: {}",
+        etcd.version, etcd.recorded
+    );
     println!(
         "{:<8} {:>28} {:>28} {:>28}",
         "member", "db size before", "db size after", "reclaimed"

@@ -7,7 +7,7 @@ use groundskeeper_e2e::scylla_operator::{Racks, ring_hash_of, scylla_datacenters
 use groundskeeper_protocol::keys;
 
 use crate::stage::{AGENT_TOKEN, Stage};
-use crate::{say, wait_until};
+use crate::wait_until;
 
 pub const BEFORE: &Racks = &[("a", 2), ("b", 1)];
 pub const AFTER: &Racks = &[("a", 4), ("b", 2)];
@@ -31,10 +31,12 @@ pub struct ScyllaOutcome {
 
 pub async fn walk(stage: &Stage) -> Result<ScyllaOutcome, String> {
     let scylla = &stage.scylla;
-    say::step(format!(
-        "ScyllaCluster {}/{}: 3 nodes (rack a: 2, rack b: 1), each clean for the ring it sees",
-        scylla.namespace, scylla.cluster
-    ));
+    stage
+        .step(format!(
+            "ScyllaCluster {}/{}: 3 nodes (rack a: 2, rack b: 1), each clean for the ring it sees",
+            scylla.namespace, scylla.cluster
+        ))
+        .await;
     scylla
         .create(&stage.server, BEFORE, true, AGENT_TOKEN)
         .map_err(|e| format!("creating the ScyllaCluster: {e}"))?;
@@ -43,10 +45,12 @@ pub async fn walk(stage: &Stage) -> Result<ScyllaOutcome, String> {
     })
     .await?;
 
-    say::step(
-        "scale-out 3 → 6 (rack a: 4, rack b: 2), written as scylla-operator would: the new spec, \
+    stage
+        .step(
+            "scale-out 3 → 6 (rack a: 4, rack b: 2), written as scylla-operator would: the new spec, \
          3 new member Services, the new ring hash on every node, the status",
-    );
+        )
+        .await;
     let started = Instant::now();
     scylla
         .scale_out(&stage.server, BEFORE, AFTER)

@@ -16,7 +16,8 @@ use groundskeeper_e2e::scylla_operator::{Racks, ScyllaOperator, ring};
 use tokio::task::JoinHandle;
 
 use crate::jobs::{self, AgentAddresses};
-use crate::{say, watch};
+use crate::say;
+use crate::watch::{self, Timeline};
 
 /// The token scylla-operator put in the agents' Secret (the Jobs mount it).
 pub const AGENT_TOKEN: &str = "demo-agent-token";
@@ -34,8 +35,9 @@ pub struct Stage {
     /// Member Service name → the agent stand-in playing that Scylla node.
     pub agents: BTreeMap<String, ScyllaAgent>,
     pub scylla: ScyllaOperator,
+    timeline: Timeline,
     _jobs: JobSimulator,
-    /// The controllers and the timeline printer; aborted on drop.
+    /// The controllers; aborted on drop.
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -44,6 +46,7 @@ impl Drop for Stage {
         for task in &self.tasks {
             task.abort();
         }
+        self.timeline.task.abort();
         // The fields go next: the API server, then etcd (members killed, data removed), the
         // agents and the Job simulator (with the Jobs it was running).
     }
@@ -66,7 +69,7 @@ impl Stage {
         };
         let etcd = EtcdCluster::start(etcd_binary, etcd_options).await?;
         let agents = start_agents(&scylla, nodes).await;
-        let watcher = watch::spawn(&server);
+        let timeline = watch::spawn(&server);
         let addresses: AgentAddresses = Arc::new(
             agents
                 .iter()
@@ -77,16 +80,21 @@ impl Stage {
             jobs::run_container(container, addresses.clone())
         })
         .spawn();
-        let mut tasks = vec![watcher];
-        tasks.extend(start_controllers(&server));
         Ok(Stage {
+            tasks: start_controllers(&server),
             server,
             etcd,
             agents,
             scylla,
+            timeline,
             _jobs: jobs,
-            tasks,
         })
+    }
+
+    /// A step of the walk-through, once the timeline shows everything before it.
+    pub async fn step(&self, text: impl std::fmt::Display) {
+        self.timeline.catch_up(&self.server).await;
+        say::step(text);
     }
 
     /// What runs, where, and what stands in for what.

@@ -3,6 +3,8 @@
 //! groundskeeper's conditions, the EtcdCluster's status, Events).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use groundskeeper_e2e::apiserver::{ApiServer, Change, ChangeKind};
 use groundskeeper_protocol::keys;
@@ -10,10 +12,33 @@ use serde_json::Value;
 
 use crate::say;
 
+/// The printer of the timeline, and how far it got.
+pub struct Timeline {
+    pub task: tokio::task::JoinHandle<()>,
+    /// The resourceVersion of the last change printed (or skipped).
+    shown_up_to: Arc<AtomicU64>,
+}
+
+impl Timeline {
+    /// Waits (briefly) until every change committed so far is on screen, so a step's heading
+    /// does not come before the lines of the step before it.
+    pub async fn catch_up(&self, server: &ApiServer) {
+        let committed = server.revision();
+        for _ in 0..100 {
+            if self.shown_up_to.load(Ordering::Acquire) >= committed {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+}
+
 /// Prints the timeline of every change on `server` until the server is gone.
-pub fn spawn(server: &ApiServer) -> tokio::task::JoinHandle<()> {
+pub fn spawn(server: &ApiServer) -> Timeline {
     let mut changes = server.subscribe();
-    tokio::spawn(async move {
+    let shown_up_to = Arc::new(AtomicU64::new(server.revision()));
+    let progress = shown_up_to.clone();
+    let task = tokio::spawn(async move {
         // Last line shown per object and aspect: a change that alters nothing shown is skipped.
         let mut shown: HashMap<String, String> = HashMap::new();
         loop {
@@ -31,8 +56,10 @@ pub fn spawn(server: &ApiServer) -> tokio::task::JoinHandle<()> {
                     shown.insert(key, line);
                 }
             }
+            progress.store(change.revision, Ordering::Release);
         }
-    })
+    });
+    Timeline { task, shown_up_to }
 }
 
 /// (object key, line) pairs for what this change shows.
