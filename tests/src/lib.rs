@@ -1,10 +1,12 @@
 //! Stand-ins for everything groundskeeper talks to, for tests that cannot reach the real thing:
 //! an in-memory Kubernetes API, a Scylla Manager Agent that follows Scylla's REST API description,
-//! and throwaway etcd clusters on loopback (those are real etcd); and the Job controller with the
-//! kubelet, running Jobs' containers through a function the scenario supplies.
+//! the objects scylla-operator writes, and throwaway etcd clusters on loopback (those are real
+//! etcd); and the Job controller with the kubelet, running Jobs' containers through a function
+//! the scenario supplies. `examples/demo/` puts them all together around the controller.
 
 pub mod apiserver;
 pub mod etcd_cluster;
 pub mod kubelet;
 pub mod measure;
 pub mod scylla_agent;
+pub mod scylla_operator;

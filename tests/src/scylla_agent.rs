@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode};
@@ -157,6 +158,9 @@ pub struct AgentSpec {
     pub ring: Vec<String>,
     /// Per-endpoint tokens; an endpoint not listed has none (bootstrapping).
     pub node_tokens: BTreeMap<String, Vec<String>>,
+    /// How long a `wait_task` with a timeout lasts (Scylla waits up to the timeout while the task
+    /// runs). Zero answers at once, which keeps tests fast; the demo waits so progress shows.
+    pub wait_task_delay: Duration,
 }
 
 impl Default for AgentSpec {
@@ -177,6 +181,7 @@ impl Default for AgentSpec {
             stale_cleanup: None,
             ring: vec!["-1".to_owned(), "0".to_owned(), "1".to_owned()],
             node_tokens: BTreeMap::new(),
+            wait_task_delay: Duration::ZERO,
         }
     }
 }
@@ -194,6 +199,11 @@ impl AgentSpec {
 
     pub fn failing_task(mut self, keyspace: &str) -> Self {
         self.failing_tasks.insert(keyspace.to_owned());
+        self
+    }
+
+    pub fn wait_task_delay(mut self, delay: Duration) -> Self {
+        self.wait_task_delay = delay;
         self
     }
 
@@ -446,12 +456,28 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<Mutex<St
             };
             let service = service_fn(move |request: Request<Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, &request)) }
+                async move {
+                    tokio::time::sleep(wait_before_answering(&state, &request)).await;
+                    Ok::<_, Infallible>(handle(&state, &request))
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await;
         });
+    }
+}
+
+/// [`AgentSpec::wait_task_delay`] for a `wait_task` with a timeout, else nothing.
+fn wait_before_answering(state: &Mutex<State>, request: &Request<Incoming>) -> Duration {
+    let uri = request.uri();
+    let waits = request.method() == Method::GET
+        && uri.path().starts_with("/task_manager/wait_task/")
+        && uri.query().is_some_and(|q| q.contains("timeout="));
+    if waits {
+        state.lock().expect("agent stand-in state").spec.wait_task_delay
+    } else {
+        Duration::ZERO
     }
 }
 
@@ -669,8 +695,9 @@ fn task_status(state: &mut State, id: &str, polls: u32) -> Response<Body> {
     ok(status)
 }
 
-/// Without a timeout the wait lasts until the task is finished. With one, the stand-in does not
-/// sleep: the timeout counts as one poll, and a task still running gets Scylla's 408.
+/// Without a timeout the wait lasts until the task is finished. With one, the stand-in waits
+/// only [`AgentSpec::wait_task_delay`] (nothing by default): the timeout counts as one poll, and
+/// a task still running gets Scylla's 408.
 fn wait_task(state: &mut State, id: &str, with_timeout: bool) -> Response<Body> {
     let response = task_status(state, id, if with_timeout { 1 } else { u32::MAX });
     let still_running = state.tasks.iter().any(|t| t.id == id && t.state == "running");

