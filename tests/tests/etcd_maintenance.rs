@@ -603,6 +603,8 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_manual_defragment_task_runs_one_job_and_reports_every_member,
     tasks_queue_first_in_first_out_and_a_duplicate_is_rejected,
     a_manual_task_waits_behind_an_automatic_job,
+    a_task_past_its_deadline_fails_and_its_job_is_deleted,
+    a_finished_task_is_deleted_after_its_ttl,
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
     revision_compaction_runs_inside_the_defrag_job,
@@ -771,4 +773,69 @@ async fn a_manual_task_waits_behind_an_automatic_job(version: EtcdVersion) {
         "{log:#?}"
     );
     assert_eq!(log.max_running_per_group, 1, "never both at once: {log:#?}");
+}
+
+/// A task that has not finished by its deadline fails with `DeadlineExceeded` and its running
+/// Job is deleted (its pod would get SIGTERM).
+async fn a_task_past_its_deadline_fails_and_its_job_is_deleted(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    let mut task = json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+        "metadata": {"name": "too-slow", "namespace": NAMESPACE},
+        "spec": {"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": "Defragment", "deadlineSeconds": 3}});
+    scenario
+        .server
+        .create(&tasks(), Some(NAMESPACE), task.take())
+        .expect("the task");
+    // The gate stays shut: the Job never gets to run.
+    scenario
+        .wait_for("the task Failed past its deadline", |s| {
+            s.task_state("too-slow") == Some(TaskState::Failed)
+        })
+        .await;
+    let status = scenario.task("too-slow").status.unwrap();
+    let error = status.last_errors.last().expect("a lastErrors entry");
+    assert_eq!(error.code, "DeadlineExceeded", "{status:#?}");
+    scenario
+        .wait_for("its Job deleted", |s| {
+            s.server
+                .get(&jobs(), Some(NAMESPACE), "too-slow-0")
+                .is_none_or(|job| !job["metadata"]["deletionTimestamp"].is_null())
+        })
+        .await;
+}
+
+/// A finished task is deleted once `ttlSecondsAfterFinished` has passed.
+async fn a_finished_task_is_deleted_after_its_ttl(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    scenario.open_gate();
+    let mut task = json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+        "metadata": {"name": "short-lived", "namespace": NAMESPACE},
+        "spec": {"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": "Compact",
+                 "config": {"compact": {"retainRevisions": 0}}, "ttlSecondsAfterFinished": 2}});
+    scenario
+        .server
+        .create(&tasks(), Some(NAMESPACE), task.take())
+        .expect("the task");
+    scenario
+        .wait_for("the task Completed", |s| {
+            s.task_state("short-lived") == Some(TaskState::Completed)
+        })
+        .await;
+    scenario
+        .wait_for("the task deleted after its TTL", |s| {
+            s.server.get(&tasks(), Some(NAMESPACE), "short-lived").is_none()
+        })
+        .await;
 }
