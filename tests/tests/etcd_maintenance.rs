@@ -312,6 +312,22 @@ impl Scenario {
         .await;
     }
 
+    /// Stops the task controller as a crash would (mid-reconciliation or not).
+    async fn kill_task_controller(&mut self) {
+        self.tasks.abort();
+        let _ = (&mut self.tasks).await;
+    }
+
+    /// Starts the task controller again, with nothing carried over but what the API holds.
+    fn start_task_controller(&mut self) {
+        let ctx = Arc::new(Context::new(
+            self.server.client_with_token(CONTROLLER_TOKEN),
+            ControllerConfig::default(),
+            Arc::new(Metrics::new()),
+        ));
+        self.tasks = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
+    }
+
     /// Creates a MaintenanceTask on the cluster, as a person would.
     fn create_task(&self, name: &str, task_type: &str, config: Value) {
         let mut spec = json!({"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": task_type});
@@ -605,6 +621,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_manual_task_waits_behind_an_automatic_job,
     a_task_past_its_deadline_fails_and_its_job_is_deleted,
     a_finished_task_is_deleted_after_its_ttl,
+    a_task_controller_killed_at_each_step_makes_one_job_and_loses_no_result,
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
     revision_compaction_runs_inside_the_defrag_job,
@@ -838,4 +855,64 @@ async fn a_finished_task_is_deleted_after_its_ttl(version: EtcdVersion) {
             s.server.get(&tasks(), Some(NAMESPACE), "short-lived").is_none()
         })
         .await;
+}
+
+/// The task controller killed and started again at each step of a task: after the task was
+/// created (before any decision), after its Job was created (the progress not yet written), and
+/// after the Job finished (its result not yet written back). Never two Jobs, no result lost, the
+/// task ends Completed with every member's progress.
+async fn a_task_controller_killed_at_each_step_makes_one_job_and_loses_no_result(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(mut scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    scenario.kill_task_controller().await;
+    scenario.create_task("survivor", "Defragment", Value::Null);
+    scenario.start_task_controller();
+    scenario
+        .wait_for("its Job created", |s| !s.job_names().is_empty())
+        .await;
+    scenario.kill_task_controller().await;
+    scenario.start_task_controller();
+    // Let the restarted controller look at it at least once while the Job still runs.
+    scenario
+        .wait_for("the task InProgress after the restart", |s| {
+            s.task_state("survivor") == Some(TaskState::InProgress)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        scenario.job_names(),
+        vec!["survivor-0".to_owned()],
+        "never two Jobs"
+    );
+
+    scenario.kill_task_controller().await;
+    scenario.open_gate();
+    scenario
+        .wait_for("the Job finished while no task controller runs", |s| {
+            !s.jobs.log().finished.is_empty()
+        })
+        .await;
+    assert_eq!(scenario.task_state("survivor"), Some(TaskState::InProgress));
+    scenario.start_task_controller();
+    scenario
+        .wait_for("the task Completed from the Job's result", |s| {
+            s.task_state("survivor") == Some(TaskState::Completed)
+        })
+        .await;
+    let status = scenario.task("survivor").status.unwrap();
+    assert_eq!(status.nodes.len(), 3, "{status:#?}");
+    assert!(
+        status.nodes.iter().all(|n| n.state == NodeState::Succeeded),
+        "{status:#?}"
+    );
+    assert_eq!(
+        scenario.jobs.log().created_names(),
+        std::collections::BTreeSet::from(["survivor-0".to_owned()]),
+        "one Job across three restarts"
+    );
 }
