@@ -622,6 +622,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_task_past_its_deadline_fails_and_its_job_is_deleted,
     a_finished_task_is_deleted_after_its_ttl,
     a_task_controller_killed_at_each_step_makes_one_job_and_loses_no_result,
+    deleting_a_running_task_deletes_its_job,
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
     revision_compaction_runs_inside_the_defrag_job,
@@ -915,4 +916,30 @@ async fn a_task_controller_killed_at_each_step_makes_one_job_and_loses_no_result
         std::collections::BTreeSet::from(["survivor-0".to_owned()]),
         "one Job across three restarts"
     );
+}
+
+/// Deleting a running task deletes its Job with it (the task owns it): its pod gets SIGTERM.
+async fn deleting_a_running_task_deletes_its_job(version: EtcdVersion) {
+    let setup = Setup {
+        automatic_off: true,
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
+        return;
+    };
+    scenario.create_task("changed-my-mind", "Defragment", Value::Null);
+    scenario
+        .wait_for("its Job created", |s| !s.job_names().is_empty())
+        .await;
+    scenario
+        .server
+        .delete(&tasks(), Some(NAMESPACE), "changed-my-mind")
+        .expect("the task deleted");
+    scenario
+        .wait_for("its Job deleted with it", |s| {
+            s.server
+                .get(&jobs(), Some(NAMESPACE), "changed-my-mind-0")
+                .is_none()
+        })
+        .await;
 }
