@@ -205,6 +205,24 @@ async fn missing_or_malformed_token_file_exits_2_naming_the_file() {
     assert!(agent.calls().is_empty(), "nothing is sent without a token");
 }
 
+/// An address with URL syntax could send the token elsewhere: refused before anything is sent.
+#[tokio::test]
+async fn a_node_address_with_url_syntax_exits_2_and_sends_nothing() {
+    let agent = ScyllaAgent::start(node()).await;
+    let files = Files::new();
+    for address in ["127.0.0.1:1/", "user@127.0.0.1", "https://127.0.0.1"] {
+        let mut args = args(&agent, &files, &files.token(&agent.token()));
+        args.node_address = address.into();
+
+        let (code, output, result) = run_binary(&args, &[]).await;
+
+        assert_eq!(code, exit::BAD_INPUT, "{address}: {}", stderr(&output));
+        let message = result.expect("result file written").error.unwrap().message;
+        assert!(message.contains("--node-address"), "{address}: {message}");
+    }
+    assert!(agent.calls().is_empty(), "nothing is sent to a refused address");
+}
+
 #[tokio::test]
 async fn topology_change_exits_1_and_later_keyspaces_are_not_started() {
     let agent = ScyllaAgent::start(node().topology_changing("shop")).await;

@@ -240,6 +240,12 @@ impl AgentClient {
             .no_proxy()
             .build()
             .map_err(|err| AgentError::Config(format!("cannot build the HTTPS client: {err}")))?;
+        check_node_address(&config.host).map_err(AgentError::Config)?;
+        if config.port == 0 {
+            return Err(AgentError::Config(
+                "--agent-port 0: must be a port from 1 to 65535".into(),
+            ));
+        }
         let host = match config.host.parse::<std::net::Ipv6Addr>() {
             Ok(_) => format!("[{}]", config.host),
             Err(_) => config.host.clone(),
@@ -610,8 +616,70 @@ impl ServerCertVerifier for AnyServerCertificate {
     }
 }
 
+/// The node's address must be a host name or an IP address and nothing else: with URL syntax
+/// (`host:port/`, `user@host`, a path or a query) it could send the bearer token to another port
+/// or host than the node's agent.
+pub fn check_node_address(address: &str) -> Result<(), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "--node-address {address:?}: {why}; give the node's host name or IP address only \
+             (the port is --agent-port)"
+        ))
+    };
+    if address.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let name = address.strip_suffix('.').unwrap_or(address);
+    if name.is_empty() || name.len() > 253 {
+        return refuse("not a host name (1 to 253 characters)");
+    }
+    for label in name.split('.') {
+        let valid = !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !valid {
+            return refuse("not a host name (letters, digits and hyphens between dots) nor an IP address");
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_node_address_is_a_host_or_an_ip_and_nothing_else() {
+        let accepted = [
+            "10.0.0.5",
+            "fd00::1",
+            "sc-dc-r1-0.scylla.svc",
+            "sc-dc-r1-0.scylla.svc.cluster.local.",
+            "localhost",
+        ];
+        for address in accepted {
+            assert_eq!(check_node_address(address), Ok(()), "{address}");
+        }
+        let refused = [
+            "evil.example:443/",
+            "node:10001",
+            "user@node",
+            "https://node",
+            "node/path",
+            "node?x=1",
+            "node#x",
+            "",
+            " node",
+            "-node",
+            "no..de",
+            "[fd00::1]",
+        ];
+        for address in refused {
+            let why = check_node_address(address).expect_err(address);
+            assert!(why.contains("--node-address"), "{address}: {why}");
+        }
+    }
     use super::*;
 
     fn error(status: u16, body: &str) -> AgentError {
