@@ -181,7 +181,12 @@ impl JobResult {
                 return json;
             }
             result.truncated = true;
-            if result.report.drop_one_entry() {
+            // Entries go in batches worth the excess, not one serialisation per entry: a result
+            // of 20,000 keyspaces would otherwise take quadratic time to shrink.
+            if result
+                .report
+                .drop_entries_worth(json.len() - TERMINATION_MESSAGE_LIMIT)
+            {
                 continue;
             }
             let message = result.message.get_or_insert_default();
@@ -204,36 +209,77 @@ impl JobResult {
 }
 
 impl Report {
-    /// Drops one entry, the least interesting first. False when there is nothing left to drop.
-    fn drop_one_entry(&mut self) -> bool {
+    /// Drops entries whose JSON adds up to at least `excess` bytes, the least interesting first
+    /// (then the earliest). False when there is nothing left to drop.
+    fn drop_entries_worth(&mut self, excess: usize) -> bool {
         match self {
-            Report::Cleanup(r) => {
-                drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Skipped)
-                    || drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::Cleaned)
-                    || drop_first(&mut r.keyspaces, |k| k.status == KeyspaceStatus::NotStarted)
-                    || r.keyspaces.pop().is_some()
-            }
-            Report::Defrag(r) => {
-                drop_first(&mut r.members, |m| !m.defragmented) || drop_first(&mut r.members, |_| true)
-            }
+            Report::Cleanup(r) => drop_worth(&mut r.keyspaces, excess, |k| match k.status {
+                KeyspaceStatus::Skipped => 0,
+                KeyspaceStatus::Cleaned => 1,
+                KeyspaceStatus::NotStarted => 2,
+                _ => 3,
+            }),
+            Report::Defrag(r) => drop_worth(&mut r.members, excess, |m| u8::from(m.defragmented)),
             Report::Compact(_) => false,
         }
     }
 }
 
-fn drop_first<T>(items: &mut Vec<T>, pred: impl Fn(&T) -> bool) -> bool {
-    match items.iter().position(pred) {
-        Some(i) => {
-            items.remove(i);
-            true
-        }
-        None => false,
+/// Drops items in order of `rank`, then position, until their JSON (and its comma) adds up to
+/// `excess` bytes. Linear in the items, whatever their number.
+fn drop_worth<T: Serialize>(items: &mut Vec<T>, excess: usize, rank: impl Fn(&T) -> u8) -> bool {
+    if items.is_empty() {
+        return false;
     }
+    let mut order: Vec<(u8, usize)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| (rank(item), i))
+        .collect();
+    order.sort_unstable();
+    let mut dropped = vec![false; items.len()];
+    let mut freed = 0;
+    for (_, i) in order {
+        dropped[i] = true;
+        freed += serde_json::to_string(&items[i]).map_or(1, |json| json.len() + 1);
+        if freed >= excess {
+            break;
+        }
+    }
+    let mut position = 0;
+    items.retain(|_| {
+        position += 1;
+        !dropped[position - 1]
+    });
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 20,000 keyspaces shrink in one or two passes (it took about 30 s one entry at a time),
+    /// keeping the failure and as many entries as fit.
+    #[test]
+    fn a_huge_result_shrinks_to_the_limit_keeping_its_failures() {
+        let message = cleanup(20_000).to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT);
+        let Report::Cleanup(report) = JobResult::parse(&message).unwrap().report else {
+            panic!("a cleanup report")
+        };
+        assert!(
+            report
+                .keyspaces
+                .iter()
+                .any(|k| k.status == KeyspaceStatus::Failed)
+        );
+        // Not more dropped than needed: the room left is less than two entries.
+        assert!(
+            message.len() > TERMINATION_MESSAGE_LIMIT - 2 * 150,
+            "{}",
+            message.len()
+        );
+    }
 
     fn cleanup(keyspaces: usize) -> JobResult {
         let report = CleanupReport {
