@@ -205,6 +205,32 @@ async fn missing_or_malformed_token_file_exits_2_naming_the_file() {
     assert!(agent.calls().is_empty(), "nothing is sent without a token");
 }
 
+/// Scylla restarts while the runner follows a cleanup task: the task is gone, which no input
+/// of the user's caused, so the run is retryable (exit 1), not bad input.
+#[tokio::test]
+async fn a_task_lost_to_a_restart_is_retryable() {
+    let agent = ScyllaAgent::start(node().polls_until_done(u32::MAX)).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+    let run = tokio::spawn({
+        let args = args.clone();
+        async move { run_binary(&args, &[]).await }
+    });
+    while !agent
+        .call_lines()
+        .iter()
+        .any(|c| c.contains("task_status") || c.contains("wait_task"))
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    agent.restart();
+    let (code, output, result) = run.await.unwrap();
+    assert_eq!(code, exit::RETRYABLE, "{}", stderr(&output));
+    let error = result.expect("result file written").error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Retryable);
+    assert!(error.message.contains("no longer known"), "{}", error.message);
+}
+
 /// An address with URL syntax could send the token elsewhere: refused before anything is sent.
 #[tokio::test]
 async fn a_node_address_with_url_syntax_exits_2_and_sends_nothing() {

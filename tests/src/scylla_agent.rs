@@ -380,6 +380,12 @@ impl ScyllaAgent {
     }
 
     /// The ring changes (scaling); the observer should see it on its next read.
+    /// As if Scylla restarted: every task it knew is forgotten (a `task_status` of one of them is
+    /// then Scylla's 400 "task with id … not found"), and nothing it ran goes on.
+    pub fn restart(&self) {
+        self.lock().tasks.clear();
+    }
+
     pub fn set_ring(&self, ring: Vec<String>) {
         self.lock().spec.ring = ring;
     }
@@ -712,7 +718,7 @@ fn task_status_json(task: &Task, polls_until_done: u32) -> Value {
     let total = 1000.0;
     let completed = match task.state {
         "done" => total,
-        _ => total * f64::from(task.polls.min(polls_until_done)) / f64::from(polls_until_done.max(1) + 1),
+        _ => total * f64::from(task.polls.min(polls_until_done)) / (f64::from(polls_until_done.max(1)) + 1.0),
     };
     json!({
         "id": task.id,

@@ -436,6 +436,15 @@ async fn follow_task(
                     return result.map_err(|message| task_failure(args, keyspace, message));
                 }
             }
+            // A task the node itself gave us is unknown now: the node or its agent restarted and
+            // the cleanup did not go on. Nothing the user gave is wrong; a retry starts it again.
+            Err(err) if is_lost_task(&err) => {
+                return Err(Failure::retryable(format!(
+                    "agent {}:{}: the cleanup task {task_id} of {keyspace} is no longer known to the \
+                     node ({err}): Scylla restarted or dropped it; a retry cleans the keyspace again",
+                    args.node_address, args.agent_port
+                )));
+            }
             Err(err) if err.is_retryable() && failed_reads + 1 < STATUS_READ_ATTEMPTS => {
                 failed_reads += 1;
                 tracing::warn!(keyspace, task = task_id, error = %err, "cannot read the task status; trying again");
@@ -443,6 +452,18 @@ async fn follow_task(
             }
             Err(err) => return Err(agent_failure(args, err)),
         }
+    }
+}
+
+/// Scylla answers a task id it does not know with 400 "task with id … not found" (404 through
+/// some proxies).
+fn is_lost_task(err: &AgentError) -> bool {
+    match err {
+        AgentError::Server {
+            status: 400, message, ..
+        } => message.contains("not found"),
+        AgentError::NotFound { .. } => true,
+        _ => false,
     }
 }
 
