@@ -24,6 +24,12 @@ impl AuthToken {
         &self.0
     }
 
+    /// `text` with every occurrence of the token replaced: what the agent or a proxy on the way
+    /// sends back (an echoed `Authorization` header) must not reach logs or results.
+    pub fn redact(&self, text: &str) -> String {
+        text.replace(&self.0, "<redacted>")
+    }
+
     /// Reads the token from scylla-operator's `auth-token.yaml`.
     pub fn from_file(path: &Path) -> Result<Self, TokenFileError> {
         let text = std::fs::read_to_string(path).map_err(|err| TokenFileError {
@@ -76,6 +82,16 @@ pub struct TokenFileError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_token_is_redacted_wherever_it_is_echoed() {
+        let token = AuthToken::new("s3cr3t-t0ken").unwrap();
+        let echoed = r#"{"message": "bad request: Authorization: Bearer s3cr3t-t0ken (s3cr3t-t0ken)"}"#;
+        let redacted = token.redact(echoed);
+        assert!(!redacted.contains("s3cr3t-t0ken"), "{redacted}");
+        assert_eq!(redacted.matches("<redacted>").count(), 2);
+        assert_eq!(token.redact("nothing secret"), "nothing secret");
+    }
     use super::*;
 
     #[test]
