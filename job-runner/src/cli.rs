@@ -1,7 +1,9 @@
 //! The command line of `groundskeeper-job`, in the library so that whatever builds a Job's
 //! arguments (the controller, its tests, the scenarios) parses them with the binary's own parser.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use groundskeeper_protocol::{OperationKind, Report};
 
 use clap::{Parser, Subcommand};
 use groundskeeper_protocol::operation::{
@@ -81,6 +83,29 @@ impl Command {
     }
 }
 
+/// The empty report of the maintenance subcommand in raw arguments (program name excluded), for
+/// a run whose arguments do not parse; `None` when there is none.
+pub fn empty_report_for(args: &[String]) -> Option<Report> {
+    match OperationKind::parse(args.first()?)? {
+        OperationKind::Cleanup => Some(Report::Cleanup(Default::default())),
+        OperationKind::Defrag => Some(Report::Defrag(Default::default())),
+        OperationKind::Compact => Some(Report::Compact(Default::default())),
+    }
+}
+
+/// The `--result-file` named in raw arguments, else the default (the termination message).
+pub fn result_file_in(args: &[String]) -> PathBuf {
+    let named = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
+            Some(rest) if rest.starts_with('=') => Some(rest[1..].to_owned()),
+            Some("") => args.get(i + 1).cloned(),
+            _ => None,
+        });
+    PathBuf::from(named.unwrap_or_else(|| crate::run::DEFAULT_RESULT_FILE.to_owned()))
+}
+
 fn etcd_target(args: &EndpointArgs) -> EtcdTarget {
     let tls = match (&args.cacert, &args.cert, &args.key) {
         (Some(ca), Some(cert), Some(key)) => Some(EtcdTlsFiles {
@@ -113,6 +138,33 @@ mod tests {
                 key: "/tls/tls.key".into(),
             }),
         }
+    }
+
+    #[test]
+    fn arguments_that_do_not_parse_still_name_their_report_and_result_file() {
+        let args = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert!(matches!(
+            empty_report_for(&args("defrag --endpoints")),
+            Some(Report::Defrag(_))
+        ));
+        assert!(matches!(
+            empty_report_for(&args("cleanup")),
+            Some(Report::Cleanup(_))
+        ));
+        assert!(empty_report_for(&args("ring-hash")).is_none());
+        assert!(empty_report_for(&[]).is_none());
+        assert_eq!(
+            result_file_in(&args("compact --result-file /r.json --port x")),
+            PathBuf::from("/r.json")
+        );
+        assert_eq!(
+            result_file_in(&args("compact --result-file=/r.json")),
+            PathBuf::from("/r.json")
+        );
+        assert_eq!(
+            result_file_in(&args("compact --revision x")),
+            PathBuf::from(crate::run::DEFAULT_RESULT_FILE)
+        );
     }
 
     /// Every rendering the controller can make parses back, with the runner's own parser, into

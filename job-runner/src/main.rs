@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use groundskeeper_job::cli::{Cli, Command};
-use groundskeeper_protocol::{exit, ring_hash_from_json};
+use groundskeeper_job::run;
+use groundskeeper_protocol::{Outcome, exit, ring_hash_from_json};
 
 fn main() -> ExitCode {
     init_tracing();
@@ -16,7 +17,10 @@ fn main() -> ExitCode {
     rustls::crypto::ring::default_provider()
         .install_default()
         .expect("no other TLS provider is installed before main");
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return ExitCode::from(refuse_arguments(err) as u8),
+    };
     let code = match cli.command {
         Command::RingHash => ring_hash_from_stdin(),
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
@@ -24,6 +28,36 @@ fn main() -> ExitCode {
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
     };
     ExitCode::from(code as u8)
+}
+
+/// Help and version are printed as clap prints them. Any other mistake in the arguments is bad
+/// input, and a run that started writes its result all the same: to `--result-file` when the
+/// arguments name one, else the default, and to stdout.
+fn refuse_arguments(err: clap::Error) -> i32 {
+    use clap::error::ErrorKind as Kind;
+    if matches!(
+        err.kind(),
+        Kind::DisplayHelp | Kind::DisplayVersion | Kind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return exit::SUCCESS;
+    }
+    let _ = err.print();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(report) = groundskeeper_job::cli::empty_report_for(&args) else {
+        return exit::BAD_INPUT; // no maintenance subcommand: nothing to report on
+    };
+    let text = err.to_string();
+    let first_line = text.lines().next().unwrap_or_default();
+    let message = format!(
+        "{}; see `groundskeeper-job {} --help`",
+        first_line.trim_start_matches("error: "),
+        args.first().map(String::as_str).unwrap_or_default()
+    );
+    let result =
+        run::RunClock::start().finish(report, Outcome::Failed, Some(run::Failure::bad_input(message)));
+    run::report(&result, &groundskeeper_job::cli::result_file_in(&args));
+    run::exit_code(&result)
 }
 
 fn ring_hash_from_stdin() -> i32 {

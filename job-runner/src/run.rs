@@ -1,7 +1,7 @@
 //! What every subcommand shares: timing, writing the result, and the exit code.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use groundskeeper_protocol::result::{ErrorKind, ResultError};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
@@ -34,6 +34,21 @@ impl Failure {
 }
 
 /// Clock for one run: when it started, for the result.
+/// Longest wait any flag may set: beyond it a deadline would overflow the clock, and no real
+/// cleanup or defrag call needs more.
+pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A wait given on the command line, checked: neither zero nor longer than [`MAX_WAIT`].
+pub fn check_wait(flag: &str, wait: Duration) -> Result<Duration, Failure> {
+    if wait.is_zero() || wait > MAX_WAIT {
+        return Err(Failure::bad_input(format!(
+            "{flag} {wait:?}: must be more than zero and at most {} days",
+            MAX_WAIT.as_secs() / 86_400
+        )));
+    }
+    Ok(wait)
+}
+
 pub struct RunClock {
     started_at: jiff::Timestamp,
     started: Instant,

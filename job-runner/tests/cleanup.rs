@@ -231,6 +231,30 @@ async fn a_task_lost_to_a_restart_is_retryable() {
     assert!(error.message.contains("no longer known"), "{}", error.message);
 }
 
+/// Arguments that do not parse, or waits of zero, are bad input with a result written all the
+/// same, and nothing is sent.
+#[tokio::test]
+async fn unparsable_arguments_and_zero_waits_exit_2_with_a_result() {
+    let agent = ScyllaAgent::start(node()).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+    for (extra, names) in [
+        (&["--request-timeout", "5x"][..], "--request-timeout"),
+        (&["--request-timeout", "0s"][..], "--request-timeout"),
+        (&["--no-such-flag"][..], "--no-such-flag"),
+    ] {
+        let _ = std::fs::remove_file(&args.result_file);
+        let (code, output, result) = run_binary(&args, extra).await;
+        assert_eq!(code, exit::BAD_INPUT, "{extra:?}: {}", stderr(&output));
+        let result = result.unwrap_or_else(|| panic!("{extra:?}: no result written"));
+        assert_eq!(result.outcome, Outcome::Failed);
+        let error = result.error.unwrap();
+        assert_eq!(error.kind, ErrorKind::BadInput);
+        assert!(error.message.contains(names), "{extra:?}: {}", error.message);
+    }
+    assert!(agent.calls().is_empty(), "nothing is sent on bad arguments");
+}
+
 /// An address with URL syntax could send the token elsewhere: refused before anything is sent.
 #[tokio::test]
 async fn a_node_address_with_url_syntax_exits_2_and_sends_nothing() {

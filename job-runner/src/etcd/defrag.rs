@@ -195,8 +195,14 @@ impl DefragArgs {
             },
             compact_retain_revisions: self.compact_retain_revisions,
             dry_run: self.dry_run,
-            defrag_call_timeout: Duration::from_millis(self.defrag_call_timeout_ms.max(1)),
-            member_timeout: Duration::from_secs(self.member_timeout_seconds.max(1)),
+            defrag_call_timeout: run::check_wait(
+                "--defrag-call-timeout-ms",
+                Duration::from_millis(self.defrag_call_timeout_ms),
+            )?,
+            member_timeout: run::check_wait(
+                "--member-timeout-seconds",
+                Duration::from_secs(self.member_timeout_seconds),
+            )?,
         })
     }
 }
@@ -827,6 +833,12 @@ mod tests {
             (|a| a.min_defrag_bytes = -1, "--min-defrag-bytes"),
             (|a| a.max_fragmented_percent = 101.0, "--max-fragmented-percent"),
             (|a| a.max_fragmented_percent = -0.5, "--max-fragmented-percent"),
+            (|a| a.defrag_call_timeout_ms = 0, "--defrag-call-timeout-ms"),
+            (|a| a.member_timeout_seconds = 0, "--member-timeout-seconds"),
+            (
+                |a| a.member_timeout_seconds = u64::MAX,
+                "--member-timeout-seconds",
+            ),
             (
                 |a| a.compact_retain_revisions = Some(-3),
                 "--compact-retain-revisions",

@@ -157,6 +157,8 @@ fn summary(report: &CleanupReport) -> String {
 }
 
 async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<(), Failure> {
+    run::check_wait("--poll-interval", args.poll_interval)?;
+    run::check_wait("--request-timeout", args.request_timeout)?;
     let client = connect(args)?;
     let context = |err: AgentError| agent_failure(args, err);
 
