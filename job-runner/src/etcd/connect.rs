@@ -81,6 +81,25 @@ impl EndpointArgs {
     }
 }
 
+/// What is wrong with an endpoint URL that no retry can fix, if anything: it must name a host
+/// and a port other than 0, and nothing else (no user, path or query).
+fn endpoint_problem(endpoint: &str) -> Option<String> {
+    let url = match reqwest::Url::parse(endpoint) {
+        Ok(url) => url,
+        Err(err) => return Some(format!("{endpoint:?} is not a URL: {err}")),
+    };
+    if url.host_str().is_none_or(str::is_empty) {
+        return Some(format!("{endpoint:?} names no host"));
+    }
+    if url.port() == Some(0) {
+        return Some(format!("{endpoint:?}: port 0 is not a port etcd listens on"));
+    }
+    if !url.username().is_empty() || url.password().is_some() || url.path() != "/" || url.query().is_some() {
+        return Some(format!("{endpoint:?}: give scheme://host:port only"));
+    }
+    None
+}
+
 fn display(path: &Option<PathBuf>) -> String {
     path.as_deref()
         .map(|p| p.display().to_string())
@@ -122,6 +141,9 @@ impl Connection {
             return Err(Failure::bad_input(format!(
                 "--endpoints: {endpoint:?} must start with http:// or https://"
             )));
+        }
+        if let Some(problem) = endpoints.iter().find_map(|e| endpoint_problem(e)) {
+            return Err(Failure::bad_input(format!("--endpoints: {problem}")));
         }
         if endpoints.iter().any(|e| e.starts_with("https://")) && ca.is_none() {
             return Err(Failure::bad_input(

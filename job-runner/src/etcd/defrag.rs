@@ -834,6 +834,22 @@ mod tests {
             (|a| a.max_fragmented_percent = 101.0, "--max-fragmented-percent"),
             (|a| a.max_fragmented_percent = -0.5, "--max-fragmented-percent"),
             (|a| a.defrag_call_timeout_ms = 0, "--defrag-call-timeout-ms"),
+            (
+                |a| a.connection.endpoints = vec!["http://127.0.0.1:0".into()],
+                "port 0",
+            ),
+            (
+                |a| a.connection.endpoints = vec!["http://:2379".into()],
+                "--endpoints",
+            ),
+            (
+                |a| a.connection.endpoints = vec!["http://127.0.0.1:99999".into()],
+                "not a URL",
+            ),
+            (
+                |a| a.connection.endpoints = vec!["http://user@127.0.0.1:2379".into()],
+                "scheme://host:port only",
+            ),
             (|a| a.member_timeout_seconds = 0, "--member-timeout-seconds"),
             (
                 |a| a.member_timeout_seconds = u64::MAX,

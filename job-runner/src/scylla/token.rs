@@ -62,7 +62,16 @@ impl AuthToken {
         let token = file
             .auth_token
             .ok_or_else(|| format!("the key `auth_token` is missing; {EXPECTED}"))?;
-        Self::new(token).ok_or_else(|| "the key `auth_token` is empty".to_owned())
+        let token = Self::new(token).ok_or_else(|| "the key `auth_token` is empty".to_owned())?;
+        // No retry can make such a token a valid header value: bad input, not a transport error.
+        if token.0.chars().any(char::is_control) {
+            return Err(
+                "the value of `auth_token` contains control characters (a line break or \
+                        tab inside the token?); write the token on one line"
+                    .to_owned(),
+            );
+        }
+        Ok(token)
     }
 }
 
@@ -82,6 +91,14 @@ pub struct TokenFileError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_token_with_control_characters_is_refused_without_quoting_it() {
+        let problem = AuthToken::from_yaml("auth_token: \"abc\\u0007def\"\n").unwrap_err();
+        assert!(problem.contains("control characters"), "{problem}");
+        assert!(!problem.contains("abc"), "{problem}");
+        assert!(AuthToken::from_yaml("auth_token: abcdef\n").is_ok());
+    }
 
     #[test]
     fn the_token_is_redacted_wherever_it_is_echoed() {
