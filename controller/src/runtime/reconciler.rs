@@ -1,12 +1,14 @@
 //! What every controller's reconciliations share: the context and the failures of each object
 //! in a row, and the one error policy built on them.
 
-use std::fmt::Display;
+use std::fmt::{Debug, Display};
 use std::hash::Hash;
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
+use futures::StreamExt;
+use kube::runtime::controller::{Action, Controller};
 use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 use super::backoff::{FailureCounts, error_backoff};
 use super::context::Context;
@@ -52,6 +54,30 @@ where
         );
         Action::requeue(delay)
     }
+}
+
+/// Runs `controller` until the process is told to stop: each object through `reconcile`, each
+/// failure through the one error policy ([`Reconciler::failed`]).
+pub async fn run<K, F, Fut>(controller: Controller<K>, ctx: Arc<Context>, name: &'static str, reconcile: F)
+where
+    K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Debug + Eq + Hash + Clone + Default + Unpin,
+    F: FnMut(Arc<K>, Arc<Reconciler<K>>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    controller
+        .shutdown_on_signal()
+        .run(
+            reconcile,
+            |object, error, reconciler| reconciler.failed(&object, error),
+            Arc::new(Reconciler::new(ctx, name)),
+        )
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(controller = name, error = %err, "controller event");
+            }
+        })
+        .await;
 }
 
 /// `namespace/name` of an object, for messages.

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -36,7 +35,7 @@ use crate::execution::{self, JobObservation, JobState, bounded_name};
 use crate::results;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
-use crate::runtime::reconciler::Reconciler;
+use crate::runtime::reconciler::{self, Reconciler};
 use crate::targets;
 use crate::triggers::etcd::policy::Policy;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits, maintenance_job_selector};
@@ -53,29 +52,9 @@ pub async fn run(ctx: Arc<Context>) {
     let tasks = Api::<MaintenanceTask>::all(ctx.client.clone());
     let jobs = Api::<Job>::all(ctx.client.clone());
     let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
-    Controller::new(tasks, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(&ours))
-        .shutdown_on_signal()
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Reconciler::new(ctx, CONTROLLER)),
-        )
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(controller = CONTROLLER, error = %err, "task controller event");
-            }
-        })
-        .await;
-}
-
-/// The shared error policy: exponential backoff per task.
-pub fn error_policy(
-    task: Arc<MaintenanceTask>,
-    error: &Error,
-    reconciler: Arc<Reconciler<MaintenanceTask>>,
-) -> Action {
-    reconciler.failed(&task, error)
+    let controller = Controller::new(tasks, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(&ours));
+    reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
 
 pub async fn reconcile(

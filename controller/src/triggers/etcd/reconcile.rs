@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -30,7 +29,7 @@ use crate::conditions::{self, merge_conditions};
 use crate::execution::{self, Created, MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
-use crate::runtime::reconciler::{Reconciler, describe};
+use crate::runtime::reconciler::{self, Reconciler, describe};
 
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "etcd";
@@ -42,29 +41,9 @@ pub async fn run(ctx: Arc<Context>) {
     let clusters = Api::<EtcdCluster>::all(ctx.client.clone());
     let jobs = Api::<Job>::all(ctx.client.clone());
     let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
-    Controller::new(clusters, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(&ours))
-        .shutdown_on_signal()
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Reconciler::new(ctx, CONTROLLER)),
-        )
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(controller = CONTROLLER, error = %err, "etcd controller event");
-            }
-        })
-        .await;
-}
-
-/// The shared error policy: exponential backoff per cluster.
-pub fn error_policy(
-    cluster: Arc<EtcdCluster>,
-    error: &Error,
-    reconciler: Arc<Reconciler<EtcdCluster>>,
-) -> Action {
-    reconciler.failed(&cluster, error)
+    let controller = Controller::new(clusters, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(&ours));
+    reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
 
 /// The label selector of every maintenance Job of cluster `name`.

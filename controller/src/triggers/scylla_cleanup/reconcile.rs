@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -18,7 +17,7 @@ use super::{apply, decide, observe};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::Error;
-use crate::runtime::reconciler::Reconciler;
+use crate::runtime::reconciler::{self, Reconciler};
 
 /// The `controller` label of this controller's metrics.
 pub const CONTROLLER: &str = "scylla-cleanup";
@@ -38,7 +37,7 @@ pub async fn run(ctx: Arc<Context>) {
         keys::SCYLLA_SERVICE_TYPE_LABEL,
         keys::SCYLLA_SERVICE_TYPE_MEMBER
     );
-    Controller::new(
+    let controller = Controller::new(
         Api::<ScyllaCluster>::all(client.clone()),
         watcher::Config::default(),
     )
@@ -50,19 +49,8 @@ pub async fn run(ctx: Arc<Context>) {
         Api::<Service>::all(client),
         watcher::Config::default().labels(&members_selector),
         cluster_of_member,
-    )
-    .shutdown_on_signal()
-    .run(
-        reconcile,
-        error_policy,
-        Arc::new(Reconciler::new(ctx, CONTROLLER)),
-    )
-    .for_each(|result| async move {
-        if let Err(err) = result {
-            tracing::debug!(error = %err, "cleanup controller event");
-        }
-    })
-    .await;
+    );
+    reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
 
 /// The ScyllaCluster a member Service belongs to (`scylla/cluster` label, same namespace).
@@ -108,13 +96,4 @@ fn requeue_after(plan: &decide::Plan, ctx: &Context) -> Duration {
         Some(wish) => wish.min(ctx.config.requeue_idle),
         None => ctx.config.requeue_idle,
     }
-}
-
-/// The shared error policy: exponential backoff per cluster.
-pub fn error_policy(
-    cluster: Arc<ScyllaCluster>,
-    error: &Error,
-    reconciler: Arc<Reconciler<ScyllaCluster>>,
-) -> Action {
-    reconciler.failed(&cluster, error)
 }
