@@ -1,10 +1,11 @@
-//! Scale benchmark of the cleanup controller's decisions (not a test: figures for the README).
+//! Scale benchmark of the cleanup trigger's decisions (not a test: figures for the README).
 //!
 //! 1,000 ScyllaClusters × 9 member Services (3 racks × 3 nodes), half of them just scaled out so
-//! their old nodes need cleanup and some cleanup Jobs run. Measures:
+//! their old nodes need cleanup; half of those have their cleanup task running already, the
+//! others get one submitted. Measures:
 //! * the time to turn cached objects into a snapshot and decide, for all 1,000 clusters;
 //! * the memory the controller needs to hold those objects cached (reflector stores of the
-//!   ScyllaClusters, their member Services and the cleanup Jobs), counted by a global allocator.
+//!   ScyllaClusters, their member Services and the Cleanup tasks), counted by a global allocator.
 //!
 //! Run: `cargo bench -p groundskeeper-controller --bench scale`.
 
@@ -12,12 +13,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use groundskeeper_controller::api::maintenance_task::MaintenanceTask;
 use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::execution;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{Action, SecretState, decide};
 use groundskeeper_controller::triggers::scylla_cleanup::observe::build_snapshot;
 use groundskeeper_protocol::{keys, ring_hash};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -131,20 +131,21 @@ fn members(i: usize) -> Vec<Service> {
     services
 }
 
-/// A cleanup Job running in rack `a` of every scaled cluster.
-fn running_job(i: usize) -> Option<Job> {
-    (i % 2 == 1).then(|| {
+/// A Cleanup task running on every other scaled cluster.
+fn running_task(i: usize) -> Option<MaintenanceTask> {
+    (i % 4 == 1).then(|| {
         serde_json::from_value(json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": format!("cleanup-sc-{i:04}-dc1-a-0"), "namespace": format!("ns-{i:04}"),
-                         "uid": format!("job-{i}"), "resourceVersion": "1000",
-                         "labels": {keys::MANAGED_BY_LABEL: keys::MANAGED_BY, keys::OPERATION_LABEL: "cleanup",
-                                    keys::TARGET_LABEL: format!("sc-{i:04}"), keys::NODE_LABEL: format!("sc-{i:04}-dc1-a-0")},
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+            "metadata": {"name": format!("sc-{i:04}-cleanup-1700000000"), "namespace": format!("ns-{i:04}"),
+                         "uid": format!("task-{i}"), "resourceVersion": "1000",
+                         "creationTimestamp": "2026-11-21T12:00:00Z",
+                         "labels": {keys::MANAGED_BY_LABEL: keys::MANAGED_BY, keys::ORIGIN_LABEL: keys::ORIGIN_AUTOMATIC},
                          "annotations": {keys::CLEANUP_TOKEN_RING_HASH: hash(i + 100_000)}},
-            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "cleanup", "image": "groundskeeper"}]}}},
-            "status": {"active": 1, "startTime": "2026-11-21T12:00:00Z"}
+            "spec": {"target": {"kind": "ScyllaCluster", "name": format!("sc-{i:04}")}, "type": "Cleanup",
+                     "config": {"cleanup": {"nodes": RACKS.iter().map(|r| format!("sc-{i:04}-dc1-{r}-0")).collect::<Vec<_>>()}}},
+            "status": {"state": "InProgress", "progress": "0/3", "startedAt": "2026-11-21T12:00:00Z"}
         }))
-        .expect("valid Job")
+        .expect("valid MaintenanceTask")
     })
 }
 
@@ -166,13 +167,13 @@ fn main() {
     let before = LIVE.load(Ordering::Relaxed);
     let clusters: Vec<_> = (0..CLUSTERS).map(cluster).collect();
     let services: Vec<_> = (0..CLUSTERS).flat_map(members).collect();
-    let jobs: Vec<_> = (0..CLUSTERS).filter_map(running_job).collect();
-    let (n_clusters, n_services, n_jobs) = (clusters.len(), services.len(), jobs.len());
-    let stores = (cached(clusters), cached(services), cached(jobs));
+    let tasks: Vec<_> = (0..CLUSTERS).filter_map(running_task).collect();
+    let (n_clusters, n_services, n_tasks) = (clusters.len(), services.len(), tasks.len());
+    let stores = (cached(clusters), cached(services), cached(tasks));
     let cached_bytes = LIVE.load(Ordering::Relaxed) - before;
 
     // Group the cached objects per cluster once, as the controller's reads would return them.
-    let (cluster_store, service_store, job_store) = &stores;
+    let (cluster_store, service_store, task_store) = &stores;
     let per_cluster: Vec<_> = cluster_store
         .state()
         .into_iter()
@@ -190,29 +191,29 @@ fn main() {
                 })
                 .map(|s| (**s).clone())
                 .collect();
-            let jobs: Vec<(Job, execution::JobObservation)> = job_store
+            let tasks: Vec<MaintenanceTask> = task_store
                 .state()
                 .iter()
-                .filter(|j| j.metadata.labels.as_ref().and_then(|l| l.get(keys::TARGET_LABEL)) == Some(&name))
-                .map(|j| ((**j).clone(), execution::observe(j, &[])))
+                .filter(|t| t.spec.target.name == name)
+                .map(|t| (**t).clone())
                 .collect();
-            (sc, services, jobs)
+            (sc, services, tasks)
         })
         .collect();
 
     let now = jiff::Timestamp::now();
     let mut rounds = Vec::with_capacity(ROUNDS);
-    let mut jobs_to_create = 0;
+    let mut submitted = 0;
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        jobs_to_create = 0;
-        for (sc, services, jobs) in &per_cluster {
-            let snapshot = build_snapshot(sc, services, jobs, SecretState::Present, now);
+        submitted = 0;
+        for (sc, services, tasks) in &per_cluster {
+            let snapshot = build_snapshot(sc, services, tasks, SecretState::Present, now);
             let plan = decide(std::hint::black_box(&snapshot));
-            jobs_to_create += plan
+            submitted += plan
                 .actions
                 .iter()
-                .filter(|a| matches!(a, Action::CreateCleanupJob { .. }))
+                .filter(|a| matches!(a, Action::SubmitCleanupTask { .. }))
                 .count();
         }
         rounds.push(started.elapsed());
@@ -221,9 +222,9 @@ fn main() {
     let median = rounds[ROUNDS / 2];
     let per_cluster_us = median.as_secs_f64() * 1e6 / CLUSTERS as f64;
 
-    println!("cleanup controller scale benchmark");
+    println!("cleanup trigger scale benchmark");
     println!(
-        "  objects cached: {n_clusters} ScyllaClusters, {n_services} member Services, {n_jobs} cleanup Jobs"
+        "  objects cached: {n_clusters} ScyllaClusters, {n_services} member Services, {n_tasks} Cleanup tasks"
     );
     println!(
         "  memory held by the reflector stores: {:.1} MiB",
@@ -235,7 +236,7 @@ fn main() {
         ms(rounds[0]),
         ms(rounds[ROUNDS - 1])
     );
-    println!("  per cluster: {per_cluster_us:.1} µs; Jobs planned per round: {jobs_to_create}");
+    println!("  per cluster: {per_cluster_us:.1} µs; Cleanup tasks submitted per round: {submitted}");
     println!(
         "  peak heap of the whole benchmark: {:.1} MiB",
         PEAK.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)

@@ -14,9 +14,9 @@ use groundskeeper_controller::api::scylla::ScyllaCluster;
 use groundskeeper_controller::execution::build_job;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::targets::scylla::{NodeCleanup, cleanup_job};
 use groundskeeper_controller::triggers::etcd::decide::PlannedJob;
 use groundskeeper_controller::triggers::etcd::reconcile::maintenance_job;
-use groundskeeper_controller::triggers::scylla_cleanup::apply::cleanup_job;
 use http::{Request, Response};
 use kube::client::Body;
 use serde_json::json;
@@ -44,14 +44,31 @@ async fn main() {
     }))
     .expect("a valid ScyllaCluster");
     let hash = "znqy/aBReVlJDtCopwdiTnIM/tKxDLyBD1vT1hPmz5EYmdT7+UkkYYNPRleGTwkiVwsMedQOnzz9VJGQYMEcNg==";
+    let task = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "groundskeeper.dev/v1alpha1".into(),
+        kind: "MaintenanceTask".into(),
+        name: "simple-cluster-cleanup-1763900000".into(),
+        uid: "8b0e3f0e-0000-4000-8000-000000000003".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
     let cleanup = cleanup_job(
         &scylla,
         &config,
-        "simple-cluster-us-east-1-us-east-1a-0",
-        hash,
-        "us-east-1a",
-    )
-    .expect("a cleanup Job for the sample");
+        NodeCleanup {
+            job: "simple-cluster-cleanup-1763900000-0".into(),
+            owner: task,
+            service: "simple-cluster-us-east-1-us-east-1a-0".into(),
+            rack: "us-east-1a".into(),
+            ring_hash: Some(hash.into()),
+            keyspaces: Vec::new(),
+            labels: [(
+                groundskeeper_protocol::keys::TASK_LABEL.to_owned(),
+                "simple-cluster-cleanup-1763900000".to_owned(),
+            )]
+            .into(),
+        },
+    );
     write(&dir, "cleanup-job.yaml", &build_job(&cleanup));
 
     let etcd: EtcdCluster = serde_json::from_value(json!({

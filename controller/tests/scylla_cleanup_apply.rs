@@ -1,17 +1,19 @@
-//! The cleanup controller's writes at the HTTP level: method, path and body of every call.
+//! The cleanup trigger's writes, a cleanup task's node Job and the record of a cleaned node, at
+//! the HTTP level: method, path and body of every call.
 
 use std::pin::pin;
 use std::sync::Arc;
 
+use groundskeeper_controller::api::maintenance_task::TaskState;
 use groundskeeper_controller::api::scylla::ScyllaCluster;
+use groundskeeper_controller::execution;
+use groundskeeper_controller::results::scylla_cleanup as record;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::triggers::scylla_cleanup::apply::{
-    self, AUTH_TOKEN_MOUNT_PATH, cleanup_job_name,
-};
+use groundskeeper_controller::targets::scylla::{AUTH_TOKEN_MOUNT_PATH, NodeCleanup, cleanup_job};
+use groundskeeper_controller::triggers::scylla_cleanup::apply;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    Action, ConditionPlan, DEGRADED, DeleteReason, JobState, MembersRecord, PROGRESSING, Plan, SecretState,
-    SeedReason,
+    Action, ConditionPlan, DEGRADED, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
 };
 use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
 use groundskeeper_protocol::{keys, ring_hash};
@@ -25,6 +27,7 @@ const SC_PATH: &str = "/apis/scylla.scylladb.com/v1/namespaces/scylla/scyllaclus
 const SDC_PATH: &str = "/apis/scylla.scylladb.com/v1alpha1/namespaces/scylla/scylladbdatacenters/basic";
 const SVC_PATH: &str = "/api/v1/namespaces/scylla/services";
 const JOBS_PATH: &str = "/apis/batch/v1/namespaces/scylla/jobs";
+const TASKS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/scylla/maintenancetasks";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/scylla/events";
 
 /// One request the test expects (method, and the path and query starting with `uri`), and the
@@ -232,7 +235,7 @@ async fn seeding_patches_annotations_only_and_writes_conditions_keeping_others()
 #[tokio::test]
 async fn a_record_that_no_longer_fits_is_removed() {
     assert_eq!(
-        apply::last_cleaned_patch(&hash(1), None),
+        record::last_cleaned_patch(&hash(1), None),
         json!({"metadata": {"annotations": {
             keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash(1),
             keys::CLEANED_FOR_MEMBERS: null,
@@ -240,28 +243,44 @@ async fn a_record_that_no_longer_fits_is_removed() {
     );
 }
 
+/// The Job of one node of a cleanup task, as created through the shared Job path.
 #[tokio::test]
 async fn cleanup_job_body() {
-    let mut script = vec![ex(
+    let (client, server) = scripted(vec![ex(
         Method::POST,
         &format!("{JOBS_PATH}?"),
         201,
         json!({"metadata": {"name": "x"}}),
-    )];
-    script.extend(status_exchanges());
-    let (client, server) = scripted(script);
-    let ctx = context(client);
+    )]);
     let h = hash(6);
-    let plan = plan(vec![Action::CreateCleanupJob {
-        service: "basic-dc1-a-0".into(),
-        hash: h.clone(),
-        datacenter: "dc1".into(),
-        rack: "a".into(),
-    }]);
-    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let task_owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "groundskeeper.dev/v1alpha1".into(),
+        kind: "MaintenanceTask".into(),
+        name: "basic-cleanup-1".into(),
+        uid: "task-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let planned = cleanup_job(
+        &cluster(),
+        &ControllerConfig::default(),
+        NodeCleanup {
+            job: "basic-cleanup-1-0".into(),
+            owner: task_owner,
+            service: "basic-dc1-a-0".into(),
+            rack: "a".into(),
+            ring_hash: Some(h.clone()),
+            keyspaces: Vec::new(),
+            labels: [(keys::TASK_LABEL.to_owned(), "basic-cleanup-1".to_owned())].into(),
+        },
+    );
+    execution::create_job(&client, &planned).await.unwrap();
     let seen = server.await.unwrap();
     let job = &seen[0].body;
-    assert_eq!(job["metadata"]["name"], "cleanup-basic-dc1-a-0");
+    assert_eq!(
+        job["metadata"]["name"], "basic-cleanup-1-0",
+        "never scylla-operator's cleanup-<node>"
+    );
     assert_eq!(job["metadata"]["namespace"], NS);
     assert_eq!(job["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH], h);
     assert_eq!(
@@ -273,6 +292,7 @@ async fn cleanup_job_body() {
     assert_eq!(labels[keys::OPERATION_LABEL], "cleanup");
     assert_eq!(labels[keys::TARGET_LABEL], "basic");
     assert_eq!(labels[keys::NODE_LABEL], "basic-dc1-a-0");
+    assert_eq!(labels[keys::TASK_LABEL], "basic-cleanup-1");
     let owner = &job["metadata"]["ownerReferences"][0];
     assert_eq!(
         (
@@ -280,7 +300,7 @@ async fn cleanup_job_body() {
             owner["uid"].as_str(),
             owner["controller"].as_bool()
         ),
-        (Some("ScyllaCluster"), Some("sc-uid"), Some(true))
+        (Some("MaintenanceTask"), Some("task-uid"), Some(true))
     );
     let spec = &job["spec"];
     let config = ControllerConfig::default();
@@ -350,7 +370,7 @@ async fn cleanup_job_body() {
 
 #[tokio::test]
 async fn recording_a_success_patches_and_tells_in_an_event() {
-    let mut script = vec![
+    let (client, server) = scripted(vec![
         ex(
             Method::PATCH,
             &format!("{SVC_PATH}/basic-dc1-a-0?"),
@@ -358,17 +378,12 @@ async fn recording_a_success_patches_and_tells_in_an_event() {
             json!({}),
         ),
         ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
-    ];
-    script.extend(status_exchanges());
-    let (client, server) = scripted(script);
+    ]);
     let ctx = context(client);
-    let plan = plan(vec![Action::RecordCleaned {
-        service: "basic-dc1-a-0".into(),
-        hash: hash(1),
-        job: "cleanup-basic-dc1-a-0".into(),
-        members: None,
-    }]);
-    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let recorded = record::cleaned_record(Some(&hash(1)), Some(&hash(1)), Some(&hash(0)), None);
+    record::node_cleaned(&ctx, &cluster(), "basic-dc1-a-0", "basic-cleanup-1-0", recorded)
+        .await
+        .unwrap();
     let seen = server.await.unwrap();
     assert_eq!(
         seen[0].body["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH],
@@ -379,49 +394,106 @@ async fn recording_a_success_patches_and_tells_in_an_event() {
     assert_eq!(event["type"], "Normal");
     assert_eq!(
         event["note"],
-        "node basic-dc1-a-0 cleaned up by Job cleanup-basic-dc1-a-0"
+        "node basic-dc1-a-0 cleaned up by Job basic-cleanup-1-0"
     );
     assert_eq!(event["regarding"]["kind"], "ScyllaCluster");
     assert_eq!(event["regarding"]["name"], "basic");
+    assert_eq!(event["related"]["kind"], "Service");
 }
 
 #[tokio::test]
-async fn a_failure_is_told_once_and_a_retry_deletes_the_job() {
-    let job_path = format!("{JOBS_PATH}/cleanup-basic-dc1-a-0");
-    let mut script = vec![
+async fn nothing_to_record_still_tells_and_a_failure_warns() {
+    let (client, server) = scripted(vec![
         ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
-        ex(Method::PATCH, &format!("{job_path}?"), 200, json!({})),
-        ex(Method::DELETE, &format!("{job_path}?"), 200, json!({})),
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+    ]);
+    let ctx = context(client);
+    record::node_cleaned(&ctx, &cluster(), "basic-dc1-a-1", "t-1", None)
+        .await
+        .unwrap();
+    record::node_failed(&ctx, &cluster(), "basic-dc1-a-2", "t-2", "keyspace ks: HTTP 500").await;
+    let seen = server.await.unwrap();
+    assert_eq!(
+        seen.len(),
+        2,
+        "no annotation patch when nothing is to be recorded"
+    );
+    assert_eq!(seen[1].body["type"], "Warning");
+    assert_eq!(seen[1].body["reason"], "CleanupFailed");
+    assert_eq!(
+        seen[1].body["note"],
+        "cleanup Job t-2 of node basic-dc1-a-2 failed: keyspace ks: HTTP 500"
+    );
+    assert_eq!(seen[1].body["related"]["kind"], "Job");
+}
+
+#[tokio::test]
+async fn submitting_creates_one_automatic_task_owned_by_the_cluster_and_tells() {
+    let mut script = vec![
+        ex(
+            Method::POST,
+            &format!("{TASKS_PATH}?"),
+            201,
+            json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask", "metadata": {"name": "x"},
+                   "spec": {"target": {"kind": "ScyllaCluster", "name": "basic"}, "type": "Cleanup"}}),
+        ),
         ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
     ];
     script.extend(status_exchanges());
     let (client, server) = scripted(script);
     let ctx = context(client);
-    let plan = plan(vec![
-        Action::ReportJobFailure {
-            job: "cleanup-basic-dc1-a-0".into(),
-            service: "basic-dc1-a-0".into(),
-            message: "keyspace ks: HTTP 500".into(),
-        },
-        Action::DeleteJob {
-            job: "cleanup-basic-dc1-a-0".into(),
-            reason: DeleteReason::Retry,
-        },
-    ]);
+    let plan = plan(vec![Action::SubmitCleanupTask {
+        name: "basic-cleanup-1700000000".into(),
+        nodes: vec!["basic-dc1-a-0".into(), "basic-dc1-a-1".into()],
+        ring_hash: hash(6),
+        retry_of: Some("basic-cleanup-1600000000".into()),
+    }]);
     apply::apply(&ctx, &cluster(), &plan).await.unwrap();
     let seen = server.await.unwrap();
-    assert_eq!(seen[0].body["type"], "Warning");
-    assert_eq!(seen[0].body["reason"], "CleanupFailed");
+    let task = &seen[0].body;
+    assert_eq!(task["metadata"]["name"], "basic-cleanup-1700000000");
     assert_eq!(
-        seen[0].body["note"],
-        "cleanup Job cleanup-basic-dc1-a-0 of node basic-dc1-a-0 failed: keyspace ks: HTTP 500"
+        task["metadata"]["labels"][keys::ORIGIN_LABEL],
+        keys::ORIGIN_AUTOMATIC
     );
     assert_eq!(
-        seen[1].body,
-        json!({"metadata": {"annotations": {keys::FAILURE_REPORTED: "true"}}})
+        task["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH],
+        hash(6)
     );
-    assert_eq!(seen[2].body["propagationPolicy"], "Background");
-    assert_eq!(seen[3].body["reason"], "CleanupRetried");
+    assert_eq!(task["metadata"]["ownerReferences"][0]["kind"], "ScyllaCluster");
+    assert_eq!(task["metadata"]["ownerReferences"][0]["uid"], "sc-uid");
+    assert_eq!(
+        task["spec"],
+        json!({
+            "target": {"kind": "ScyllaCluster", "name": "basic"},
+            "type": "Cleanup",
+            "config": {"cleanup": {"nodes": ["basic-dc1-a-0", "basic-dc1-a-1"]}},
+            "ttlSecondsAfterFinished": 3600,
+        })
+    );
+    let event = &seen[1].body;
+    assert_eq!(event["reason"], "CleanupTaskSubmitted");
+    assert_eq!(
+        event["note"],
+        "submitted cleanup task basic-cleanup-1700000000 for 2 node(s), after task basic-cleanup-1600000000 failed: basic-dc1-a-0, basic-dc1-a-1"
+    );
+}
+
+#[tokio::test]
+async fn a_task_submitted_before_a_restart_is_not_an_error() {
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "reason": "AlreadyExists", "message": "exists"});
+    let mut script = vec![ex(Method::POST, &format!("{TASKS_PATH}?"), 409, conflict)];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![Action::SubmitCleanupTask {
+        name: "basic-cleanup-1700000000".into(),
+        nodes: vec!["basic-dc1-a-0".into()],
+        ring_hash: hash(6),
+        retry_of: None,
+    }]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    assert_eq!(server.await.unwrap().len(), 4, "no Event for a task that existed");
 }
 
 #[tokio::test]
@@ -456,21 +528,8 @@ async fn one_failing_write_does_not_stop_the_others_and_is_returned() {
     assert_eq!(server.await.unwrap().len(), 5);
 }
 
-#[test]
-fn job_names_fit_63_characters_and_stay_distinct() {
-    assert_eq!(cleanup_job_name("basic-dc1-a-0"), "cleanup-basic-dc1-a-0");
-    let long_a = format!("{}-dc-rack-1", "x".repeat(50));
-    let long_b = format!("{}-dc-rack-2", "x".repeat(50));
-    let (a, b) = (cleanup_job_name(&long_a), cleanup_job_name(&long_b));
-    assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
-    assert_ne!(a, b);
-    assert!(a.starts_with("cleanup-xxx"));
-    assert_eq!(a, cleanup_job_name(&long_a), "stable");
-    assert!(a.chars().last().unwrap().is_ascii_alphanumeric());
-}
-
 #[tokio::test]
-async fn observe_reads_members_jobs_and_the_secret_into_a_snapshot() {
+async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
     let member = |ordinal: u32, annotations: Value| {
         json!({"metadata": {
             "name": format!("basic-dc1-a-{ordinal}"), "namespace": NS, "uid": format!("u{ordinal}"),
@@ -483,14 +542,17 @@ async fn observe_reads_members_jobs_and_the_secret_into_a_snapshot() {
         member(0, json!({keys::CURRENT_TOKEN_RING_HASH: hash(2), keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash(1)})),
         member(1, json!({})),
     ]});
-    let jobs = json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": [
-        {"metadata": {"name": "cleanup-basic-dc1-a-0", "namespace": NS, "uid": "j0",
-            "labels": {"groundskeeper.dev/node": "basic-dc1-a-0"},
+    let tasks = json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTaskList", "metadata": {}, "items": [
+        {"metadata": {"name": "auto", "namespace": NS, "uid": "t0", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {keys::ORIGIN_LABEL: keys::ORIGIN_AUTOMATIC},
             "annotations": {keys::CLEANUP_TOKEN_RING_HASH: hash(2)}},
-         "status": {"active": 1}},
-        {"metadata": {"name": "stray", "namespace": NS, "uid": "j1"}, "status": {}},
+         "spec": {"target": {"kind": "ScyllaCluster", "name": "basic"}, "type": "Cleanup"},
+         "status": {"state": "InProgress", "progress": "1/2"}},
+        {"metadata": {"name": "other-cluster", "namespace": NS, "uid": "t1"},
+         "spec": {"target": {"kind": "ScyllaCluster", "name": "other"}, "type": "Cleanup"}},
+        {"metadata": {"name": "etcd-work", "namespace": NS, "uid": "t2"},
+         "spec": {"target": {"kind": "EtcdCluster", "name": "basic"}, "type": "Defragment"}},
     ]});
-    let pods = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []});
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "basic-auth-token", "namespace": NS},
         "data": {"auth-token.yaml": "YXV0aF90b2tlbjogczNjcjN0"}});
     let (client, server) = scripted(vec![
@@ -502,15 +564,7 @@ async fn observe_reads_members_jobs_and_the_secret_into_a_snapshot() {
             200,
             services,
         ),
-        ex(
-            Method::GET,
-            &format!(
-                "{JOBS_PATH}?&labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgroundskeeper%2Cgroundskeeper.dev%2Foperation%3Dcleanup%2Cgroundskeeper.dev%2Ftarget%3Dbasic"
-            ),
-            200,
-            jobs,
-        ),
-        ex(Method::GET, "/api/v1/namespaces/scylla/pods?", 200, pods),
+        ex(Method::GET, &format!("{TASKS_PATH}?"), 200, tasks),
         ex(
             Method::GET,
             "/api/v1/namespaces/scylla/secrets/basic-auth-token",
@@ -518,23 +572,30 @@ async fn observe_reads_members_jobs_and_the_secret_into_a_snapshot() {
             secret,
         ),
     ]);
-    let observed = observe::observe(&client, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
+    let snapshot = observe::observe(&client, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
         .await
         .unwrap();
     server.await.unwrap();
-    let snapshot = observed.snapshot;
     assert_eq!(snapshot.cluster.generation, Some(2));
     assert_eq!(snapshot.cluster.observed_generation, Some(2));
     assert!(snapshot.cluster.single_datacenter);
     assert_eq!(snapshot.members.len(), 2);
     assert_eq!(snapshot.members[0].rack.as_deref(), Some("a"));
     assert_eq!(snapshot.members[0].uid.as_deref(), Some("u0"));
-    assert_eq!(snapshot.jobs.len(), 1);
-    assert_eq!(snapshot.jobs[0].state, JobState::Running);
-    assert_eq!(snapshot.jobs[0].ring_hash, Some(hash(2)));
+    assert_eq!(
+        snapshot.tasks.len(),
+        1,
+        "only the Cleanup tasks of this cluster: {:?}",
+        snapshot.tasks
+    );
+    let task = &snapshot.tasks[0];
+    assert_eq!(
+        (task.name.as_str(), task.state, task.automatic),
+        ("auto", TaskState::InProgress, true)
+    );
+    assert_eq!(task.ring_hash, Some(hash(2)));
+    assert_eq!(task.progress.as_deref(), Some("1/2"));
     assert_eq!(snapshot.agent_token, SecretState::Present);
-    assert_eq!(snapshot.findings.len(), 1);
-    assert!(snapshot.findings[0].object.contains("Job scylla/stray"));
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use groundskeeper_controller::api::maintenance_task::TaskState;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::*;
 use groundskeeper_protocol::{keys, ring_hash};
 
@@ -80,52 +81,58 @@ fn with_record(mut m: MemberFacts, ring: &str, uids: &[String]) -> MemberFacts {
     m
 }
 
-fn job(node: &str, ring: &str, state: JobState) -> JobFacts {
-    JobFacts {
-        name: format!("cleanup-{node}"),
-        node: node.to_owned(),
-        ring_hash: Some(ring.to_owned()),
+fn task(name: &str, state: TaskState, ring: Option<&str>) -> TaskFacts {
+    TaskFacts {
+        name: name.to_owned(),
+        automatic: true,
         state,
-        failure_reported: false,
+        created: now() - jiff::SignedDuration::from_mins(30),
+        completed_at: None,
+        ring_hash: ring.map(str::to_owned),
+        progress: None,
+        last_error: None,
+        waiting_for: None,
     }
 }
 
-fn failed(retryable: bool, minutes_ago: i64) -> JobState {
-    JobState::Failed {
-        message: "keyspace ks1: Can not perform cleanup operation when topology changes".into(),
-        retryable,
-        finished_at: Some(now() - jiff::SignedDuration::from_mins(minutes_ago)),
+/// A task that failed `minutes_ago` with `code`.
+fn failed_task(ring: &str, code: &str, minutes_ago: i64) -> TaskFacts {
+    TaskFacts {
+        completed_at: Some(now() - jiff::SignedDuration::from_mins(minutes_ago)),
+        last_error: Some((
+            code.to_owned(),
+            "cleanup failed on 1 of 3 nodes: basic-dc1-a-0 (keyspace ks1: Can not perform cleanup operation when topology changes)".to_owned(),
+        )),
+        ..task("basic-cleanup-1", TaskState::Failed, Some(ring))
     }
 }
 
-fn snapshot(members: Vec<MemberFacts>, jobs: Vec<JobFacts>) -> Snapshot {
+fn snapshot(members: Vec<MemberFacts>, tasks: Vec<TaskFacts>) -> Snapshot {
     Snapshot {
         cluster: settled_cluster(),
         members,
-        jobs,
+        tasks,
         agent_token: SecretState::Present,
-        findings: Vec::new(),
         now: now(),
     }
 }
 
-fn create(rack: &str, ordinal: u32, ring: &str) -> Action {
-    Action::CreateCleanupJob {
-        service: svc(rack, ordinal),
-        hash: ring.to_owned(),
-        datacenter: "dc1".into(),
-        rack: rack.into(),
-    }
-}
-
-fn creates(plan: &Plan) -> Vec<String> {
-    plan.actions
+/// The nodes of the Cleanup task the plan submits; empty when it submits none.
+fn submits(plan: &Plan) -> Vec<String> {
+    let submitted: Vec<&Vec<String>> = plan
+        .actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreateCleanupJob { service, .. } => Some(service.clone()),
+            Action::SubmitCleanupTask { nodes, .. } => Some(nodes),
             _ => None,
         })
-        .collect()
+        .collect();
+    assert!(submitted.len() <= 1, "one task per cluster at most: {plan:#?}");
+    submitted.first().map(|n| n.to_vec()).unwrap_or_default()
+}
+
+fn nodes(list: &[(&str, u32)]) -> Vec<String> {
+    list.iter().map(|(r, i)| svc(r, *i)).collect()
 }
 
 fn seeds(plan: &Plan) -> Vec<(String, SeedReason)> {
@@ -144,7 +151,7 @@ fn uids(members: &[MemberFacts]) -> Vec<String> {
 
 /// One expectation about a plan.
 enum Expect {
-    Creates(Vec<String>),
+    Submits(Vec<String>),
     Seeds(Vec<(String, SeedReason)>),
     Contains(Action),
     NoAction,
@@ -157,7 +164,7 @@ fn check(name: &str, snapshot: &Snapshot, expectations: &[Expect]) {
     let plan = decide(snapshot);
     for expect in expectations {
         match expect {
-            Expect::Creates(wanted) => assert_eq!(&creates(&plan), wanted, "{name}: creates, plan {plan:#?}"),
+            Expect::Submits(wanted) => assert_eq!(&submits(&plan), wanted, "{name}: submits, plan {plan:#?}"),
             Expect::Seeds(wanted) => assert_eq!(&seeds(&plan), wanted, "{name}: seeds, plan {plan:#?}"),
             Expect::Contains(action) => {
                 assert!(
@@ -194,7 +201,6 @@ fn check(name: &str, snapshot: &Snapshot, expectations: &[Expect]) {
 #[test]
 fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
     let (old, new) = (h(3), h(6));
-    // One rack: the default bound lets one cleanup run at a time.
     let one_rack: Vec<MemberFacts> = (0..6)
         .map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str())))
         .collect();
@@ -206,7 +212,14 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
         "one rack",
         &snapshot(one_rack, vec![]),
         &[
-            Expect::Creates(vec![svc("a", 0)]),
+            // One task for the cluster, naming the old nodes in cleaning order.
+            Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)])),
+            Expect::Contains(Action::SubmitCleanupTask {
+                name: format!("basic-cleanup-{}", now().as_second()),
+                nodes: nodes(&[("a", 0), ("a", 1), ("a", 2)]),
+                ring_hash: new.clone(),
+                retry_of: None,
+            }),
             Expect::Seeds((3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect()),
             Expect::Contains(Action::SeedLastCleaned {
                 service: svc("a", 3),
@@ -214,12 +227,15 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
                 members: Some(record),
                 reason: SeedReason::Joined,
             }),
-            Expect::Progressing(true, "CleanupRunning", "3 of 6 nodes need cleanup"),
-            Expect::Progressing(true, "CleanupRunning", "2 waiting for a free slot"),
+            Expect::Progressing(
+                true,
+                "CleanupRunning",
+                "3 of 6 nodes need cleanup; submitted a cleanup task",
+            ),
             Expect::Degraded(false, "AsExpected", ""),
+            Expect::Requeue(Some(REQUEUE_WHILE_RUNNING)),
         ],
     );
-    // Three racks of one node each, scaled to two each: one cleanup per rack at once.
     let three_racks: Vec<MemberFacts> = ["a", "b", "c"]
         .iter()
         .flat_map(|r| {
@@ -233,8 +249,7 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
         "three racks",
         &snapshot(three_racks, vec![]),
         &[
-            Expect::Creates(vec![svc("a", 0), svc("b", 0), svc("c", 0)]),
-            Expect::Contains(create("a", 0, &new)),
+            Expect::Submits(nodes(&[("a", 0), ("b", 0), ("c", 0)])),
             Expect::Seeds(
                 ["a", "b", "c"]
                     .iter()
@@ -245,56 +260,65 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
     );
 }
 
-/// Runs decide → apply on an in-memory model until nothing is left to do, checking the bounds
-/// at every step: a scale-out ends with every old node cleaned once, no new node cleaned.
+/// Runs decide → apply on an in-memory model, the submitted task cleaning its nodes in the next
+/// step: a scale-out ends with every old node cleaned once, by one task, no new node cleaned.
 #[test]
-fn scale_out_walk_reaches_quiet_within_bounds() {
+fn scale_out_walk_reaches_quiet_with_one_task() {
     let (old, new) = (h(3), h(6));
     let mut members: Vec<MemberFacts> = (0..6)
         .map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str())))
         .collect();
-    let mut jobs: Vec<JobFacts> = Vec::new();
+    let mut tasks: Vec<TaskFacts> = Vec::new();
     let mut cleaned = Vec::new();
-    for _step in 0..50 {
-        // Jobs created in the previous step finish now.
-        for j in &mut jobs {
-            if j.state == JobState::Running {
-                j.state = JobState::Succeeded;
+    for _step in 0..10 {
+        let annotate = |members: &mut Vec<MemberFacts>, service: &str, hash: &str| {
+            let m = members.iter_mut().find(|m| m.service == service).unwrap();
+            m.annotations
+                .insert(keys::LAST_CLEANED_UP_TOKEN_RING_HASH.into(), hash.into());
+        };
+        // The task submitted in the previous step runs and records its nodes.
+        for t in tasks.iter_mut().filter(|t| t.state == TaskState::Pending) {
+            t.state = TaskState::Completed;
+            t.completed_at = Some(now());
+            for node in std::mem::take(&mut cleaned_by_task(t)) {
+                cleaned.push(node.clone());
+                annotate(&mut members, &node, t.ring_hash.as_deref().unwrap());
             }
         }
-        let plan = decide(&snapshot(members.clone(), jobs.clone()));
+        let plan = decide(&snapshot(members.clone(), tasks.clone()));
         if plan.actions.is_empty() {
             assert!(!plan.progressing.status, "{plan:#?}");
             assert_eq!(plan.progressing.message, "all 6 nodes are clean");
-            let mut expected: Vec<String> = (0..3).map(|i| svc("a", i)).collect();
-            expected.sort();
             cleaned.sort();
-            assert_eq!(cleaned, expected);
+            assert_eq!(cleaned, nodes(&[("a", 0), ("a", 1), ("a", 2)]));
+            assert_eq!(tasks.len(), 1, "one task for the ring change");
             return;
         }
         for action in plan.actions {
-            let annotate = |members: &mut Vec<MemberFacts>, service: &str, hash: &str| {
-                let m = members.iter_mut().find(|m| m.service == service).unwrap();
-                m.annotations
-                    .insert(keys::LAST_CLEANED_UP_TOKEN_RING_HASH.into(), hash.into());
-            };
             match action {
                 Action::SeedLastCleaned { service, hash, .. } => annotate(&mut members, &service, &hash),
-                Action::RecordCleaned { service, hash, .. } => {
-                    cleaned.push(service.clone());
-                    annotate(&mut members, &service, &hash)
+                Action::SubmitCleanupTask {
+                    name,
+                    nodes,
+                    ring_hash,
+                    ..
+                } => {
+                    let mut t = task(&name, TaskState::Pending, Some(&ring_hash));
+                    t.progress = Some(nodes.join(","));
+                    tasks.push(t);
                 }
-                Action::CreateCleanupJob { service, hash, .. } => {
-                    jobs.push(job(&service, &hash, JobState::Running));
-                    let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
-                    assert!(running <= 1, "rack bound exceeded: {jobs:?}");
-                }
-                Action::DeleteJob { job, .. } => jobs.retain(|j| j.name != job),
-                other => panic!("unexpected {other:?}"),
             }
         }
     }
-    panic!("no quiet state after 50 steps");
+    panic!("no quiet state after 10 steps");
+}
+
+/// The walk above keeps a task's nodes in its progress field.
+fn cleaned_by_task(task: &TaskFacts) -> Vec<String> {
+    task.progress
+        .as_deref()
+        .map(|p| p.split(',').map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -313,12 +337,13 @@ fn scale_in() {
             })
             .collect()
     };
+    let every = nodes(&[("a", 0), ("a", 1), ("a", 2)]);
     let seeded_only_left: Vec<_> = (0..3).map(|i| (svc("a", i), SeedReason::OnlyNodesLeft)).collect();
     check(
         "nodes only left: seeded, not cleaned",
         &snapshot(remaining(Some((&six, &recorded))), vec![]),
         &[
-            Expect::Creates(vec![]),
+            Expect::Submits(vec![]),
             Expect::Seeds(seeded_only_left.clone()),
             Expect::Progressing(false, "AsExpected", "all 3 nodes are clean"),
         ],
@@ -326,19 +351,19 @@ fn scale_in() {
     check(
         "no record (cleaned by scylla-operator): cleaned",
         &snapshot(remaining(None), vec![]),
-        &[Expect::Creates(vec![svc("a", 0)]), Expect::Seeds(vec![])],
+        &[Expect::Submits(every.clone()), Expect::Seeds(vec![])],
     );
     check(
         "record for another ring: cleaned",
         &snapshot(remaining(Some((&h(5), &recorded))), vec![]),
-        &[Expect::Creates(vec![svc("a", 0)]), Expect::Seeds(vec![])],
+        &[Expect::Submits(every.clone()), Expect::Seeds(vec![])],
     );
     let mut multi_dc = snapshot(remaining(Some((&six, &recorded))), vec![]);
     multi_dc.cluster.single_datacenter = false;
     check(
         "external seeds (nodes we cannot see): cleaned",
         &multi_dc,
-        &[Expect::Creates(vec![svc("a", 0)]), Expect::Seeds(vec![])],
+        &[Expect::Submits(every.clone()), Expect::Seeds(vec![])],
     );
     // 6 → 5 → 6: same names, but node 5 is a new Service with new tokens.
     let mut back_to_six: Vec<MemberFacts> = (0..5)
@@ -351,11 +376,10 @@ fn scale_in() {
         "a node left and another joined under the same name: cleaned",
         &snapshot(back_to_six, vec![]),
         &[
-            Expect::Creates(vec![svc("a", 0)]),
+            Expect::Submits((0..5).map(|i| svc("a", i)).collect()),
             Expect::Seeds(vec![(svc("a", 5), SeedReason::Joined)]),
         ],
     );
-    // Not every member agrees on the ring yet: unsure, so clean.
     let mut unsettled = remaining(Some((&six, &recorded)));
     unsettled[2]
         .annotations
@@ -363,213 +387,152 @@ fn scale_in() {
     check(
         "members disagree on the ring: cleaned",
         &snapshot(unsettled, vec![]),
-        &[Expect::Seeds(vec![]), Expect::Creates(vec![svc("a", 0)])],
+        &[Expect::Seeds(vec![]), Expect::Submits(every.clone())],
     );
     let same_members = remaining(Some((&six, &uids(&remaining(None)))));
     check(
         "same members, ring changed: cleaned",
         &snapshot(same_members, vec![]),
-        &[Expect::Seeds(vec![]), Expect::Creates(vec![svc("a", 0)])],
+        &[Expect::Seeds(vec![]), Expect::Submits(every)],
     );
 }
 
 #[test]
-fn jobs_running_succeeded_failed_deleted_by_hand() {
+fn tasks_queued_running_failed_and_retried() {
     let (old, new) = (h(1), h(2));
     let three = || -> Vec<MemberFacts> { (0..3).map(|i| member("a", i, Some(&new), Some(&old))).collect() };
-    let a0 = svc("a", 0);
-    let job_a0 = format!("cleanup-{a0}");
-    type Case = (&'static str, Vec<MemberFacts>, Vec<JobFacts>, Vec<Expect>);
+    let every = nodes(&[("a", 0), ("a", 1), ("a", 2)]);
+    type Case = (&'static str, Vec<TaskFacts>, Vec<Expect>);
     let cases: Vec<Case> = vec![
         (
-            "running: nothing new in its rack",
-            three(),
-            vec![job(&a0, &new, JobState::Running)],
+            "a task runs: nothing more is submitted",
+            vec![TaskFacts {
+                progress: Some("1/3".into()),
+                ..task("basic-cleanup-1", TaskState::InProgress, Some(&new))
+            }],
             vec![
                 Expect::NoAction,
                 Expect::Progressing(
                     true,
                     "CleanupRunning",
-                    "3 of 3 nodes need cleanup; 1 running in rack a of datacenter dc1 (limit 1); 2 waiting for a free slot",
+                    "3 of 3 nodes need cleanup; cleanup task basic-cleanup-1 is running, 1/3 nodes done",
                 ),
                 Expect::Requeue(Some(REQUEUE_WHILE_RUNNING)),
             ],
         ),
         (
-            "succeeded: recorded with the Job's hash",
-            three(),
-            vec![job(&a0, &new, JobState::Succeeded)],
+            "a manual task is queued: it is waited for, no duplicate",
+            vec![TaskFacts {
+                automatic: false,
+                waiting_for: Some("ScyllaCluster scylla/basic: waiting for Available=True".into()),
+                ..task("by-hand", TaskState::Pending, None)
+            }],
             vec![
-                Expect::Contains(Action::RecordCleaned {
-                    service: a0.clone(),
-                    hash: new.clone(),
-                    job: job_a0.clone(),
-                    members: Some(MembersRecord {
-                        ring_hash: new.clone(),
-                        members: uids(&three()).into_iter().collect(),
-                    }),
-                }),
-                // The recorded node still counts as needing cleanup until its annotation changes,
-                // but its slot is free: the next node starts.
-                Expect::Creates(vec![svc("a", 1)]),
+                Expect::NoAction,
+                Expect::Progressing(
+                    true,
+                    "WaitingForPreconditions",
+                    "cleanup task by-hand is queued: ScyllaCluster scylla/basic: waiting for Available=True",
+                ),
             ],
         ),
         (
-            "succeeded and recorded: deleted",
-            {
-                let mut m = three();
-                m[0] = member("a", 0, Some(&new), Some(&new));
-                m
-            },
-            vec![job(&a0, &new, JobState::Succeeded)],
+            "the last task completed yet nodes need cleanup (ring moved): a new task",
+            vec![TaskFacts {
+                completed_at: Some(now()),
+                ..task("basic-cleanup-1", TaskState::Completed, Some(&old))
+            }],
             vec![
-                Expect::Contains(Action::DeleteJob {
-                    job: job_a0.clone(),
-                    reason: DeleteReason::Recorded,
-                }),
-                Expect::Creates(vec![svc("a", 1)]),
+                Expect::Submits(every.clone()),
+                Expect::Degraded(false, "AsExpected", ""),
             ],
         ),
         (
-            "failed, retryable, 1 minute ago: reported, kept, retried later",
-            three(),
-            vec![job(&a0, &new, failed(true, 1))],
+            "failed 1 minute ago, a retry may help: wait for the backoff",
+            vec![failed_task(&new, "NodeFailed", 1)],
             vec![
-                Expect::Contains(Action::ReportJobFailure {
-                    job: job_a0.clone(),
-                    service: a0.clone(),
-                    message: "keyspace ks1: Can not perform cleanup operation when topology changes".into(),
-                }),
+                Expect::Submits(vec![]),
                 Expect::Degraded(
                     true,
-                    "CleanupJobFailed",
-                    "cleanup Job cleanup-basic-dc1-a-0 failed: keyspace ks1: Can not perform cleanup operation when topology changes (retrying in 240s)",
+                    "CleanupTaskFailed",
+                    "cleanup task basic-cleanup-1 failed: cleanup failed on 1 of 3 nodes: basic-dc1-a-0 (keyspace ks1: Can not perform cleanup operation when topology changes) (a new one follows in 240s)",
                 ),
-                // A failed Job holds no slot: the next node of the rack goes on.
-                Expect::Creates(vec![svc("a", 1)]),
-                Expect::Requeue(Some(Duration::from_secs(30))),
+                Expect::Progressing(
+                    true,
+                    "WaitingForPreconditions",
+                    "the next cleanup task follows in 240s",
+                ),
+                Expect::Requeue(Some(Duration::from_secs(240))),
             ],
         ),
         (
-            "failed, retryable, after the backoff: deleted for a retry",
-            three(),
-            vec![JobFacts {
-                failure_reported: true,
-                ..job(&a0, &new, failed(true, 6))
-            }],
+            "failed 6 minutes ago: retried",
+            vec![failed_task(&new, "NodeFailed", 6)],
             vec![
-                Expect::Contains(Action::DeleteJob {
-                    job: job_a0.clone(),
-                    reason: DeleteReason::Retry,
+                Expect::Contains(Action::SubmitCleanupTask {
+                    name: format!("basic-cleanup-{}", now().as_second()),
+                    nodes: every.clone(),
+                    ring_hash: new.clone(),
+                    retry_of: Some("basic-cleanup-1".into()),
                 }),
-                Expect::Degraded(true, "CleanupJobFailed", "retrying now"),
+                Expect::Degraded(false, "AsExpected", ""),
             ],
         ),
         (
-            "failed, bad input: kept until a person deletes it",
-            three(),
-            vec![JobFacts {
-                failure_reported: true,
-                ..job(&a0, &new, failed(false, 600))
-            }],
+            "failed on bad input: no retry until a person deletes the task",
+            vec![failed_task(&new, BAD_INPUT, 600)],
             vec![
-                Expect::Creates(vec![svc("a", 1)]),
+                Expect::Submits(vec![]),
                 Expect::Degraded(
                     true,
-                    "CleanupJobFailed",
-                    "fix the cause, then delete the Job to retry",
+                    "CleanupTaskFailed",
+                    "no retry can fix it: cleanup failed on 1 of 3 nodes",
                 ),
-                Expect::Requeue(Some(REQUEUE_WHILE_RUNNING)),
+                Expect::Degraded(
+                    true,
+                    "CleanupTaskFailed",
+                    "fix the cause, then delete MaintenanceTask scylla/basic-cleanup-1",
+                ),
             ],
         ),
         (
-            "failed for a ring that moved on: deleted at once",
-            three(),
-            vec![JobFacts {
-                failure_reported: true,
-                ..job(&a0, &h(9), failed(false, 0))
-            }],
-            vec![Expect::Contains(Action::DeleteJob {
-                job: job_a0.clone(),
-                reason: DeleteReason::Outdated,
-            })],
+            "failed for a ring that moved on: a new task at once",
+            vec![failed_task(&h(9), BAD_INPUT, 0)],
+            vec![Expect::Submits(every.clone())],
         ),
         (
-            "deleted by hand while running: the node needs cleanup again",
-            three(),
-            vec![],
-            vec![Expect::Creates(vec![a0.clone()])],
-        ),
-        (
-            "Job of a member that is gone: deleted",
-            three(),
-            vec![job(&svc("a", 7), &new, JobState::Running)],
+            "an older failure followed by a success does not hold anything back",
             vec![
-                Expect::Contains(Action::DeleteJob {
-                    job: format!("cleanup-{}", svc("a", 7)),
-                    reason: DeleteReason::MemberGone,
-                }),
-                Expect::Creates(vec![a0.clone()]),
+                failed_task(&new, BAD_INPUT, 60),
+                TaskFacts {
+                    completed_at: Some(now() - jiff::SignedDuration::from_mins(30)),
+                    ..task("basic-cleanup-2", TaskState::Completed, Some(&old))
+                },
+            ],
+            vec![
+                Expect::Submits(every.clone()),
+                Expect::Degraded(false, "AsExpected", ""),
             ],
         ),
     ];
-    for (name, members, jobs, expectations) in cases {
-        check(name, &snapshot(members, jobs), &expectations);
+    for (name, tasks, expectations) in cases {
+        check(name, &snapshot(three(), tasks), &expectations);
     }
 }
 
 #[test]
-fn ring_moved_during_a_running_job() {
-    let (h0, h1, h2) = (h(10), h(11), h(12));
-    let a0 = svc("a", 0);
-    let job_name = format!("cleanup-{a0}");
-    let node = |last: &str| vec![member("a", 0, Some(&h2), Some(last))];
-    check(
-        "running for the old ring: left to finish",
-        &snapshot(node(&h0), vec![job(&a0, &h1, JobState::Running)]),
-        &[
-            Expect::NoAction,
-            Expect::Progressing(true, "CleanupRunning", "1 of 1 nodes need cleanup"),
-        ],
-    );
-    check(
-        "its success records its own hash, not the new one",
-        &snapshot(node(&h0), vec![job(&a0, &h1, JobState::Succeeded)]),
-        &[Expect::Contains(Action::RecordCleaned {
-            service: a0.clone(),
-            hash: h1.clone(),
-            job: job_name.clone(),
-            members: None,
-        })],
-    );
-    check(
-        "then the Job goes",
-        &snapshot(node(&h1), vec![job(&a0, &h1, JobState::Succeeded)]),
-        &[
-            Expect::Contains(Action::DeleteJob {
-                job: job_name.clone(),
-                reason: DeleteReason::Recorded,
-            }),
-            Expect::Creates(vec![]),
-        ],
-    );
-    check(
-        "then a Job for the new ring",
-        &snapshot(node(&h1), vec![]),
-        &[Expect::Contains(create("a", 0, &h2))],
-    );
-    check(
-        "an old success never moves a clean node back",
-        &snapshot(node(&h2), vec![job(&a0, &h1, JobState::Succeeded)]),
-        &[Expect::Contains(Action::DeleteJob {
-            job: job_name,
-            reason: DeleteReason::Recorded,
-        })],
-    );
+fn automatic_task_names_fit_and_differ_by_time() {
+    let name = automatic_task_name("basic", now());
+    assert_eq!(name, format!("basic-cleanup-{}", now().as_second()));
+    let long = "c".repeat(80);
+    let a = automatic_task_name(&long, now());
+    let b = automatic_task_name(&long, now() + jiff::SignedDuration::from_secs(1));
+    assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+    assert_ne!(a, b);
 }
 
 #[test]
-fn each_precondition_failing_in_turn_blocks_new_jobs_only() {
+fn each_precondition_failing_in_turn_blocks_new_tasks_only() {
     let (old, new) = (h(1), h(2));
     let members = || {
         vec![
@@ -629,7 +592,7 @@ fn each_precondition_failing_in_turn_blocks_new_jobs_only() {
             name,
             &s,
             &[
-                Expect::Creates(vec![]),
+                Expect::Submits(vec![]),
                 // Seeding a new node never waits: late seeding could hide stale data.
                 Expect::Seeds(vec![(svc("a", 1), SeedReason::Joined)]),
                 Expect::Progressing(true, "WaitingForPreconditions", message),
@@ -641,11 +604,11 @@ fn each_precondition_failing_in_turn_blocks_new_jobs_only() {
     let mut s = snapshot(members(), vec![]);
     s.cluster.conditions[2].status = "True".into();
     s.cluster.conditions.push(condition(DEGRADED, "True"));
-    check("degraded by us only", &s, &[Expect::Creates(vec![svc("a", 0)])]);
+    check("degraded by us only", &s, &[Expect::Submits(vec![svc("a", 0)])]);
     s.cluster
         .conditions
         .push(condition("StatefulSetControllerDegraded", "True"));
-    check("degraded by us and others", &s, &[Expect::Creates(vec![])]);
+    check("degraded by us and others", &s, &[Expect::Submits(vec![])]);
 }
 
 #[test]
@@ -660,7 +623,7 @@ fn bootstrapping_node_blocks_nobody() {
         "bootstrapping",
         &snapshot(members, vec![]),
         &[
-            Expect::Creates(vec![svc("a", 0), svc("b", 0)]),
+            Expect::Submits(vec![svc("a", 0), svc("b", 0)]),
             Expect::Seeds(vec![]),
             Expect::Progressing(
                 true,
@@ -700,8 +663,8 @@ fn malformed_or_missing_annotations() {
             name,
             &snapshot(vec![bad, good()], vec![]),
             &[
-                // No action on the bad node; the others go on.
-                Expect::Creates(vec![svc("b", 0)]),
+                // The bad node is left out; the others go on.
+                Expect::Submits(vec![svc("b", 0)]),
                 Expect::Seeds(vec![]),
                 Expect::Degraded(true, "InvalidAnnotation", message),
             ],
@@ -712,7 +675,7 @@ fn malformed_or_missing_annotations() {
         &snapshot(vec![member("a", 0, Some(&new), None)], vec![]),
         &[
             Expect::Seeds(vec![(svc("a", 0), SeedReason::Joined)]),
-            Expect::Creates(vec![]),
+            Expect::Submits(vec![]),
         ],
     );
     check(
@@ -721,7 +684,7 @@ fn malformed_or_missing_annotations() {
             vec![member("a", 0, Some(&new), Some(keys::NEVER_CLEANED_UP))],
             vec![],
         ),
-        &[Expect::Contains(create("a", 0, &new))],
+        &[Expect::Submits(vec![svc("a", 0)])],
     );
     check(
         "our own record unreadable: treated as unknown (cleaned)",
@@ -734,89 +697,34 @@ fn malformed_or_missing_annotations() {
             vec![],
         ),
         &[
-            Expect::Creates(vec![svc("a", 0)]),
+            Expect::Submits(vec![svc("a", 0)]),
             Expect::Degraded(false, "AsExpected", ""),
         ],
-    );
-    let mut no_hash_job = job(&svc("a", 0), &new, JobState::Succeeded);
-    no_hash_job.ring_hash = None;
-    check(
-        "Job without its hash annotation: not recorded",
-        &snapshot(vec![member("a", 0, Some(&new), Some(&old))], vec![no_hash_job]),
-        &[
-            Expect::NoAction,
-            Expect::Degraded(
-                true,
-                "InvalidObject",
-                "Job scylla/cleanup-basic-dc1-a-0 has no annotation internal.scylla-operator.scylladb.com/cleanup-token-ring-hash",
-            ),
-        ],
-    );
-    let mut s = snapshot(vec![member("a", 0, Some(&new), Some(&old))], vec![]);
-    s.findings.push(Finding {
-        object: "Job scylla/cleanup-x".into(),
-        message: "has no groundskeeper.dev/node label".into(),
-    });
-    check(
-        "findings from observe",
-        &s,
-        &[Expect::Degraded(
-            true,
-            "InvalidObject",
-            "Job scylla/cleanup-x: has no groundskeeper.dev/node label",
-        )],
     );
 }
 
 #[test]
-fn concurrency_limits_per_rack_and_per_cluster() {
+fn concurrency_annotations_are_checked_here_and_applied_by_the_task() {
     let (old, new) = (h(1), h(2));
     let members = || -> Vec<MemberFacts> {
-        ["a", "b", "c"]
+        ["a", "b"]
             .iter()
-            .flat_map(|r| (0..3).map(move |i| (r, i)))
+            .flat_map(|r| (0..2).map(move |i| (r, i)))
             .map(|(r, i)| member(r, i, Some(&new), Some(&old)))
             .collect()
     };
-    let with = |pairs: &[(&str, &str)], jobs: Vec<JobFacts>| {
-        let mut s = snapshot(members(), jobs);
+    let with = |pairs: &[(&str, &str)]| {
+        let mut s = snapshot(members(), vec![]);
         for (k, v) in pairs {
             s.cluster.annotations.insert((*k).into(), (*v).into());
         }
         s
     };
+    let every = nodes(&[("a", 0), ("a", 1), ("b", 0), ("b", 1)]);
     check(
-        "default: one per rack",
-        &with(&[], vec![]),
-        &[Expect::Creates(vec![svc("a", 0), svc("b", 0), svc("c", 0)])],
-    );
-    check(
-        "two per rack",
-        &with(&[(keys::CLEANUP_MAX_PER_RACK, "2")], vec![]),
-        &[Expect::Creates(vec![
-            svc("a", 0),
-            svc("a", 1),
-            svc("b", 0),
-            svc("b", 1),
-            svc("c", 0),
-            svc("c", 1),
-        ])],
-    );
-    check(
-        "one in the cluster",
-        &with(&[(keys::CLEANUP_MAX_PER_CLUSTER, "1")], vec![]),
-        &[Expect::Creates(vec![svc("a", 0)])],
-    );
-    check(
-        "cluster bound counts running Jobs of every rack",
-        &with(
-            &[(keys::CLEANUP_MAX_PER_CLUSTER, "2")],
-            vec![job(&svc("c", 2), &new, JobState::Running)],
-        ),
-        &[
-            Expect::Creates(vec![svc("a", 0)]),
-            Expect::Progressing(true, "CleanupRunning", "2 running in the cluster (limit 2)"),
-        ],
+        "valid bounds: one task for every node",
+        &with(&[(keys::CLEANUP_MAX_PER_RACK, "2")]),
+        &[Expect::Submits(every)],
     );
     for (key, value) in [
         (keys::CLEANUP_MAX_PER_RACK, "abc"),
@@ -826,8 +734,8 @@ fn concurrency_limits_per_rack_and_per_cluster() {
     ] {
         let message =
             format!("annotation {key} on ScyllaCluster scylla/basic is not a positive integer: '{value}'");
-        let plan = decide(&with(&[(key, value)], vec![]));
-        assert!(creates(&plan).is_empty(), "{key}={value}: {plan:#?}");
+        let plan = decide(&with(&[(key, value)]));
+        assert!(submits(&plan).is_empty(), "{key}={value}: {plan:#?}");
         assert_eq!(plan.degraded.reason, "InvalidAnnotation");
         assert!(
             plan.degraded.message.contains(&message),
@@ -851,7 +759,7 @@ fn opt_out_and_agent_secret() {
             member("a", 1, Some(&new), None),
         ]
     };
-    let mut off = snapshot(members(), vec![job(&svc("a", 0), &new, JobState::Succeeded)]);
+    let mut off = snapshot(members(), vec![]);
     off.cluster
         .annotations
         .insert(keys::MAINTENANCE_ENABLED.into(), "false".into());
@@ -875,10 +783,10 @@ fn opt_out_and_agent_secret() {
         .annotations
         .insert(keys::MAINTENANCE_ENABLED.into(), "no".into());
     check(
-        "opt-out unreadable: no new Jobs",
+        "opt-out unreadable: no new task",
         &unclear,
         &[
-            Expect::Creates(vec![]),
+            Expect::Submits(vec![]),
             Expect::Seeds(vec![(svc("a", 1), SeedReason::Joined)]),
             Expect::Degraded(
                 true,
@@ -891,7 +799,7 @@ fn opt_out_and_agent_secret() {
     on.cluster
         .annotations
         .insert(keys::MAINTENANCE_ENABLED.into(), "true".into());
-    check("opted in explicitly", &on, &[Expect::Creates(vec![svc("a", 0)])]);
+    check("opted in explicitly", &on, &[Expect::Submits(vec![svc("a", 0)])]);
 
     let mut missing = snapshot(members(), vec![]);
     missing.agent_token = SecretState::Missing {
@@ -901,7 +809,7 @@ fn opt_out_and_agent_secret() {
         "agent token Secret missing",
         &missing,
         &[
-            Expect::Creates(vec![]),
+            Expect::Submits(vec![]),
             Expect::Seeds(vec![(svc("a", 1), SeedReason::Joined)]),
             Expect::Degraded(
                 true,
@@ -923,7 +831,7 @@ fn opt_out_and_agent_secret() {
         "agent token key missing",
         &missing,
         &[
-            Expect::Creates(vec![]),
+            Expect::Submits(vec![]),
             Expect::Degraded(true, "AgentTokenSecretMissing", "has no key auth-token.yaml"),
         ],
     );

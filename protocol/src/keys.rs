@@ -53,8 +53,6 @@ pub const NODE_LABEL: &str = "groundskeeper.dev/node";
 /// "members": [UIDs of every member Service]}` when every member agreed on that ring. Lets the
 /// controller tell a scale-in (nodes only left: nobody lost ranges) from a change that needs cleanup.
 pub const CLEANED_FOR_MEMBERS: &str = "groundskeeper.dev/cleaned-for-members";
-/// On a failed Job: a Warning Event was published for its failure already.
-pub const FAILURE_REPORTED: &str = "groundskeeper.dev/failure-reported";
 /// On a member Service: when groundskeeper's ring observer last wrote `current-token-ring-hash`
 /// (RFC 3339). Marks the hash as groundskeeper's to keep up to date.
 pub const RING_HASH_OBSERVED_AT: &str = "groundskeeper.dev/ring-hash-observed-at";

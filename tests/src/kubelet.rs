@@ -96,6 +96,8 @@ pub struct JobLog {
     pub running: BTreeMap<String, String>,
     /// Highest number of unfinished Jobs of one group at any moment.
     pub max_running_per_group: usize,
+    /// Highest number of unfinished Jobs at any moment, all groups together.
+    pub max_running_total: usize,
     /// Finished Jobs in order: (job name, exit code of its last pod).
     pub finished: Vec<(String, i32)>,
 }
@@ -219,6 +221,7 @@ impl Simulation {
         log.running.insert(name, group.clone());
         let in_group = log.running.values().filter(|g| **g == group).count();
         log.max_running_per_group = log.max_running_per_group.max(in_group);
+        log.max_running_total = log.max_running_total.max(log.running.len());
     }
 
     fn record_end(&self, job: &str, exit_code: i32) {

@@ -143,7 +143,7 @@ fn the_demo_ends_by_itself_with_the_before_after_table_and_leaves_nothing() {
     let text = output.join("\n");
     assert!(status.success(), "{status}:\n{text}");
     for expected in [
-        "job/cleanup-basic-us-east-1-a-0",
+        "job/basic-cleanup-",
         "logs job/main-maint-1 │ defragmenting",
         "before and after",
         "3 of 6 nodes cleaned",

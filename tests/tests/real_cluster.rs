@@ -13,7 +13,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
 };
 use serde_json::{Value, json};
 
@@ -179,22 +180,40 @@ async fn create_fake_cluster_and_wait_for_job(client: kube::Client, ns: String) 
         ControllerConfig::default(),
         Arc::new(Metrics::new()),
     ));
-    let controller = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(ctx));
+    let trigger = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(
+        ctx.clone(),
+    ));
+    let tasks = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let job_name = format!("cleanup-{service}");
-    wait_until(&format!("Job {job_name} created"), || {
+    let selector = format!("{}={service}", keys::NODE_LABEL);
+    wait_until(&format!("a cleanup Job of node {service} created"), || {
         let jobs = jobs.clone();
-        let job_name = job_name.clone();
-        async move { jobs.get_opt(&job_name).await.unwrap().is_some() }
+        let selector = selector.clone();
+        async move {
+            !jobs
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        }
     })
     .await;
-    controller.abort();
-    let job = jobs.get(&job_name).await.unwrap();
+    trigger.abort();
+    tasks.abort();
+    let job = jobs
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
     let annotations = job.metadata.annotations.unwrap_or_default();
     assert_eq!(annotations.get(keys::CLEANUP_TOKEN_RING_HASH), Some(&current));
     let owner = &job.metadata.owner_references.unwrap_or_default()[0];
-    assert_eq!(
-        (owner.kind.as_str(), owner.name.as_str()),
-        ("ScyllaCluster", cluster)
+    assert_eq!(owner.kind, "MaintenanceTask", "a task's Job");
+    assert!(
+        owner.name.starts_with(&format!("{cluster}-cleanup-")),
+        "{}",
+        owner.name
     );
 }

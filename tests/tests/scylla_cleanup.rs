@@ -1,10 +1,12 @@
 //! End to end on the in-memory Kubernetes API: a ScyllaCluster is scaled out → the cleanup
-//! controller creates Jobs (at most one per rack at a time) → a simulated Job controller and
+//! trigger submits one Cleanup task → the task controller creates its node Jobs (at most one per
+//! rack at a time) → a simulated Job controller and
 //! kubelet run each Job for real (the runner's library against Scylla Manager Agent stand-ins) →
 //! results come back through termination messages → annotations, Events and conditions → quiet.
 //!
 //! What plays which part:
-//! - the controller: `groundskeeper_controller::triggers::scylla_cleanup::run`, unchanged, over a kube client;
+//! - the controller: `triggers::scylla_cleanup::run` and `tasks::reconcile::run`, unchanged,
+//!   over a kube client;
 //! - scylla-operator: this test, writing the ScyllaCluster's spec and status and the member
 //!   Services' `current-token-ring-hash` as its sidecar would;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`, running each
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::triggers::scylla_cleanup::apply::node_address;
+use groundskeeper_controller::targets::scylla::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
@@ -47,6 +49,10 @@ fn scylla_datacenters() -> ResourceId {
 
 fn services() -> ResourceId {
     ResourceId::of::<Service>()
+}
+
+fn maintenance_tasks() -> ResourceId {
+    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
 }
 
 fn jobs() -> ResourceId {
@@ -239,7 +245,9 @@ struct Scenario {
     metrics: Arc<Metrics>,
     agents: BTreeMap<String, ScyllaAgent>,
     jobs: JobSimulator,
+    /// The trigger, then the task controller.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    ctx: Arc<Context>,
     with_datacenter: bool,
 }
 
@@ -257,6 +265,15 @@ const AFTER: &Racks = &[("a", 4), ("b", 2)];
 
 impl Scenario {
     async fn start(with_datacenter: bool, secret_token: &str) -> Scenario {
+        Self::start_with(with_datacenter, secret_token, |spec| spec).await
+    }
+
+    /// [`Scenario::start`] with every node's agent stand-in shaped by `agent`.
+    async fn start_with(
+        with_datacenter: bool,
+        secret_token: &str,
+        agent: impl Fn(AgentSpec) -> AgentSpec,
+    ) -> Scenario {
         let _ = rustls::crypto::ring::default_provider().install_default();
         // The controller acts with what manifests/rbac/ grants it, and nothing more.
         let server = Arc::new(
@@ -271,13 +288,15 @@ impl Scenario {
         let mut addresses = BTreeMap::new();
         for (rack, members) in AFTER {
             for ordinal in 0..*members {
-                let spec = AgentSpec {
-                    token: AGENT_TOKEN.to_string(),
-                    ring: new_ring.clone(),
-                    ..AgentSpec::default()
-                }
-                .keyspace("app", KeyspaceKind::Vnodes)
-                .keyspace("app_tablets", KeyspaceKind::Tablets);
+                let spec = agent(
+                    AgentSpec {
+                        token: AGENT_TOKEN.to_string(),
+                        ring: new_ring.clone(),
+                        ..AgentSpec::default()
+                    }
+                    .keyspace("app", KeyspaceKind::Vnodes)
+                    .keyspace("app_tablets", KeyspaceKind::Tablets),
+                );
                 let agent = ScyllaAgent::start(spec).await;
                 let service = member_name(rack, ordinal);
                 addresses.insert(node_address(NAMESPACE, &service), (agent.host(), agent.port()));
@@ -357,13 +376,17 @@ impl Scenario {
         };
         let client = server.client_with_token(CONTROLLER_TOKEN);
         let ctx = Arc::new(Context::new(client, config, metrics.clone()));
-        let controller = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(ctx));
+        let trigger = tokio::spawn(groundskeeper_controller::triggers::scylla_cleanup::run(
+            ctx.clone(),
+        ));
+        let tasks = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx.clone()));
         Scenario {
             server,
             metrics,
             agents,
             jobs,
-            tasks: vec![controller],
+            tasks: vec![trigger, tasks],
+            ctx,
             with_datacenter,
         }
     }
@@ -506,6 +529,35 @@ impl Scenario {
             .collect()
     }
 
+    /// Stops the task controller wherever it is, as a crash would, and starts a new one.
+    fn restart_task_controller(&mut self) {
+        self.tasks[1].abort();
+        self.tasks[1] = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(self.ctx.clone()));
+    }
+
+    fn task_names(&self) -> Vec<String> {
+        self.server
+            .list(&maintenance_tasks(), Some(NAMESPACE))
+            .iter()
+            .map(|t| t["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn task(&self, name: &str) -> Value {
+        self.server
+            .get(&maintenance_tasks(), Some(NAMESPACE), name)
+            .unwrap()
+    }
+
+    /// The node a Job cleans (its `groundskeeper.dev/node` label).
+    fn node_of_job(&self, job: &str) -> String {
+        let job = self.server.get(&jobs(), Some(NAMESPACE), job).unwrap();
+        job["metadata"]["labels"][keys::NODE_LABEL]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     fn job_names(&self) -> BTreeSet<String> {
         self.server
             .list(&jobs(), Some(NAMESPACE))
@@ -562,13 +614,29 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         .await;
 
     let log = scenario.jobs.log();
-    let expected: BTreeSet<String> = Scenario::old_nodes()
+    let expected: BTreeSet<String> = Scenario::old_nodes().into_iter().collect();
+    let cleaned: BTreeSet<String> = log
+        .created
         .iter()
-        .map(|n| format!("cleanup-{n}"))
+        .map(|(job, _)| scenario.node_of_job(job))
         .collect();
-    let created: BTreeSet<String> = log.created.iter().map(|(j, _)| j.clone()).collect();
-    assert_eq!(created, expected, "one Job per old node, none for the new nodes");
+    assert_eq!(cleaned, expected, "one Job per old node, none for the new nodes");
     assert_eq!(log.created.len(), expected.len(), "no Job created twice");
+    let tasks = scenario.task_names();
+    assert_eq!(tasks.len(), 1, "one Cleanup task for the ring change: {tasks:?}");
+    assert!(
+        log.created
+            .iter()
+            .all(|(job, _)| job.starts_with(&tasks[0]) && !job.starts_with("cleanup-")),
+        "the task's Jobs, never a name scylla-operator uses: {log:#?}"
+    );
+    let task = scenario.task(&tasks[0]);
+    assert_eq!(
+        task["metadata"]["labels"][keys::ORIGIN_LABEL],
+        keys::ORIGIN_AUTOMATIC
+    );
+    assert_eq!(task["status"]["state"], "Completed", "{task:#}");
+    assert_eq!(task["status"]["progress"], "3/3", "{task:#}");
     assert_eq!(
         log.max_running_per_group, 1,
         "at most one cleanup per rack at a time: {log:#?}"
@@ -749,4 +817,245 @@ async fn every_cleaned_node_is_named_in_an_event() {
     scenario
         .wait_for("an Event naming each cleaned node", names_every_node)
         .await;
+}
+
+fn manual_cleanup(name: &str, config: Value) -> Value {
+    json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+        "metadata": { "name": name, "namespace": NAMESPACE,
+                      "labels": { keys::ORIGIN_LABEL: keys::ORIGIN_MANUAL } },
+        "spec": { "target": { "kind": "ScyllaCluster", "name": CLUSTER }, "type": "Cleanup",
+                  "config": { "cleanup": config } }
+    })
+}
+
+/// "Clean this cluster now": a task created by hand on a clean cluster runs through the same
+/// path as the automatic one — one Job per node, one per rack at a time — shows each node's
+/// progress, and moves no last-cleaned annotation (the nodes were clean for the current ring).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_cleanup_task_cleans_every_node_one_per_rack() {
+    let scenario = Scenario::start(true, AGENT_TOKEN).await;
+    scenario
+        .wait_for("the trigger has looked at the clean cluster", |s| {
+            s.condition_is("CleanupControllerProgressing", "False")
+        })
+        .await;
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("clean-now", json!({})),
+        )
+        .unwrap();
+    scenario
+        .wait_for("the manual task completed", |s| {
+            s.task("clean-now")["status"]["state"] == "Completed"
+        })
+        .await;
+    let task = scenario.task("clean-now");
+    let status = &task["status"];
+    assert_eq!(status["progress"], "3/3", "{status:#}");
+    let nodes = status["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [member_name("a", 0), member_name("a", 1), member_name("b", 0)],
+        "every node, in cleaning order"
+    );
+    for node in nodes {
+        assert_eq!(node["state"], "Succeeded", "{node:#}");
+        let cleaned = node["keyspacesCleaned"].as_array().unwrap();
+        assert!(cleaned.contains(&json!("app")), "{node:#}");
+        assert!(
+            !cleaned.contains(&json!("app_tablets")),
+            "tablets need no cleanup: {node:#}"
+        );
+        assert!(
+            node["startedAt"].is_string() && node["completedAt"].is_string(),
+            "{node:#}"
+        );
+        assert!(
+            node["job"].as_str().unwrap().starts_with("clean-now-"),
+            "{node:#}"
+        );
+    }
+    assert!(
+        status["lastOperation"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("cleaned 3 node(s)"),
+        "{status:#}"
+    );
+    let log = scenario.jobs.log();
+    assert_eq!(log.created.len(), 3, "{log:#?}");
+    assert_eq!(log.max_running_per_group, 1, "one per rack: {log:#?}");
+    for node in Scenario::old_nodes() {
+        let cleaned = scenario.agents[&node].cleaned_keyspaces();
+        assert!(cleaned.contains(&"app".to_string()), "{node}: {cleaned:?}");
+        assert_eq!(
+            scenario
+                .annotation(&node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
+                .as_deref(),
+            Some(hash_of(&ring(3)).as_str()),
+            "{node}: still clean for the same ring"
+        );
+    }
+    assert_eq!(
+        scenario.task_names(),
+        ["clean-now"],
+        "the trigger added no task of its own"
+    );
+}
+
+/// A manual task may name nodes, keyspaces and its own bound; a node that is not a member fails
+/// the task before any Job, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_cleanup_of_some_nodes_and_one_naming_a_stranger() {
+    let scenario = Scenario::start(true, AGENT_TOKEN).await;
+    let some = json!({ "nodes": [member_name("b", 0), member_name("a", 1)], "keyspaces": ["app"],
+                       "maxConcurrent": 1 });
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("two-nodes", some),
+        )
+        .unwrap();
+    scenario
+        .wait_for("the task of two nodes completed", |s| {
+            s.task("two-nodes")["status"]["state"] == "Completed"
+        })
+        .await;
+    let log = scenario.jobs.log();
+    assert_eq!(log.created.len(), 2, "{log:#?}");
+    assert_eq!(log.max_running_total, 1, "maxConcurrent 1 across racks: {log:#?}");
+    assert!(
+        scenario.agents[&member_name("a", 0)]
+            .cleaned_keyspaces()
+            .is_empty()
+    );
+    assert_eq!(
+        scenario.agents[&member_name("a", 1)].cleaned_keyspaces(),
+        vec!["app".to_string()]
+    );
+
+    let stranger = json!({ "nodes": ["basic-us-east-1-z-9"] });
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("stranger", stranger),
+        )
+        .unwrap();
+    scenario
+        .wait_for("the task naming a stranger failed", |s| {
+            s.task("stranger")["status"]["state"] == "Failed"
+        })
+        .await;
+    let error = &scenario.task("stranger")["status"]["lastErrors"][0];
+    assert_eq!(error["code"], "NodeNotFound", "{error:#}");
+    assert!(
+        error["description"]
+            .as_str()
+            .unwrap()
+            .contains("spec.config.cleanup.nodes: basic-us-east-1-z-9 not a member Service"),
+        "{error:#}"
+    );
+    assert_eq!(scenario.jobs.log().created.len(), 2, "no Job for the failed task");
+}
+
+/// Restart safety of a Cleanup task: the task controller is stopped and started again every few
+/// milliseconds while a manual cleanup runs, so it is cut at every point between its writes
+/// (plan written, Job created, Job finished, node recorded). Each node is still cleaned by exactly
+/// one Job, and the task ends Completed with every node recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_controller_restarted_again_and_again_cleans_each_node_once() {
+    // Each keyspace's cleanup takes a few status polls: the task lasts long enough to be cut.
+    let mut scenario = Scenario::start_with(true, AGENT_TOKEN, |spec| AgentSpec {
+        polls_until_done: 5,
+        ..spec
+    })
+    .await;
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("restarts", json!({})),
+        )
+        .unwrap();
+    // Pauses between restarts, from 5 to 60 ms, in a fixed scrambled order.
+    let mut pause = 17u64;
+    let chaos_until = std::time::Instant::now() + Duration::from_secs(4);
+    let mut restarts = 0;
+    while std::time::Instant::now() < chaos_until
+        && scenario.task("restarts")["status"]["state"] != "Completed"
+    {
+        pause = (pause * 37 + 11) % 56;
+        tokio::time::sleep(Duration::from_millis(5 + pause)).await;
+        scenario.restart_task_controller();
+        restarts += 1;
+    }
+    scenario
+        .wait_for("the task Completed after the restarts", |s| {
+            s.task("restarts")["status"]["state"] == "Completed"
+        })
+        .await;
+    assert!(
+        restarts >= 3,
+        "the task ended before the controller was cut often: {restarts}"
+    );
+    let log = scenario.jobs.log();
+    let names: BTreeSet<&String> = log.created.iter().map(|(name, _)| name).collect();
+    assert_eq!(
+        log.created.len(),
+        3,
+        "one Job per node after {restarts} restarts: {log:#?}"
+    );
+    assert_eq!(names.len(), 3, "never two Jobs for one node: {log:#?}");
+    let status = &scenario.task("restarts")["status"];
+    assert_eq!(status["progress"], "3/3", "{status:#}");
+    for node in status["nodes"].as_array().unwrap() {
+        assert_eq!(node["state"], "Succeeded", "{node:#}");
+    }
+    for node in Scenario::old_nodes() {
+        let cleaned = scenario.agents[&node].cleaned_keyspaces();
+        let app = cleaned.iter().filter(|k| *k == "app").count();
+        assert_eq!(app, 1, "{node}: cleaned once: {cleaned:?}");
+    }
+}
+
+/// Deleting a running Cleanup task takes its Jobs with it (their pods are then told to stop),
+/// and the trigger does not mistake the deletion for a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_cleanup_task_deletes_its_jobs() {
+    let scenario = Scenario::start_with(true, AGENT_TOKEN, |spec| AgentSpec {
+        // Long enough to delete the task while its first Jobs run.
+        polls_until_done: 100_000,
+        ..spec
+    })
+    .await;
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("changed-my-mind", json!({})),
+        )
+        .unwrap();
+    scenario
+        .wait_for("two Jobs running (one per rack)", |s| s.job_names().len() == 2)
+        .await;
+    scenario
+        .server
+        .delete(&maintenance_tasks(), Some(NAMESPACE), "changed-my-mind")
+        .unwrap();
+    scenario
+        .wait_for("the task's Jobs deleted with it", |s| s.job_names().is_empty())
+        .await;
+    assert_eq!(scenario.jobs.log().created.len(), 2, "no Job after the deletion");
+    assert!(scenario.condition_is("CleanupControllerDegraded", "False"));
 }

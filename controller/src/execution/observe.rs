@@ -51,6 +51,40 @@ pub struct Finished {
     pub result: Result<JobResult, ResultError>,
 }
 
+impl Finished {
+    /// What a person should read about a failed Job: the runner's own words first, else the
+    /// Job's condition.
+    pub fn explanation(&self) -> String {
+        match &self.result {
+            Ok(result) => result
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+                .or_else(|| result.message.clone())
+                .unwrap_or_else(|| self.condition_text()),
+            Err(err) => format!("{} ({err})", self.condition_text()),
+        }
+    }
+
+    fn condition_text(&self) -> String {
+        match (self.reason.is_empty(), self.message.is_empty()) {
+            (true, true) => "the Job failed without saying why".to_owned(),
+            (false, true) => self.reason.clone(),
+            (true, false) => self.message.clone(),
+            (false, false) => format!("{}: {}", self.reason, self.message),
+        }
+    }
+
+    /// False when retrying cannot help: the runner said bad input, or the pod failure policy
+    /// failed the Job on the bad-input exit code.
+    pub fn retryable(&self) -> bool {
+        use groundskeeper_protocol::result::ErrorKind;
+        let bad_input =
+            matches!(&self.result, Ok(r) if r.error.as_ref().is_some_and(|e| e.kind == ErrorKind::BadInput));
+        !(bad_input || self.reason == "PodFailurePolicy")
+    }
+}
+
 /// Why a finished Job's result cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResultError {

@@ -3,3 +3,4 @@
 //! data stores; it asks here.
 
 pub mod etcd;
+pub mod scylla;

@@ -39,6 +39,10 @@ use crate::runtime::reconciler::{self, Reconciler};
 use crate::targets;
 use crate::triggers::etcd::policy::Policy;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits, maintenance_job_selector};
+use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, SecretState};
+use crate::triggers::scylla_cleanup::observe as scylla_observe;
+
+mod cleanup;
 
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "tasks";
@@ -114,7 +118,12 @@ enum Target {
         automatic_job: Option<String>,
     },
     Scylla {
-        exists: bool,
+        cluster: Option<Box<ScyllaCluster>>,
+        /// The cluster's facts, its member Services and its agent token Secret, as the cleanup
+        /// trigger reads them.
+        facts: Option<ClusterFacts>,
+        members: Vec<MemberFacts>,
+        secret: SecretState,
     },
     /// A kind groundskeeper does not know: the task is rejected by its checks.
     Unknown,
@@ -144,8 +153,21 @@ impl Target {
                     .get_opt(name)
                     .await
                     .map_err(Error::kube(format!("get ScyllaCluster {namespace}/{name}")))?;
+                let Some(cluster) = cluster else {
+                    return Ok(Target::Scylla {
+                        cluster: None,
+                        facts: None,
+                        members: Vec::new(),
+                        secret: SecretState::Present,
+                    });
+                };
+                let services = scylla_observe::list_member_services(&ctx.client, namespace, name).await?;
+                let secret = scylla_observe::read_secret_state(&ctx.client, namespace, name).await?;
                 Ok(Target::Scylla {
-                    exists: cluster.is_some(),
+                    facts: Some(scylla_observe::cluster_facts(&cluster)),
+                    members: scylla_observe::current_members(&services),
+                    cluster: Some(Box::new(cluster)),
+                    secret,
                 })
             }
             _ => Ok(Target::Unknown),
@@ -158,8 +180,8 @@ impl Target {
                 cluster,
                 automatic_job,
             } => targets::etcd::facts(cluster.as_deref(), automatic_job.as_deref()),
-            Target::Scylla { exists: true } => TargetFacts::Ready,
-            Target::Scylla { exists: false } | Target::Unknown => TargetFacts::Missing,
+            Target::Scylla { facts, secret, .. } => targets::scylla::facts(facts.as_ref(), secret),
+            Target::Unknown => TargetFacts::Missing,
         }
     }
 }
@@ -232,6 +254,9 @@ async fn advance(
     target: &Target,
     now: Timestamp,
 ) -> Result<MaintenanceTaskStatus> {
+    if let Target::Scylla { .. } = target {
+        return cleanup::advance(ctx, task, status, target, now).await;
+    }
     let generation = task.metadata.generation;
     let (cluster, steps) = match work_on(task, target) {
         Ok(found) => found,
@@ -281,11 +306,7 @@ fn work_on(
             let steps = targets::etcd::steps(&work, &policy)?;
             Ok((cluster.as_ref().clone(), steps))
         }
-        Target::Scylla { .. } => Err(
-            "Cleanup tasks are not run by this version of groundskeeper yet: the \
-                                      automatic cleanup after scaling still runs; delete this task"
-                .into(),
-        ),
+        Target::Scylla { .. } => Err("only a Cleanup task runs on a ScyllaCluster".into()),
         _ => Err("the target is gone".into()),
     }
 }

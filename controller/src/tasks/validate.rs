@@ -72,7 +72,7 @@ pub enum Work {
 }
 
 /// A cleanup of a ScyllaCluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cleanup {
     /// Empty: every keyspace that needs it.
     pub keyspaces: Vec<String>,

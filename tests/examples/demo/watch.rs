@@ -1,5 +1,6 @@
 //! What a user would watch with `kubectl get -w`: one line per object whenever what matters about
-//! it changes (Jobs, finished pods with their termination message, member Services' ring hashes,
+//! it changes (MaintenanceTasks, Jobs, finished pods with their termination message, member
+//! Services' ring hashes,
 //! groundskeeper's conditions, the EtcdCluster's status, Events).
 
 use std::collections::HashMap;
@@ -69,6 +70,7 @@ fn describe(change: &Change) -> Vec<(String, String)> {
     let key = |aspect: &str| format!("{}/{name}/{aspect}", change.resource.plural);
     let line = match change.resource.plural.as_str() {
         "jobs" => job_line(change.kind, object),
+        "maintenancetasks" => task_line(change.kind, object),
         "pods" => finished_pod_line(object),
         "services" => member_service_line(object),
         "scylladbdatacenters" | "scyllaclusters" => {
@@ -88,6 +90,30 @@ fn describe(change: &Change) -> Vec<(String, String)> {
 
 fn singular(plural: &str) -> String {
     plural.trim_end_matches('s').to_owned()
+}
+
+/// `mtask/<name>  <type> of <target> (<origin>)  <state> <progress>`, as `kubectl get mtask` shows it.
+fn task_line(kind: ChangeKind, task: &Value) -> Option<String> {
+    let name = task["metadata"]["name"].as_str()?;
+    let spec = &task["spec"];
+    let origin = task["metadata"]["labels"][keys::ORIGIN_LABEL]
+        .as_str()
+        .unwrap_or("manual");
+    let what = format!(
+        "{} of {} ({origin})",
+        spec["type"].as_str().unwrap_or("?"),
+        spec["target"]["name"].as_str().unwrap_or("?")
+    );
+    let status = &task["status"];
+    let state = match kind {
+        ChangeKind::Deleted => "deleted".to_owned(),
+        _ => format!(
+            "{} {}",
+            status["state"].as_str().unwrap_or("(new)"),
+            status["progress"].as_str().unwrap_or("")
+        ),
+    };
+    Some(format!("mtask/{name:<35} {what:<40} {}", state.trim_end()))
 }
 
 fn job_line(kind: ChangeKind, job: &Value) -> Option<String> {

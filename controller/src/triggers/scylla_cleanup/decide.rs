@@ -1,23 +1,24 @@
-//! What the cleanup controller should do for one ScyllaCluster: a pure function of a snapshot.
+//! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
 //! Rules (see DESIGN.md, "Scylla"):
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
-//! * a node without a current hash is bootstrapping: it gets no Job and blocks nobody;
+//! * a node without a current hash is bootstrapping: it is not cleaned and blocks nobody;
 //! * a node without `last-cleaned-…` just joined and holds no stale data: it is seeded with its
 //!   current hash, at once and whatever the cluster's state, because a node seeded late (after
 //!   more nodes joined) may already hold ranges it has since handed over;
-//! * new Jobs only when the cluster is settled (observed generation, `StatefulSetControllerProgressing`
-//!   not True, `Available` True, `Degraded` False), the agent token Secret exists, and the rack and
-//!   cluster concurrency bounds allow; everything else (seeding, recording, deleting) goes ahead;
-//! * a Job cleans for the hash it was created with; its success records that hash only, so a Job
-//!   that ran while the ring moved again leaves the node needing cleanup for the new ring;
-//! * a failed Job stays (for its logs and so it is not retried in a loop) and makes the controller
-//!   Degraded. A failure that may pass on retry is retried: the Job is deleted [`RETRY_BACKOFF`]
-//!   after it failed and a new one created on the next pass. A failure no retry can fix (bad
-//!   credentials, unknown keyspace: exit code 2) is kept until a person deletes the Job, having
-//!   fixed the cause. A failed Job for a ring that has moved on is deleted at once.
-//! * a Job deleted by hand simply disappears from the snapshot: the node needs cleanup again.
+//! * the nodes needing cleanup are cleaned by **one** `Cleanup` [`MaintenanceTask`] for the whole
+//!   cluster (origin `automatic`, listing those nodes), submitted only when the cluster is settled
+//!   (observed generation, `StatefulSetControllerProgressing` not True, `Available` True,
+//!   `Degraded` False), the agent token Secret exists, its annotations are valid, and no Cleanup
+//!   task of the cluster (automatic or manual) is queued or running: tasks of one target run one
+//!   at a time, and a second one would be rejected as a duplicate. The task controller runs it,
+//!   node by node within the per-rack and per-cluster bounds, and records each cleaned node;
+//! * a failed cleanup task makes the trigger Degraded. When the failure may pass on retry, a new
+//!   task follows [`RETRY_BACKOFF`] after it failed; when no retry can fix it (bad credentials, an
+//!   unknown keyspace: [`BAD_INPUT`]), none follows until a person, having fixed the cause,
+//!   deletes the failed task (or its time to live ends). A task for a ring that has moved on is
+//!   followed at once.
 //!
 //! Scale-in: when nodes only left the ring, the remaining nodes gained ranges and lost none, so
 //! they hold no stale data; scylla-operator cleans them anyway. Here, next to `last-cleaned-…`,
@@ -28,6 +29,8 @@
 //! `last-cleaned-…` hash, every member now reports the same current hash, and the current member
 //! UIDs are a strict subset of the recorded ones. UIDs, not names: a node removed and re-added
 //! under the same name gets a new Service (and new tokens). In any other case the node is cleaned.
+//!
+//! [`MaintenanceTask`]: crate::api::maintenance_task::MaintenanceTask
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -35,12 +38,16 @@ use std::time::Duration;
 use groundskeeper_protocol::keys;
 use serde::{Deserialize, Serialize};
 
-/// Wait between a retryable Job failure and the next attempt.
+use crate::api::maintenance_task::TaskState;
+pub use crate::tasks::cleanup::BAD_INPUT;
+
+/// Wait between a cleanup task that failed in a way a retry may fix and the next one.
 pub const RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
-/// Requeue while cleanup Jobs run, so progress is noticed even if a watch event is missed.
+/// Requeue while a cleanup task is queued or runs, so its end is noticed even if a watch event
+/// is missed.
 pub const REQUEUE_WHILE_RUNNING: Duration = Duration::from_secs(30);
 
-/// Condition types this controller owns.
+/// Condition types this trigger owns.
 pub const PROGRESSING: &str = "CleanupControllerProgressing";
 pub const DEGRADED: &str = "CleanupControllerDegraded";
 
@@ -52,11 +59,9 @@ pub const STATEFUL_SET_CONTROLLER_PROGRESSING: &str = "StatefulSetControllerProg
 pub struct Snapshot {
     pub cluster: ClusterFacts,
     pub members: Vec<MemberFacts>,
-    /// Cleanup Jobs groundskeeper created for this cluster.
-    pub jobs: Vec<JobFacts>,
+    /// The cluster's Cleanup tasks, whoever asked for them.
+    pub tasks: Vec<TaskFacts>,
     pub agent_token: SecretState,
-    /// Objects `observe` could not make sense of: each makes the controller Degraded.
-    pub findings: Vec<Finding>,
     pub now: jiff::Timestamp,
 }
 
@@ -92,29 +97,25 @@ pub struct MemberFacts {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// A Cleanup MaintenanceTask of the cluster, as the trigger needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobFacts {
+pub struct TaskFacts {
     pub name: String,
-    /// The member Service it cleans (`groundskeeper.dev/node` label).
-    pub node: String,
-    /// Its `cleanup-token-ring-hash` annotation.
+    /// Submitted by this trigger (label `groundskeeper.dev/origin: automatic`).
+    pub automatic: bool,
+    /// `Pending` while it has no status yet.
+    pub state: TaskState,
+    pub created: jiff::Timestamp,
+    pub completed_at: Option<jiff::Timestamp>,
+    /// The ring it was submitted for (its `cleanup-token-ring-hash` annotation; manual tasks
+    /// have none).
     pub ring_hash: Option<String>,
-    pub state: JobState,
-    /// A Warning Event was published for its failure already.
-    pub failure_reported: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobState {
-    Running,
-    Succeeded,
-    Failed {
-        /// From the result, the Job's conditions, or both.
-        message: String,
-        /// False when no retry can help (exit code 2, bad input).
-        retryable: bool,
-        finished_at: Option<jiff::Timestamp>,
-    },
+    /// `status.progress`, e.g. `2/3`.
+    pub progress: Option<String>,
+    /// Its newest error: code and description.
+    pub last_error: Option<(String, String)>,
+    /// While pending: what it waits for (its `Queued` condition).
+    pub waiting_for: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,14 +123,6 @@ pub enum SecretState {
     Present,
     Missing { name: String },
     MissingKey { name: String, key: String },
-}
-
-/// Something `observe` found wrong with an object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// Kind and namespaced name, e.g. `Job ns/cleanup-x`.
-    pub object: String,
-    pub message: String,
 }
 
 /// What [`keys::CLEANED_FOR_MEMBERS`] holds.
@@ -159,18 +152,6 @@ pub enum SeedReason {
     OnlyNodesLeft,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeleteReason {
-    /// It succeeded and the node's annotation says so.
-    Recorded,
-    /// It failed for a ring that has moved on.
-    Outdated,
-    /// Its member Service is gone.
-    MemberGone,
-    /// It failed in a way that may pass on retry, [`RETRY_BACKOFF`] ago.
-    Retry,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Write `last-cleaned-… = hash` (and the members record, or remove it when `None`).
@@ -180,32 +161,17 @@ pub enum Action {
         members: Option<MembersRecord>,
         reason: SeedReason,
     },
-    /// A cleanup Job succeeded: `last-cleaned-… = hash` (the Job's own hash).
-    RecordCleaned {
-        service: String,
-        hash: String,
-        job: String,
-        members: Option<MembersRecord>,
-    },
-    CreateCleanupJob {
-        service: String,
-        hash: String,
-        datacenter: String,
-        rack: String,
-    },
-    /// Publish a Warning Event for a failed Job, and mark the Job so it is published once.
-    ReportJobFailure {
-        job: String,
-        service: String,
-        message: String,
-    },
-    DeleteJob {
-        job: String,
-        reason: DeleteReason,
+    /// Create the cluster's automatic Cleanup task for `nodes` (member Service names, in
+    /// cleaning order), for ring `ring_hash`. `retry_of` names the failed task it follows.
+    SubmitCleanupTask {
+        name: String,
+        nodes: Vec<String>,
+        ring_hash: String,
+        retry_of: Option<String>,
     },
 }
 
-/// A condition as this controller wants it.
+/// A condition as this trigger wants it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConditionPlan {
     pub type_: &'static str,
@@ -233,17 +199,9 @@ enum LastCleaned {
 
 struct Member<'a> {
     facts: &'a MemberFacts,
-    dc: &'a str,
-    rack: &'a str,
     current: Option<&'a str>,
     last: LastCleaned,
     record: Option<MembersRecord>,
-}
-
-impl Member<'_> {
-    fn rack_key(&self) -> (String, String) {
-        (self.dc.to_owned(), self.rack.to_owned())
-    }
 }
 
 /// The decision for one ScyllaCluster.
@@ -257,15 +215,12 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     if let Err(message) = &enabled {
         problems.push(("InvalidAnnotation", message.clone()));
     }
-    let limits = parse_limits(cluster, &mut problems);
+    let limits = cluster_limits(cluster);
+    if let Err(messages) = &limits {
+        problems.extend(messages.iter().map(|m| ("InvalidAnnotation", m.clone())));
+    }
     if let Some(message) = secret_problem(snapshot) {
         problems.push(("AgentTokenSecretMissing", message));
-    }
-    for finding in &snapshot.findings {
-        problems.push((
-            "InvalidObject",
-            format!("{}: {}", finding.object, finding.message),
-        ));
     }
 
     let mut members = Vec::new();
@@ -278,39 +233,46 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     let settled = settled_record(cluster, &snapshot.members);
 
     let mut state = PassState::default();
-    let member_names: BTreeSet<&str> = snapshot.members.iter().map(|m| m.service.as_str()).collect();
-    for job in &snapshot.jobs {
-        if !member_names.contains(job.node.as_str()) {
-            state.actions.push(Action::DeleteJob {
-                job: job.name.clone(),
-                reason: DeleteReason::MemberGone,
-            });
-        }
-    }
     for member in &members {
-        let job = snapshot.jobs.iter().find(|j| j.node == member.facts.service);
-        decide_member(snapshot, member, job, &settled, &mut state, &mut problems);
+        decide_member(snapshot, member, &settled, &mut state);
     }
-    // Jobs of members whose annotations could not be understood still occupy their slots.
-    let understood: BTreeSet<&str> = members.iter().map(|m| m.facts.service.as_str()).collect();
-    for job in &snapshot.jobs {
-        if member_names.contains(job.node.as_str())
-            && !understood.contains(job.node.as_str())
-            && job.state == JobState::Running
-        {
-            state.running_elsewhere += 1;
+    let active = active_task(&snapshot.tasks);
+    let invalid_settings = enabled.is_err() || limits.is_err();
+    let blockers = blockers(snapshot, invalid_settings);
+    let mut retry_in = None;
+    if active.is_none() && !state.candidates.is_empty() {
+        let ring_hash = settled
+            .as_ref()
+            .map(|r| r.ring_hash.clone())
+            .unwrap_or_else(|| state.candidates[0].1.clone());
+        match after_last_failure(snapshot, &ring_hash) {
+            Gate::Go { retry_of } if blockers.is_empty() => {
+                state.actions.push(Action::SubmitCleanupTask {
+                    name: automatic_task_name(&cluster.name, snapshot.now),
+                    nodes: state.candidates.iter().map(|(s, _)| s.clone()).collect(),
+                    ring_hash,
+                    retry_of,
+                });
+            }
+            Gate::Go { .. } => {}
+            Gate::RetryIn { wait, problem } => {
+                retry_in = Some(wait);
+                problems.push(("CleanupTaskFailed", problem));
+            }
+            Gate::Blocked { problem } => problems.push(("CleanupTaskFailed", problem)),
         }
     }
-
-    let blockers = blockers(snapshot, enabled.is_ok(), &limits);
-    let waiting_for_capacity = if blockers.is_empty() {
-        start_jobs(&limits, &mut state)
-    } else {
-        0
-    };
-    let progressing = progressing_condition(&members, &state, &limits, &blockers, waiting_for_capacity);
+    let submitted = state
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::SubmitCleanupTask { .. }));
+    let progressing = progressing_condition(&members, &state, active, submitted, &blockers, retry_in);
     let degraded = degraded_condition(&problems);
-    let requeue_after = state.requeue_after();
+    let busy = (active.is_some() || submitted).then_some(REQUEUE_WHILE_RUNNING);
+    let requeue_after = match (busy, retry_in) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Plan {
         actions: state.actions,
         progressing,
@@ -319,60 +281,97 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     }
 }
 
+/// Name of the automatic Cleanup task submitted at `now`: `<cluster>-cleanup-<unix seconds>`,
+/// shortened with a hash when too long. One per pass at most, and none while another is queued
+/// or running, so the second is enough to keep them apart.
+pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
+    crate::execution::bounded_name(cluster, &format!("-cleanup-{}", now.as_second()))
+}
+
 #[derive(Default)]
 struct PassState {
     actions: Vec<Action>,
-    /// Nodes needing cleanup with no Job yet, in order: (service, hash, dc, rack).
-    candidates: Vec<(String, String, String, String)>,
-    /// Running Jobs per (dc, rack).
-    running: BTreeMap<(String, String), u32>,
-    /// Running Jobs of members that could not be understood (their rack is unknown).
-    running_elsewhere: u32,
-    /// Nodes needing cleanup, including those being cleaned.
-    needing: usize,
+    /// Nodes needing cleanup, in cleaning order: (service, current hash).
+    candidates: Vec<(String, String)>,
     bootstrapping: Vec<String>,
-    /// Failed Jobs waiting for their retry.
-    retry_in: Option<Duration>,
 }
 
-impl PassState {
-    fn running_total(&self) -> u32 {
-        self.running.values().sum::<u32>() + self.running_elsewhere
-    }
+/// The Cleanup task that holds the cluster's queue: the running one, else the oldest waiting.
+fn active_task(tasks: &[TaskFacts]) -> Option<&TaskFacts> {
+    let running = tasks.iter().find(|t| t.state == TaskState::InProgress);
+    running.or_else(|| {
+        tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Pending)
+            .min_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)))
+    })
+}
 
-    fn requeue_after(&self) -> Option<Duration> {
-        let running = (self.running_total() > 0).then_some(REQUEUE_WHILE_RUNNING);
-        match (running, self.retry_in) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+/// Whether a new task may follow the cluster's newest finished Cleanup task.
+enum Gate {
+    Go { retry_of: Option<String> },
+    RetryIn { wait: Duration, problem: String },
+    Blocked { problem: String },
+}
+
+fn after_last_failure(snapshot: &Snapshot, ring_hash: &str) -> Gate {
+    let newest = snapshot
+        .tasks
+        .iter()
+        .filter(|t| t.state.is_final())
+        .max_by(|a, b| {
+            let at = |t: &TaskFacts| t.completed_at.unwrap_or(t.created);
+            (at(a), &a.name).cmp(&(at(b), &b.name))
+        });
+    let Some(failed) = newest.filter(|t| t.state == TaskState::Failed) else {
+        return Gate::Go { retry_of: None };
+    };
+    let retry_of = Some(failed.name.clone());
+    if failed.ring_hash.as_deref().is_some_and(|h| h != ring_hash) {
+        // The ring moved on since: the new task is about other ranges anyway.
+        return Gate::Go { retry_of };
+    }
+    let (code, why) = failed
+        .last_error
+        .clone()
+        .unwrap_or_else(|| ("Failed".into(), "no error was recorded".into()));
+    if code == BAD_INPUT {
+        return Gate::Blocked {
+            problem: format!(
+                "cleanup task {} failed and no retry can fix it: {why}; fix the cause, then delete MaintenanceTask {}/{} to have the nodes cleaned again",
+                failed.name, snapshot.cluster.namespace, failed.name
+            ),
+        };
+    }
+    let wait = retry_wait(snapshot.now, failed.completed_at);
+    if wait.is_zero() {
+        return Gate::Go { retry_of };
+    }
+    Gate::RetryIn {
+        wait,
+        problem: format!(
+            "cleanup task {} failed: {why} (a new one follows in {}s)",
+            failed.name,
+            wait.as_secs()
+        ),
     }
 }
 
 fn decide_member(
     snapshot: &Snapshot,
     member: &Member<'_>,
-    job: Option<&JobFacts>,
     settled: &Option<MembersRecord>,
     state: &mut PassState,
-    problems: &mut Vec<(&'static str, String)>,
 ) {
     let service = &member.facts.service;
-    let needs_cleanup = match (member.current, &member.last) {
-        (Some(current), LastCleaned::Hash(last)) => current != last,
-        (Some(_), LastCleaned::NeverCleanedUp) => true,
-        _ => false,
-    };
-    if let Some(job) = job {
-        decide_with_job(snapshot, member, job, settled, state, problems);
-        if needs_cleanup {
-            state.needing += 1;
-        }
-        return;
-    }
     let Some(current) = member.current else {
         state.bootstrapping.push(service.clone());
         return;
+    };
+    let needs_cleanup = match &member.last {
+        LastCleaned::Hash(last) => current != last,
+        LastCleaned::NeverCleanedUp => true,
+        LastCleaned::Absent => false,
     };
     if member.last == LastCleaned::Absent {
         state.actions.push(Action::SeedLastCleaned {
@@ -395,101 +394,7 @@ fn decide_member(
         });
         return;
     }
-    state.needing += 1;
-    state.candidates.push((
-        service.clone(),
-        current.to_owned(),
-        member.dc.to_owned(),
-        member.rack.to_owned(),
-    ));
-}
-
-fn decide_with_job(
-    snapshot: &Snapshot,
-    member: &Member<'_>,
-    job: &JobFacts,
-    settled: &Option<MembersRecord>,
-    state: &mut PassState,
-    problems: &mut Vec<(&'static str, String)>,
-) {
-    let cluster = &snapshot.cluster;
-    let job_object = format!("Job {}/{}", cluster.namespace, job.name);
-    let Some(job_hash) = job.ring_hash.as_deref() else {
-        problems.push((
-            "InvalidObject",
-            format!(
-                "{job_object} has no annotation {}: delete it so the node is cleaned again",
-                keys::CLEANUP_TOKEN_RING_HASH
-            ),
-        ));
-        if job.state == JobState::Running {
-            *state.running.entry(member.rack_key()).or_default() += 1;
-        }
-        return;
-    };
-    match &job.state {
-        JobState::Running => *state.running.entry(member.rack_key()).or_default() += 1,
-        JobState::Succeeded => {
-            let already = member.last == LastCleaned::Hash(job_hash.to_owned());
-            // Never move `last-cleaned` away from the current hash: the node is clean already.
-            let clean_now =
-                matches!((&member.last, member.current), (LastCleaned::Hash(l), Some(c)) if l == c);
-            if already || clean_now {
-                state.actions.push(Action::DeleteJob {
-                    job: job.name.clone(),
-                    reason: DeleteReason::Recorded,
-                });
-            } else {
-                state.actions.push(Action::RecordCleaned {
-                    service: member.facts.service.clone(),
-                    hash: job_hash.to_owned(),
-                    job: job.name.clone(),
-                    members: record_for(settled, job_hash),
-                });
-            }
-        }
-        JobState::Failed {
-            message,
-            retryable,
-            finished_at,
-        } => {
-            if !job.failure_reported {
-                state.actions.push(Action::ReportJobFailure {
-                    job: job.name.clone(),
-                    service: member.facts.service.clone(),
-                    message: message.clone(),
-                });
-            }
-            let outdated = member.current.is_some_and(|c| c != job_hash);
-            let wait = retry_wait(snapshot.now, *finished_at);
-            let (delete, advice) = if outdated {
-                (
-                    Some(DeleteReason::Outdated),
-                    "the ring has moved on; a new Job follows".to_owned(),
-                )
-            } else if !retryable {
-                (
-                    None,
-                    "no retry can fix this: fix the cause, then delete the Job to retry".to_owned(),
-                )
-            } else if wait.is_zero() {
-                (Some(DeleteReason::Retry), "retrying now".to_owned())
-            } else {
-                state.retry_in = Some(state.retry_in.map_or(wait, |w| w.min(wait)));
-                (None, format!("retrying in {}s", wait.as_secs()))
-            };
-            problems.push((
-                "CleanupJobFailed",
-                format!("cleanup Job {} failed: {message} ({advice})", job.name),
-            ));
-            if let Some(reason) = delete {
-                state.actions.push(Action::DeleteJob {
-                    job: job.name.clone(),
-                    reason,
-                });
-            }
-        }
-    }
+    state.candidates.push((service.clone(), current.to_owned()));
 }
 
 fn retry_wait(now: jiff::Timestamp, finished_at: Option<jiff::Timestamp>) -> Duration {
@@ -502,13 +407,13 @@ fn retry_wait(now: jiff::Timestamp, finished_at: Option<jiff::Timestamp>) -> Dur
 }
 
 /// The members record to write with `hash`, when every member agrees on it.
-fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {
+pub fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {
     settled.as_ref().filter(|r| r.ring_hash == hash).cloned()
 }
 
 /// The members record of a cluster whose every member reports the same well-formed current hash
 /// and has a UID; `None` otherwise (or when other datacenters may hold nodes we cannot see).
-fn settled_record(cluster: &ClusterFacts, members: &[MemberFacts]) -> Option<MembersRecord> {
+pub fn settled_record(cluster: &ClusterFacts, members: &[MemberFacts]) -> Option<MembersRecord> {
     if !cluster.single_datacenter || members.is_empty() {
         return None;
     }
@@ -547,13 +452,13 @@ fn only_nodes_left(
 
 fn understand_member<'a>(cluster: &ClusterFacts, facts: &'a MemberFacts) -> Result<Member<'a>, String> {
     let object = format!("Service {}/{}", cluster.namespace, facts.service);
-    let (Some(dc), Some(rack)) = (facts.datacenter.as_deref(), facts.rack.as_deref()) else {
+    if facts.datacenter.is_none() || facts.rack.is_none() {
         return Err(format!(
             "{object} lacks label {} or {}: cannot tell its rack, so it is not cleaned",
             keys::SCYLLA_DATACENTER_LABEL,
             keys::SCYLLA_RACK_LABEL
         ));
-    };
+    }
     let current = match facts.annotations.get(keys::CURRENT_TOKEN_RING_HASH) {
         None => None,
         Some(value) if looks_like_ring_hash(value) => Some(value.as_str()),
@@ -588,8 +493,6 @@ fn understand_member<'a>(cluster: &ClusterFacts, facts: &'a MemberFacts) -> Resu
         .and_then(|v| MembersRecord::from_annotation(v));
     Ok(Member {
         facts,
-        dc,
-        rack,
         current,
         last,
         record,
@@ -614,7 +517,7 @@ fn shorten(value: &str) -> String {
 }
 
 /// Members ordered by datacenter, rack, then ordinal (numerically: `-10` after `-9`).
-fn sorted_members(members: &[MemberFacts]) -> Vec<&MemberFacts> {
+pub fn sorted_members(members: &[MemberFacts]) -> Vec<&MemberFacts> {
     let mut sorted: Vec<&MemberFacts> = members.iter().collect();
     sorted.sort_by_key(|m| (m.datacenter.clone(), m.rack.clone(), ordinal_key(&m.service)));
     sorted
@@ -627,36 +530,28 @@ fn ordinal_key(service: &str) -> (String, u64) {
     }
 }
 
+/// How many nodes may be cleaned at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub per_rack: u32,
     pub per_cluster: Option<u32>,
-    /// A limit annotation could not be read: start nothing rather than guess.
-    pub invalid: bool,
 }
 
-fn parse_limits(cluster: &ClusterFacts, problems: &mut Vec<(&'static str, String)>) -> Limits {
-    let mut limits = Limits {
-        per_rack: 1,
-        per_cluster: None,
-        invalid: false,
-    };
-    match positive_annotation(cluster, keys::CLEANUP_MAX_PER_RACK) {
-        Ok(Some(n)) => limits.per_rack = n,
-        Ok(None) => {}
-        Err(message) => {
-            limits.invalid = true;
-            problems.push(("InvalidAnnotation", message));
-        }
+/// The cluster's concurrency annotations (1 per rack and no cluster bound when absent), or what
+/// is wrong with them: nothing starts on a guess.
+pub fn cluster_limits(cluster: &ClusterFacts) -> Result<Limits, Vec<String>> {
+    let per_rack = positive_annotation(cluster, keys::CLEANUP_MAX_PER_RACK);
+    let per_cluster = positive_annotation(cluster, keys::CLEANUP_MAX_PER_CLUSTER);
+    match (per_rack, per_cluster) {
+        (Ok(per_rack), Ok(per_cluster)) => Ok(Limits {
+            per_rack: per_rack.unwrap_or(1),
+            per_cluster,
+        }),
+        (per_rack, per_cluster) => Err([per_rack.err(), per_cluster.err()]
+            .into_iter()
+            .flatten()
+            .collect()),
     }
-    match positive_annotation(cluster, keys::CLEANUP_MAX_PER_CLUSTER) {
-        Ok(n) => limits.per_cluster = n,
-        Err(message) => {
-            limits.invalid = true;
-            problems.push(("InvalidAnnotation", message));
-        }
-    }
-    limits
 }
 
 fn positive_annotation(cluster: &ClusterFacts, key: &str) -> Result<Option<u32>, String> {
@@ -724,34 +619,37 @@ fn secret_problem(snapshot: &Snapshot) -> Option<String> {
     match &snapshot.agent_token {
         SecretState::Present => None,
         SecretState::Missing { name } => Some(format!(
-            "Secret {namespace}/{name} (the Scylla Manager Agent token) does not exist: cleanup Jobs \
-             cannot authenticate, none is created"
+            "Secret {namespace}/{name} (the Scylla Manager Agent token) does not exist: cleanup \
+             Jobs cannot authenticate to the agent, no cleanup starts until it exists"
         )),
         SecretState::MissingKey { name, key } => Some(format!(
             "Secret {namespace}/{name} has no key {key} (the Scylla Manager Agent token): cleanup \
-             Jobs cannot authenticate, none is created"
+             Jobs cannot authenticate to the agent, no cleanup starts until it has it"
         )),
     }
 }
 
-/// Why no new Job may start now, each as a sentence a person can act on.
-fn blockers(snapshot: &Snapshot, enabled_known: bool, limits: &Limits) -> Vec<String> {
+/// Why no cleanup task may be submitted now, each as a sentence a person can act on.
+fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
     let mut blockers = precondition_failures(&snapshot.cluster);
-    if !enabled_known || limits.invalid {
+    if invalid_settings {
         blockers.push("waiting for the invalid annotations on the ScyllaCluster to be fixed".into());
     }
-    match &snapshot.agent_token {
-        SecretState::Present => {}
-        SecretState::Missing { name } => blockers.push(format!(
-            "waiting for the agent token Secret {}/{name}",
-            snapshot.cluster.namespace
-        )),
-        SecretState::MissingKey { name, key } => blockers.push(format!(
-            "waiting for key {key} in the agent token Secret {}/{name}",
-            snapshot.cluster.namespace
+    blockers.extend(secret_wait(&snapshot.cluster.namespace, &snapshot.agent_token));
+    blockers
+}
+
+/// "waiting for …" the agent token Secret, when it or its key is missing.
+pub fn secret_wait(namespace: &str, secret: &SecretState) -> Option<String> {
+    match secret {
+        SecretState::Present => None,
+        SecretState::Missing { name } => {
+            Some(format!("waiting for the agent token Secret {namespace}/{name}"))
+        }
+        SecretState::MissingKey { name, key } => Some(format!(
+            "waiting for key {key} in the agent token Secret {namespace}/{name}"
         )),
     }
-    blockers
 }
 
 /// The cluster preconditions of DESIGN.md, each failing one as "waiting for …".
@@ -816,70 +714,51 @@ fn explain(c: &ConditionFacts) -> String {
     }
 }
 
-/// Turns candidates into Jobs within the bounds; returns how many are left waiting for a slot.
-fn start_jobs(limits: &Limits, state: &mut PassState) -> usize {
-    let mut total = state.running_total();
-    let mut waiting = 0;
-    for (service, hash, dc, rack) in std::mem::take(&mut state.candidates) {
-        let in_rack = state.running.entry((dc.clone(), rack.clone())).or_default();
-        let cluster_full = limits.per_cluster.is_some_and(|max| total >= max);
-        if *in_rack >= limits.per_rack || cluster_full {
-            waiting += 1;
-            continue;
-        }
-        *in_rack += 1;
-        total += 1;
-        state.actions.push(Action::CreateCleanupJob {
-            service,
-            hash,
-            datacenter: dc,
-            rack,
-        });
-    }
-    waiting
-}
-
 fn progressing_condition(
     members: &[Member<'_>],
     state: &PassState,
-    limits: &Limits,
+    active: Option<&TaskFacts>,
+    submitted: bool,
     blockers: &[String],
-    waiting_for_capacity: usize,
+    retry_in: Option<Duration>,
 ) -> ConditionPlan {
-    let running_total = state.running_total() as usize;
+    let needing = state.candidates.len();
     let mut parts = Vec::new();
-    if state.needing > 0 {
-        parts.push(format!(
-            "{} of {} nodes need cleanup",
-            state.needing,
-            members.len()
-        ));
+    if needing > 0 {
+        parts.push(format!("{needing} of {} nodes need cleanup", members.len()));
     }
-    for ((dc, rack), running) in &state.running {
-        if *running > 0 {
-            parts.push(format!(
-                "{running} running in rack {rack}{} (limit {})",
-                if dc.is_empty() {
-                    String::new()
-                } else {
-                    format!(" of datacenter {dc}")
-                },
-                limits.per_rack
-            ));
+    let (status, reason) = match active {
+        Some(task) if task.state == TaskState::InProgress => {
+            let progress = task
+                .progress
+                .as_deref()
+                .map(|p| format!(", {p} nodes done"))
+                .unwrap_or_default();
+            parts.push(format!("cleanup task {} is running{progress}", task.name));
+            (true, "CleanupRunning")
         }
-    }
-    if let Some(max) = limits.per_cluster
-        && waiting_for_capacity > 0
-        && running_total >= max as usize
-    {
-        parts.push(format!("{running_total} running in the cluster (limit {max})"));
-    }
-    if waiting_for_capacity > 0 {
-        parts.push(format!("{waiting_for_capacity} waiting for a free slot"));
-    }
-    if state.needing > 0 && running_total == 0 {
-        parts.extend(blockers.iter().cloned());
-    }
+        Some(task) => {
+            let waiting = task
+                .waiting_for
+                .as_deref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
+            parts.push(format!("cleanup task {} is queued{waiting}", task.name));
+            (true, "WaitingForPreconditions")
+        }
+        None if submitted => {
+            parts.push("submitted a cleanup task".into());
+            (true, "CleanupRunning")
+        }
+        None if needing > 0 => {
+            if let Some(wait) = retry_in {
+                parts.push(format!("the next cleanup task follows in {}s", wait.as_secs()));
+            }
+            parts.extend(blockers.iter().cloned());
+            (true, "WaitingForPreconditions")
+        }
+        None => (false, "AsExpected"),
+    };
     if !state.bootstrapping.is_empty() {
         parts.push(format!(
             "{} bootstrapping (no ring hash yet, not waited for): {}",
@@ -887,16 +766,9 @@ fn progressing_condition(
             state.bootstrapping.join(", ")
         ));
     }
-    let (status, reason) = if running_total > 0 {
-        (true, "CleanupRunning")
-    } else if state.needing > 0 {
-        (true, "WaitingForPreconditions")
-    } else {
-        (false, "AsExpected")
-    };
     if parts.is_empty() {
         parts.push(format!("all {} nodes are clean", members.len()));
-    } else if state.needing == 0 {
+    } else if needing == 0 {
         parts.insert(0, "no node needs cleanup".into());
     }
     ConditionPlan {

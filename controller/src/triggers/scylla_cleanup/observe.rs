@@ -1,26 +1,18 @@
-//! Reading a ScyllaCluster, its member Services, our cleanup Jobs and the agent token Secret into
-//! a [`Snapshot`]. The API reads are thin; [`build_snapshot`] is pure. Objects that make no sense
-//! become [`Finding`]s, never panics.
+//! Reading a ScyllaCluster, its member Services, its Cleanup tasks and the agent token Secret
+//! into a [`Snapshot`]. The API reads are thin; [`build_snapshot`] is pure. Objects that make no
+//! sense are reported by `decide`, never panics.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, Service};
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use groundskeeper_protocol::{OperationKind, keys};
+use groundskeeper_protocol::keys;
 
-use super::decide::{
-    ClusterFacts, ConditionFacts, Finding, JobFacts, JobState, MemberFacts, SecretState, Snapshot,
-};
+use super::decide::{ClusterFacts, ConditionFacts, MemberFacts, SecretState, Snapshot, TaskFacts};
+use crate::api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
 use crate::api::scylla::ScyllaCluster;
-use crate::execution::{self, JobObservation};
 use crate::runtime::error::{Error, Result};
-
-/// `groundskeeper.dev/operation` of cleanup Jobs.
-pub const OPERATION: OperationKind = OperationKind::Cleanup;
 
 /// Label selector of the member Services (one per node) of ScyllaCluster `cluster`.
 pub fn member_selector(cluster: &str) -> String {
@@ -35,13 +27,6 @@ pub fn member_selector(cluster: &str) -> String {
 /// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
 pub fn agent_token_secret_name(cluster: &str) -> String {
     format!("{cluster}-auth-token")
-}
-
-/// What `apply` needs besides the snapshot: the objects themselves.
-#[derive(Debug, Clone)]
-pub struct Observed {
-    pub snapshot: Snapshot,
-    pub services: Vec<Service>,
 }
 
 /// The member Services (one per Scylla node) of the ScyllaCluster `namespace/cluster`.
@@ -61,32 +46,42 @@ pub async fn list_member_services(
         .items)
 }
 
+/// The Cleanup tasks of ScyllaCluster `namespace/cluster`.
+pub async fn list_cleanup_tasks(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<MaintenanceTask>> {
+    let tasks: Api<MaintenanceTask> = Api::namespaced(client.clone(), namespace);
+    Ok(tasks
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("list MaintenanceTasks in {namespace}")))?
+        .items
+        .into_iter()
+        .filter(|t| is_cleanup_of(t, cluster))
+        .collect())
+}
+
+/// A Cleanup task of ScyllaCluster `cluster` (in the task's namespace).
+pub fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
+    task.spec.task_type == TaskType::Cleanup
+        && task.spec.target.kind == TargetKind::ScyllaCluster
+        && task.spec.target.name == cluster
+}
+
 /// Reads everything the decision for `cluster` needs.
 pub async fn observe(
     client: &kube::Client,
     cluster: &ScyllaCluster,
     now: jiff::Timestamp,
-) -> Result<Observed> {
+) -> Result<Snapshot> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let services = list_member_services(client, &namespace, &name).await?;
-    let job_selector = execution::job_selector(OPERATION, &name);
-    let job_list = execution::list_jobs(client, &namespace, &job_selector).await?;
-    let pods = if job_list.is_empty() {
-        Vec::new()
-    } else {
-        execution::list_pods(client, &namespace, &job_selector).await?
-    };
-    let observations: Vec<(Job, JobObservation)> = job_list
-        .into_iter()
-        .map(|job| {
-            let observation = execution::observe(&job, &pods);
-            (job, observation)
-        })
-        .collect();
+    let tasks = list_cleanup_tasks(client, &namespace, &name).await?;
     let agent_token = read_secret_state(client, &namespace, &name).await?;
-    let snapshot = build_snapshot(cluster, &services, &observations, agent_token, now);
-    Ok(Observed { snapshot, services })
+    Ok(build_snapshot(cluster, &services, &tasks, agent_token, now))
 }
 
 /// Whether the agent token Secret exists and holds its key. The token itself is not kept.
@@ -133,33 +128,29 @@ pub fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {
 pub fn build_snapshot(
     cluster: &ScyllaCluster,
     services: &[Service],
-    jobs: &[(Job, JobObservation)],
+    tasks: &[MaintenanceTask],
     agent_token: SecretState,
     now: jiff::Timestamp,
 ) -> Snapshot {
-    let facts = cluster_facts(cluster);
-    let mut findings = Vec::new();
-    let members = services
-        .iter()
-        // A member Service being deleted belongs to a node that is leaving.
-        .filter(|s| s.metadata.deletion_timestamp.is_none())
-        .map(member_facts)
-        .collect();
-    let jobs = jobs
-        .iter()
-        .filter_map(|(job, observation)| job_facts(&facts.namespace, job, observation, &mut findings))
-        .collect();
     Snapshot {
-        cluster: facts,
-        members,
-        jobs,
+        cluster: cluster_facts(cluster),
+        members: current_members(services),
+        tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),
         agent_token,
-        findings,
         now,
     }
 }
 
-fn cluster_facts(cluster: &ScyllaCluster) -> ClusterFacts {
+/// The members that are not leaving: a member Service being deleted belongs to a node that is.
+pub fn current_members(services: &[Service]) -> Vec<MemberFacts> {
+    services
+        .iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .map(member_facts)
+        .collect()
+}
+
+pub fn cluster_facts(cluster: &ScyllaCluster) -> ClusterFacts {
     let status = cluster.status.clone().unwrap_or_default();
     ClusterFacts {
         namespace: cluster.metadata.namespace.clone().unwrap_or_default(),
@@ -199,99 +190,24 @@ fn member_facts(service: &Service) -> MemberFacts {
     }
 }
 
-fn job_facts(
-    namespace: &str,
-    job: &Job,
-    observation: &JobObservation,
-    findings: &mut Vec<Finding>,
-) -> Option<JobFacts> {
-    let Some(node) = observation.labels.get(keys::NODE_LABEL) else {
-        findings.push(Finding {
-            object: format!("Job {namespace}/{}", observation.name),
-            message: format!(
-                "has no label {}: cannot tell which node it cleans; delete it",
-                keys::NODE_LABEL
-            ),
-        });
-        return None;
-    };
-    // A Job being deleted still holds its node and its slot until it is gone, and is not acted
-    // upon again.
-    let state = if observation.deleting {
-        JobState::Running
-    } else {
-        job_state(job, &observation.state)
-    };
-    Some(JobFacts {
-        name: observation.name.clone(),
-        node: node.clone(),
-        ring_hash: observation
-            .annotations
-            .get(keys::CLEANUP_TOKEN_RING_HASH)
-            .cloned(),
-        state,
-        failure_reported: observation.annotations.contains_key(keys::FAILURE_REPORTED),
-    })
-}
-
-fn job_state(job: &Job, state: &execution::JobState) -> JobState {
-    match state {
-        execution::JobState::Running(_) => JobState::Running,
-        // Exit code 0 is the runner's word: success (or nothing to do), result or not.
-        execution::JobState::Succeeded(_) => JobState::Succeeded,
-        execution::JobState::Failed(finished) => JobState::Failed {
-            message: failure_message(finished),
-            retryable: failure_retryable(finished),
-            finished_at: finished_at(job),
-        },
-    }
-}
-
-/// What a person should read about a failed Job: the runner's own words first.
-pub fn failure_message(finished: &execution::Finished) -> String {
-    match &finished.result {
-        Ok(result) => result
-            .error
-            .as_ref()
-            .map(|e| e.message.clone())
-            .or_else(|| result.message.clone())
-            .unwrap_or_else(|| job_condition_text(finished)),
-        Err(err) => format!("{} ({err})", job_condition_text(finished)),
-    }
-}
-
-fn job_condition_text(finished: &execution::Finished) -> String {
-    match (finished.reason.is_empty(), finished.message.is_empty()) {
-        (true, true) => "the Job failed without saying why".to_owned(),
-        (false, true) => finished.reason.clone(),
-        (true, false) => finished.message.clone(),
-        (false, false) => format!("{}: {}", finished.reason, finished.message),
-    }
-}
-
-/// False when retrying cannot help: the runner said bad input, or the pod failure policy failed
-/// the Job on the bad-input exit code.
-pub fn failure_retryable(finished: &execution::Finished) -> bool {
-    use groundskeeper_protocol::result::ErrorKind;
-    let bad_input =
-        matches!(&finished.result, Ok(r) if r.error.as_ref().is_some_and(|e| e.kind == ErrorKind::BadInput));
-    !(bad_input || finished.reason == "PodFailurePolicy")
-}
-
-/// When the Job was decided failed: the transition time of its `FailureTarget` or `Failed` condition.
-fn finished_at(job: &Job) -> Option<jiff::Timestamp> {
-    let conditions = job.status.as_ref()?.conditions.as_ref()?;
-    conditions
+fn task_facts(task: &MaintenanceTask, now: jiff::Timestamp) -> TaskFacts {
+    let status = task.status.clone().unwrap_or_default();
+    let queued = status
+        .conditions
         .iter()
-        .filter(|c| c.status == "True" && (c.type_ == "Failed" || c.type_ == "FailureTarget"))
-        .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-        .min()
-}
-
-/// Member Services by name, for apply.
-pub fn services_by_name(services: &[Service]) -> BTreeMap<String, &Service> {
-    services
-        .iter()
-        .filter_map(|s| s.metadata.name.clone().map(|n| (n, s)))
-        .collect()
+        .find(|c| c.type_ == crate::tasks::status::QUEUED && c.status == "True");
+    TaskFacts {
+        name: task.name_any(),
+        automatic: task.labels().get(keys::ORIGIN_LABEL).map(String::as_str) == Some(keys::ORIGIN_AUTOMATIC),
+        state: status.state.unwrap_or_default(),
+        created: task.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        completed_at: status.completed_at.map(|t| t.0),
+        ring_hash: task.annotations().get(keys::CLEANUP_TOKEN_RING_HASH).cloned(),
+        progress: status.progress,
+        last_error: status
+            .last_errors
+            .last()
+            .map(|e| (e.code.clone(), e.description.clone())),
+        waiting_for: queued.map(|c| c.message.clone()),
+    }
 }

@@ -1,10 +1,9 @@
-//! The cleanup controller loop: one reconciliation per ScyllaCluster (observe → decide → apply),
-//! woken by the ScyllaCluster, the cleanup Jobs it owns and its member Services.
+//! The cleanup trigger loop: one reconciliation per ScyllaCluster (observe → decide → apply),
+//! woken by the ScyllaCluster, its member Services and its Cleanup tasks.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::runtime::controller::{Action, Controller};
@@ -14,6 +13,7 @@ use kube::runtime::watcher;
 use groundskeeper_protocol::keys;
 
 use super::{apply, decide, observe};
+use crate::api::maintenance_task::{MaintenanceTask, TargetKind};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::Error;
@@ -25,13 +25,6 @@ pub const CONTROLLER: &str = "scylla-cleanup";
 /// Runs the cleanup controller until the process is told to stop.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let jobs_selector = format!(
-        "{}={},{}={}",
-        keys::MANAGED_BY_LABEL,
-        keys::MANAGED_BY,
-        keys::OPERATION_LABEL,
-        observe::OPERATION
-    );
     let members_selector = format!(
         "{}={}",
         keys::SCYLLA_SERVICE_TYPE_LABEL,
@@ -41,14 +34,15 @@ pub async fn run(ctx: Arc<Context>) {
         Api::<ScyllaCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(
-        Api::<Job>::all(client.clone()),
-        watcher::Config::default().labels(&jobs_selector),
-    )
     .watches(
-        Api::<Service>::all(client),
+        Api::<Service>::all(client.clone()),
         watcher::Config::default().labels(&members_selector),
         cluster_of_member,
+    )
+    .watches(
+        Api::<MaintenanceTask>::all(client),
+        watcher::Config::default(),
+        cluster_of_task,
     );
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
@@ -64,6 +58,15 @@ pub fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
     Some(ObjectRef::new(cluster).within(namespace))
 }
 
+/// The ScyllaCluster a task works on, when it works on one.
+pub fn cluster_of_task(task: MaintenanceTask) -> Option<ObjectRef<ScyllaCluster>> {
+    if task.spec.target.kind != TargetKind::ScyllaCluster {
+        return None;
+    }
+    let namespace = task.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(&task.spec.target.name).within(namespace))
+}
+
 /// One pass over one ScyllaCluster.
 pub async fn reconcile(
     cluster: Arc<ScyllaCluster>,
@@ -75,11 +78,11 @@ pub async fn reconcile(
         // Its Jobs go with it (owner references); nothing to clean any more.
         return Ok(Action::await_change());
     }
-    let observed = observe::observe(&ctx.client, &cluster, jiff::Timestamp::now()).await?;
-    let plan = decide::decide(&observed.snapshot);
+    let snapshot = observe::observe(&ctx.client, &cluster, jiff::Timestamp::now()).await?;
+    let plan = decide::decide(&snapshot);
     tracing::debug!(
-        cluster = %observed.snapshot.cluster.name,
-        namespace = %observed.snapshot.cluster.namespace,
+        cluster = %snapshot.cluster.name,
+        namespace = %snapshot.cluster.namespace,
         actions = plan.actions.len(),
         progressing = %plan.progressing.message,
         "cleanup plan"

@@ -34,11 +34,11 @@ use groundskeeper_job::scylla::agent::{AgentClient, AgentConfig};
 use groundskeeper_job::scylla::token::AuthToken;
 use groundskeeper_protocol::{keys, ring_hash};
 
-use super::apply::node_address;
 use super::observe::{get_agent_token_secret, list_member_services};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
+use crate::targets::scylla::node_address;
 
 /// Field manager of the observer's writes, as `metadata.managedFields` records it.
 pub const FIELD_MANAGER: &str = "groundskeeper-ring-observer";

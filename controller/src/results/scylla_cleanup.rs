@@ -1,0 +1,230 @@
+//! A node's finished cleanup written back to the ScyllaCluster: its member Service's
+//! `last-cleaned-up-token-ring-hash` (and the members record beside it), and Events on the
+//! cluster naming the node.
+
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource};
+use serde_json::{Value, json};
+
+use groundskeeper_protocol::JobResult;
+use groundskeeper_protocol::keys;
+use groundskeeper_protocol::result::{KeyspaceStatus, Report};
+
+use crate::api::scylla::ScyllaCluster;
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::triggers::scylla_cleanup::decide::{MembersRecord, looks_like_ring_hash};
+
+/// What to record on a node whose cleanup Job for ring `job_hash` succeeded: the hash and the
+/// members record to write, or `None` when there is nothing to write — the Job knew no ring
+/// (the node had no hash yet), the node already records that hash, or it records its current
+/// hash (it is clean for the newest ring: never move it back to an older one).
+pub fn cleaned_record(
+    job_hash: Option<&str>,
+    current: Option<&str>,
+    last_cleaned: Option<&str>,
+    settled: Option<&MembersRecord>,
+) -> Option<(String, Option<MembersRecord>)> {
+    let job_hash = job_hash.filter(|h| looks_like_ring_hash(h))?;
+    if last_cleaned == Some(job_hash) || (last_cleaned.is_some() && last_cleaned == current) {
+        return None;
+    }
+    let record = settled.filter(|r| r.ring_hash == job_hash).cloned();
+    Some((job_hash.to_owned(), record))
+}
+
+/// The keyspaces a cleanup result says were cleaned.
+pub fn keyspaces_cleaned(result: &JobResult) -> Vec<String> {
+    match &result.report {
+        Report::Cleanup(report) => report
+            .keyspaces
+            .iter()
+            .filter(|k| k.status == KeyspaceStatus::Cleaned)
+            .map(|k| k.name.clone())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The JSON merge patch recording `hash` as the node's last-cleaned ring, with its members
+/// record (or removing a record that no longer describes that ring).
+pub fn last_cleaned_patch(hash: &str, members: Option<&MembersRecord>) -> Value {
+    json!({
+        "metadata": {
+            "annotations": {
+                keys::LAST_CLEANED_UP_TOKEN_RING_HASH: hash,
+                keys::CLEANED_FOR_MEMBERS: members.map(MembersRecord::to_annotation),
+            }
+        }
+    })
+}
+
+/// Writes `hash` (and the members record) as member Service `service`'s last-cleaned ring.
+pub async fn patch_service(
+    client: &kube::Client,
+    namespace: &str,
+    service: &str,
+    hash: &str,
+    members: Option<&MembersRecord>,
+) -> Result<()> {
+    let api: Api<Service> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        service,
+        &PatchParams::default(),
+        &Patch::Merge(&last_cleaned_patch(hash, members)),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "patch annotation {} of Service {namespace}/{service}",
+        keys::LAST_CLEANED_UP_TOKEN_RING_HASH
+    )))?;
+    Ok(())
+}
+
+/// Records a node cleaned by `job` (when [`cleaned_record`] finds something to write) and tells
+/// it in an Event on the cluster.
+pub async fn node_cleaned(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    service: &str,
+    job: &str,
+    record: Option<(String, Option<MembersRecord>)>,
+) -> Result<()> {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    if let Some((hash, members)) = &record {
+        patch_service(&ctx.client, &namespace, service, hash, members.as_ref()).await?;
+    }
+    let note = format!("node {service} cleaned up by Job {job}");
+    let node = related("v1", "Service", &namespace, service);
+    publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await;
+    Ok(())
+}
+
+/// Tells in a Warning Event on the cluster that the cleanup of a node failed.
+pub async fn node_failed(ctx: &Context, cluster: &ScyllaCluster, service: &str, job: &str, message: &str) {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let note = format!("cleanup Job {job} of node {service} failed: {message}");
+    let failed = related("batch/v1", "Job", &namespace, job);
+    publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await;
+}
+
+/// The node or Job an Event is about, besides the cluster. Events with the same reason about the
+/// same cluster are folded into one series unless they name different related objects, so each
+/// cleaned node gets an Event of its own.
+pub fn related(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    }
+}
+
+/// Publishes an Event about the cleanup of `cluster`, about `related` as well.
+pub async fn publish(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    related: ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Cleanup".to_owned(),
+        secondary: Some(related),
+    };
+    ctx.publish_event(&cluster.object_ref(&()), event).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn h(n: u8) -> String {
+        format!("{}==", char::from(b'A' + n).to_string().repeat(86))
+    }
+
+    /// (case, Job's ring, node's current ring, node's last-cleaned ring, what is recorded)
+    type Case = (
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+
+    #[test]
+    fn what_a_success_records() {
+        let settled = MembersRecord {
+            ring_hash: h(1),
+            members: BTreeSet::from(["u1".to_owned()]),
+        };
+        let never = Some(keys::NEVER_CLEANED_UP.to_owned());
+        let cases: Vec<Case> = vec![
+            (
+                "records the Job's ring",
+                Some(h(1)),
+                Some(h(1)),
+                Some(h(0)),
+                Some(h(1)),
+            ),
+            ("already recorded", Some(h(1)), Some(h(1)), Some(h(1)), None),
+            (
+                "clean for a newer ring: not moved back",
+                Some(h(1)),
+                Some(h(2)),
+                Some(h(2)),
+                None,
+            ),
+            (
+                "ring moved during the Job: the Job's ring",
+                Some(h(1)),
+                Some(h(2)),
+                Some(h(0)),
+                Some(h(1)),
+            ),
+            (
+                "NeverCleanedUp is replaced",
+                Some(h(1)),
+                Some(h(1)),
+                never,
+                Some(h(1)),
+            ),
+            (
+                "a Job without a ring records nothing",
+                None,
+                Some(h(1)),
+                Some(h(0)),
+                None,
+            ),
+            (
+                "a malformed Job ring records nothing",
+                Some("x".into()),
+                Some(h(1)),
+                Some(h(0)),
+                None,
+            ),
+        ];
+        for (name, job, current, last, expected) in cases {
+            let got = cleaned_record(
+                job.as_deref(),
+                current.as_deref(),
+                last.as_deref(),
+                Some(&settled),
+            );
+            assert_eq!(got.as_ref().map(|(hash, _)| hash), expected.as_ref(), "{name}");
+            if let Some((hash, record)) = got {
+                // The members record goes with the hash every member agreed on, and only then.
+                assert_eq!(record.is_some(), hash == settled.ring_hash, "{name}");
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The thin layer around [`crate::tasks::cleanup::step`]: a running Cleanup task's plan written
+//! before any Job, its node Jobs read back, each cleaned node recorded on its member Service
+//! before the task says so, the next Jobs created within the bounds.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use kube::{Api, Resource, ResourceExt};
+
+use groundskeeper_protocol::{OperationKind, keys};
+
+use super::{NOT_SUPPORTED, Target, step_job_name, step_of, task_jobs, task_label, write_status};
+use crate::api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus};
+use crate::api::scylla::ScyllaCluster;
+use crate::execution::{self, JobObservation, JobState};
+use crate::results::scylla_cleanup as record;
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::targets::scylla::{self as scylla, NodeCleanup};
+use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
+use crate::tasks::status::{complete, fail, progress_of};
+use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
+use crate::triggers::scylla_cleanup::decide::{MemberFacts, settled_record};
+
+/// One step forward for a running Cleanup task.
+pub(super) async fn advance(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    mut status: MaintenanceTaskStatus,
+    target: &Target,
+    now: Timestamp,
+) -> Result<MaintenanceTaskStatus> {
+    let generation = task.metadata.generation;
+    let Target::Scylla {
+        cluster: Some(cluster),
+        facts: Some(facts),
+        members,
+        ..
+    } = target
+    else {
+        return Ok(fail(
+            status,
+            NOT_SUPPORTED,
+            "a Cleanup task cleans a ScyllaCluster",
+            generation,
+            now,
+        ));
+    };
+    let cleanup = match validate(task).map(|valid| valid.work) {
+        Ok(Work::Cleanup(cleanup)) => cleanup,
+        Ok(_) => {
+            return Ok(fail(
+                status,
+                NOT_SUPPORTED,
+                "only a Cleanup task runs on a ScyllaCluster",
+                generation,
+                now,
+            ));
+        }
+        Err(errors) => {
+            return Ok(fail(
+                status,
+                NOT_SUPPORTED,
+                &describe_errors(&errors),
+                generation,
+                now,
+            ));
+        }
+    };
+    if status.nodes.is_empty() {
+        match scylla::plan_nodes(&cleanup, facts, members) {
+            Ok(nodes) if nodes.is_empty() => {
+                return Ok(complete(
+                    status,
+                    "the cluster has no node to clean",
+                    generation,
+                    now,
+                ));
+            }
+            Ok(nodes) => {
+                // The plan is written before any Job exists: a restart finds the same nodes.
+                let planned = MaintenanceTaskStatus {
+                    progress: progress_of(&nodes),
+                    nodes,
+                    ..status.clone()
+                };
+                let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &facts.namespace);
+                write_status(&api, task, &status, &planned).await?;
+                status = planned;
+            }
+            Err(why) => return Ok(fail(status, NODE_NOT_FOUND, &why, generation, now)),
+        }
+    }
+    let jobs = task_jobs(ctx, task).await?;
+    let node_jobs = node_jobs(&jobs);
+    let racks = scylla::racks(members);
+    let name = task.name_any();
+    let pass = step(
+        status.nodes.clone(),
+        &node_jobs,
+        &racks,
+        scylla::limits(&cleanup, facts),
+        |index| step_job_name(&name, index),
+        now,
+    );
+    for &index in &pass.succeeded {
+        let node = &pass.nodes[index];
+        let job = node.job.as_deref().unwrap_or_default();
+        let job_hash = jobs
+            .iter()
+            .find(|j| j.name == job)
+            .and_then(|j| j.annotations.get(keys::CLEANUP_TOKEN_RING_HASH));
+        let member = members.iter().find(|m| m.service == node.name);
+        let settled = settled_record(facts, members);
+        let recorded = member.and_then(|m| {
+            let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
+            let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
+            record::cleaned_record(
+                job_hash.map(String::as_str),
+                current.map(String::as_str),
+                last.map(String::as_str),
+                settled.as_ref(),
+            )
+        });
+        record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
+        ctx.metrics
+            .job_finished(OperationKind::Cleanup.as_str(), "succeeded");
+    }
+    for &index in &pass.failed {
+        let node = &pass.nodes[index];
+        let message = node.message.as_deref().unwrap_or("failed");
+        record::node_failed(
+            ctx,
+            cluster,
+            &node.name,
+            node.job.as_deref().unwrap_or("?"),
+            message,
+        )
+        .await;
+        ctx.metrics
+            .job_finished(OperationKind::Cleanup.as_str(), "failed");
+    }
+    for &index in &pass.start {
+        create_node_job(
+            ctx,
+            task,
+            cluster,
+            members,
+            &cleanup,
+            &pass.nodes[index].name,
+            index,
+        )
+        .await?;
+    }
+    status.nodes = pass.nodes;
+    status.progress = progress_of(&status.nodes);
+    Ok(match pass.end {
+        None => status,
+        Some(End::Completed { summary }) => complete(status, &summary, generation, now),
+        Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
+    })
+}
+
+/// Each node's Job (by the step label: the node's index) as the pure step reads it.
+fn node_jobs(jobs: &[JobObservation]) -> BTreeMap<usize, (String, NodeJob)> {
+    jobs.iter()
+        .filter_map(|job| Some((step_of(job)?, (job.name.clone(), node_job(job)))))
+        .collect()
+}
+
+fn node_job(job: &JobObservation) -> NodeJob {
+    match &job.state {
+        JobState::Running(_) => NodeJob::Running,
+        JobState::Succeeded(finished) => {
+            let keyspaces = finished
+                .result
+                .as_ref()
+                .map(record::keyspaces_cleaned)
+                .unwrap_or_default();
+            let message = finished
+                .result
+                .as_ref()
+                .ok()
+                .and_then(|r| r.message.clone())
+                .unwrap_or_else(|| "cleaned".to_owned());
+            NodeJob::Succeeded { keyspaces, message }
+        }
+        JobState::Failed(finished) => NodeJob::Failed {
+            message: finished.explanation(),
+            retryable: finished.retryable(),
+        },
+    }
+}
+
+async fn create_node_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &ScyllaCluster,
+    members: &[MemberFacts],
+    cleanup: &Cleanup,
+    service: &str,
+    index: usize,
+) -> Result<()> {
+    let owner = task
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject {
+            object: format!("MaintenanceTask {}", task.name_any()),
+            field: "metadata.uid".into(),
+            message: "missing: the object was not read from the API server".into(),
+        })?;
+    let member = members.iter().find(|m| m.service == service);
+    let job = scylla::cleanup_job(
+        cluster,
+        &ctx.config,
+        NodeCleanup {
+            job: step_job_name(&task.name_any(), index),
+            owner,
+            service: service.to_owned(),
+            rack: member.and_then(|m| m.rack.clone()).unwrap_or_default(),
+            ring_hash: member.and_then(|m| m.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned()),
+            keyspaces: cleanup.keyspaces.clone(),
+            labels: BTreeMap::from([
+                (keys::TASK_LABEL.to_owned(), task_label(task)),
+                (keys::TASK_STEP_LABEL.to_owned(), index.to_string()),
+            ]),
+        },
+    );
+    if execution::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(job.operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, node = service, "created the cleanup Job of a task's node");
+    }
+    Ok(())
+}
