@@ -92,6 +92,7 @@ fn defrag_result(outcome: Outcome) -> JobResult {
             duration_ms: 2500,
             was_leader: false,
             reason: "fragmented".into(),
+            state: None,
         }],
         ..Default::default()
     };

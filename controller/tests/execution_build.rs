@@ -133,6 +133,12 @@ fn limits_and_failure_policy() {
         spec["template"]["spec"]["restartPolicy"], "Never",
         "podFailurePolicy requires Never"
     );
+    // The runner's default grace period: it writes its result before SIGKILL only if the pod
+    // gives it as long as it assumes.
+    assert_eq!(
+        spec["template"]["spec"]["terminationGracePeriodSeconds"],
+        exit::TERMINATION_GRACE_PERIOD_SECONDS
+    );
 }
 
 #[test]

@@ -78,6 +78,7 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 120,
         result_file: cluster.dir().join("result.json"),
+        grace_period_seconds: groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
     };
     let options = args.options().map_err(|f| f.message)?;
     let result = run_defrag(&options, &mut print_progress).await;

@@ -33,7 +33,6 @@ impl Failure {
     }
 }
 
-/// Clock for one run: when it started, for the result.
 /// Longest wait any flag may set: beyond it a deadline would overflow the clock, and no real
 /// cleanup or defrag call needs more.
 pub const MAX_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -49,6 +48,7 @@ pub fn check_wait(flag: &str, wait: Duration) -> Result<Duration, Failure> {
     Ok(wait)
 }
 
+/// Clock for one run: when it started, for the result.
 pub struct RunClock {
     started_at: jiff::Timestamp,
     started: Instant,
@@ -82,6 +82,116 @@ impl RunClock {
             });
         }
         result
+    }
+}
+
+/// A stop asked for by a signal: which one, and by when the run must have written its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    pub signal: &'static str,
+    /// Remote work still in flight at this instant is given up on (reported as unknown) so the
+    /// result is written before the grace period ends and SIGKILL comes.
+    pub deadline: Instant,
+}
+
+impl Stop {
+    /// The failure a stopped run reports: retryable, since the work was not finished.
+    pub fn failure(&self, what: &str) -> Failure {
+        Failure::retryable(format!(
+            "stopped by signal ({}): {what}; a later run can finish the work",
+            self.signal
+        ))
+    }
+}
+
+/// Time kept back from the grace period to write the result and exit: 5 s, or a quarter of a
+/// grace period shorter than 20 s.
+pub fn result_margin(grace: Duration) -> Duration {
+    (grace / 4).min(Duration::from_secs(5))
+}
+
+/// When in-flight work is given up on, for a signal received at `received`.
+pub fn stop_deadline(received: Instant, grace: Duration) -> Instant {
+    received + grace.saturating_sub(result_margin(grace))
+}
+
+/// SIGTERM (Kubernetes deleting the pod, a Job deadline, a node drain) and SIGINT (Ctrl-C) as a
+/// value the work can look at between steps and wait on while a call is in flight. Without it
+/// the process would die at once with status 143, without a result, its remote work running on.
+#[derive(Clone)]
+pub struct StopSignal {
+    receiver: tokio::sync::watch::Receiver<Option<Stop>>,
+}
+
+impl StopSignal {
+    /// Listens for SIGTERM and SIGINT from now on. Must be called inside a tokio runtime.
+    pub fn listen(grace: Duration) -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        tokio::spawn(async move {
+            let signal = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            };
+            tracing::warn!(
+                signal,
+                grace_period_s = grace.as_secs_f64(),
+                "stop requested: stopping the remote work that can be stopped, starting nothing new"
+            );
+            let deadline = stop_deadline(Instant::now(), grace);
+            let _ = sender.send(Some(Stop { signal, deadline }));
+            // Handlers stay installed: a second signal must not kill the run before its result
+            // is written.
+            std::future::pending::<()>().await;
+        });
+        Ok(Self { receiver })
+    }
+
+    /// Listens as [`StopSignal::listen`] does; where signal handlers cannot be installed, says so
+    /// and runs without (the process then dies on a signal as it would by default).
+    pub fn listen_or_warn(grace: Duration) -> Self {
+        Self::listen(grace).unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "cannot install the SIGTERM/SIGINT handlers; a signal will end the run without a result");
+            Self::never()
+        })
+    }
+
+    /// A stop that never comes (library callers that handle signals themselves).
+    pub fn never() -> Self {
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        // Kept open for good: a closed channel would read as "no more changes" anyway, but an
+        // open one keeps `requested` simply pending.
+        std::mem::forget(sender);
+        Self { receiver }
+    }
+
+    /// The stop, if one was asked for.
+    pub fn get(&self) -> Option<Stop> {
+        *self.receiver.borrow()
+    }
+
+    /// Waits until a stop is asked for (cancel-safe).
+    pub async fn requested(&self) -> Stop {
+        let mut receiver = self.receiver.clone();
+        // The guard `wait_for` returns must not live across an await (the future stays Send).
+        let stop = receiver
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|stop| *stop);
+        match stop {
+            Some(stop) => stop,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Waits until a stop was asked for and its deadline has passed (cancel-safe).
+    pub async fn deadline_passed(&self) -> Stop {
+        let stop = self.requested().await;
+        tokio::time::sleep_until(stop.deadline.into()).await;
+        stop
     }
 }
 
@@ -137,6 +247,33 @@ mod tests {
                 "{outcome:?} {failure:?}"
             );
         }
+    }
+
+    #[test]
+    fn in_flight_work_is_given_up_on_before_the_grace_period_ends() {
+        let now = Instant::now();
+        // (grace period, given up on after)
+        for (grace, after) in [
+            (Duration::from_secs(60), Duration::from_secs(55)),
+            (Duration::from_secs(30), Duration::from_secs(25)),
+            (Duration::from_secs(20), Duration::from_secs(15)),
+            (Duration::from_secs(8), Duration::from_secs(6)),
+            (Duration::from_secs(1), Duration::from_millis(750)),
+        ] {
+            assert_eq!(stop_deadline(now, grace), now + after, "{grace:?}");
+        }
+    }
+
+    #[test]
+    fn a_stopped_run_is_retryable_and_names_the_signal() {
+        let stop = Stop {
+            signal: "SIGTERM",
+            deadline: Instant::now(),
+        };
+        let result = finished(Outcome::Failed, Some(stop.failure("3 member(s) not reached")));
+        assert_eq!(exit_code(&result), exit::RETRYABLE);
+        let message = result.message.unwrap();
+        assert!(message.contains("stopped by signal (SIGTERM)"), "{message}");
     }
 
     #[test]

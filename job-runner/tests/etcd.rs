@@ -53,6 +53,7 @@ fn defrag_args(cluster: &EtcdCluster, result_file: &Path) -> DefragArgs {
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 60,
         result_file: result_file.to_owned(),
+        grace_period_seconds: 60,
     }
 }
 

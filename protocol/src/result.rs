@@ -56,6 +56,10 @@ pub struct JobResult {
     /// Entries were dropped to fit the termination message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The signal that stopped the run before its work was done (`SIGTERM`, `SIGINT`): the pod
+    /// was deleted, its Job's deadline passed or its node drained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// What was done, per operation. Serialised flat into the result, tagged by `operation`.
@@ -114,9 +118,13 @@ pub struct DefragReport {
     /// Revision the keyspace was compacted to before defragmenting, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted_revision: Option<i64>,
-    /// Member leadership was moved to before the leader was defragmented.
+    /// Member leadership was moved to before the leader was defragmented (set once etcd said
+    /// the transfer happened, even when the run failed afterwards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_moved_to: Option<String>,
+    /// The leadership transfer the run asked for, whatever became of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_transfer: Option<LeaderTransfer>,
     /// `NOSPACE` alarms disarmed after space was freed (member ids, hex).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms_disarmed: Vec<String>,
@@ -132,11 +140,85 @@ pub struct MemberDefrag {
     /// Member id in hex, as etcdctl prints it.
     pub id: String,
     pub db_size_before: i64,
+    /// After the defrag; the size before when the member was not defragmented or its size after
+    /// could not be read (the reason then says so).
     pub db_size_after: i64,
+    /// The member is known to have been defragmented: `state` is `defragmented`.
     pub defragmented: bool,
+    /// From the defrag call to the member's answer (or to the sizes showing it), 0 when no
+    /// call was made.
     pub duration_ms: u64,
     pub was_leader: bool,
     pub reason: String,
+    /// What happened to the member. Absent in results of older runners: see
+    /// [`MemberDefrag::state`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<MemberDefragState>,
+}
+
+/// What a defrag run did to one member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MemberDefragState {
+    /// Defragmented: the call answered, or the member's sizes show it.
+    Defragmented,
+    /// Under the thresholds, or a learner: left alone.
+    Skipped,
+    /// A dry run would defragment it; nothing was done.
+    Planned,
+    /// The run stopped before this member's turn: untouched.
+    NotReached,
+    /// The run stopped at this member before any defrag call was made: untouched.
+    Stopped,
+    /// The defrag call failed, or calls were cut and its sizes show no defrag.
+    Failed,
+    /// A defrag call was made but the run could not learn its end (it had to stop while the
+    /// call was in flight, or the member never answered): etcd finishes a defrag it started,
+    /// so the member may well be defragmented.
+    Unknown,
+}
+
+/// A leadership transfer (`MoveLeader`) the run asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderTransfer {
+    pub from: String,
+    pub to: String,
+    pub state: TransferState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TransferState {
+    /// etcd answered that leadership moved.
+    Moved,
+    /// etcd refused or the call failed: leadership did not move.
+    Failed,
+    /// The call was cut or the run had to stop while it was in flight.
+    Unknown,
+}
+
+impl MemberDefrag {
+    /// What happened to the member; for results of older runners, read from `defragmented` and
+    /// the reason's wording as they wrote it.
+    pub fn state(&self) -> MemberDefragState {
+        if let Some(state) = self.state {
+            return state;
+        }
+        if self.defragmented {
+            MemberDefragState::Defragmented
+        } else if self.reason.starts_with("stopped:") {
+            MemberDefragState::Stopped
+        } else if self.reason.starts_with("not reached") {
+            MemberDefragState::NotReached
+        } else if self.reason.starts_with("would defragment") {
+            MemberDefragState::Planned
+        } else {
+            MemberDefragState::Skipped
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +246,7 @@ impl JobResult {
             started_at,
             duration_ms,
             truncated: false,
+            stopped_by: None,
         }
     }
 
@@ -219,7 +302,12 @@ impl Report {
                 KeyspaceStatus::NotStarted => 2,
                 _ => 3,
             }),
-            Report::Defrag(r) => drop_worth(&mut r.members, excess, |m| u8::from(m.defragmented)),
+            Report::Defrag(r) => drop_worth(&mut r.members, excess, |m| match m.state() {
+                MemberDefragState::Skipped | MemberDefragState::Planned => 0,
+                MemberDefragState::Defragmented => 1,
+                MemberDefragState::NotReached => 2,
+                _ => 3,
+            }),
             Report::Compact(_) => false,
         }
     }
@@ -329,6 +417,7 @@ mod tests {
                 duration_ms: 10,
                 was_leader: false,
                 reason: "fragmented 99% of 200000000 bytes".into(),
+                state: Some(MemberDefragState::Defragmented),
             }],
             ..Default::default()
         };
@@ -337,6 +426,28 @@ mod tests {
         assert_eq!(json["outcome"], "succeeded");
         assert_eq!(json["members"][0]["dbSizeBefore"], 200_000_000);
         assert_eq!(json["members"][0]["wasLeader"], false);
+        assert_eq!(json["members"][0]["state"], "defragmented");
+    }
+
+    /// Results of runners that wrote no `state` still say what happened, from the fields they
+    /// did write.
+    #[test]
+    fn member_states_of_older_results_come_from_their_wording() {
+        use MemberDefragState::*;
+        for (defragmented, reason, want) in [
+            (true, "db 200 bytes", Defragmented),
+            (false, "stopped: member m2 became unhealthy", Stopped),
+            (false, "not reached: the run stopped earlier", NotReached),
+            (false, "would defragment: db 200 bytes", Planned),
+            (false, "db 2 bytes: under the 100 bytes minimum", Skipped),
+        ] {
+            let json = format!(
+                r#"{{"name":"m","id":"1","dbSizeBefore":1,"dbSizeAfter":1,"defragmented":{defragmented},"durationMs":0,"wasLeader":false,"reason":"{reason}"}}"#
+            );
+            let member: MemberDefrag = serde_json::from_str(&json).unwrap();
+            assert_eq!(member.state, None);
+            assert_eq!(member.state(), want, "{reason}");
+        }
     }
 
     #[test]

@@ -9,8 +9,13 @@
 //!
 //! Behaviour is set with [`AgentSpec`]: keyspaces and their replication, keyspaces whose cleanup
 //! fails because the ring moves, a slow cleanup task, an older node without the task API or
-//! without `mark_node_as_clean`, a cleanup left running by an earlier attempt, and the token ring.
-//! Every request is recorded ([`ScyllaAgent::calls`]).
+//! without `mark_node_as_clean`, a cleanup left running by an earlier attempt, a cleanup that runs
+//! until it is stopped, and the token ring. Every request is recorded ([`ScyllaAgent::calls`]).
+//!
+//! A running cleanup task shows in `GET /compaction_manager/compactions` as a `Cleanup`
+//! compaction, as Scylla lists the compactions a cleanup runs; `abort_task` or
+//! `stop_compaction?type=CLEANUP` ends it `failed`, as they end Scylla's, and the keyspace is then
+//! recorded as stopped ([`ScyllaAgent::stopped_keyspaces`]), not cleaned.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -212,6 +217,13 @@ impl AgentSpec {
         self
     }
 
+    /// A cleanup task never finishes by itself: it runs until `abort_task` or
+    /// `stop_compaction?type=CLEANUP` stops it (a large keyspace, seen from a short test).
+    pub fn cleanup_runs_until_stopped(mut self) -> Self {
+        self.polls_until_done = u32::MAX;
+        self
+    }
+
     /// An older node: no task manager, no `/tasks/...`, no `mark_node_as_clean`.
     pub fn old_node(mut self) -> Self {
         self.task_api = false;
@@ -277,6 +289,8 @@ struct State {
     next_task: u64,
     stale_compaction_running: bool,
     cleaned: Vec<String>,
+    /// Keyspaces whose cleanup task was ended by `abort_task` or `stop_compaction`.
+    stopped: Vec<String>,
     marked_clean: bool,
 }
 
@@ -321,6 +335,7 @@ impl ScyllaAgent {
             tasks,
             next_task: 1,
             cleaned: Vec::new(),
+            stopped: Vec::new(),
             marked_clean: false,
         }));
         let server = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(tls)), state.clone()));
@@ -366,6 +381,36 @@ impl ScyllaAgent {
     /// Keyspaces whose cleanup completed, in order.
     pub fn cleaned_keyspaces(&self) -> Vec<String> {
         self.lock().cleaned.clone()
+    }
+
+    /// Keyspaces whose cleanup (started through this stand-in) is running now.
+    pub fn running_cleanups(&self) -> Vec<String> {
+        self.lock()
+            .tasks
+            .iter()
+            .filter(|t| !t.stale && t.state == "running")
+            .map(|t| t.keyspace.clone())
+            .collect()
+    }
+
+    /// Keyspaces whose cleanup was stopped by `abort_task` or `stop_compaction`, in order.
+    pub fn stopped_keyspaces(&self) -> Vec<String> {
+        self.lock().stopped.clone()
+    }
+
+    /// The `type` of every authorized `POST /compaction_manager/stop_compaction`, in order.
+    pub fn stop_compaction_types(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .filter(|c| c.authorized && c.method == "POST" && c.path == "/compaction_manager/stop_compaction")
+            .map(|c| {
+                c.query
+                    .iter()
+                    .find(|(k, _)| k == "type")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     /// `mark_node_as_clean` was called.
@@ -783,21 +828,33 @@ fn abort_task(state: &mut State, id: &str) -> Response<Body> {
         task.error = "abort requested".into();
         if task.stale {
             state.stale_compaction_running = false;
+        } else {
+            let keyspace = task.keyspace.clone();
+            state.stopped.push(keyspace);
         }
     }
     ok(Value::Null)
 }
 
-/// The `summary` model of `compaction_manager.json`, for the cleanup still running.
+/// The `summary` model of `compaction_manager.json`, for the cleanups running: the one an
+/// earlier attempt left, and those of running tasks.
 fn compactions(state: &State) -> Response<Body> {
-    let running: Vec<Value> = state
+    let stale = state
         .spec
         .stale_cleanup
         .iter()
         .filter(|_| state.stale_compaction_running)
-        .map(|keyspace| {
+        .map(|keyspace| (task_id(0), keyspace));
+    let tasks = state
+        .tasks
+        .iter()
+        .filter(|t| !t.stale && t.state == "running")
+        .map(|t| (t.id.clone(), &t.keyspace));
+    let running: Vec<Value> = stale
+        .chain(tasks)
+        .map(|(id, keyspace)| {
             json!({
-                "id": task_id(0),
+                "id": id,
                 "ks": keyspace,
                 "cf": "t",
                 "completed": 4096,
@@ -823,6 +880,9 @@ fn stop_compaction(state: &mut State, compaction_type: &str) -> Response<Body> {
         for task in state.tasks.iter_mut().filter(|t| t.state == "running") {
             task.state = "failed";
             task.error = "compaction stopped by user request".into();
+            if !task.stale {
+                state.stopped.push(task.keyspace.clone());
+            }
         }
     }
     ok(Value::Null)

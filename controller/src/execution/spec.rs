@@ -222,6 +222,9 @@ fn pod_spec(plan: &MaintenanceJob) -> PodSpec {
         node_selector: (!scheduling.node_selector.is_empty()).then(|| scheduling.node_selector.clone()),
         containers: vec![container(plan)],
         volumes: Some(volumes(plan)),
+        // Explicit, and the runner's own default: between SIGTERM and SIGKILL it stops the remote
+        // work it can stop, lets an etcd defrag in flight end, and writes its result.
+        termination_grace_period_seconds: Some(exit::TERMINATION_GRACE_PERIOD_SECONDS as i64),
         ..Default::default()
     }
 }

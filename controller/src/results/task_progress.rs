@@ -1,6 +1,6 @@
 //! A step's result as per-member progress of its task (`status.nodes[]`), and in one line.
 
-use groundskeeper_protocol::result::{CompactReport, DefragReport};
+use groundskeeper_protocol::result::{CompactReport, DefragReport, MemberDefragState};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -31,13 +31,7 @@ fn defrag_members(
         .members
         .iter()
         .map(|member| {
-            let state = match (member.defragmented, outcome) {
-                (true, _) => NodeState::Succeeded,
-                // The runner names the member it stopped at, and those it never reached.
-                (false, Outcome::Failed) if member.reason.starts_with("stopped:") => NodeState::Failed,
-                (false, Outcome::Failed) if member.reason.starts_with("not reached") => NodeState::Pending,
-                (false, _) => NodeState::Skipped,
-            };
+            let state = node_state(member.state(), outcome);
             NodeProgress {
                 name: member.name.clone(),
                 state,
@@ -54,6 +48,23 @@ fn defrag_members(
             }
         })
         .collect()
+}
+
+/// A member's state in the task from what the runner says happened to it (read from the older
+/// runners' wording where the result has no `state`).
+fn node_state(member: MemberDefragState, outcome: Outcome) -> NodeState {
+    match (member, outcome) {
+        (MemberDefragState::Defragmented, _) => NodeState::Succeeded,
+        // A defrag whose end the runner could not see counts as failed: the next run looks at
+        // the member again, and the message says it may well be defragmented.
+        (MemberDefragState::Stopped | MemberDefragState::Failed | MemberDefragState::Unknown, _) => {
+            NodeState::Failed
+        }
+        (MemberDefragState::NotReached, Outcome::Failed) => NodeState::Pending,
+        (MemberDefragState::NotReached | MemberDefragState::Skipped | MemberDefragState::Planned, _) => {
+            NodeState::Skipped
+        }
+    }
 }
 
 fn compaction(
@@ -129,6 +140,7 @@ mod tests {
             duration_ms: 10,
             was_leader: false,
             reason: reason.into(),
+            state: None,
         }
     }
 
@@ -223,5 +235,25 @@ mod tests {
         assert_eq!(nodes[0].compacted_revision, Some(90));
         assert_eq!(summary(&nodes), "compacted to revision 90");
         assert_eq!(summary(&[]), "nothing needed doing");
+    }
+
+    /// Runners that write `state` are read by it, whatever the reason's wording.
+    #[test]
+    fn member_states_written_by_the_runner_decide_the_node_state() {
+        use MemberDefragState::*;
+        for (state, outcome, want) in [
+            (Defragmented, Outcome::Failed, NodeState::Succeeded),
+            (Unknown, Outcome::Failed, NodeState::Failed),
+            (Stopped, Outcome::Failed, NodeState::Failed),
+            (Failed, Outcome::Failed, NodeState::Failed),
+            (NotReached, Outcome::Failed, NodeState::Pending),
+            (Skipped, Outcome::Failed, NodeState::Skipped),
+            (Planned, Outcome::Succeeded, NodeState::Skipped),
+        ] {
+            let mut m = member("m0", 9, 9, state == Defragmented, "whatever the wording");
+            m.state = Some(state);
+            let nodes = member_progress(&defrag(outcome, vec![m]), "j", "main", None);
+            assert_eq!(nodes[0].state, want, "{state:?}");
+        }
     }
 }

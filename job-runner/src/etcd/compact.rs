@@ -5,13 +5,14 @@
 //! its first attempt worked.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use etcd_client::{Client, CompactionOptions};
 use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 
 use super::connect::{Connection, EndpointArgs, REQUEST_TIMEOUT};
-use crate::run::{self, Failure, RunClock};
+use crate::run::{self, Failure, RunClock, StopSignal};
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["retain_revisions", "revision"])))]
@@ -31,6 +32,10 @@ pub struct CompactArgs {
     /// Where to write the result JSON.
     #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
     pub result_file: PathBuf,
+    /// The pod's terminationGracePeriodSeconds: after SIGTERM the compaction call in flight is
+    /// waited for until a few seconds before it ends, then the result is written.
+    #[arg(long, default_value_t = groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS)]
+    pub grace_period_seconds: u64,
 }
 
 /// Which revision to compact to.
@@ -110,17 +115,36 @@ pub async fn compact_to(client: &mut Client, revision: i64, physical: bool) -> R
 
 /// Runs one compaction against the cluster behind `connection`.
 pub async fn run_compact(connection: &Connection, target: CompactTarget, physical: bool) -> JobResult {
+    run_compact_until(connection, target, physical, &StopSignal::never()).await
+}
+
+/// Runs one compaction; after a stop, the calls in flight are waited for until the stop's
+/// deadline. A compaction is one call: there is nothing smaller to stop.
+pub async fn run_compact_until(
+    connection: &Connection,
+    target: CompactTarget,
+    physical: bool,
+    stop: &StopSignal,
+) -> JobResult {
     let clock = RunClock::start();
     let mut report = CompactReport {
         physical,
         ..CompactReport::default()
     };
-    let outcome = compact_with(connection, target, physical, &mut report).await;
+    let outcome = tokio::select! {
+        outcome = compact_with(connection, target, physical, &mut report) => outcome,
+        given_up = stop.deadline_passed() => Err(given_up.failure(
+            "the grace period was ending with the compaction call in flight; whether it took effect is unknown",
+        )),
+    };
     let (outcome, failure) = match outcome {
         Ok(outcome) => (outcome, None),
         Err(failure) => (Outcome::Failed, Some(failure)),
     };
     let mut result = clock.finish(Report::Compact(report.clone()), outcome, failure);
+    if result.outcome == Outcome::Failed {
+        result.stopped_by = stop.get().map(|s| s.signal.to_owned());
+    }
     if result.message.is_none() {
         result.message = Some(match outcome {
             Outcome::Skipped => format!(
@@ -174,11 +198,18 @@ pub async fn first_answering_client(connection: &Connection) -> Result<Client, F
 /// `groundskeeper-job compact`: runs, reports, and returns the exit code.
 pub fn main(args: CompactArgs) -> i32 {
     let clock = RunClock::start();
-    let prepared = args
-        .target()
-        .and_then(|target| Ok((target, args.connection.connection()?)));
+    let prepared = args.target().and_then(|target| {
+        let grace = run::check_wait(
+            "--grace-period-seconds",
+            Duration::from_secs(args.grace_period_seconds),
+        )?;
+        Ok((target, args.connection.connection()?, grace))
+    });
     let result = match prepared {
-        Ok((target, connection)) => runtime().block_on(run_compact(&connection, target, args.physical)),
+        Ok((target, connection, grace)) => runtime().block_on(async {
+            let stop = StopSignal::listen_or_warn(grace);
+            run_compact_until(&connection, target, args.physical, &stop).await
+        }),
         Err(failure) => clock.finish(
             Report::Compact(CompactReport::default()),
             Outcome::Failed,
@@ -255,6 +286,7 @@ mod tests {
             revision,
             physical: false,
             result_file: "/dev/null".into(),
+            grace_period_seconds: 60,
         };
         assert_eq!(
             args(Some(5), None).target(),

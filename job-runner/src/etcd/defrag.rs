@@ -5,20 +5,23 @@
 //! observe → (compact) → plan → for each member: observe again, re-check, maybe move leadership,
 //! defragment, wait until it has caught up → disarm `NOSPACE` alarms.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, GetOptions};
-use groundskeeper_protocol::result::{DefragReport, MemberDefrag};
-use groundskeeper_protocol::{JobResult, Outcome, Report};
+use groundskeeper_protocol::result::{
+    DefragReport, LeaderTransfer, MemberDefrag, MemberDefragState, TransferState,
+};
+use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 use super::compact::{self, Compacted};
 use super::connect::{Cluster, Connection, EndpointArgs};
 use super::plan::{
     self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
-    PlannedMember, Refusal, StepDecision,
+    PlannedMember, Refusal, StepDecision, TransferSeen,
 };
-use crate::run::{self, Failure, RunClock};
+use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// How often the runner looks again while it waits for a member.
 /// Waits between polls start short, since most waits (a leader change, a member catching up)
@@ -149,6 +152,10 @@ pub struct DefragArgs {
     /// Where to write the result JSON.
     #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
     pub result_file: PathBuf,
+    /// The pod's terminationGracePeriodSeconds: after SIGTERM, a defrag in flight is waited for
+    /// until a few seconds before it ends, then the result is written.
+    #[arg(long, default_value_t = exit::TERMINATION_GRACE_PERIOD_SECONDS)]
+    pub grace_period_seconds: u64,
 }
 
 /// Everything a defrag run needs, checked.
@@ -161,6 +168,7 @@ pub struct DefragOptions {
     pub dry_run: bool,
     pub defrag_call_timeout: Duration,
     pub member_timeout: Duration,
+    pub grace_period: Duration,
 }
 
 impl DefragArgs {
@@ -203,6 +211,10 @@ impl DefragArgs {
                 "--member-timeout-seconds",
                 Duration::from_secs(self.member_timeout_seconds),
             )?,
+            grace_period: run::check_wait(
+                "--grace-period-seconds",
+                Duration::from_secs(self.grace_period_seconds),
+            )?,
         })
     }
 }
@@ -215,6 +227,7 @@ pub enum Progress<'a> {
         already: bool,
     },
     Planned(&'a DefragPlan),
+    /// etcd answered the transfer: leadership moved (the members may not all follow yet).
     LeaderMoved {
         from: &'a str,
         to: &'a str,
@@ -226,18 +239,38 @@ pub enum Progress<'a> {
 
 /// Runs the maintenance. `on_progress` sees every step as it happens.
 pub async fn run_defrag(options: &DefragOptions, on_progress: &mut dyn FnMut(Progress<'_>)) -> JobResult {
+    run_defrag_until(options, &StopSignal::never(), on_progress).await
+}
+
+/// Runs the maintenance until it is done or `stop` says to stop. After a stop no member is
+/// started and no leadership moves; a defrag call already sent is waited for until the stop's
+/// deadline, then reported `unknown`. The result says what happened to every member either way.
+pub async fn run_defrag_until(
+    options: &DefragOptions,
+    stop: &StopSignal,
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> JobResult {
     let clock = RunClock::start();
     let mut report = DefragReport {
         dry_run: options.dry_run,
         ..DefragReport::default()
     };
-    let result = Run {
-        options,
-        report: &mut report,
-        on_progress,
-    }
-    .go()
-    .await;
+    let result = {
+        let run = Run {
+            options,
+            report: RefCell::new(&mut report),
+            on_progress: RefCell::new(on_progress),
+            stop,
+        };
+        tokio::select! {
+            result = run.go() => result,
+            // What is in flight is given up on here, so the result is written before SIGKILL;
+            // the report already says what is known of every member.
+            given_up = stop.deadline_passed() => Err(given_up.failure(
+                "the grace period was ending with remote work in flight; what was in flight is reported unknown",
+            )),
+        }
+    };
     let (outcome, failure, message) = match result {
         Ok((outcome, message)) => (outcome, None, Some(message)),
         Err(failure) => (Outcome::Failed, Some(failure), None),
@@ -246,28 +279,71 @@ pub async fn run_defrag(options: &DefragOptions, on_progress: &mut dyn FnMut(Pro
     if message.is_some() {
         result.message = message;
     }
+    if result.outcome == Outcome::Failed {
+        result.stopped_by = stop.get().map(|s| s.signal.to_owned());
+    }
     result
 }
 
 struct Run<'a> {
     options: &'a DefragOptions,
-    report: &'a mut DefragReport,
-    on_progress: &'a mut dyn FnMut(Progress<'_>),
+    /// Kept up to date step by step, so that a run given up on at its stop deadline still
+    /// reports what it did. Cells: a follower's defrag and a leadership transfer run side by side.
+    report: RefCell<&'a mut DefragReport>,
+    on_progress: RefCell<&'a mut dyn FnMut(Progress<'_>)>,
+    stop: &'a StopSignal,
+}
+
+/// A member's defrag ended without being known done: what is known, and why.
+struct DefragFailure {
+    state: MemberDefragState,
+    failure: Failure,
+}
+
+impl DefragFailure {
+    fn new(state: MemberDefragState, failure: Failure) -> Self {
+        Self { state, failure }
+    }
 }
 
 impl Run<'_> {
-    async fn go(&mut self) -> Result<(Outcome, String), Failure> {
+    fn progress(&self, progress: Progress<'_>) {
+        (self.on_progress.borrow_mut())(progress)
+    }
+
+    fn update_member(&self, index: usize, change: impl FnOnce(&mut MemberDefrag)) {
+        change(&mut self.report.borrow_mut().members[index]);
+    }
+
+    fn record_transfer(&self, transfer: LeaderTransfer) {
+        let mut report = self.report.borrow_mut();
+        if transfer.state == TransferState::Moved {
+            report.leader_moved_to = Some(transfer.to.clone());
+        }
+        report.leader_transfer = Some(transfer);
+    }
+
+    /// Err when a stop was asked for: nothing more may start.
+    fn check_stop(&self, what_not_done: impl FnOnce() -> String) -> Result<(), Failure> {
+        match self.stop.get() {
+            Some(stop) => Err(stop.failure(&what_not_done())),
+            None => Ok(()),
+        }
+    }
+
+    async fn go(&self) -> Result<(Outcome, String), Failure> {
         let cluster = Cluster::discover(self.options.connection.clone()).await?;
         // Nothing is touched, not even compacted, unless the cluster is fit for it.
         plan::check_preconditions(&cluster.observe().await, &self.options.plan).map_err(refusal_failure)?;
         if let Some(retain) = self.options.compact_retain_revisions {
+            self.check_stop(|| "nothing was compacted or defragmented".to_owned())?;
             self.compact(&cluster, retain).await?;
         }
         let plan = plan::plan_defrag(&self.options.policy, &self.options.plan, &cluster.observe().await)
             .map_err(refusal_failure)?;
-        (self.on_progress)(Progress::Planned(&plan));
+        self.progress(Progress::Planned(&plan));
         if self.options.dry_run || plan.is_empty() {
-            self.report.members = plan.members.iter().map(|m| not_done(m, &m.reason)).collect();
+            self.report.borrow_mut().members = plan.members.iter().map(|m| not_done(m, &m.reason)).collect();
             let summary = if self.options.dry_run { "dry run: " } else { "" };
             let outcome = if plan.is_empty() {
                 Outcome::Skipped
@@ -283,25 +359,37 @@ impl Run<'_> {
                 ),
             ));
         }
+        // Every member is in the report from here on, as not reached until its turn.
+        self.report.borrow_mut().members = plan
+            .members
+            .iter()
+            .map(|m| match m.action {
+                MemberAction::Skip => not_done(m, &m.reason),
+                _ => not_reached(m, "the run stopped earlier"),
+            })
+            .collect();
         let mut defragmented = Vec::new();
         for (i, member) in plan.members.iter().enumerate() {
             if !member.will_defrag() {
-                self.report.members.push(not_done(member, &member.reason));
                 continue;
             }
-            let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
-            if let Err(failure) = self.process(&cluster, member, next).await {
-                // Touch nothing more: the members not reached are listed as such.
-                for rest in &plan.members[i..] {
-                    let why = if rest.id == member.id {
-                        format!("stopped: {}", failure.message)
-                    } else {
-                        "not reached: the run stopped earlier".to_owned()
-                    };
-                    self.report.members.push(not_done(rest, &why));
+            if let Some(stop) = self.stop.get() {
+                let left = plan.members[i..].iter().filter(|m| m.will_defrag()).count();
+                for (j, rest) in plan.members.iter().enumerate().skip(i) {
+                    if rest.will_defrag() {
+                        self.update_member(j, |m| {
+                            *m = not_reached(rest, &format!("stopped by {}", stop.signal))
+                        });
+                    }
                 }
-                return Err(failure);
+                return Err(stop.failure(&format!(
+                    "{} member(s) defragmented, {left} not reached",
+                    defragmented.len()
+                )));
             }
+            let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
+            // Touch nothing more on failure: the members not reached are listed as such.
+            self.process(&cluster, i, member, next).await?;
             defragmented.push(member.id);
         }
         self.disarm_nospace(&cluster, &defragmented).await?;
@@ -311,7 +399,7 @@ impl Run<'_> {
         ))
     }
 
-    async fn compact(&mut self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
+    async fn compact(&self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
         let leader = cluster
             .observe()
             .await
@@ -333,103 +421,123 @@ impl Run<'_> {
         }
         // Physical: the pages it frees must be free before the thresholds are judged.
         let already = compact::compact_to(&mut client, revision, true).await? == Compacted::AlreadyCompacted;
-        self.report.compacted_revision = Some(revision);
+        self.report.borrow_mut().compacted_revision = Some(revision);
         // Every member applies the compaction on its own backend: wait until they all did.
         for id in cluster.members.iter().map(|m| m.id) {
             self.wait_caught_up(cluster, id).await?;
         }
-        (self.on_progress)(Progress::Compacted { revision, already });
+        self.progress(Progress::Compacted { revision, already });
         Ok(())
     }
 
-    /// One member: re-check, maybe move leadership away, defragment, wait until caught up. When
-    /// `next` is the leader, leadership moves away during this member's defrag already (see
-    /// [`plan::early_transfer`]).
+    /// One member (entry `index` of the report): re-check, maybe move leadership away,
+    /// defragment, wait until caught up. When `next` is the leader, leadership moves away during
+    /// this member's defrag already (see [`plan::early_transfer`]). The member's entry says what
+    /// happened, whichever way this ends.
     async fn process(
-        &mut self,
+        &self,
         cluster: &Cluster,
+        index: usize,
         member: &PlannedMember,
         next: Option<&PlannedMember>,
     ) -> Result<(), Failure> {
+        let stopped_here = |failure: Failure| {
+            self.update_member(index, |m| {
+                *m = not_done(member, &format!("stopped: {}", failure.message));
+                m.state = Some(MemberDefragState::Stopped);
+            });
+            failure
+        };
         let observed = cluster.observe().await;
         let decision = plan::decide_step(member.id, &observed, &self.options.plan);
         let was_leader = match decision {
             StepDecision::Stop(why) => {
-                return Err(Failure::retryable(format!(
+                return Err(stopped_here(Failure::retryable(format!(
                     "stopped before member {}: {why}",
                     member.name
-                )));
+                ))));
             }
             StepDecision::MoveLeaderTo { to } => {
-                self.move_leader(cluster, member, to).await?;
+                self.transfer_leadership(cluster, member, to)
+                    .await
+                    .map_err(stopped_here)?;
                 true
             }
             StepDecision::DefragLeader => true,
             StepDecision::Defrag => false,
         };
-        (self.on_progress)(Progress::MemberStarted(member));
+        self.progress(Progress::MemberStarted(member));
         let before_status = observed
             .iter()
             .find(|m| m.id == member.id)
             .and_then(|m| m.status.as_ref().ok());
-        let before = before_status.map(|s| s.db_size);
+        let before = before_status.map_or(member.db_size, |s| s.db_size);
+        self.update_member(index, |m| {
+            m.db_size_before = before;
+            m.db_size_after = before;
+            m.was_leader = was_leader || member.was_leader;
+        });
         let early = next.and_then(|next| {
             plan::early_transfer(member.id, Some(next.id), &observed, &self.options.plan).map(|to| (next, to))
         });
         let started = Instant::now();
-        let duration_ms = match early {
-            None => {
-                self.defragment(cluster, member, before_status).await?;
-                started.elapsed().as_millis() as u64
-            }
+        let (defragged, transferred) = match early {
+            None => (
+                self.defragment(cluster, index, member, before_status).await,
+                Ok(()),
+            ),
             Some((leader, to)) => {
                 // Both are awaited to their end: a defrag is never abandoned half-way by the
                 // client, even when the transfer fails.
                 let (defragged, transferred) = tokio::join!(
-                    async {
-                        let result = self.defragment(cluster, member, before_status).await;
-                        (result, started.elapsed().as_millis() as u64)
-                    },
+                    self.defragment(cluster, index, member, before_status),
                     self.transfer_leadership(cluster, leader, to)
                 );
-                let (defragged, duration_ms) = defragged;
-                defragged?;
-                self.record_transfer(leader, &transferred?);
-                duration_ms
+                (defragged, transferred.map(|_| ()))
             }
         };
-        self.wait_caught_up(cluster, member.id).await?;
-        let after = status_size(&cluster.observe().await, member.id);
-        let done = MemberDefrag {
-            name: member.name.clone(),
-            id: member.id_hex(),
-            db_size_before: before.unwrap_or(member.db_size),
-            db_size_after: after.unwrap_or_default(),
-            defragmented: true,
-            duration_ms,
-            was_leader: was_leader || member.was_leader,
-            reason: member.reason.clone(),
-        };
-        (self.on_progress)(Progress::MemberDone(&done));
-        self.report.members.push(done);
-        Ok(())
-    }
-
-    async fn move_leader(&mut self, cluster: &Cluster, from: &PlannedMember, to: u64) -> Result<(), Failure> {
-        let to_name = self.transfer_leadership(cluster, from, to).await?;
-        self.record_transfer(from, &to_name);
-        Ok(())
-    }
-
-    fn record_transfer(&mut self, from: &PlannedMember, to_name: &str) {
-        self.report.leader_moved_to = Some(to_name.to_owned());
-        (self.on_progress)(Progress::LeaderMoved {
-            from: &from.name,
-            to: to_name,
+        let duration_ms = started.elapsed().as_millis() as u64;
+        if let Err(DefragFailure { state, failure }) = defragged {
+            self.update_member(index, |m| {
+                m.state = Some(state);
+                m.duration_ms = duration_ms;
+                m.reason = match state {
+                    MemberDefragState::Stopped => format!("stopped: {}", failure.message),
+                    MemberDefragState::Unknown => format!("unknown: {}", failure.message),
+                    _ => format!("failed: {}", failure.message),
+                };
+            });
+            return Err(failure);
+        }
+        self.update_member(index, |m| {
+            m.state = Some(MemberDefragState::Defragmented);
+            m.defragmented = true;
+            m.duration_ms = duration_ms;
+            m.reason = member.reason.clone();
         });
+        if let Err(failure) = transferred.and(self.wait_caught_up(cluster, member.id).await) {
+            self.update_member(index, |m| {
+                m.reason = format!(
+                    "{}; defragmented, then the run stopped before its size after was read: {}",
+                    member.reason, failure.message
+                );
+            });
+            return Err(failure);
+        }
+        let after = status_size(&cluster.observe().await, member.id);
+        self.update_member(index, |m| match after {
+            Some(after) => m.db_size_after = after,
+            None => m.reason = format!("{}; its size after could not be read", member.reason),
+        });
+        let done = self.report.borrow().members[index].clone();
+        self.progress(Progress::MemberDone(&done));
+        Ok(())
     }
 
     /// Moves leadership from `from` to `to` and waits until both agree; the new leader's name.
+    /// The report says what became of the transfer, however this ends. A member among the two
+    /// that is unhealthy for [`plan::TRANSFER_UNHEALTHY_LIMIT`] stops the wait: a transferee that
+    /// died will never agree.
     async fn transfer_leadership(
         &self,
         cluster: &Cluster,
@@ -440,31 +548,59 @@ impl Run<'_> {
             .member(to)
             .map(|m| m.name.clone())
             .unwrap_or_else(|| format!("{to:x}"));
+        self.check_stop(|| format!("leadership was not moved from {} to {to_name}", from.name))?;
         // MoveLeader must be sent to the leader itself.
         let mut client = cluster
             .client_of(from.id)
             .map_err(|e| Failure::retryable(format!("cannot reach the leader {}: {e}", from.name)))?;
         tracing::info!(from = %from.name, to = %to_name, "moving leadership away before the leader's turn");
-        client.move_leader(to).await.map_err(|e| {
-            Failure::retryable(format!(
-                "moving leadership from {} to {to_name} failed: {e}",
-                from.name
-            ))
-        })?;
+        let transfer = |state, message: Option<String>| LeaderTransfer {
+            from: from.name.clone(),
+            to: to_name.clone(),
+            state,
+            message,
+        };
+        self.record_transfer(transfer(
+            TransferState::Unknown,
+            Some("MoveLeader was sent; the run ended before its answer".into()),
+        ));
+        if let Err(err) = client.move_leader(to).await {
+            let message = format!("moving leadership from {} to {to_name} failed: {err}", from.name);
+            let state = if is_timeout(&err) {
+                TransferState::Unknown
+            } else {
+                TransferState::Failed
+            };
+            self.record_transfer(transfer(state, Some(message.clone())));
+            return Err(Failure::retryable(message));
+        }
+        // etcd answers MoveLeader once the old leader follows the new one: leadership moved.
+        self.record_transfer(transfer(TransferState::Moved, None));
+        self.progress(Progress::LeaderMoved {
+            from: &from.name,
+            to: &to_name,
+        });
         let deadline = Instant::now() + self.options.member_timeout;
+        let mut unhealthy_since: Option<Instant> = None;
         let mut delay = PollDelay::new();
         loop {
             let observed = cluster.observe().await;
-            // The old and the new leader agreeing is enough to defragment the old one: the other
-            // members learn of the new leader from its next heartbeat, and their election timers
-            // are reset by it whatever the old leader is doing. Waiting for them too would only
-            // add up to a heartbeat interval per run.
-            if observed
-                .iter()
-                .filter(|m| m.id == from.id || m.id == to)
-                .all(|m| m.status.as_ref().is_ok_and(|s| s.leader == to))
-            {
-                break;
+            match plan::transfer_seen(&observed, from.id, to) {
+                TransferSeen::Agreed => return Ok(to_name),
+                TransferSeen::Waiting => unhealthy_since = None,
+                TransferSeen::Unhealthy(why) => {
+                    let since = *unhealthy_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= plan::TRANSFER_UNHEALTHY_LIMIT {
+                        let message = format!(
+                            "leadership moved from {} to {to_name}, then {why} for {:?}; the run \
+                             stopped and touches nothing more (check the member, then retry)",
+                            from.name,
+                            plan::TRANSFER_UNHEALTHY_LIMIT
+                        );
+                        self.record_transfer(transfer(TransferState::Moved, Some(message.clone())));
+                        return Err(Failure::retryable(message));
+                    }
+                }
             }
             if Instant::now() > deadline {
                 return Err(Failure::retryable(format!(
@@ -474,7 +610,6 @@ impl Run<'_> {
             }
             delay.sleep().await;
         }
-        Ok(to_name)
     }
 
     /// Defragments one member and knows it happened: the call's own answer says so, or, when the
@@ -484,24 +619,47 @@ impl Run<'_> {
     /// The call runs as a task of its own and is never dropped while it may still be on its way:
     /// a call abandoned in its first milliseconds may never reach the member, which then serves
     /// reads at once, untouched. A call that was cut while the sizes show nothing is made again,
-    /// up to [`DEFRAG_ATTEMPTS`] times.
+    /// up to [`DEFRAG_ATTEMPTS`] times. No call is made once a stop was asked for; a call already
+    /// made is followed to its end (the run gives up on it at the stop's deadline).
     async fn defragment(
         &self,
         cluster: &Cluster,
+        index: usize,
         member: &PlannedMember,
         before: Option<&MemberStatus>,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), DefragFailure> {
         let deadline = Instant::now() + self.options.member_timeout;
+        let mut sent = false;
         for attempt in 1..=DEFRAG_ATTEMPTS {
-            let mut call = DefragCall::start(self.member_client(cluster, member).await?);
+            // After a first call whose end is unknown, a stop leaves the member unknown.
+            let unsent_state = if sent {
+                MemberDefragState::Unknown
+            } else {
+                MemberDefragState::Stopped
+            };
+            self.check_stop(|| format!("member {} was not defragmented", member.name))
+                .map_err(|f| DefragFailure::new(unsent_state, f))?;
+            let client = self
+                .member_client(cluster, member)
+                .await
+                .map_err(|f| DefragFailure::new(unsent_state, f))?;
+            let mut call = DefragCall::start(client);
+            sent = true;
+            // Until the call's end is known, the report says so: a run given up on now reports it.
+            self.update_member(index, |m| {
+                m.state = Some(MemberDefragState::Unknown);
+                m.reason = "unknown: a defrag call was in flight when the run ended; etcd finishes \
+                            a defrag it started, so the member may be defragmented"
+                    .into();
+            });
             tracing::info!(member = %member.name, attempt, "defragmenting");
             match tokio::time::timeout(self.options.defrag_call_timeout, call.answer()).await {
                 Ok(CallEnd::Done) => return Ok(()),
                 Ok(CallEnd::Failed(err)) => {
-                    return Err(Failure::retryable(format!(
-                        "defragmenting member {} failed: {err}",
-                        member.name
-                    )));
+                    return Err(DefragFailure::new(
+                        MemberDefragState::Failed,
+                        Failure::retryable(format!("defragmenting member {} failed: {err}", member.name)),
+                    ));
                 }
                 Ok(CallEnd::Cut) => {
                     tracing::info!(member = %member.name, "defrag call cut; checking the member")
@@ -518,11 +676,14 @@ impl Run<'_> {
                 DefragSeen::NotEvident => continue,
             }
         }
-        Err(Failure::retryable(format!(
-            "member {}: {DEFRAG_ATTEMPTS} defragment calls were cut and its sizes show no defrag \
-             (free pages unchanged); nothing more is touched, the Job may retry",
-            member.name
-        )))
+        Err(DefragFailure::new(
+            MemberDefragState::Failed,
+            Failure::retryable(format!(
+                "member {}: {DEFRAG_ATTEMPTS} defragment calls were cut and its sizes show no defrag \
+                 (free pages unchanged); nothing more is touched, the Job may retry",
+                member.name
+            )),
+        ))
     }
 
     /// A client for the member's own URL, without the cheap-call timeout: a defrag takes as long
@@ -552,17 +713,17 @@ impl Run<'_> {
         before: Option<&MemberStatus>,
         call: &mut DefragCall,
         deadline: Instant,
-    ) -> Result<DefragSeen, Failure> {
+    ) -> Result<DefragSeen, DefragFailure> {
         let mut last_error = String::from("no answer yet");
         let mut delay = PollDelay::new();
         while Instant::now() < deadline {
             match call.poll_end() {
                 Some(CallEnd::Done) => return Ok(DefragSeen::Done),
                 Some(CallEnd::Failed(err)) => {
-                    return Err(Failure::retryable(format!(
-                        "defragmenting member {} failed: {err}",
-                        member.name
-                    )));
+                    return Err(DefragFailure::new(
+                        MemberDefragState::Failed,
+                        Failure::retryable(format!("defragmenting member {} failed: {err}", member.name)),
+                    ));
                 }
                 Some(CallEnd::Cut) | None => {}
             }
@@ -586,10 +747,13 @@ impl Run<'_> {
             }
             delay.sleep().await;
         }
-        Err(Failure::retryable(format!(
-            "member {} did not finish its defrag within {:?}: {last_error}",
-            member.name, self.options.member_timeout
-        )))
+        Err(DefragFailure::new(
+            MemberDefragState::Unknown,
+            Failure::retryable(format!(
+                "member {} did not finish its defrag within {:?}: {last_error}",
+                member.name, self.options.member_timeout
+            )),
+        ))
     }
 
     async fn serves_reads(&self, cluster: &Cluster, id: u64) -> Result<(), String> {
@@ -638,7 +802,7 @@ impl Run<'_> {
         }
     }
 
-    async fn disarm_nospace(&mut self, cluster: &Cluster, defragmented: &[u64]) -> Result<(), Failure> {
+    async fn disarm_nospace(&self, cluster: &Cluster, defragmented: &[u64]) -> Result<(), Failure> {
         let Some(mut client) = cluster.members.iter().find_map(|m| cluster.client_of(m.id).ok()) else {
             return Ok(());
         };
@@ -664,7 +828,7 @@ impl Run<'_> {
                 .await
                 .map_err(|e| Failure::retryable(format!("cannot disarm the NOSPACE alarm of {id:x}: {e}")))?;
             tracing::info!(member = %format!("{id:x}"), "NOSPACE alarm disarmed");
-            self.report.alarms_disarmed.push(format!("{id:x}"));
+            self.report.borrow_mut().alarms_disarmed.push(format!("{id:x}"));
         }
         Ok(())
     }
@@ -695,8 +859,13 @@ fn status_size(observed: &[MemberObservation], id: u64) -> Option<i64> {
         .map(|s| s.db_size)
 }
 
+/// A member the run did not defragment and will not: skipped, or planned in a dry run.
 fn not_done(member: &PlannedMember, reason: &str) -> MemberDefrag {
     MemberDefrag {
+        state: Some(match member.action {
+            MemberAction::Skip => MemberDefragState::Skipped,
+            _ => MemberDefragState::Planned,
+        }),
         name: member.name.clone(),
         id: member.id_hex(),
         db_size_before: member.db_size,
@@ -709,6 +878,15 @@ fn not_done(member: &PlannedMember, reason: &str) -> MemberDefrag {
             _ if reason == member.reason => format!("would defragment: {reason}"),
             _ => reason.to_owned(),
         },
+    }
+}
+
+/// A member whose turn never came.
+fn not_reached(member: &PlannedMember, why: &str) -> MemberDefrag {
+    MemberDefrag {
+        state: Some(MemberDefragState::NotReached),
+        reason: format!("not reached: {why}"),
+        ..not_done(member, "")
     }
 }
 
@@ -753,7 +931,10 @@ pub fn plan_table(plan: &DefragPlan) -> String {
 /// `groundskeeper-job defrag`: runs, reports, and returns the exit code.
 pub fn main(args: DefragArgs) -> i32 {
     let result = match args.options() {
-        Ok(options) => compact::runtime().block_on(run_defrag(&options, &mut log_progress)),
+        Ok(options) => compact::runtime().block_on(async {
+            let stop = StopSignal::listen_or_warn(options.grace_period);
+            run_defrag_until(&options, &stop, &mut log_progress).await
+        }),
         Err(failure) => RunClock::start().finish(
             Report::Defrag(DefragReport {
                 dry_run: args.dry_run,
@@ -810,6 +991,7 @@ mod tests {
             defrag_call_timeout_ms: 60_000,
             member_timeout_seconds: 600,
             result_file: "/dev/null".into(),
+            grace_period_seconds: 60,
         }
     }
 
@@ -851,6 +1033,7 @@ mod tests {
                 "scheme://host:port only",
             ),
             (|a| a.member_timeout_seconds = 0, "--member-timeout-seconds"),
+            (|a| a.grace_period_seconds = 0, "--grace-period-seconds"),
             (
                 |a| a.member_timeout_seconds = u64::MAX,
                 "--member-timeout-seconds",

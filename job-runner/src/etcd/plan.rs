@@ -428,6 +428,54 @@ pub fn early_transfer(
     choose_transfer_target(&others, leader, options.max_apply_lag)
 }
 
+/// How long the old or the new leader may look unhealthy while leadership moves before the run
+/// stops: long enough for the members to see the new term (they see no leader for an election
+/// timeout at most), short enough that a transferee that died is noticed within seconds.
+pub const TRANSFER_UNHEALTHY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the members show while leadership moves from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransferSeen {
+    /// Both see `to` as the leader: the old leader may be defragmented.
+    Agreed,
+    /// Both answer and are healthy, but do not agree yet.
+    Waiting,
+    /// One of the two does not answer or is not healthy: why, naming it.
+    Unhealthy(String),
+}
+
+/// Judges one observation taken while leadership moves. Only the two members concerned count:
+/// a third may be blocked by its own defrag meanwhile, and the next step's checks cover it.
+pub fn transfer_seen(members: &[MemberObservation], from: u64, to: u64) -> TransferSeen {
+    let concerned: Vec<&MemberObservation> = [to, from]
+        .iter()
+        .filter_map(|id| members.iter().find(|m| m.id == *id))
+        .collect();
+    if concerned.len() == 2
+        && concerned
+            .iter()
+            .all(|m| m.status.as_ref().is_ok_and(|s| s.leader == to))
+    {
+        return TransferSeen::Agreed;
+    }
+    for id in [to, from] {
+        let role = if id == to {
+            "the new leader"
+        } else {
+            "the old leader"
+        };
+        match members.iter().find(|m| m.id == id) {
+            None => return TransferSeen::Unhealthy(format!("{role} {id:x} is no longer a member")),
+            Some(m) => {
+                if let Some(why) = m.unhealthy_because() {
+                    return TransferSeen::Unhealthy(format!("{role} {} ({}): {why}", m.name, m.id_hex()));
+                }
+            }
+        }
+    }
+    TransferSeen::Waiting
+}
+
 /// Whether `member` has caught up with the leader after its defrag: it is healthy, sees a leader,
 /// and has applied the leader's commit index (within `max_apply_lag`).
 pub fn caught_up(member: &MemberObservation, leader_raft_index: u64, max_apply_lag: u64) -> bool {

@@ -6,6 +6,10 @@
 //! replicated: tablets and local keyspaces cannot); clean each with Scylla's task API, logging
 //! progress, or with the blocking call where the node has no task API; stop at the first
 //! failure; finally reset Scylla's own "cleanup needed" flag where the node offers that.
+//!
+//! On SIGTERM or SIGINT the run stops at once (a cleanup can run for hours; no grace period
+//! covers it): the cleanup task in flight is aborted, `stop_compaction?type=CLEANUP` stops the
+//! compactions on the node (the blocking call's too), and the result says so.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,7 +22,7 @@ use super::agent::{
     TaskStatus,
 };
 use super::token::AuthToken;
-use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock};
+use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock, Stop, StopSignal};
 
 /// Task-manager module and task type of a cleanup (Scylla's compaction module).
 const COMPACTION_MODULE: &str = "compaction";
@@ -55,6 +59,10 @@ pub struct CleanupArgs {
     /// Limit for each ordinary call to the agent (not for the cleanup itself).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+    /// The pod's terminationGracePeriodSeconds: after SIGTERM, stopping the cleanup on the node
+    /// may take until a few seconds before it ends, then the result is written.
+    #[arg(long, default_value_t = groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS)]
+    pub grace_period_seconds: u64,
 }
 
 impl CleanupArgs {
@@ -69,6 +77,7 @@ impl CleanupArgs {
             result_file: PathBuf::from(DEFAULT_RESULT_FILE),
             poll_interval: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            grace_period_seconds: groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
         }
     }
 }
@@ -103,7 +112,18 @@ pub fn main(args: CleanupArgs) -> i32 {
             return groundskeeper_protocol::exit::RETRYABLE;
         }
     };
-    let result = runtime.block_on(run(&args));
+    let result = runtime.block_on(async {
+        // A bad value is reported by the run itself; the default keeps the handlers meanwhile.
+        let grace = run::check_wait(
+            "--grace-period-seconds",
+            Duration::from_secs(args.grace_period_seconds),
+        )
+        .unwrap_or(Duration::from_secs(
+            groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
+        ));
+        let stop = StopSignal::listen_or_warn(grace);
+        run_until(&args, &stop).await
+    });
     run::report(&result, &args.result_file);
     run::exit_code(&result)
 }
@@ -111,12 +131,33 @@ pub fn main(args: CleanupArgs) -> i32 {
 /// Cleans one node and says how it went. Never panics on bad input: every problem ends in the
 /// result, with its retry class.
 pub async fn run(args: &CleanupArgs) -> JobResult {
+    run_until(args, &StopSignal::never()).await
+}
+
+/// The keyspace being cleaned, for stopping it on a signal.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Index in the report's keyspaces.
+    keyspace: Option<usize>,
+    started: Option<Instant>,
+    /// The cleanup task, once the node gave its id (task API only).
+    task: Option<String>,
+    mode: Option<Mode>,
+}
+
+/// Cleans one node as [`run`] does, until `stop` says to stop: then the cleanup in flight is
+/// stopped on the node and the run reports what it did.
+pub async fn run_until(args: &CleanupArgs, stop: &StopSignal) -> JobResult {
     let clock = RunClock::start();
     let mut report = CleanupReport {
         node: args.node_address.clone(),
         ..Default::default()
     };
-    let failure = clean_node(args, &mut report).await.err();
+    let mut in_flight = InFlight::default();
+    let failure = tokio::select! {
+        outcome = clean_node(args, &mut report, &mut in_flight) => outcome.err(),
+        stop = stop.requested() => Some(stop_in_flight(args, &mut report, &in_flight, stop).await),
+    };
     if let Some(failure) = &failure {
         tracing::error!(node = %args.node_address, error = %failure.message, "cleanup failed");
     }
@@ -134,7 +175,81 @@ pub async fn run(args: &CleanupArgs) -> JobResult {
     if let Some(message) = message {
         result.message = Some(message);
     }
+    if result.outcome == Outcome::Failed {
+        result.stopped_by = stop.get().map(|s| s.signal.to_owned());
+    }
     result
+}
+
+/// Stops the cleanup in flight on the node (abort its task, then `stop_compaction`, which also
+/// ends the blocking call's work), each call bounded by the stop's deadline, and records it on
+/// the keyspace. The failure says what was stopped and what was not started.
+async fn stop_in_flight(
+    args: &CleanupArgs,
+    report: &mut CleanupReport,
+    in_flight: &InFlight,
+    stop: Stop,
+) -> Failure {
+    let not_started = report
+        .keyspaces
+        .iter()
+        .filter(|k| k.status == KeyspaceStatus::NotStarted)
+        .count();
+    let Some(index) = in_flight.keyspace else {
+        return stop.failure(&format!(
+            "no cleanup was running on node {}; {not_started} keyspace(s) not started",
+            args.node_address
+        ));
+    };
+    let done = match connect(args) {
+        Ok(client) => stop_cleanup_on_node(&client, in_flight.task.as_deref(), stop).await,
+        Err(failure) => vec![format!("cannot reach the agent to stop it: {}", failure.message)],
+    };
+    let entry = &mut report.keyspaces[index];
+    entry.status = KeyspaceStatus::Failed;
+    entry.duration_ms = in_flight.started.map_or(0, |s| s.elapsed().as_millis() as u64);
+    entry.mode = in_flight.mode.map(|m| m.name().to_owned());
+    let what = format!("stopped by {}: {}", stop.signal, done.join("; "));
+    entry.message = Some(what.clone());
+    // The keyspace in flight counted as not started until it ended.
+    let not_started = not_started.saturating_sub(1);
+    stop.failure(&format!(
+        "the cleanup of keyspace {} on node {} was stopped ({}); {not_started} keyspace(s) not started",
+        entry.name,
+        args.node_address,
+        done.join("; ")
+    ))
+}
+
+/// Aborts `task` (where the node gave one) and sends `stop_compaction?type=CLEANUP`; what each
+/// did, in words. Calls past the stop's deadline are given up on, so the result is still written.
+async fn stop_cleanup_on_node(client: &AgentClient, task: Option<&str>, stop: Stop) -> Vec<String> {
+    let deadline = tokio::time::Instant::from(stop.deadline);
+    let mut done = Vec::new();
+    if let Some(task) = task {
+        done.push(
+            match tokio::time::timeout_at(deadline, client.abort_task(task)).await {
+                Ok(Ok(true)) => format!("cleanup task {task} aborted"),
+                Ok(Ok(false)) => format!("cleanup task {task} is not abortable"),
+                Ok(Err(err)) => format!("aborting cleanup task {task} failed: {err}"),
+                Err(_) => format!("aborting cleanup task {task} got no answer in time"),
+            },
+        );
+    }
+    done.push(
+        match tokio::time::timeout_at(deadline, client.stop_compaction("CLEANUP")).await {
+            Ok(Ok(())) => "stop_compaction CLEANUP sent".to_owned(),
+            Ok(Err(err)) => {
+                format!("stop_compaction CLEANUP failed: {err}; the cleanup may still run on the node")
+            }
+            Err(_) => "stop_compaction CLEANUP got no answer in time; the cleanup may still run on the node"
+                .to_owned(),
+        },
+    );
+    for line in &done {
+        tracing::warn!(signal = stop.signal, "{line}");
+    }
+    done
 }
 
 fn summary(report: &CleanupReport) -> String {
@@ -156,9 +271,17 @@ fn summary(report: &CleanupReport) -> String {
     }
 }
 
-async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<(), Failure> {
+async fn clean_node(
+    args: &CleanupArgs,
+    report: &mut CleanupReport,
+    in_flight: &mut InFlight,
+) -> Result<(), Failure> {
     run::check_wait("--poll-interval", args.poll_interval)?;
     run::check_wait("--request-timeout", args.request_timeout)?;
+    run::check_wait(
+        "--grace-period-seconds",
+        Duration::from_secs(args.grace_period_seconds),
+    )?;
     let client = connect(args)?;
     let context = |err: AgentError| agent_failure(args, err);
 
@@ -203,7 +326,7 @@ async fn clean_node(args: &CleanupArgs, report: &mut CleanupReport) -> Result<()
 
     // Only once the request is known to be valid: bad input changes nothing on the node.
     report.stopped_stale_cleanup = stop_stale_cleanup(&client).await.map_err(context)?;
-    clean_keyspaces(&client, args, report).await?;
+    clean_keyspaces(&client, args, report, in_flight).await?;
 
     let whole_node = plan.iter().filter(|p| p.skip_reason.is_none()).count() == cleanable.len();
     if whole_node {
@@ -362,16 +485,25 @@ async fn clean_keyspaces(
     client: &AgentClient,
     args: &CleanupArgs,
     report: &mut CleanupReport,
+    in_flight: &mut InFlight,
 ) -> Result<(), Failure> {
     let mut mode = Mode::Async;
-    for entry in report
+    for (index, entry) in report
         .keyspaces
         .iter_mut()
-        .filter(|k| k.status == KeyspaceStatus::NotStarted)
+        .enumerate()
+        .filter(|(_, k)| k.status == KeyspaceStatus::NotStarted)
     {
         let started = Instant::now();
+        *in_flight = InFlight {
+            keyspace: Some(index),
+            started: Some(started),
+            task: None,
+            mode: Some(mode),
+        };
         tracing::info!(keyspace = %entry.name, node = %args.node_address, "cleaning");
-        let outcome = clean_keyspace(client, args, &entry.name, &mut mode).await;
+        let outcome = clean_keyspace(client, args, &entry.name, &mut mode, in_flight).await;
+        *in_flight = InFlight::default();
         entry.duration_ms = started.elapsed().as_millis() as u64;
         entry.mode = Some(mode.name().to_owned());
         match outcome {
@@ -397,14 +529,19 @@ async fn clean_keyspace(
     args: &CleanupArgs,
     keyspace: &str,
     mode: &mut Mode,
+    in_flight: &mut InFlight,
 ) -> Result<(), Failure> {
     let context = |err: AgentError| agent_failure(args, err);
     if *mode == Mode::Async {
         match client.start_keyspace_cleanup(keyspace).await {
-            Ok(task_id) => return follow_task(client, args, keyspace, &task_id).await,
+            Ok(task_id) => {
+                in_flight.task = Some(task_id.clone());
+                return follow_task(client, args, keyspace, &task_id).await;
+            }
             Err(AgentError::NotFound { .. }) => {
                 tracing::info!(node = %args.node_address, "the node has no task API; using the blocking cleanup call");
                 *mode = Mode::Sync;
+                in_flight.mode = Some(Mode::Sync);
             }
             Err(err) => return Err(context(err)),
         }

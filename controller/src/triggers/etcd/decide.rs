@@ -23,7 +23,7 @@ use groundskeeper_job::etcd::plan::{
     DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
 };
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
-use groundskeeper_protocol::result::{DefragReport, ErrorKind};
+use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
 use groundskeeper_protocol::{JobResult, Operation, Outcome, Report, keys};
 use jiff::{SignedDuration, Timestamp};
 
@@ -393,8 +393,18 @@ fn describe_result(result: &JobResult) -> String {
                 .compacted_revision
                 .map(|r| format!("compacted to revision {r}, "))
                 .unwrap_or_default();
+            let unknown = report
+                .members
+                .iter()
+                .filter(|m| m.state() == MemberDefragState::Unknown)
+                .count();
+            let unknown = if unknown > 0 {
+                format!(", {unknown} unknown (a defrag call was in flight when the run stopped)")
+            } else {
+                String::new()
+            };
             format!(
-                "{compacted}defragmented {} of {} member(s), {reclaimed} bytes reclaimed",
+                "{compacted}defragmented {} of {} member(s){unknown}, {reclaimed} bytes reclaimed",
                 done.len(),
                 report.members.len()
             )

@@ -176,6 +176,7 @@ mod tests {
                 duration_ms: 1500,
                 was_leader: false,
                 reason: String::new(),
+                state: None,
             }],
             ..Default::default()
         };

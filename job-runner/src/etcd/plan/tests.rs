@@ -710,3 +710,67 @@ fn a_defrag_is_evident_only_when_the_free_pages_fell_to_half() {
         assert_eq!(defrag_evident(&before, &after), want, "{name}");
     }
 }
+
+#[test]
+fn a_transfer_is_judged_on_the_old_and_the_new_leader_only() {
+    // Leadership moves from 1 to 2; member 3 is being defragmented meanwhile.
+    let agreed =
+        |from: MemberObservation, to: MemberObservation, third: MemberObservation| vec![from, to, third];
+    let cases: Vec<(&str, Vec<MemberObservation>, Option<&str>)> = vec![
+        (
+            "both follow 2",
+            agreed(member(1, 2, 1, 1), member(2, 2, 1, 1), member(3, 1, 1, 1)),
+            None,
+        ),
+        (
+            "the third member, blocked by its defrag, does not count",
+            agreed(
+                member(1, 2, 1, 1),
+                member(2, 2, 1, 1),
+                unreachable(member(3, 1, 1, 1)),
+            ),
+            None,
+        ),
+        (
+            "the old leader still leads",
+            agreed(member(1, 1, 1, 1), member(2, 2, 1, 1), member(3, 1, 1, 1)),
+            Some("waiting"),
+        ),
+        (
+            "the new leader died",
+            agreed(
+                member(1, 2, 1, 1),
+                unreachable(member(2, 2, 1, 1)),
+                member(3, 1, 1, 1),
+            ),
+            Some("the new leader m2 (2): unreachable: connection refused"),
+        ),
+        (
+            "the old leader died",
+            agreed(
+                unreachable(member(1, 1, 1, 1)),
+                member(2, 2, 1, 1),
+                member(3, 2, 1, 1),
+            ),
+            Some("the old leader m1 (1): unreachable"),
+        ),
+        (
+            "the new leader sees no leader (an election)",
+            agreed(member(1, 2, 1, 1), member(2, 0, 1, 1), member(3, 1, 1, 1)),
+            Some("the new leader m2 (2): sees no leader"),
+        ),
+        (
+            "the new leader was removed",
+            vec![member(1, 1, 1, 1), member(3, 1, 1, 1)],
+            Some("the new leader 2 is no longer a member"),
+        ),
+    ];
+    for (what, members, want) in cases {
+        let seen = transfer_seen(&members, 1, 2);
+        match (want, &seen) {
+            (None, TransferSeen::Agreed) | (Some("waiting"), TransferSeen::Waiting) => {}
+            (Some(want), TransferSeen::Unhealthy(why)) if why.starts_with(want) => {}
+            _ => panic!("{what}: {seen:?}, wanted {want:?}"),
+        }
+    }
+}
