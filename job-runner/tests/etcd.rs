@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmType};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
@@ -193,7 +194,7 @@ async fn dry_run_changes_nothing(version: EtcdVersion) {
     let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
         return;
     };
-    let before = cluster.states().await.unwrap();
+    let before = cluster.settled_states(Duration::from_secs(30)).await.unwrap();
     let min = MIN_DEFRAG_BYTES.to_string();
     let (code, result) = run_binary(
         &cluster,

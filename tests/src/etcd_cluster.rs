@@ -445,6 +445,27 @@ impl EtcdCluster {
         Ok(states)
     }
 
+    /// Every member's status once the cluster is at rest: all members at the same revision and
+    /// nothing changed over two reads a backend commit interval apart. Right after writes, a
+    /// follower may not have applied the last one yet and a db may still grow with the next
+    /// backend commit; a test comparing "before" and "after" needs neither to happen in between.
+    pub async fn settled_states(&self, timeout: Duration) -> Result<Vec<MemberState>, String> {
+        let deadline = Instant::now() + timeout;
+        let mut previous = self.states().await?;
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let states = self.states().await?;
+            let one_revision = states.windows(2).all(|w| w[0].revision == w[1].revision);
+            if one_revision && states == previous {
+                return Ok(states);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("cluster not at rest within {timeout:?}: {states:?}"));
+            }
+            previous = states;
+        }
+    }
+
     /// Waits until every running member answers and all agree on one leader.
     pub async fn wait_healthy(&self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
