@@ -15,11 +15,13 @@ use groundskeeper_controller::execution::build_job;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::{NodeCleanup, cleanup_job};
-use groundskeeper_controller::triggers::etcd::decide::PlannedJob;
-use groundskeeper_controller::triggers::etcd::reconcile::maintenance_job;
+use groundskeeper_controller::triggers::etcd::reconcile::{EtcdJob, etcd_job};
+use groundskeeper_protocol::keys;
 use http::{Request, Response};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::client::Body;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 #[tokio::main]
 async fn main() {
@@ -84,22 +86,38 @@ async fn main() {
         config.clone(),
         Arc::new(Metrics::new()),
     );
-    let planned = PlannedJob {
-        name: "main-maint-1".into(),
-        attempt: 1,
-        operation: Operation::Defrag(DefragRequest {
-            etcd: EtcdTarget {
-                endpoints: vec!["https://etcd-0.etcd:2379".into()],
-                tls: None,
+    // The first step of an automatic Defragment task, as the task controller builds it.
+    let task = "main-defragment-1767225600";
+    let maintenance = etcd_job(
+        &etcd,
+        &ctx,
+        EtcdJob {
+            owner: OwnerReference {
+                api_version: "groundskeeper.dev/v1alpha1".into(),
+                kind: "MaintenanceTask".into(),
+                name: task.into(),
+                uid: "8b0e3f0e-0000-4000-8000-000000000003".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
             },
-            min_defrag_bytes: 100_000_000,
-            max_fragmented_percent: 45.0,
-            ..DefragRequest::default()
-        }),
-        tls_secret: Some("etcd-client-tls".into()),
-        reason: "sample".into(),
-    };
-    let maintenance = maintenance_job(&etcd, &ctx, &planned, config.job_limits.clone()).expect("an etcd Job");
+            name: format!("{task}-0"),
+            operation: Operation::Defrag(DefragRequest {
+                etcd: EtcdTarget {
+                    endpoints: vec!["https://etcd-0.etcd:2379".into()],
+                    tls: None,
+                },
+                min_defrag_bytes: 100_000_000,
+                max_fragmented_percent: 45.0,
+                ..DefragRequest::default()
+            }),
+            tls_secret: Some("etcd-client-tls".into()),
+            labels: BTreeMap::from([
+                (keys::TASK_LABEL.to_owned(), task.to_owned()),
+                (keys::TASK_STEP_LABEL.to_owned(), "0".to_owned()),
+            ]),
+            limits: config.job_limits.clone(),
+        },
+    );
     write(&dir, "etcd-maintenance-job.yaml", &build_job(&maintenance));
 }
 

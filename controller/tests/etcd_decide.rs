@@ -1,24 +1,28 @@
 //! The EtcdCluster controller's decision, table-tested: thresholds, disabled, unhealthy members,
-//! too few members, Jobs running / succeeded / failed, spec changes, periodic and revision
-//! compaction, Job names, and the Job's arguments against the runner's own parser.
+//! too few members, maintenance tasks queued / running / ended (automatic or by hand), the
+//! backoff after a failed or skipped one, spec changes, periodic and revision compaction, task
+//! names, and what the submitted task runs: its steps as the task controller renders them,
+//! against the runner's own parser.
 
 #![allow(clippy::type_complexity)] // tables of cases
 
+use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::etcd_cluster::{
     CompactionMode, EtcdClientTls, EtcdClusterSpec, EtcdClusterStatus, EtcdCompactionPolicy, RevisionSample,
 };
+use groundskeeper_controller::api::maintenance_task::{TaskState, TaskType};
 use groundskeeper_controller::conditions::ConditionStatus;
-use groundskeeper_controller::execution::{Attempts, Finished, JobState};
+use groundskeeper_controller::targets;
+use groundskeeper_controller::tasks::validate;
 use groundskeeper_controller::triggers::etcd::decide::{
-    DEGRADED, DISABLED, Decision, Input, MaintenanceJobView, Observed, PROGRESSING, check_due, decide,
-    job_name,
+    ClusterTaskView, DEGRADED, DISABLED, Decision, Input, Observed, PROGRESSING, check_due, decide, task_name,
 };
 use groundskeeper_controller::triggers::etcd::observe::ObservedMember;
 use groundskeeper_controller::triggers::etcd::policy::Policy;
+use groundskeeper_controller::triggers::etcd::reconcile::automatic_task;
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
-use groundskeeper_protocol::result::{CompactReport, DefragReport, ErrorKind, MemberDefrag, ResultError};
-use groundskeeper_protocol::{JobResult, Outcome, Report};
+use groundskeeper_protocol::{Operation, keys};
 use jiff::{SignedDuration, Timestamp};
 
 const MB: i64 = 1_000_000;
@@ -72,73 +76,19 @@ fn fragmented_trio() -> Vec<ObservedMember> {
     members
 }
 
-fn running(name: &str, attempt: u64) -> MaintenanceJobView {
-    MaintenanceJobView {
+fn task(name: &str, task_type: TaskType, state: TaskState, minutes_ago: i64) -> ClusterTaskView {
+    ClusterTaskView {
         name: name.into(),
-        attempt,
-        deleting: false,
-        state: JobState::Running(Attempts { active: 1, failed: 0 }),
-    }
-}
-
-fn defrag_result(outcome: Outcome) -> JobResult {
-    let report = DefragReport {
-        members: vec![MemberDefrag {
-            name: "etcd-1".into(),
-            id: "2".into(),
-            db_size_before: 200 * MB,
-            db_size_after: 50 * MB,
-            defragmented: true,
-            duration_ms: 2500,
-            was_leader: false,
-            reason: "fragmented".into(),
-            state: None,
-        }],
-        ..Default::default()
-    };
-    JobResult::new(
-        Report::Defrag(report),
-        outcome,
-        "2026-03-01T11:50:00Z".into(),
-        60_000,
-    )
-}
-
-fn succeeded(name: &str, attempt: u64, result: JobResult) -> MaintenanceJobView {
-    MaintenanceJobView {
-        name: name.into(),
-        attempt,
-        deleting: false,
-        state: JobState::Succeeded(Finished {
-            reason: "CompletionsReached".into(),
-            message: String::new(),
-            result: Ok(result),
-        }),
-    }
-}
-
-fn failed(name: &str, attempt: u64) -> MaintenanceJobView {
-    let mut result = defrag_result(Outcome::Failed);
-    result.error = Some(ResultError {
-        kind: ErrorKind::Retryable,
-        message: "member etcd-2 stopped answering".into(),
-    });
-    MaintenanceJobView {
-        name: name.into(),
-        attempt,
-        deleting: false,
-        state: JobState::Failed(Finished {
-            reason: "BackoffLimitExceeded".into(),
-            message: "Job has reached the specified backoff limit".into(),
-            result: Ok(result),
-        }),
+        task_type,
+        state,
+        created: now() - SignedDuration::from_mins(minutes_ago),
     }
 }
 
 struct Case {
     spec: EtcdClusterSpec,
     members: Observed,
-    jobs: Vec<MaintenanceJobView>,
+    tasks: Vec<ClusterTaskView>,
     previous: EtcdClusterStatus,
     now: Timestamp,
 }
@@ -147,7 +97,7 @@ fn case(members: Vec<ObservedMember>) -> Case {
     Case {
         spec: spec(),
         members: Observed::Members(members),
-        jobs: vec![],
+        tasks: vec![],
         previous: EtcdClusterStatus::default(),
         now: now(),
     }
@@ -161,10 +111,46 @@ fn run(case: &Case) -> Decision {
         policy: policy.as_ref(),
         enabled: case.spec.policy.enabled,
         observed: &case.members,
-        jobs: &case.jobs,
+        tasks: &case.tasks,
         previous: &case.previous,
         now: case.now,
     })
+}
+
+/// The submitted task as the object the trigger creates, checked as the task controller checks
+/// it, and its steps as the task controller renders them into Jobs.
+fn submitted_steps(decision: &Decision, spec: &EtcdClusterSpec) -> Vec<Operation> {
+    let Some(planned) = &decision.submit else {
+        return Vec::new();
+    };
+    let mut cluster = EtcdCluster::new("main", spec.clone());
+    cluster.metadata.namespace = Some("etcd".into());
+    cluster.metadata.uid = Some("cluster-uid".into());
+    let task = automatic_task(&cluster, planned).expect("a task object");
+    let labels = task.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels[keys::ORIGIN_LABEL], keys::ORIGIN_AUTOMATIC);
+    let owner = &task.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("EtcdCluster", "cluster-uid")
+    );
+    let work = validate::validate(&task)
+        .unwrap_or_else(|errors| panic!("{planned:?}: {}", validate::describe_errors(&errors)))
+        .work;
+    targets::etcd::steps(&work, &Policy::from_spec(spec).unwrap()).expect("steps")
+}
+
+/// What the submitted task runs, its steps' runner arguments joined by ` && `.
+fn args(decision: &Decision, case: &Case) -> String {
+    submitted_steps(decision, &case.spec)
+        .iter()
+        .map(|op| op.to_args().join(" "))
+        .collect::<Vec<_>>()
+        .join(" && ")
+}
+
+fn submitted_type(decision: &Decision) -> Option<TaskType> {
+    decision.submit.as_ref().map(|t| t.task_type.clone())
 }
 
 fn condition(decision: &Decision, type_: &str) -> (ConditionStatus, String, String) {
@@ -172,16 +158,8 @@ fn condition(decision: &Decision, type_: &str) -> (ConditionStatus, String, Stri
     (c.status, c.reason.clone(), c.message.clone())
 }
 
-fn args(decision: &Decision) -> String {
-    decision
-        .create
-        .as_ref()
-        .map(|j| j.operation.to_args().join(" "))
-        .unwrap_or_default()
-}
-
 #[test]
-fn thresholds_decide_whether_a_defrag_job_is_created() {
+fn thresholds_decide_whether_a_defrag_task_is_submitted() {
     let cases: &[(&str, Vec<ObservedMember>, Option<&str>)] = &[
         ("nothing fragmented", tidy_trio(), None),
         (
@@ -228,11 +206,17 @@ fn thresholds_decide_whether_a_defrag_job_is_created() {
         ),
     ];
     for (name, members, wanted) in cases {
-        let decision = run(&case(members.clone()));
+        let c = case(members.clone());
+        let decision = run(&c);
+        let kinds: Vec<&str> = submitted_steps(&decision, &c.spec)
+            .iter()
+            .map(|op| op.kind().as_str())
+            .collect();
+        assert_eq!(kinds.first().copied(), *wanted, "{name}");
         assert_eq!(
-            decision.create.as_ref().map(|j| j.operation.kind().as_str()),
-            *wanted,
-            "{name}"
+            submitted_type(&decision),
+            wanted.map(|_| TaskType::Defragment),
+            "{name}: no compaction policy, so a defrag without compaction"
         );
         let progressing = condition(&decision, PROGRESSING).0;
         assert_eq!(progressing == ConditionStatus::True, wanted.is_some(), "{name}");
@@ -241,21 +225,27 @@ fn thresholds_decide_whether_a_defrag_job_is_created() {
 }
 
 #[test]
-fn a_defrag_job_carries_the_policy_as_flags() {
+fn a_defrag_task_carries_the_policy_and_runs_it_as_flags() {
     let mut c = case(fragmented_trio());
     let decision = run(&c);
-    let job = decision.create.as_ref().unwrap();
-    assert_eq!(job.name, "main-maint-1");
-    assert_eq!(job.attempt, 1);
+    let task = decision.submit.as_ref().unwrap();
+    assert_eq!(task.name, format!("main-defragment-{}", now().as_second()));
+    assert_eq!(task.task_type, TaskType::Defragment);
+    let thresholds = task.config.defragment.as_ref().unwrap();
+    assert_eq!(thresholds.min_defrag_bytes, 100 * MB);
+    assert_eq!(thresholds.max_fragmented_percent, 45.0);
     assert_eq!(
-        args(&decision),
+        args(&decision, &c),
         "defrag --endpoints http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379 \
          --min-defrag-bytes 100000000 --max-fragmented-percent 45"
     );
-    assert!(job.reason.contains("etcd-1"), "{}", job.reason);
-    assert_eq!(decision.status.last_attempt, 1);
-    assert_eq!(decision.status.active_job.as_deref(), Some("main-maint-1"));
-    assert_eq!(decision.events[0].reason, "MaintenanceJobCreated");
+    assert!(task.reason.contains("etcd-1"), "{}", task.reason);
+    assert_eq!(decision.status.active_task.as_deref(), Some(task.name.as_str()));
+    assert_eq!(decision.events[0].reason, "MaintenanceTaskCreated");
+    assert!(decision.events[0].note.contains(&task.name));
+    let (status, reason, message) = condition(&decision, PROGRESSING);
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "TaskCreated"));
+    assert!(message.contains(&task.name), "{message}");
 
     c.spec.endpoints = c
         .spec
@@ -270,10 +260,9 @@ fn a_defrag_job_carries_the_policy_as_flags() {
     c.spec.policy.min_defrag_bytes = 50 * MB;
     c.spec.policy.max_fragmented_percent = 30.5;
     let decision = run(&c);
-    let job = decision.create.as_ref().unwrap();
-    assert_eq!(job.tls_secret.as_deref(), Some("etcd-client"));
+    assert!(decision.submit.is_some());
     assert_eq!(
-        args(&decision),
+        args(&decision, &c),
         "defrag --endpoints https://etcd-0:2379,https://etcd-1:2379,https://etcd-2:2379 \
          --cacert /etc/groundskeeper/etcd-tls/ca.crt --cert /etc/groundskeeper/etcd-tls/tls.crt \
          --key /etc/groundskeeper/etcd-tls/tls.key --min-defrag-bytes 50000000 \
@@ -282,7 +271,7 @@ fn a_defrag_job_carries_the_policy_as_flags() {
 }
 
 #[test]
-fn job_arguments_parse_with_the_runners_own_flags() {
+fn the_submitted_tasks_steps_parse_with_the_runners_own_flags() {
     let mut defrag = case(fragmented_trio());
     defrag.spec.policy.compaction = Some(EtcdCompactionPolicy {
         mode: CompactionMode::Revision,
@@ -299,33 +288,36 @@ fn job_arguments_parse_with_the_runners_own_flags() {
         time: (now() - SignedDuration::from_hours(1)).into(),
         revision: 7000,
     }];
-    for c in [defrag, periodic] {
+    for (c, wanted) in [(defrag, TaskType::Maintenance), (periodic, TaskType::Compact)] {
         let decision = run(&c);
-        let job = decision.create.expect("a Job");
-        let parsed = Cli::try_parse_args(job.operation.to_args())
-            .unwrap_or_else(|err| panic!("{:?}: {err}", job.operation));
+        assert_eq!(submitted_type(&decision), Some(wanted));
+        let steps = submitted_steps(&decision, &c.spec);
+        assert_eq!(steps.len(), 1, "one Job, as the trigger's own Job was: {steps:?}");
+        let operation = &steps[0];
+        let parsed =
+            Cli::try_parse_args(operation.to_args()).unwrap_or_else(|err| panic!("{operation:?}: {err}"));
         match parsed.command {
             Command::Defrag(a) => {
-                assert_eq!(job.operation.kind().as_str(), "defrag");
+                assert_eq!(operation.kind().as_str(), "defrag");
                 assert_eq!(a.connection.endpoints.len(), 3);
                 assert_eq!(a.compact_retain_revisions, Some(5000));
                 assert!(a.no_move_leader && a.allow_single_member);
                 assert_eq!(a.min_defrag_bytes, 100 * MB);
             }
             Command::Compact(a) => {
-                assert_eq!(job.operation.kind().as_str(), "compact");
+                assert_eq!(operation.kind().as_str(), "compact");
                 assert_eq!(a.revision, Some(7000));
                 assert!(a.physical);
             }
             Command::Cleanup(_) | Command::RingHash => {
-                panic!("{:?} is not an etcd subcommand", job.operation)
+                panic!("{operation:?} is not an etcd subcommand")
             }
         }
     }
 }
 
 #[test]
-fn preconditions_keep_jobs_away_and_say_why() {
+fn preconditions_keep_tasks_away_and_say_why() {
     let unreachable = {
         let mut m = fragmented_trio();
         m[2].member.status = Err("http://etcd-2:2379: cannot connect: connection refused".into());
@@ -384,7 +376,7 @@ fn preconditions_keep_jobs_away_and_say_why() {
         let mut c = case(vec![]);
         c.members = observed.clone();
         let decision = run(&c);
-        assert_eq!(decision.create, None, "{name}");
+        assert_eq!(decision.submit, None, "{name}");
         let (status, got_reason, got_message) = condition(&decision, DEGRADED);
         assert_eq!(status, ConditionStatus::True, "{name}");
         assert_eq!(got_reason, *reason, "{name}");
@@ -412,142 +404,145 @@ fn unhealthy_members_show_in_the_status() {
 #[test]
 fn a_single_member_cluster_is_defragmented_only_when_allowed() {
     let mut c = case(vec![member(1, 200 * MB, 10 * MB)]);
+    assert_eq!(run(&c).submit, None, "refused without allowSingleMember");
     c.spec.policy.allow_single_member = true;
     let decision = run(&c);
-    assert!(
-        args(&decision).ends_with("--allow-single-member"),
-        "{}",
-        args(&decision)
-    );
+    let got = args(&decision, &c);
+    assert!(got.ends_with("--allow-single-member"), "{got}");
 }
 
 #[test]
-fn disabled_observes_but_creates_nothing() {
+fn disabled_observes_but_submits_nothing() {
     let mut c = case(fragmented_trio());
     c.spec.policy.enabled = false;
     let decision = run(&c);
-    assert_eq!(decision.create, None);
+    assert_eq!(decision.submit, None);
     assert_eq!(condition(&decision, DISABLED).0, ConditionStatus::True);
     assert_eq!(decision.status.members.len(), 3);
     assert_eq!(decision.status.max_fragmentation.as_deref(), Some("75.0%"));
 }
 
 #[test]
-fn a_job_in_flight_blocks_another_even_while_being_deleted() {
-    for deleting in [false, true] {
+fn a_maintenance_task_queued_or_running_blocks_another_whoever_asked_for_it() {
+    use TaskState::*;
+    use TaskType::*;
+    let cases: &[(&str, Vec<ClusterTaskView>, Option<(&str, &str)>)] = &[
+        (
+            "our Defragment running",
+            vec![task("main-defragment-1", Defragment, InProgress, 5)],
+            Some(("main-defragment-1", "TaskRunning")),
+        ),
+        (
+            "a person's Defragment queued",
+            vec![task("defrag-now", Defragment, Pending, 1)],
+            Some(("defrag-now", "TaskQueued")),
+        ),
+        (
+            "a person's Compact queued: its outcome changes what is due",
+            vec![task("compact-now", Compact, Pending, 1)],
+            Some(("compact-now", "TaskQueued")),
+        ),
+        (
+            "a running one is named before an older queued one",
+            vec![
+                task("first", Maintenance, Pending, 9),
+                task("second", Defragment, InProgress, 3),
+            ],
+            Some(("second", "TaskRunning")),
+        ),
+        (
+            "the older of two queued ones",
+            vec![
+                task("later", Compact, Pending, 1),
+                task("earlier", Defragment, Pending, 2),
+            ],
+            Some(("earlier", "TaskQueued")),
+        ),
+        (
+            "a snapshot is no maintenance",
+            vec![task("backup", Snapshot, InProgress, 1)],
+            None,
+        ),
+        (
+            "finished tasks block nothing",
+            vec![
+                task("done", Defragment, Completed, 30),
+                task("broke", Maintenance, Failed, 20),
+                task("dup", Defragment, Rejected, 10),
+            ],
+            None,
+        ),
+    ];
+    for (name, tasks, blocked_by) in cases {
         let mut c = case(fragmented_trio());
-        c.jobs = vec![MaintenanceJobView {
-            deleting,
-            ..running("main-maint-4", 4)
-        }];
-        c.previous.last_attempt = 4;
+        c.tasks = tasks.clone();
         let decision = run(&c);
-        assert_eq!(decision.create, None, "deleting: {deleting}");
-        assert_eq!(decision.status.active_job.as_deref(), Some("main-maint-4"));
-        let (status, reason, _) = condition(&decision, PROGRESSING);
-        assert_eq!((status, reason.as_str()), (ConditionStatus::True, "JobRunning"));
+        let (status, reason, message) = condition(&decision, PROGRESSING);
+        match blocked_by {
+            Some((task, wanted_reason)) => {
+                assert_eq!(decision.submit, None, "{name}");
+                assert_eq!(decision.status.active_task.as_deref(), Some(*task), "{name}");
+                assert_eq!(
+                    (status, reason.as_str()),
+                    (ConditionStatus::True, *wanted_reason),
+                    "{name}"
+                );
+                assert!(message.contains(task), "{name}: {message}");
+            }
+            None => {
+                assert_eq!(submitted_type(&decision), Some(Defragment), "{name}");
+            }
+        }
     }
 }
 
 #[test]
-fn attempts_continue_past_the_highest_seen_anywhere() {
-    // The status lost track (restored from a backup), the Jobs did not.
+fn a_failed_or_skipped_maintenance_backs_off_for_a_check_interval() {
+    for (outcome, degraded) in [("Failed", true), ("Skipped", false)] {
+        let mut c = case(fragmented_trio());
+        c.previous.last_maintenance_task = Some("main-defragment-1".into());
+        c.previous.last_maintenance_outcome = Some(outcome.into());
+        c.previous.last_maintenance_time = Some(now().into());
+        c.previous.last_maintenance_message =
+            Some("MaintenanceTask main-defragment-1: failed: member etcd-2 stopped answering".into());
+        let decision = run(&c);
+        assert_eq!(decision.submit, None, "{outcome}: no retry at once");
+        assert_eq!(decision.requeue_after, SignedDuration::from_mins(10), "{outcome}");
+        let (status, reason, message) = condition(&decision, DEGRADED);
+        if degraded {
+            assert_eq!(
+                (status, reason.as_str()),
+                (ConditionStatus::True, "MaintenanceFailed")
+            );
+            assert!(message.contains("member etcd-2 stopped answering"), "{message}");
+        } else {
+            assert_eq!(status, ConditionStatus::False, "{outcome}: {message}");
+        }
+
+        c.previous = decision.status.clone();
+        c.now = now() + SignedDuration::from_mins(10) - SignedDuration::from_secs(1);
+        assert_eq!(run(&c).submit, None, "{outcome}: still backing off");
+        c.now = now() + SignedDuration::from_mins(10);
+        let retried = run(&c).submit.expect("a task once the interval is over");
+        assert_eq!(retried.name, format!("main-defragment-{}", c.now.as_second()));
+    }
+}
+
+#[test]
+fn a_succeeded_maintenance_means_no_backoff() {
     let mut c = case(fragmented_trio());
-    c.previous.last_attempt = 3;
-    c.previous.last_recorded_attempt = 7;
-    c.jobs = vec![succeeded("main-maint-7", 7, defrag_result(Outcome::Succeeded))];
-    assert_eq!(run(&c).create.unwrap().name, "main-maint-8");
+    c.previous.last_maintenance_outcome = Some("Succeeded".into());
+    c.previous.last_maintenance_time = Some(now().into());
+    assert!(run(&c).submit.is_some());
 }
 
 #[test]
-fn a_succeeded_job_is_recorded_once() {
-    let mut c = case(tidy_trio());
-    c.previous.last_attempt = 1;
-    c.previous.active_job = Some("main-maint-1".into());
-    c.jobs = vec![succeeded("main-maint-1", 1, defrag_result(Outcome::Succeeded))];
-    let decision = run(&c);
-    assert_eq!(decision.create, None);
-    assert_eq!(decision.recorded.len(), 1);
-    let status = &decision.status;
-    assert_eq!(status.active_job, None);
-    assert_eq!(status.last_recorded_attempt, 1);
-    assert_eq!(status.last_maintenance_outcome.as_deref(), Some("Succeeded"));
-    let etcd1 = &status.members[1];
-    assert_eq!(etcd1.last_bytes_reclaimed, Some(150 * MB));
-    // Finished = started + duration, not the time the controller noticed.
-    assert_eq!(
-        etcd1.last_defrag_time.as_ref().unwrap().0,
-        "2026-03-01T11:51:00Z".parse::<Timestamp>().unwrap()
-    );
-    assert_eq!(decision.events[0].reason, "MaintenanceSucceeded");
-    assert!(
-        decision.events[0].note.contains("150000000 bytes reclaimed"),
-        "{}",
-        decision.events[0].note
-    );
-    assert_eq!(condition(&decision, PROGRESSING).0, ConditionStatus::False);
-
-    // The next reconciliation sees the same Job and the recorded status: nothing twice.
-    c.previous = decision.status.clone();
-    let again = run(&c);
-    assert!(again.recorded.is_empty() && again.events.is_empty());
-    assert_eq!(again.status.members[1].last_bytes_reclaimed, Some(150 * MB));
-}
-
-#[test]
-fn a_failed_job_degrades_and_backs_off_for_a_check_interval() {
-    let mut c = case(fragmented_trio());
-    c.previous.last_attempt = 1;
-    c.jobs = vec![failed("main-maint-1", 1)];
-    let decision = run(&c);
-    assert_eq!(decision.create, None, "no retry at once");
-    assert!(decision.events[0].warning);
-    assert_eq!(decision.events[0].reason, "MaintenanceFailed");
-    let (status, reason, message) = condition(&decision, DEGRADED);
-    assert_eq!(
-        (status, reason.as_str()),
-        (ConditionStatus::True, "MaintenanceFailed")
-    );
-    assert!(message.contains("member etcd-2 stopped answering"), "{message}");
-    // Partial progress is kept: etcd-1 was defragmented before the failure.
-    assert_eq!(decision.status.members[1].last_bytes_reclaimed, Some(150 * MB));
-    assert_eq!(decision.requeue_after, SignedDuration::from_mins(10));
-
-    c.previous = decision.status.clone();
-    c.now = now() + SignedDuration::from_mins(10) - SignedDuration::from_secs(1);
-    assert_eq!(run(&c).create, None, "still backing off");
-    c.now = now() + SignedDuration::from_mins(10);
-    assert_eq!(run(&c).create.unwrap().name, "main-maint-2");
-}
-
-#[test]
-fn a_failed_job_without_a_readable_result_still_counts() {
-    let mut c = case(tidy_trio());
-    c.jobs = vec![MaintenanceJobView {
-        state: JobState::Failed(Finished {
-            reason: "DeadlineExceeded".into(),
-            message: "Job was active longer than specified deadline".into(),
-            result: Err(groundskeeper_controller::execution::ResultError::NoPod {
-                job: "ns/main-maint-1".into(),
-            }),
-        }),
-        ..running("main-maint-1", 1)
-    }];
-    let decision = run(&c);
-    assert_eq!(
-        decision.status.last_maintenance_outcome.as_deref(),
-        Some("Failed")
-    );
-    assert!(decision.events[0].note.contains("DeadlineExceeded"));
-}
-
-#[test]
-fn an_invalid_spec_degrades_with_the_field_and_creates_nothing() {
+fn an_invalid_spec_degrades_with_the_field_and_submits_nothing() {
     let mut c = case(fragmented_trio());
     c.spec.policy.check_interval = "10x".into();
     c.members = Observed::NotAttempted;
     let decision = run(&c);
-    assert_eq!(decision.create, None);
+    assert_eq!(decision.submit, None);
     let (status, reason, message) = condition(&decision, DEGRADED);
     assert_eq!((status, reason.as_str()), (ConditionStatus::True, "InvalidSpec"));
     assert!(
@@ -557,57 +552,88 @@ fn an_invalid_spec_degrades_with_the_field_and_creates_nothing() {
 }
 
 #[test]
-fn observation_is_due_on_the_interval_on_spec_change_and_on_job_events() {
+fn observation_is_due_on_the_interval_on_spec_change_and_when_a_task_is_queued_or_ends() {
+    use TaskState::*;
+    use TaskType::*;
     let next = now() + SignedDuration::from_mins(5);
     let previous = EtcdClusterStatus {
         observed_generation: Some(1),
         next_check_time: Some(next.into()),
-        active_job: Some("main-maint-2".into()),
-        last_recorded_attempt: 1,
-        last_attempt: 2,
+        active_task: Some("main-defragment-2".into()),
         ..Default::default()
     };
-    let same_job = vec![running("main-maint-2", 2)];
-    let cases: &[(&str, Option<i64>, Vec<MaintenanceJobView>, Timestamp, bool)] = &[
+    let same_task = vec![task("main-defragment-2", Defragment, InProgress, 1)];
+    let cases: &[(&str, Option<i64>, Vec<ClusterTaskView>, Timestamp, bool)] = &[
         (
             "nothing changed, before the interval",
             Some(1),
-            same_job.clone(),
+            same_task.clone(),
             now(),
             false,
         ),
-        ("the interval is over", Some(1), same_job.clone(), next, true),
-        ("spec changed", Some(2), same_job.clone(), now(), true),
         (
-            "the Job finished",
+            "the task moved from queued to running",
             Some(1),
-            vec![succeeded("main-maint-2", 2, defrag_result(Outcome::Succeeded))],
+            vec![task("main-defragment-2", Defragment, Pending, 1)],
+            now(),
+            false,
+        ),
+        ("the interval is over", Some(1), same_task.clone(), next, true),
+        ("spec changed", Some(2), same_task.clone(), now(), true),
+        (
+            "the task ended",
+            Some(1),
+            vec![task("main-defragment-2", Defragment, Completed, 1)],
             now(),
             true,
         ),
-        ("the Job was deleted", Some(1), vec![], now(), true),
+        ("the task was deleted", Some(1), vec![], now(), true),
         (
-            "an old finished Job is still around",
+            "a person queued a task before ours",
             Some(1),
             vec![
-                succeeded("main-maint-1", 1, defrag_result(Outcome::Succeeded)),
-                running("main-maint-2", 2),
+                task("defrag-now", Defragment, Pending, 9),
+                task("main-defragment-2", Defragment, Pending, 1),
+            ],
+            now(),
+            true,
+        ),
+        (
+            "an old finished task is still around",
+            Some(1),
+            vec![
+                task("main-defragment-1", Defragment, Completed, 60),
+                task("main-defragment-2", Defragment, InProgress, 1),
             ],
             now(),
             false,
         ),
     ];
-    for (name, generation, jobs, at, due) in cases {
-        let result = check_due(&previous, *generation, jobs, *at);
+    for (name, generation, tasks, at, due) in cases {
+        let result = check_due(&previous, *generation, tasks, *at);
         assert_eq!(result.is_ok(), *due, "{name}: {result:?}");
     }
     assert_eq!(
-        check_due(&previous, Some(1), &same_job, now()),
+        check_due(&previous, Some(1), &same_task, now()),
         Err(SignedDuration::from_mins(5))
     );
     assert!(
         check_due(&EtcdClusterStatus::default(), Some(1), &[], now()).is_ok(),
         "never observed"
+    );
+    let idle = EtcdClusterStatus {
+        active_task: None,
+        ..previous.clone()
+    };
+    assert!(
+        check_due(
+            &idle,
+            Some(1),
+            &[task("defrag-now", Defragment, Pending, 0)],
+            now()
+        )
+        .is_ok(),
+        "a task queued on an idle cluster"
     );
 }
 
@@ -618,10 +644,14 @@ fn a_spec_change_takes_effect_at_once() {
     members[0] = member(1, 200 * MB, 140 * MB);
     let mut c = case(members);
     c.previous.observed_generation = Some(1);
-    assert_eq!(run(&c).create, None);
+    assert_eq!(run(&c).submit, None);
     c.spec.policy.max_fragmented_percent = 20.0;
     let decision = run(&c);
-    assert_eq!(decision.create.unwrap().operation.kind().as_str(), "defrag");
+    assert!(
+        args(&decision, &c).starts_with("defrag "),
+        "{}",
+        args(&decision, &c)
+    );
 }
 
 fn periodic(retention: &str) -> Case {
@@ -638,7 +668,7 @@ fn periodic_compaction_samples_and_compacts_to_the_revision_of_retention_ago() {
     // First sight: one sample, nothing to compact, back when the next sample is due (6 min).
     let c = periodic("1h");
     let decision = run(&c);
-    assert_eq!(decision.create, None);
+    assert_eq!(decision.submit, None);
     assert_eq!(
         decision.status.revision_samples,
         vec![RevisionSample {
@@ -656,23 +686,24 @@ fn periodic_compaction_samples_and_compacts_to_the_revision_of_retention_ago() {
             revision: 5000 + i,
         })
         .collect();
-    assert_eq!(run(&c).create, None);
+    assert_eq!(run(&c).submit, None);
 
     // One more minute and the first sample is exactly an hour old.
     c.now = now() + SignedDuration::from_mins(1);
     let decision = run(&c);
-    let job = decision.create.as_ref().expect("compaction due");
-    assert_eq!(job.operation.kind().as_str(), "compact");
+    let task = decision.submit.as_ref().expect("compaction due");
+    assert_eq!(task.task_type, TaskType::Compact);
+    assert_eq!(task.config.compact.as_ref().unwrap().revision, Some(5000));
+    let got = args(&decision, &c);
     assert!(
-        args(&decision).ends_with("--physical --revision 5000"),
-        "{}",
-        args(&decision)
+        got.starts_with("compact ") && got.ends_with("--physical --revision 5000"),
+        "{got}"
     );
 
     // Compacted to 5000 half an hour ago: not again before the hour is over.
     c.previous.last_compacted_revision = Some(5000);
     c.previous.last_compaction_time = Some((c.now - SignedDuration::from_mins(30)).into());
-    assert_eq!(run(&c).create, None);
+    assert_eq!(run(&c).submit, None);
 }
 
 #[test]
@@ -684,11 +715,17 @@ fn periodic_compaction_comes_before_a_due_defrag() {
         revision: 4000,
     }];
     let decision = run(&c);
-    assert_eq!(decision.create.unwrap().operation.kind().as_str(), "compact");
-    // Once compacted, the defrag follows.
+    assert_eq!(submitted_type(&decision), Some(TaskType::Compact));
+    // Once compacted, the defrag follows, without a compaction of its own.
     c.previous.last_compacted_revision = Some(4000);
     c.previous.last_compaction_time = Some(now().into());
-    assert_eq!(run(&c).create.unwrap().operation.kind().as_str(), "defrag");
+    let decision = run(&c);
+    assert_eq!(submitted_type(&decision), Some(TaskType::Defragment));
+    assert!(
+        !args(&decision, &c).contains("compact"),
+        "{}",
+        args(&decision, &c)
+    );
 }
 
 #[test]
@@ -701,7 +738,8 @@ fn revision_compaction_keeps_the_last_n_revisions() {
         });
         c.previous.last_compacted_revision = last;
         c.previous.last_compaction_time = minutes_ago.map(|m| (now() - SignedDuration::from_mins(m)).into());
-        args(&run(&c))
+        let decision = run(&c);
+        (args(&decision, &c), submitted_type(&decision))
     };
     // Revision 10000 observed.
     let cases: &[(&str, &str, Option<i64>, Option<i64>, Vec<ObservedMember>, &str)] = &[
@@ -741,18 +779,26 @@ fn revision_compaction_keeps_the_last_n_revisions() {
         ),
     ];
     for (name, keep, last, ago, members, wanted) in cases {
-        let got = revision(keep, *last, *ago, members.clone());
+        let (got, task_type) = revision(keep, *last, *ago, members.clone());
         assert!(got.starts_with(wanted), "{name}: {got}");
         match *wanted {
-            "compact" => assert!(
-                got.ends_with(&format!("--retain-revisions {keep}")),
-                "{name}: {got}"
-            ),
-            "defrag" => assert!(
-                got.ends_with(&format!("--compact-retain-revisions {keep}")),
-                "{name}: {got}"
-            ),
-            _ => assert!(got.is_empty(), "{name}: {got}"),
+            "compact" => {
+                assert_eq!(task_type, Some(TaskType::Compact), "{name}");
+                assert!(
+                    got.ends_with(&format!("--retain-revisions {keep}")),
+                    "{name}: {got}"
+                );
+            }
+            "defrag" => {
+                // One Maintenance task, one step: the defrag compacts first itself.
+                assert_eq!(task_type, Some(TaskType::Maintenance), "{name}");
+                assert!(!got.contains(" && "), "{name}: {got}");
+                assert!(
+                    got.ends_with(&format!("--compact-retain-revisions {keep}")),
+                    "{name}: {got}"
+                );
+            }
+            _ => assert!(got.is_empty() && task_type.is_none(), "{name}: {got}"),
         }
     }
 }
@@ -768,38 +814,24 @@ fn switching_away_from_periodic_drops_the_samples() {
 }
 
 #[test]
-fn compaction_results_move_the_compacted_revision_forward_only() {
-    let mut c = case(tidy_trio());
-    c.previous.last_compacted_revision = Some(9000);
-    let report = CompactReport {
-        current_revision: 10_000,
-        compacted_revision: 8000,
-        physical: true,
-        already_compacted: true,
-    };
-    let result = JobResult::new(
-        Report::Compact(report),
-        Outcome::Succeeded,
-        "2026-03-01T11:59:00Z".into(),
-        5,
+fn task_names_are_deterministic_and_valid() {
+    let at: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
+    assert_eq!(
+        task_name("main", &TaskType::Maintenance, at),
+        "main-maintenance-1772366400"
     );
-    c.jobs = vec![succeeded("main-maint-1", 1, result)];
-    let decision = run(&c);
-    assert_eq!(decision.status.last_compacted_revision, Some(9000));
-    assert!(decision.events[0].note.contains("was compacted already"));
-}
-
-#[test]
-fn job_names_are_deterministic_and_valid() {
-    assert_eq!(job_name("main", 12), "main-maint-12");
+    assert_eq!(
+        task_name("main", &TaskType::Compact, at),
+        "main-compact-1772366400"
+    );
     let long = "a".repeat(70);
-    let name = job_name(&long, 3);
+    let name = task_name(&long, &TaskType::Defragment, at);
     assert!(name.len() <= 63, "{name}");
-    assert!(name.ends_with("-maint-3"));
-    assert_eq!(name, job_name(&long, 3));
+    assert!(name.ends_with("-defragment-1772366400"));
+    assert_eq!(name, task_name(&long, &TaskType::Defragment, at));
     let other = format!("{}b", "a".repeat(69));
     assert_ne!(
-        job_name(&other, 3),
+        task_name(&other, &TaskType::Defragment, at),
         name,
         "long names sharing a prefix do not collide"
     );

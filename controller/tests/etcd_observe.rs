@@ -4,6 +4,7 @@
 //! was observed. Skipped (with a message) where the etcd binary is missing, except under CI.
 
 use groundskeeper_controller::api::etcd_cluster::EtcdClusterSpec;
+use groundskeeper_controller::api::maintenance_task::TaskType;
 use groundskeeper_controller::conditions::ConditionStatus;
 use groundskeeper_controller::triggers::etcd::decide::{DEGRADED, Input, Observed, decide};
 use groundskeeper_controller::triggers::etcd::observe::{
@@ -49,7 +50,7 @@ fn decide_on(
         policy: Ok(&policy),
         enabled: true,
         observed: &Observed::Members(members),
-        jobs: &[],
+        tasks: &[],
         previous: &Default::default(),
         now: jiff::Timestamp::now(),
     })
@@ -89,8 +90,8 @@ async fn observes_sizes_leader_and_health(version: EtcdVersion) {
     assert!(cluster_revision(&observed).unwrap() >= states[0].revision);
 
     let decision = decide_on(&endpoints, observed);
-    let job = decision.create.expect("every member is over 1 MB and 45 %");
-    assert_eq!(job.operation.kind().as_str(), "defrag");
+    let task = decision.submit.expect("every member is over 1 MB and 45 %");
+    assert_eq!(task.task_type, TaskType::Defragment);
     assert_eq!(decision.status.members.iter().filter(|m| m.leader).count(), 1);
     assert_eq!(decision.status.healthy_members, Some(3));
 }
@@ -106,7 +107,7 @@ async fn observes_sizes_leader_and_health_etcd_3_5() {
 }
 
 #[tokio::test]
-async fn a_killed_member_is_unhealthy_with_its_endpoint_and_blocks_jobs() {
+async fn a_killed_member_is_unhealthy_with_its_endpoint_and_blocks_tasks() {
     let Some(mut cluster) = start(EtcdVersion::V3_4, false).await else {
         return;
     };
@@ -123,7 +124,7 @@ async fn a_killed_member_is_unhealthy_with_its_endpoint_and_blocks_jobs() {
     assert!(dead.member.status.is_err(), "{dead:?}");
 
     let decision = decide_on(&endpoints, observed);
-    assert_eq!(decision.create, None);
+    assert_eq!(decision.submit, None);
     let degraded = decision.conditions.iter().find(|c| c.type_ == DEGRADED).unwrap();
     assert_eq!(degraded.status, ConditionStatus::True);
     assert!(degraded.message.contains(&endpoints[2]), "{}", degraded.message);

@@ -1,19 +1,22 @@
-//! The EtcdCluster controller's API writes at the HTTP level: the Job it creates, the status it
-//! writes, the Events, and the calls it does not make.
+//! The EtcdCluster controller's API writes at the HTTP level: the status it writes (on the
+//! resourceVersion it decided on), the MaintenanceTask it submits, the Events, and the calls it
+//! does not make; and the Jobs an etcd task's steps run as.
 
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget};
+use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 
 use groundskeeper_controller::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus};
+use groundskeeper_controller::execution::build_job;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig, JobLimits};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::triggers::etcd::decide::{Input, Observed, decide};
 use groundskeeper_controller::triggers::etcd::observe::ObservedMember;
 use groundskeeper_controller::triggers::etcd::policy::Policy;
 use groundskeeper_controller::triggers::etcd::reconcile::{
-    apply, job_limits, maintenance_job, read_client_tls, reconcile_at, status_patch,
+    EtcdJob, apply, etcd_job, job_limits, read_client_tls, reconcile_at, status_patch,
 };
 use groundskeeper_job::etcd::plan::{MemberObservation, MemberStatus};
 use http::{Method, Request, Response, StatusCode};
@@ -133,7 +136,7 @@ fn cluster(spec: Value, status: Option<EtcdClusterStatus>) -> EtcdCluster {
     let mut cluster: EtcdCluster = serde_json::from_value(json!({
         "apiVersion": "groundskeeper.dev/v1alpha1",
         "kind": "EtcdCluster",
-        "metadata": {"name": "main", "namespace": "etcd", "uid": "uid-main", "generation": 2},
+        "metadata": {"name": "main", "namespace": "etcd", "uid": "uid-main", "generation": 2, "resourceVersion": "7"},
         "spec": spec,
     }))
     .unwrap();
@@ -177,9 +180,18 @@ fn fragmented() -> Observed {
     ])
 }
 
-fn job_created(name: &str) -> Value {
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "etcd", "uid": "job-uid"}})
+fn task_created(name: &str) -> Value {
+    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+           "metadata": {"name": name, "namespace": "etcd", "uid": "task-uid"},
+           "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment"}})
 }
+
+fn empty_task_list() -> Value {
+    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTaskList", "metadata": {}, "items": []})
+}
+
+const STATUS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status";
+const TASKS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancetasks";
 
 fn event_created() -> Value {
     json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "etcd"}, "eventTime": "2026-03-01T12:00:00.000000Z"})
@@ -199,31 +211,20 @@ async fn decide_and_apply(ctx: &Context, cluster: &EtcdCluster, observed: &Obser
         policy: policy.as_ref(),
         enabled: true,
         observed,
-        jobs: &[],
+        tasks: &[],
         previous: &previous,
         now: now(),
     });
-    apply(cluster, ctx, &policy, observed, decision, now())
-        .await
-        .unwrap()
+    apply(cluster, ctx, observed, decision, now()).await.unwrap()
 }
 
 #[tokio::test]
-async fn a_due_defrag_creates_one_job_then_writes_the_status_and_an_event() {
+async fn a_due_defrag_writes_the_status_then_submits_one_task_and_an_event() {
     let cluster = cluster(tls_spec(), None);
+    let name = format!("main-defragment-{}", now().as_second());
     let (ctx, server) = scripted(vec![
-        exchange(
-            Method::POST,
-            "/apis/batch/v1/namespaces/etcd/jobs",
-            StatusCode::CREATED,
-            job_created("main-maint-1"),
-        ),
-        exchange(
-            Method::PATCH,
-            "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status",
-            StatusCode::OK,
-            cluster_json(),
-        ),
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+        exchange(Method::POST, TASKS_PATH, StatusCode::CREATED, task_created(&name)),
         exchange(
             Method::POST,
             "/apis/events.k8s.io/v1/namespaces/etcd/events",
@@ -235,51 +236,14 @@ async fn a_due_defrag_creates_one_job_then_writes_the_status_and_an_event() {
     assert_eq!(action, Action::requeue(std::time::Duration::from_secs(600)));
     let seen = assert_no_more_requests(ctx, server).await;
 
-    let job = &seen[0].3;
-    assert_eq!(job["metadata"]["name"], "main-maint-1");
-    let labels = &job["metadata"]["labels"];
-    assert_eq!(labels["groundskeeper.dev/operation"], "defrag");
-    assert_eq!(labels["groundskeeper.dev/target"], "main");
-    assert_eq!(labels["groundskeeper.dev/attempt"], "1");
-    assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "uid-main");
-    assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "EtcdCluster");
-    let pod = &job["spec"]["template"]["spec"];
-    let args: Vec<&str> = pod["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    assert_eq!(
-        &args[..3],
-        [
-            "defrag",
-            "--endpoints",
-            "https://etcd-0:2379,https://etcd-1:2379,https://etcd-2:2379"
-        ]
-    );
-    assert!(args.contains(&"/etc/groundskeeper/etcd-tls/tls.key"));
-    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
-    for key in ["ca.crt", "tls.crt", "tls.key"] {
-        let mount = mounts
-            .iter()
-            .find(|m| m["mountPath"] == format!("/etc/groundskeeper/etcd-tls/{key}"))
-            .unwrap_or_else(|| panic!("{key} not mounted: {mounts:?}"));
-        assert_eq!(mount["readOnly"], true);
-    }
-    let volumes = pod["volumes"].as_array().unwrap();
-    assert!(
-        volumes
-            .iter()
-            .all(|v| v.get("secret").is_none() || v["secret"]["secretName"] == "etcd-client")
-    );
-    assert_eq!(job["spec"]["backoffLimit"], JobLimits::default().backoff_limit);
-
-    let (_, _, content_type, patch) = &seen[1];
+    let (_, _, content_type, patch) = &seen[0];
     assert_eq!(content_type, "application/merge-patch+json");
+    assert_eq!(
+        patch["metadata"]["resourceVersion"], "7",
+        "written on the resourceVersion decided on"
+    );
     let status = &patch["status"];
-    assert_eq!(status["activeJob"], "main-maint-1");
-    assert_eq!(status["lastAttempt"], 1);
+    assert_eq!(status["activeTask"], name.as_str());
     assert_eq!(status["observedGeneration"], 2);
     assert_eq!(status["members"][1]["name"], "etcd-1");
     assert_eq!(status["members"][1]["fragmentationPercent"], 90.0);
@@ -289,46 +253,82 @@ async fn a_due_defrag_creates_one_job_then_writes_the_status_and_an_event() {
         .find(|c| c["type"] == "DefragControllerProgressing")
         .unwrap();
     assert_eq!(progressing["status"], "True");
-    assert_eq!(progressing["reason"], "JobCreated");
+    assert_eq!(progressing["reason"], "TaskCreated");
     assert_eq!(progressing["lastTransitionTime"], "2026-03-01T12:00:00Z");
 
+    let task = &seen[1].3;
+    assert_eq!(task["metadata"]["name"], name.as_str());
+    assert_eq!(task["metadata"]["namespace"], "etcd");
+    let labels = &task["metadata"]["labels"];
+    assert_eq!(labels["groundskeeper.dev/origin"], "automatic");
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "groundskeeper");
+    let owner = &task["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (
+            &owner["kind"],
+            &owner["name"],
+            &owner["uid"],
+            &owner["controller"]
+        ),
+        (
+            &json!("EtcdCluster"),
+            &json!("main"),
+            &json!("uid-main"),
+            &json!(true)
+        )
+    );
+    assert_eq!(
+        task["spec"]["target"],
+        json!({"kind": "EtcdCluster", "name": "main"})
+    );
+    assert_eq!(task["spec"]["type"], "Defragment");
+    assert_eq!(
+        task["spec"]["config"],
+        json!({"defragment": {"minDefragBytes": 100_000_000, "maxFragmentedPercent": 45.0}})
+    );
+
     let event = &seen[2].3;
-    assert_eq!(event["reason"], "MaintenanceJobCreated");
+    assert_eq!(event["reason"], "MaintenanceTaskCreated");
     assert_eq!(event["regarding"]["name"], "main");
+    assert!(event["note"].as_str().unwrap().contains(&name), "{event}");
 }
 
 #[tokio::test]
-async fn a_racing_create_takes_the_existing_job_and_publishes_no_event() {
+async fn a_racing_submit_takes_the_existing_task_and_publishes_no_event() {
     let cluster = cluster(tls_spec(), None);
+    let name = format!("main-defragment-{}", now().as_second());
     let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
-                          "reason": "AlreadyExists", "message": "jobs.batch \"main-maint-1\" already exists"});
+                          "reason": "AlreadyExists",
+                          "message": format!("maintenancetasks.groundskeeper.dev \"{name}\" already exists")});
     let (ctx, server) = scripted(vec![
-        exchange(
-            Method::POST,
-            "/apis/batch/v1/namespaces/etcd/jobs",
-            StatusCode::CONFLICT,
-            conflict,
-        ),
-        exchange(
-            Method::GET,
-            "/apis/batch/v1/namespaces/etcd/jobs/main-maint-1",
-            StatusCode::OK,
-            job_created("main-maint-1"),
-        ),
-        exchange(
-            Method::PATCH,
-            "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status",
-            StatusCode::OK,
-            cluster_json(),
-        ),
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+        exchange(Method::POST, TASKS_PATH, StatusCode::CONFLICT, conflict),
     ]);
     decide_and_apply(&ctx, &cluster, &fragmented()).await;
     let seen = assert_no_more_requests(ctx, server).await;
-    assert_eq!(seen[2].3["status"]["activeJob"], "main-maint-1");
+    assert_eq!(seen[0].3["status"]["activeTask"], name.as_str());
 }
 
 #[tokio::test]
-async fn an_unreachable_member_writes_degraded_and_creates_no_job() {
+async fn a_status_written_since_it_was_read_submits_nothing_and_decides_again_soon() {
+    // The task controller recorded a task's outcome after this decision read the status.
+    let cluster = cluster(tls_spec(), None);
+    let stale = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+                       "reason": "Conflict",
+                       "message": "Operation cannot be fulfilled on etcdclusters.groundskeeper.dev \"main\": the object has been modified"});
+    let (ctx, server) = scripted(vec![exchange(
+        Method::PATCH,
+        STATUS_PATH,
+        StatusCode::CONFLICT,
+        stale,
+    )]);
+    let action = decide_and_apply(&ctx, &cluster, &fragmented()).await;
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)));
+    assert_no_more_requests(ctx, server).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_member_writes_degraded_and_submits_no_task() {
     let cluster = cluster(tls_spec(), None);
     let mut members = vec![
         member(1, 20_000_000, 19_000_000),
@@ -346,7 +346,7 @@ async fn an_unreachable_member_writes_degraded_and_creates_no_job() {
     });
     let (ctx, server) = scripted(vec![exchange(
         Method::PATCH,
-        "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status",
+        STATUS_PATH,
         StatusCode::OK,
         cluster_json(),
     )]);
@@ -367,7 +367,7 @@ async fn an_unreachable_member_writes_degraded_and_creates_no_job() {
             .contains("member etcd-2 (https://etcd-2:2379): unreachable")
     );
     assert_eq!(status["members"][2]["healthy"], false);
-    assert_eq!(status.get("activeJob"), None);
+    assert_eq!(status.get("activeTask"), None);
 }
 
 #[tokio::test]
@@ -377,23 +377,8 @@ async fn an_invalid_spec_is_reported_without_asking_etcd() {
         None,
     );
     let (ctx, server) = scripted(vec![
-        Exchange {
-            query: Some(
-                "groundskeeper.dev/target=main,groundskeeper.dev/operation in (defrag,compact)".into(),
-            ),
-            ..exchange(
-                Method::GET,
-                "/apis/batch/v1/namespaces/etcd/jobs",
-                StatusCode::OK,
-                json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []}),
-            )
-        },
-        exchange(
-            Method::PATCH,
-            "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status",
-            StatusCode::OK,
-            cluster_json(),
-        ),
+        exchange(Method::GET, TASKS_PATH, StatusCode::OK, empty_task_list()),
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
     ]);
     reconcile_at(&cluster, &ctx, now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
@@ -412,7 +397,7 @@ async fn an_invalid_spec_is_reported_without_asking_etcd() {
 }
 
 #[tokio::test]
-async fn a_reconcile_before_the_check_is_due_lists_jobs_and_writes_nothing() {
+async fn a_reconcile_before_the_check_is_due_lists_tasks_and_writes_nothing() {
     let status = EtcdClusterStatus {
         observed_generation: Some(2),
         next_check_time: Some((now() + jiff::SignedDuration::from_mins(4)).into()),
@@ -421,9 +406,9 @@ async fn a_reconcile_before_the_check_is_due_lists_jobs_and_writes_nothing() {
     let cluster = cluster(json!({"endpoints": ["http://etcd-0:2379"]}), Some(status));
     let (ctx, server) = scripted(vec![exchange(
         Method::GET,
-        "/apis/batch/v1/namespaces/etcd/jobs",
+        TASKS_PATH,
         StatusCode::OK,
-        json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []}),
+        empty_task_list(),
     )]);
     let action = reconcile_at(&cluster, &ctx, now()).await.unwrap();
     assert_eq!(action, Action::requeue(std::time::Duration::from_secs(240)));
@@ -470,24 +455,25 @@ async fn the_tls_secret_is_read_and_a_missing_key_is_named_without_the_content()
 #[test]
 fn the_status_patch_clears_fields_that_went_away() {
     let before = EtcdClusterStatus {
-        active_job: Some("main-maint-1".into()),
-        last_attempt: 1,
+        active_task: Some("main-defragment-1".into()),
+        last_maintenance_task: Some("main-compact-1".into()),
         ..Default::default()
     };
     let after = EtcdClusterStatus {
-        last_attempt: 1,
+        last_maintenance_task: Some("main-compact-1".into()),
         ..Default::default()
     };
     let patch = status_patch(&before, &after).unwrap();
-    assert_eq!(patch["status"]["activeJob"], Value::Null);
-    assert!(patch["status"].as_object().unwrap().contains_key("activeJob"));
-    assert_eq!(patch["status"]["lastAttempt"], 1);
+    assert_eq!(patch["status"]["activeTask"], Value::Null);
+    assert!(patch["status"].as_object().unwrap().contains_key("activeTask"));
+    assert_eq!(patch["status"]["lastMaintenanceTask"], "main-compact-1");
 }
 
 #[tokio::test]
-async fn spec_job_limits_override_the_controllers() {
+async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() {
     let cluster = cluster(
-        json!({"endpoints": ["http://etcd-0:2379"], "job": {"backoffLimit": 0, "activeDeadlineSeconds": 60}}),
+        json!({"endpoints": ["https://etcd-0:2379"], "tls": {"secretName": "etcd-client"},
+               "job": {"backoffLimit": 0, "activeDeadlineSeconds": 60}}),
         None,
     );
     let policy = Policy::from_spec(&cluster.spec).unwrap();
@@ -507,18 +493,47 @@ async fn spec_job_limits_override_the_controllers() {
         }
     );
     assert_eq!(job_limits(None, &JobLimits::default()), JobLimits::default());
-    let planned = groundskeeper_controller::triggers::etcd::decide::PlannedJob {
-        name: "main-maint-1".into(),
-        attempt: 1,
-        operation: Operation::Compact(CompactRequest {
-            etcd: EtcdTarget::default(),
-            to: CompactTo::Revision(1),
-            physical: true,
-        }),
-        tls_secret: None,
-        reason: "test".into(),
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "groundskeeper.dev/v1alpha1".into(),
+        kind: "MaintenanceTask".into(),
+        name: "compact-now".into(),
+        uid: "task-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
     };
-    let job = maintenance_job(&cluster, &ctx, &planned, limits.clone()).unwrap();
+    let job = etcd_job(
+        &cluster,
+        &ctx,
+        EtcdJob {
+            owner,
+            name: "compact-now-0".into(),
+            operation: Operation::Compact(CompactRequest {
+                etcd: EtcdTarget::default(),
+                to: CompactTo::Revision(1),
+                physical: true,
+            }),
+            tls_secret: policy.tls_secret.clone(),
+            labels: BTreeMap::new(),
+            limits: limits.clone(),
+        },
+    );
     assert_eq!(job.limits, limits);
-    assert!(job.secret_files.is_empty());
+    let built = serde_json::to_value(build_job(&job)).unwrap();
+    assert_eq!(built["metadata"]["ownerReferences"][0]["kind"], "MaintenanceTask");
+    assert_eq!(built["spec"]["backoffLimit"], 0);
+    let pod = &built["spec"]["template"]["spec"];
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        let mount = mounts
+            .iter()
+            .find(|m| m["mountPath"] == format!("/etc/groundskeeper/etcd-tls/{key}"))
+            .unwrap_or_else(|| panic!("{key} not mounted: {mounts:?}"));
+        assert_eq!(mount["readOnly"], true);
+    }
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(
+        volumes
+            .iter()
+            .all(|v| v.get("secret").is_none() || v["secret"]["secretName"] == "etcd-client")
+    );
 }

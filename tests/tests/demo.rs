@@ -144,7 +144,9 @@ fn the_demo_ends_by_itself_with_the_before_after_table_and_leaves_nothing() {
     assert!(status.success(), "{status}:\n{text}");
     for expected in [
         "job/basic-cleanup-",
-        "logs job/main-maint-1 │ defragmenting",
+        // The automatic task's one Job: `<cluster>-defragment-<decision time>-0`.
+        "logs job/main-defragment-",
+        "-0 │ defragmenting",
         "before and after",
         "3 of 6 nodes cleaned",
         "reclaimed",

@@ -1,11 +1,14 @@
 //! End to end on the in-memory Kubernetes API with real etcd (3.4 and 3.5, 3 members on
 //! loopback): an EtcdCluster points at a fragmented cluster → the etcd controller observes the
-//! members itself → creates one maintenance Job → a simulated Job controller and kubelet run it
-//! (the runner's library against the real cluster) → the result comes back through the pod's
-//! termination message → status, conditions, Events → quiet.
+//! members itself → submits one automatic MaintenanceTask → the task controller creates its Job
+//! → a simulated Job controller and kubelet run it (the runner's library against the real
+//! cluster) → the result comes back through the pod's termination message → the task Completed,
+//! its outcome in the EtcdCluster's status, conditions, Events → quiet. And tasks asked for by
+//! hand, queued with the automatic ones.
 //!
 //! What plays which part:
-//! - the controller: `groundskeeper_controller::triggers::etcd::run`, unchanged, with the RBAC of
+//! - the controllers: `groundskeeper_controller::triggers::etcd::run` and
+//!   `groundskeeper_controller::tasks::reconcile::run`, unchanged, with the RBAC of
 //!   `manifests/rbac/`;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`; each Job's
 //!   container runs `groundskeeper-job defrag|compact` in-process with the Job's own arguments,
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, NodeState, TaskState};
+use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, NodeState, TaskState, TaskType};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::triggers::etcd::decide::TLS_MOUNT_DIR;
@@ -129,7 +132,7 @@ struct Setup {
     /// `revision` compaction keeping this many revisions; history longer than that is written
     /// after the churn.
     keep_revisions: Option<i64>,
-    /// `spec.policy.enabled: false`: the trigger observes but makes no Job of its own.
+    /// `spec.policy.enabled: false`: the trigger observes but submits no task of its own.
     automatic_off: bool,
 }
 
@@ -259,6 +262,16 @@ impl Scenario {
             .list(&jobs(), Some(NAMESPACE))
             .iter()
             .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The tasks the trigger submitted (label `groundskeeper.dev/origin: automatic`).
+    fn automatic_tasks(&self) -> Vec<MaintenanceTask> {
+        self.server
+            .list(&tasks(), Some(NAMESPACE))
+            .into_iter()
+            .filter(|t| t["metadata"]["labels"]["groundskeeper.dev/origin"] == "automatic")
+            .map(|t| serde_json::from_value(t).expect("a MaintenanceTask"))
             .collect()
     }
 
@@ -400,9 +413,11 @@ fn tls_secret(tls: &etcd_cluster::ClusterTls) -> Secret {
     }
 }
 
-/// The whole path for one fragmented cluster: one Job, held while the controller decides again;
-/// then run → every member defragmented, recorded in the status and an Event → optionally quiet
-/// on the next periodic observation.
+/// The whole path for one fragmented cluster: one automatic task (a `Maintenance` task with a
+/// `revision` compaction policy, else a `Defragment` task) and its one Job, held while the
+/// controller decides again; then run → the task Completed, every member defragmented, the
+/// outcome recorded in the EtcdCluster's status and an Event → optionally quiet on the next
+/// periodic observation.
 async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quiet: bool) {
     let compaction = setup.keep_revisions;
     let Some(scenario) = Scenario::start(version, setup).await else {
@@ -415,13 +430,33 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
     );
 
     scenario
-        .wait_for("a maintenance Job created and Progressing True", |s| {
+        .wait_for("an automatic task, its Job created and Progressing True", |s| {
             !s.job_names().is_empty() && s.condition_is(PROGRESSING, "True")
         })
         .await;
+    let submitted = scenario.automatic_tasks();
+    assert_eq!(submitted.len(), 1, "one automatic task: {submitted:#?}");
+    let task = submitted[0].clone();
+    let task_name = task.metadata.name.clone().unwrap();
+    let wanted_type = if compaction.is_some() {
+        TaskType::Maintenance
+    } else {
+        TaskType::Defragment
+    };
+    assert_eq!(task.spec.task_type, wanted_type, "{task:#?}");
+    assert!(
+        task_name.starts_with(&format!("{CLUSTER}-{}-", wanted_type.as_str().to_lowercase())),
+        "{task_name}"
+    );
+    let owner = &task.metadata.owner_references.as_ref().expect("an owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("EtcdCluster", CLUSTER)
+    );
     let job = scenario.job_names().remove(0);
+    assert_eq!(job, format!("{task_name}-0"), "the task's first step");
     let status = scenario.cluster().status.unwrap();
-    assert_eq!(status.active_job.as_deref(), Some(job.as_str()));
+    assert_eq!(status.active_task.as_deref(), Some(task_name.as_str()));
     assert_eq!(status.member_count, Some(3), "{status:#?}");
     assert_eq!(status.healthy_members, Some(3), "{status:#?}");
     assert!(scenario.condition_is(DEGRADED, "False"));
@@ -440,12 +475,14 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
     }
 
     // While the Job is held, a spec change makes the controller observe and decide again: the
-    // members are still over the thresholds, yet a Job is in flight, so no second one.
+    // members are still over the thresholds, yet a task runs, so no second one.
     scenario.change_spec_and_wait_for_a_decision().await;
     assert_eq!(scenario.job_names(), vec![job.clone()], "never two Jobs at once");
+    assert_eq!(scenario.automatic_tasks().len(), 1, "never two tasks at once");
     let progressing = scenario.condition(PROGRESSING).unwrap();
     assert_eq!(progressing.status, "True");
-    assert_eq!(progressing.reason, "JobRunning", "{progressing:?}");
+    assert_eq!(progressing.reason, "TaskRunning", "{progressing:?}");
+    assert!(progressing.message.contains(&task_name), "{progressing:?}");
 
     scenario.open_gate();
     scenario
@@ -468,7 +505,9 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
         Some("Succeeded"),
         "{status:#?}"
     );
-    assert_eq!(status.active_job, None);
+    assert_eq!(status.active_task, None);
+    assert_eq!(status.last_maintenance_task.as_deref(), Some(task_name.as_str()));
+    assert_eq!(scenario.task_state(&task_name), Some(TaskState::Completed));
     assert_eq!(status.members.len(), 3, "{status:#?}");
     for member in &status.members {
         assert!(member.healthy, "{member:#?}");
@@ -492,15 +531,19 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
     }
 
     let created = scenario
-        .event_with_reason("MaintenanceJobCreated")
-        .expect("an Event for the Job's creation");
-    assert!(created["note"].as_str().unwrap().contains(&job), "{created:#}");
+        .event_with_reason("MaintenanceTaskCreated")
+        .expect("an Event for the task's submission");
+    assert!(
+        created["note"].as_str().unwrap().contains(&task_name),
+        "{created:#}"
+    );
     let succeeded = scenario
         .event_with_reason("MaintenanceSucceeded")
         .unwrap_or_else(|| panic!("an Event for the result: {:#?}", scenario.events()));
     assert_eq!(succeeded["type"], "Normal");
     let note = succeeded["note"].as_str().unwrap();
     assert!(note.contains("defragmented 3 of 3 member(s)"), "{note}");
+    assert!(note.contains(&task_name), "{note}");
     if let Some(keep) = compaction {
         let flag = ["--compact-retain-revisions".to_owned(), keep.to_string()];
         assert!(
@@ -523,13 +566,15 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
     }
 
     if check_quiet {
-        // Quiet: nothing is over the thresholds any more, so the next observation creates no Job.
+        // Quiet: nothing is over the thresholds any more, so the next observation submits
+        // nothing.
         scenario.wait_for_next_observation().await;
         assert_eq!(
             scenario.job_names(),
             vec![job],
             "no Job after the members are defragmented"
         );
+        assert_eq!(scenario.automatic_tasks().len(), 1, "no second task");
         assert_eq!(scenario.jobs.log().created.len(), 1);
         assert!(scenario.condition_is(PROGRESSING, "False"));
         assert!(scenario.condition_is(DEGRADED, "False"));
@@ -550,9 +595,11 @@ async fn client_tls_from_a_secret(version: EtcdVersion) {
     defragments_with_one_job(version, setup, false).await
 }
 
-/// `revision` compaction: the defrag Job compacts first (keeping the last revisions), and the
-/// compacted revision is recorded; no separate compaction Job follows.
-async fn revision_compaction_runs_inside_the_defrag_job(version: EtcdVersion) {
+/// `revision` compaction: an automatic `Maintenance` task (origin automatic, owned by the
+/// EtcdCluster) appears, runs one Job whose defrag compacts first (keeping the last revisions),
+/// completes, and the EtcdCluster's status records it: the task, the outcome, the compacted
+/// revision, each member's defragmentation. No separate compaction follows.
+async fn an_automatic_maintenance_task_compacts_defragments_and_is_recorded(version: EtcdVersion) {
     let setup = Setup {
         keep_revisions: Some(10),
         ..Setup::default()
@@ -563,7 +610,7 @@ async fn revision_compaction_runs_inside_the_defrag_job(version: EtcdVersion) {
 /// An endpoint that does not answer makes the cluster Degraded, naming it, and no Job is
 /// created although the members are over the thresholds; once the spec is fixed, maintenance
 /// goes ahead.
-async fn an_endpoint_that_does_not_answer_degrades_without_a_job(version: EtcdVersion) {
+async fn an_endpoint_that_does_not_answer_degrades_without_a_task(version: EtcdVersion) {
     let dead = dead_endpoint();
     let setup = Setup {
         extra_endpoint: Some(dead.clone()),
@@ -590,8 +637,8 @@ async fn an_endpoint_that_does_not_answer_degrades_without_a_job(version: EtcdVe
     assert_eq!(unhealthy[0].endpoint, dead);
     assert!(unhealthy[0].message.is_some(), "{status:#?}");
     assert!(
-        scenario.job_names().is_empty(),
-        "no Job while a member is unhealthy"
+        scenario.job_names().is_empty() && scenario.automatic_tasks().is_empty(),
+        "no task while a member is unhealthy"
     );
 
     // The spec fixed (the dead endpoint dropped): the next decision is made at once.
@@ -608,25 +655,26 @@ async fn an_endpoint_that_does_not_answer_degrades_without_a_job(version: EtcdVe
         )
         .expect("spec patch");
     scenario
-        .wait_for("Degraded False and a Job", |s| {
+        .wait_for("Degraded False and a task's Job", |s| {
             s.condition_is(DEGRADED, "False") && !s.job_names().is_empty()
         })
         .await;
     assert_eq!(scenario.job_names().len(), 1);
+    assert_eq!(scenario.automatic_tasks().len(), 1);
 }
 
 groundskeeper_e2e::for_each_etcd_version!(
     a_manual_defragment_task_runs_one_job_and_reports_every_member,
     tasks_queue_first_in_first_out_and_a_duplicate_is_rejected,
-    a_manual_task_waits_behind_an_automatic_job,
+    a_manual_defragment_queued_behind_the_automatic_task_runs_after_it,
     a_task_past_its_deadline_fails_and_its_job_is_deleted,
     a_finished_task_is_deleted_after_its_ttl,
     a_task_controller_killed_at_each_step_makes_one_job_and_loses_no_result,
     deleting_a_running_task_deletes_its_job,
     fragmented_cluster_is_defragmented_by_one_job_then_quiet,
     client_tls_from_a_secret,
-    revision_compaction_runs_inside_the_defrag_job,
-    an_endpoint_that_does_not_answer_degrades_without_a_job,
+    an_automatic_maintenance_task_compacts_defragments_and_is_recorded,
+    an_endpoint_that_does_not_answer_degrades_without_a_task,
 );
 
 /// "Defrag now": a person's Defragment task with no thresholds runs one Job, owned by the task,
@@ -755,42 +803,79 @@ async fn tasks_queue_first_in_first_out_and_a_duplicate_is_rejected(version: Etc
     );
 }
 
-/// A person's task on a cluster whose automatic maintenance Job runs waits for that Job, says
-/// so, and runs after it.
-async fn a_manual_task_waits_behind_an_automatic_job(version: EtcdVersion) {
-    let Some(scenario) = Scenario::start(version, Setup::default()).await else {
+/// First in, first out across origins: a person's Defragment task created while the automatic
+/// Maintenance task runs is queued behind it, says so, and runs after it; its outcome is what
+/// the EtcdCluster's status then records (a defragmentation just done by hand counts), and the
+/// trigger submits nothing more.
+async fn a_manual_defragment_queued_behind_the_automatic_task_runs_after_it(version: EtcdVersion) {
+    let setup = Setup {
+        keep_revisions: Some(10),
+        ..Setup::default()
+    };
+    let Some(scenario) = Scenario::start(version, setup).await else {
         return;
     };
     scenario
-        .wait_for("the automatic Job created", |s| !s.job_names().is_empty())
+        .wait_for("the automatic task's Job created", |s| !s.job_names().is_empty())
         .await;
-    let automatic = scenario.job_names().remove(0);
-    scenario.create_task(
-        "compact-now",
-        "Compact",
-        json!({"compact": {"retainRevisions": 0}}),
-    );
+    let automatic = scenario.automatic_tasks()[0].metadata.name.clone().unwrap();
+    assert_eq!(scenario.task(&automatic).spec.task_type, TaskType::Maintenance);
+    assert_eq!(scenario.task_state(&automatic), Some(TaskState::InProgress));
+    scenario.create_task("defrag-now", "Defragment", Value::Null);
     scenario
-        .wait_for("the task waiting for the automatic Job", |s| {
-            s.task_condition("compact-now", "Queued")
+        .wait_for("the manual task queued behind the automatic one", |s| {
+            s.task_condition("defrag-now", "Queued")
                 .is_some_and(|c| c.status == "True" && c.message.contains(&automatic))
         })
         .await;
-    assert_eq!(scenario.task_state("compact-now"), Some(TaskState::Pending));
+    assert_eq!(scenario.task_state("defrag-now"), Some(TaskState::Pending));
+    assert_eq!(
+        scenario.job_names(),
+        vec![format!("{automatic}-0")],
+        "one task at a time"
+    );
 
     scenario.open_gate();
     scenario
-        .wait_for("the task Completed after the automatic Job", |s| {
-            s.task_state("compact-now") == Some(TaskState::Completed)
+        .wait_for("both tasks Completed and the manual one recorded", |s| {
+            s.task_state(&automatic) == Some(TaskState::Completed)
+                && s.task_state("defrag-now") == Some(TaskState::Completed)
+                && s.cluster()
+                    .status
+                    .is_some_and(|st| st.last_maintenance_task.as_deref() == Some("defrag-now"))
         })
         .await;
+    let first = scenario.task(&automatic).status.unwrap();
+    let second = scenario.task("defrag-now").status.unwrap();
+    assert!(
+        second.started_at.as_ref().unwrap().0 >= first.completed_at.as_ref().unwrap().0,
+        "first in, first out: {first:#?} {second:#?}"
+    );
     let log = scenario.jobs.log();
     assert_eq!(
         log.created_names(),
-        std::collections::BTreeSet::from([automatic.clone(), "compact-now-0".to_owned()]),
+        std::collections::BTreeSet::from([format!("{automatic}-0"), "defrag-now-0".to_owned()]),
         "{log:#?}"
     );
     assert_eq!(log.max_running_per_group, 1, "never both at once: {log:#?}");
+    let status = scenario.cluster().status.unwrap();
+    assert_eq!(
+        status.last_maintenance_outcome.as_deref(),
+        Some("Succeeded"),
+        "{status:#?}"
+    );
+    assert!(
+        status
+            .last_maintenance_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("MaintenanceTask defrag-now: ")),
+        "{status:#?}"
+    );
+
+    // The members are small again: the next observation submits nothing.
+    scenario.wait_for_next_observation().await;
+    assert_eq!(scenario.automatic_tasks().len(), 1, "no second automatic task");
+    assert!(scenario.condition_is(PROGRESSING, "False"));
 }
 
 /// A task that has not finished by its deadline fails with `DeadlineExceeded` and its running

@@ -20,7 +20,8 @@ pub const DEFAULT_MAX_FRAGMENTED_PERCENT: f64 = 45.0;
 /// An etcd cluster groundskeeper compacts and defragments.
 ///
 /// The controller observes every member with cheap `Status` calls on `spec.policy.checkInterval`
-/// and when the spec changes, and runs at most one maintenance Job for the cluster at a time.
+/// and when the spec changes, and submits a maintenance task (`MaintenanceTask`, label
+/// `groundskeeper.dev/origin: automatic`) when one is due and none is queued or running.
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[kube(
     group = "groundskeeper.dev",
@@ -33,9 +34,9 @@ pub const DEFAULT_MAX_FRAGMENTED_PERCENT: f64 = 45.0;
     printcolumn = r#"{"name": "Members", "type": "integer", "description": "Members observed", "jsonPath": ".status.memberCount"}"#,
     printcolumn = r#"{"name": "Healthy", "type": "integer", "description": "Members that answered and report no errors", "jsonPath": ".status.healthyMembers"}"#,
     printcolumn = r#"{"name": "Max Fragmentation", "type": "string", "description": "Highest fragmentation of any member", "jsonPath": ".status.maxFragmentation"}"#,
-    printcolumn = r#"{"name": "Active Job", "type": "string", "description": "Maintenance Job in flight", "jsonPath": ".status.activeJob"}"#,
+    printcolumn = r#"{"name": "Active Task", "type": "string", "description": "Maintenance task queued or running", "jsonPath": ".status.activeTask"}"#,
     printcolumn = r#"{"name": "Degraded", "type": "string", "description": "DefragControllerDegraded", "jsonPath": ".status.conditions[?(@.type==\"DefragControllerDegraded\")].status"}"#,
-    printcolumn = r#"{"name": "Last Maintenance", "type": "date", "description": "When the last maintenance Job finished", "jsonPath": ".status.lastMaintenanceTime"}"#,
+    printcolumn = r#"{"name": "Last Maintenance", "type": "date", "description": "When the last maintenance task finished", "jsonPath": ".status.lastMaintenanceTime"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -76,7 +77,7 @@ pub const TLS_KEY_KEY: &str = "tls.key";
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdMaintenancePolicy {
-    /// False: observe and report only, never create a Job (condition `DefragControllerDisabled`).
+    /// False: observe and report only, never submit a task (condition `DefragControllerDisabled`).
     #[serde(default = "default_true")]
     pub enabled: bool,
     /// How often the members are observed, as a duration (`10m`, `1h30m`).
@@ -180,7 +181,8 @@ pub struct EtcdClusterStatus {
     /// When the members were last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_observed_time: Option<Time>,
-    /// When the members are due to be observed next (sooner on a spec change or a Job event).
+    /// When the members are due to be observed next (sooner on a spec change, or when a
+    /// maintenance task is queued or ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_check_time: Option<Time>,
     #[serde(default)]
@@ -195,30 +197,30 @@ pub struct EtcdClusterStatus {
     /// The store's revision when last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
-    /// The revision a groundskeeper Job last compacted to.
+    /// The revision a groundskeeper task last compacted to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compacted_revision: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction_time: Option<Time>,
-    /// When the last maintenance Job finished.
+    /// When the last maintenance task (Compact, Defragment or Maintenance, automatic or asked for
+    /// by hand) of this cluster finished, as recorded when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_maintenance_time: Option<Time>,
-    /// How the last maintenance Job ended: `Succeeded`, `Skipped` (nothing met the thresholds)
-    /// or `Failed`. After `Failed` or `Skipped` no Job is created for a check interval.
+    /// How the last maintenance task ended: `Succeeded`, `Skipped` (nothing met the thresholds)
+    /// or `Failed`. After `Failed` or `Skipped` no automatic task is submitted for a check
+    /// interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_maintenance_outcome: Option<String>,
-    /// What the last maintenance Job did, in one line.
+    /// What the last maintenance task did, in one line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_maintenance_message: Option<String>,
-    /// The maintenance Job in flight, if any.
+    /// The MaintenanceTask whose outcome the `lastMaintenance*` fields record (each outcome is
+    /// recorded once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_job: Option<String>,
-    /// Attempt number of the newest maintenance Job created; Job names derive from it.
-    #[serde(default)]
-    pub last_attempt: u64,
-    /// Attempt number of the newest Job whose result is recorded here (each result counts once).
-    #[serde(default)]
-    pub last_recorded_attempt: u64,
+    pub last_maintenance_task: Option<String>,
+    /// The maintenance task of this cluster queued or running, if any (the one running first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task: Option<String>,
     /// `periodic` compaction: revisions sampled over time, oldest first (bounded). Kept here so
     /// that a controller restart does not lose the history etcd's own compactor keeps in memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -48,9 +48,8 @@ fn compaction(policy: &Policy, compact: &Compact) -> Operation {
     }
 }
 
-/// Whether `cluster` may take a task's work now. `automatic_job` names an automatic
-/// maintenance Job running on it: a task waits for it rather than racing it.
-pub fn facts(cluster: Option<&EtcdCluster>, automatic_job: Option<&str>) -> TargetFacts {
+/// Whether `cluster` may take a task's work now.
+pub fn facts(cluster: Option<&EtcdCluster>) -> TargetFacts {
     let Some(cluster) = cluster else {
         return TargetFacts::Missing;
     };
@@ -58,11 +57,6 @@ pub fn facts(cluster: Option<&EtcdCluster>, automatic_job: Option<&str>) -> Targ
     if let Err(errors) = Policy::from_spec(&cluster.spec) {
         return TargetFacts::Waiting {
             reason: format!("EtcdCluster {name} has an invalid spec ({errors}): fix it first"),
-        };
-    }
-    if let Some(job) = automatic_job {
-        return TargetFacts::Waiting {
-            reason: format!("automatic maintenance Job {job} runs on EtcdCluster {name}"),
         };
     }
     let status = cluster.status.as_ref();

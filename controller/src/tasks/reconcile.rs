@@ -38,7 +38,7 @@ use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::targets;
 use crate::triggers::etcd::policy::Policy;
-use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits, maintenance_job_selector};
+use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits};
 use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, SecretState};
 use crate::triggers::scylla_cleanup::observe as scylla_observe;
 
@@ -114,8 +114,6 @@ pub async fn reconcile_at(task: &MaintenanceTask, ctx: &Context, now: Timestamp)
 enum Target {
     Etcd {
         cluster: Option<Box<EtcdCluster>>,
-        /// A running automatic maintenance Job of the cluster (not a task's).
-        automatic_job: Option<String>,
     },
     Scylla {
         cluster: Option<Box<ScyllaCluster>>,
@@ -139,14 +137,7 @@ impl Target {
                     .await
                     .map_err(Error::kube(format!("get EtcdCluster {namespace}/{name}")))?
                     .map(Box::new);
-                let automatic_job = match &cluster {
-                    Some(_) => running_automatic_job(ctx, namespace, name).await?,
-                    None => None,
-                };
-                Ok(Target::Etcd {
-                    cluster,
-                    automatic_job,
-                })
+                Ok(Target::Etcd { cluster })
             }
             TargetKind::ScyllaCluster => {
                 let cluster = Api::<ScyllaCluster>::namespaced(ctx.client.clone(), namespace)
@@ -176,24 +167,11 @@ impl Target {
 
     fn facts(&self) -> TargetFacts {
         match self {
-            Target::Etcd {
-                cluster,
-                automatic_job,
-            } => targets::etcd::facts(cluster.as_deref(), automatic_job.as_deref()),
+            Target::Etcd { cluster } => targets::etcd::facts(cluster.as_deref()),
             Target::Scylla { facts, secret, .. } => targets::scylla::facts(facts.as_ref(), secret),
             Target::Unknown => TargetFacts::Missing,
         }
     }
-}
-
-/// The newest running maintenance Job the etcd trigger made for the cluster, if any.
-async fn running_automatic_job(ctx: &Context, namespace: &str, cluster: &str) -> Result<Option<String>> {
-    let jobs = execution::observe_jobs(&ctx.client, namespace, &maintenance_job_selector(cluster)).await?;
-    Ok(jobs
-        .into_iter()
-        .filter(|job| !job.labels.contains_key(keys::TASK_LABEL))
-        .find(|job| !job.deleting && matches!(job.state, JobState::Running(_)))
-        .map(|job| job.name))
 }
 
 fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {
@@ -225,12 +203,14 @@ async fn carry_out(
             // InProgress is written before any Job exists, so a restart finds the task running.
             write_status(api, task, &before, &started).await?;
             let after = advance(ctx, task, started.clone(), target, now).await?;
+            record_outcome(ctx, task, &started, &after, now).await?;
             write_status(api, task, &started, &after).await?;
             finished_metrics(ctx, task, &started, &after, now);
             Ok(after.state == Some(TaskState::InProgress))
         }
         Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } => {
             let after = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            record_outcome(ctx, task, &before, &after, now).await?;
             write_status(api, task, &before, &after).await?;
             stop_jobs(ctx, task).await?;
             finished_metrics(ctx, task, &before, &after, now);
@@ -243,6 +223,27 @@ async fn carry_out(
             Ok(matches!(decision, Decision::Wait { .. }))
         }
     }
+}
+
+/// When the task becomes final in this reconciliation, its outcome goes to its target's status
+/// ([`results::etcd_cluster::record_task`]), where the etcd trigger keeps its memory. Called
+/// before the final status is written: if that write fails, the next reconciliation records
+/// again (once: the target's status names the task it recorded).
+async fn record_outcome(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    before: &MaintenanceTaskStatus,
+    after: &MaintenanceTaskStatus,
+    now: Timestamp,
+) -> Result<()> {
+    let is_final = |s: &MaintenanceTaskStatus| s.state.is_some_and(|state| state.is_final());
+    // A Cleanup records each node on its member Service as it goes; only etcd tasks have an
+    // outcome to write on their target.
+    if is_final(before) || !is_final(after) || task.spec.target.kind != TargetKind::EtcdCluster {
+        return Ok(());
+    }
+    let jobs = task_jobs(ctx, task).await?;
+    results::etcd_cluster::record_task(ctx, task, after, &jobs, now).await
 }
 
 /// One step forward for a running task: the Job of its next step, or its end once every step's

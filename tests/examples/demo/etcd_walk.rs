@@ -1,5 +1,5 @@
 //! etcd: an EtcdCluster points at the real 3-member etcd; churn fragments it; on its next check
-//! the controller creates one maintenance Job, which defragments the members one at a time.
+//! the controller submits one maintenance task, whose Job defragments the members one at a time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -78,8 +78,8 @@ pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
 
     stage
         .step(format!(
-            "waiting for the controller's next check (at most {CHECK_INTERVAL} away): it should create one \
-         maintenance Job"
+            "waiting for the controller's next check (at most {CHECK_INTERVAL} away): it should submit one \
+         maintenance task (MaintenanceTask, origin automatic), run as one Job"
         ))
         .await;
     let started = Instant::now();

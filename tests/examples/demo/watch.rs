@@ -256,12 +256,12 @@ fn etcd_status_line(name: &str, cluster: &Value) -> Option<String> {
             )
         })
         .collect();
-    let job = status["activeJob"]
+    let task = status["activeTask"]
         .as_str()
-        .map(|j| format!(", job {j} running"))
+        .map(|t| format!(", task {t} queued or running"))
         .unwrap_or_default();
     Some(format!(
-        "etcdcluster/{name} {}/{} healthy: {}{job}",
+        "etcdcluster/{name} {}/{} healthy: {}{task}",
         status["healthyMembers"].as_i64().unwrap_or_default(),
         status["memberCount"].as_i64().unwrap_or_default(),
         members.join(", ")

@@ -1,46 +1,50 @@
 //! The EtcdCluster controller's decision: a pure function of the spec, the observed members, the
-//! cluster's maintenance Jobs, the last status and the time.
+//! cluster's maintenance tasks, the last status and the time.
 //!
 //! Rules, in order:
-//! 1. Results of Jobs that finished since the last status are recorded (each once: Jobs carry an
-//!    attempt number, and the status remembers the newest one recorded).
-//! 2. A Job in flight (any Job of this cluster that is not over, even one being deleted whose pod
-//!    may still run) means no new Job: never two maintenance runs on one cluster. "In flight" is
-//!    read from the Jobs that exist, so a controller restart cannot forget it.
-//! 3. No Job while the spec is invalid, a member is unhealthy or unreachable, or the policy is
-//!    disabled; nor within `checkInterval` of a failed or skipped run (backoff).
-//! 4. Compaction before defragmentation: a due `periodic` compaction gets its own Job (the
-//!    defragmentation follows at the next reconciliation, once the compaction has freed pages);
-//!    in `revision` mode the defrag Job compacts first itself (`--compact-retain-revisions`).
-//! 5. Defragmentation when the shared plan ([`plan_defrag`], the one `groundskeeper-job defrag`
-//!    runs) finds a member over both thresholds and its preconditions hold.
+//! 1. A maintenance task of this cluster (Compact, Defragment or Maintenance, automatic or asked
+//!    for by hand) queued or running means no new task: its outcome changes what is due, and
+//!    the decision waits for it (written into the status by [`crate::results::etcd_cluster`]).
+//!    "Queued or running" is read from the tasks that exist, so a controller restart cannot
+//!    forget it, and a trigger never submits a task the queue would reject as a duplicate.
+//! 2. No task while the spec is invalid, a member is unhealthy or unreachable, or the policy is
+//!    disabled; nor within `checkInterval` of a failed or skipped one (backoff).
+//! 3. Compaction before defragmentation: a due `periodic` compaction is a `Compact` task of its
+//!    own (the defragmentation follows at a later decision, once the compaction has freed
+//!    pages); in `revision` mode a due defragmentation is a `Maintenance` task whose defrag
+//!    compacts first (`retainRevisions`), and a due compaction alone a `Compact` task.
+//! 4. Defragmentation when the shared plan ([`plan_defrag`], the one `groundskeeper-job defrag`
+//!    runs) finds a member over both thresholds and its preconditions hold: a `Maintenance` task
+//!    when a compaction is due with it, else a `Defragment` task (a cluster without a compaction
+//!    policy gets no compaction it did not ask for). Either carries the cluster's thresholds, so
+//!    the task defragments exactly the members the trigger would have.
 //!
-//! The Job's name is `<cluster>-maint-<attempt>` with the attempt one past the highest seen in
-//! the status and in the existing Jobs, so two controllers deciding on the same state race for
-//! the same name, and the loser gets AlreadyExists.
+//! The task's name is `<cluster>-<type>-<decision time in Unix seconds>`; rule 1 is what makes a
+//! restarted controller submit nothing twice.
 
 use groundskeeper_job::etcd::plan::{
     DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
 };
+use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
-use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
-use groundskeeper_protocol::{JobResult, Operation, Outcome, Report, keys};
 use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 
 use super::observe::{ObservedMember, cluster_revision};
 use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus};
+use crate::api::maintenance_task::{
+    CompactConfig, DefragmentConfig, MaintenanceConfig, MaintenanceTask, TaskConfig, TaskState, TaskType,
+};
 use crate::conditions::Condition;
 use crate::execution::spec::bounded_name;
-use crate::execution::{JobObservation, JobState};
+use crate::results::etcd_cluster::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, is_maintenance};
 
 pub const PROGRESSING: &str = "DefragControllerProgressing";
 pub const DEGRADED: &str = "DefragControllerDegraded";
 pub const DISABLED: &str = "DefragControllerDisabled";
 
-/// Label on this controller's Jobs: the attempt number the Job name ends with.
-pub const ATTEMPT_LABEL: &str = "groundskeeper.dev/attempt";
 /// Where the Job finds the client TLS Secret's files.
 pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
 /// Shortest wait before the next reconciliation: the clock is never exact.
@@ -58,43 +62,44 @@ pub enum Observed {
     Members(Vec<ObservedMember>),
 }
 
-/// One maintenance Job of this cluster as the decision sees it.
+/// One MaintenanceTask on this cluster as the decision sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MaintenanceJobView {
+pub struct ClusterTaskView {
     pub name: String,
-    pub attempt: u64,
-    /// The Job is being deleted.
-    pub deleting: bool,
-    pub state: JobState,
+    pub task_type: TaskType,
+    /// `Pending` when the task has no status yet.
+    pub state: TaskState,
+    pub created: Timestamp,
 }
 
-impl MaintenanceJobView {
-    /// The view of a Job listed with this controller's selector; `None` without an attempt label
-    /// (not made by this controller: ignored rather than guessed at).
-    /// The trigger's own Jobs, by their attempt label; and, while it runs, a MaintenanceTask's
-    /// Job on the same cluster, as an in-flight Job of attempt 0: the trigger then creates no
-    /// Job of its own beside it (the task's result is the task's, never recorded here).
-    pub fn from_observation(job: &JobObservation) -> Option<Self> {
-        if job.labels.contains_key(keys::TASK_LABEL) {
-            return matches!(job.state, JobState::Running(_)).then(|| Self {
-                name: job.name.clone(),
-                attempt: 0,
-                deleting: job.deleting,
-                state: job.state.clone(),
-            });
+impl ClusterTaskView {
+    /// The view of a task object; `now` stands in for a creation time it lacks.
+    pub fn of(task: &MaintenanceTask, now: Timestamp) -> Self {
+        Self {
+            name: task.name_any(),
+            task_type: task.spec.task_type.clone(),
+            state: task.status.as_ref().and_then(|s| s.state).unwrap_or_default(),
+            created: task
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or(now),
         }
-        let attempt = job.labels.get(ATTEMPT_LABEL)?.parse().ok()?;
-        Some(Self {
-            name: job.name.clone(),
-            attempt,
-            deleting: job.deleting,
-            state: job.state.clone(),
-        })
     }
 
+    /// A maintenance task not final yet.
     fn in_flight(&self) -> bool {
-        matches!(self.state, JobState::Running(_))
+        is_maintenance(&self.task_type) && !self.state.is_final()
     }
+}
+
+/// The maintenance task the cluster waits for: the running one, else the first queued.
+pub fn active_task(tasks: &[ClusterTaskView]) -> Option<&ClusterTaskView> {
+    tasks
+        .iter()
+        .filter(|t| t.in_flight())
+        .min_by_key(|t| (t.state != TaskState::InProgress, t.created, t.name.as_str()))
 }
 
 pub struct Input<'a> {
@@ -104,7 +109,8 @@ pub struct Input<'a> {
     /// `spec.policy.enabled` as written, for the Disabled condition of an invalid spec.
     pub enabled: bool,
     pub observed: &'a Observed,
-    pub jobs: &'a [MaintenanceJobView],
+    /// Every MaintenanceTask whose target is this cluster, whatever its origin and state.
+    pub tasks: &'a [ClusterTaskView],
     pub previous: &'a EtcdClusterStatus,
     pub now: Timestamp,
 }
@@ -115,22 +121,18 @@ pub struct Decision {
     /// The status to write (conditions apart: see `conditions`).
     pub status: EtcdClusterStatus,
     pub conditions: Vec<Condition>,
-    pub create: Option<PlannedJob>,
+    pub submit: Option<PlannedTask>,
     pub events: Vec<PlannedEvent>,
-    /// Results recorded now, for the metrics.
-    pub recorded: Vec<JobResult>,
     pub requeue_after: SignedDuration,
 }
 
-/// The Job to create.
+/// The MaintenanceTask to submit (label `groundskeeper.dev/origin: automatic`, owned by the
+/// EtcdCluster).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedJob {
+pub struct PlannedTask {
     pub name: String,
-    pub attempt: u64,
-    /// A defrag or a compaction, rendered into the Job's arguments.
-    pub operation: Operation,
-    /// Mount the client TLS Secret (its name) under [`TLS_MOUNT_DIR`].
-    pub tls_secret: Option<String>,
+    pub task_type: TaskType,
+    pub config: TaskConfig,
     /// Why, for the Event and the Progressing condition.
     pub reason: String,
 }
@@ -143,34 +145,23 @@ pub struct PlannedEvent {
     pub note: String,
 }
 
-/// What the last maintenance run came to, kept in the status for the backoff.
-pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
-pub const OUTCOME_SKIPPED: &str = "Skipped";
-pub const OUTCOME_FAILED: &str = "Failed";
-
 /// Whether the cluster is due for an observation and a decision now, or how long until it is.
 ///
-/// Due on the check interval (or the next revision sample), and at once when the spec changed,
-/// a Job finished since the last status, or the Job in flight is not the one the status names
-/// (created, or deleted by someone). Reconciliations triggered by anything else, such as our own
-/// status writes, do nothing: without this every status write would trigger another observation
-/// and another write.
+/// Due on the check interval (or the next revision sample), and at once when the spec changed
+/// or the maintenance task the cluster waits for is not the one the status names (one was
+/// queued, or it ended: its outcome is in the status by then). Reconciliations triggered by
+/// anything else, such as our own status writes or a task moving from queued to running, do
+/// nothing: without this every status write would trigger another observation and another write.
 pub fn check_due(
     previous: &EtcdClusterStatus,
     generation: Option<i64>,
-    jobs: &[MaintenanceJobView],
+    tasks: &[ClusterTaskView],
     now: Timestamp,
 ) -> Result<(), SignedDuration> {
     let spec_changed = previous.observed_generation != generation;
-    let finished = jobs
-        .iter()
-        .any(|j| !j.in_flight() && j.attempt > previous.last_recorded_attempt);
-    let in_flight = jobs.iter().filter(|j| j.in_flight()).max_by_key(|j| j.attempt);
-    let jobs_changed = in_flight.map(|j| &j.name) != previous.active_job.as_ref();
+    let tasks_changed = active_task(tasks).map(|t| &t.name) != previous.active_task.as_ref();
     match &previous.next_check_time {
-        Some(next) if !spec_changed && !finished && !jobs_changed && next.0 > now => {
-            Err(next.0.duration_since(now))
-        }
+        Some(next) if !spec_changed && !tasks_changed && next.0 > now => Err(next.0.duration_since(now)),
         _ => Ok(()),
     }
 }
@@ -179,20 +170,8 @@ pub fn decide(input: &Input) -> Decision {
     let mut status = input.previous.clone();
     status.observed_generation = input.generation;
     let mut events = Vec::new();
-    let recorded = record_finished_jobs(input, &mut status, &mut events);
-    let in_flight = input
-        .jobs
-        .iter()
-        .filter(|j| j.in_flight())
-        .max_by_key(|j| j.attempt);
-    status.active_job = in_flight.map(|j| j.name.clone());
-    status.last_attempt = input
-        .jobs
-        .iter()
-        .map(|j| j.attempt)
-        .chain([status.last_attempt])
-        .max()
-        .unwrap_or(0);
+    let active = active_task(input.tasks);
+    status.active_task = active.map(|t| t.name.clone());
 
     let policy = match input.policy {
         Ok(policy) => policy,
@@ -201,13 +180,12 @@ pub fn decide(input: &Input) -> Decision {
             return Decision {
                 conditions: conditions(
                     input.enabled,
-                    progressing(in_flight, None),
+                    progressing(active, None),
                     Some(("InvalidSpec", errors.to_string())),
                 ),
                 status,
-                create: None,
+                submit: None,
                 events,
-                recorded,
                 requeue_after: INVALID_SPEC_REQUEUE,
             };
         }
@@ -224,13 +202,13 @@ pub fn decide(input: &Input) -> Decision {
 
     let mut requeue = requeue_for(policy, &status, input.now);
     let unhealthy = unhealthy_message(input.observed);
-    let mut create = None;
+    let mut submit = None;
     let mut degraded = unhealthy.map(|m| ("MembersUnhealthy", m));
-    if in_flight.is_none() && degraded.is_none() && policy.enabled {
+    if active.is_none() && degraded.is_none() && policy.enabled {
         match backoff_until(policy, &status) {
             Some(until) if until > input.now => requeue = requeue.min(until.duration_since(input.now)),
-            _ => match plan_job(input, policy, &status, members, revision) {
-                Ok(planned) => create = planned,
+            _ => match plan_task(input, policy, &status, members, revision) {
+                Ok(planned) => submit = planned,
                 Err(refusal) => degraded = Some(refusal),
             },
         }
@@ -241,38 +219,55 @@ pub fn decide(input: &Input) -> Decision {
             status
                 .last_maintenance_message
                 .clone()
-                .unwrap_or_else(|| "the last maintenance Job failed".to_owned()),
+                .unwrap_or_else(|| "the last maintenance task failed".to_owned()),
         ));
     }
-    if let Some(job) = &create {
-        status.last_attempt = job.attempt;
-        status.active_job = Some(job.name.clone());
+    if let Some(task) = &submit {
+        status.active_task = Some(task.name.clone());
         events.push(PlannedEvent {
             warning: false,
-            reason: "MaintenanceJobCreated",
-            note: format!("Job {}: {}", job.name, job.reason),
+            reason: "MaintenanceTaskCreated",
+            note: format!(
+                "MaintenanceTask {} ({}): {}",
+                task.name, task.task_type, task.reason
+            ),
         });
     }
     let requeue_after = requeue.max(MIN_REQUEUE);
     status.next_check_time = Some((input.now + requeue_after).into());
     Decision {
-        conditions: conditions(policy.enabled, progressing(in_flight, create.as_ref()), degraded),
+        conditions: conditions(policy.enabled, progressing(active, submit.as_ref()), degraded),
         status,
-        create,
+        submit,
         events,
-        recorded,
         requeue_after,
     }
 }
 
 fn progressing(
-    in_flight: Option<&MaintenanceJobView>,
-    created: Option<&PlannedJob>,
+    active: Option<&ClusterTaskView>,
+    submitted: Option<&PlannedTask>,
 ) -> (bool, &'static str, String) {
-    match (created, in_flight) {
-        (Some(job), _) => (true, "JobCreated", format!("Job {}: {}", job.name, job.reason)),
-        (None, Some(job)) => (true, "JobRunning", format!("Job {} is running", job.name)),
-        (None, None) => (false, "Idle", "no maintenance Job in flight".to_owned()),
+    match (submitted, active) {
+        (Some(task), _) => (
+            true,
+            "TaskCreated",
+            format!(
+                "MaintenanceTask {} ({}): {}",
+                task.name, task.task_type, task.reason
+            ),
+        ),
+        (None, Some(task)) if task.state == TaskState::InProgress => (
+            true,
+            "TaskRunning",
+            format!("MaintenanceTask {} ({}) is running", task.name, task.task_type),
+        ),
+        (None, Some(task)) => (
+            true,
+            "TaskQueued",
+            format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+        ),
+        (None, None) => (false, "Idle", "no maintenance task queued or running".to_owned()),
     }
 }
 
@@ -296,7 +291,7 @@ fn conditions(
             DISABLED,
             true,
             "DisabledBySpec",
-            "spec.policy.enabled is false: members are observed, no Job is created",
+            "spec.policy.enabled is false: members are observed, no task is submitted",
         )
     };
     vec![
@@ -304,172 +299,6 @@ fn conditions(
         Condition::new(DEGRADED, degraded_status, degraded_reason, degraded_message),
         disabled,
     ]
-}
-
-/// Records the results of Jobs finished since the last status, oldest first.
-fn record_finished_jobs(
-    input: &Input,
-    status: &mut EtcdClusterStatus,
-    events: &mut Vec<PlannedEvent>,
-) -> Vec<JobResult> {
-    let mut finished: Vec<&MaintenanceJobView> = input
-        .jobs
-        .iter()
-        .filter(|j| !j.in_flight() && j.attempt > input.previous.last_recorded_attempt)
-        .collect();
-    finished.sort_by_key(|j| j.attempt);
-    let mut recorded = Vec::new();
-    for job in finished {
-        status.last_recorded_attempt = job.attempt;
-        status.last_maintenance_time = Some(input.now.into());
-        let (outcome, message, result) = summarize(job);
-        status.last_maintenance_outcome = Some(outcome.to_owned());
-        status.last_maintenance_message = Some(message.clone());
-        events.push(PlannedEvent {
-            warning: outcome == OUTCOME_FAILED,
-            reason: match outcome {
-                OUTCOME_FAILED => "MaintenanceFailed",
-                OUTCOME_SKIPPED => "MaintenanceSkipped",
-                _ => "MaintenanceSucceeded",
-            },
-            note: message,
-        });
-        if let Some(result) = result {
-            apply_result(status, &result, input.now);
-            recorded.push(result);
-        }
-    }
-    recorded
-}
-
-/// Outcome, a one-line summary, and the runner's result when it could be read.
-fn summarize(job: &MaintenanceJobView) -> (&'static str, String, Option<JobResult>) {
-    let (finished, job_failed) = match &job.state {
-        JobState::Succeeded(f) => (f, false),
-        JobState::Failed(f) => (f, true),
-        JobState::Running(_) => unreachable!("only finished Jobs are summarized"),
-    };
-    let result = match &finished.result {
-        Ok(result) => result.clone(),
-        Err(err) if job_failed => {
-            let why = [finished.reason.as_str(), finished.message.as_str()]
-                .iter()
-                .filter(|s| !s.is_empty())
-                .copied()
-                .collect::<Vec<_>>()
-                .join(": ");
-            return (
-                OUTCOME_FAILED,
-                format!("Job {} failed ({why}); {err}", job.name),
-                None,
-            );
-        }
-        Err(err) => {
-            return (
-                OUTCOME_SUCCEEDED,
-                format!("Job {} succeeded; its result is not readable: {err}", job.name),
-                None,
-            );
-        }
-    };
-    let outcome = match (job_failed, result.outcome) {
-        (true, _) | (_, Outcome::Failed) => OUTCOME_FAILED,
-        (false, Outcome::Skipped) => OUTCOME_SKIPPED,
-        (false, Outcome::Succeeded) => OUTCOME_SUCCEEDED,
-    };
-    let message = format!("Job {}: {}", job.name, describe_result(&result));
-    (outcome, message, Some(result))
-}
-
-fn describe_result(result: &JobResult) -> String {
-    let what = match &result.report {
-        Report::Defrag(report) => {
-            let done: Vec<_> = report.members.iter().filter(|m| m.defragmented).collect();
-            let reclaimed: i64 = done
-                .iter()
-                .map(|m| (m.db_size_before - m.db_size_after).max(0))
-                .sum();
-            let compacted = report
-                .compacted_revision
-                .map(|r| format!("compacted to revision {r}, "))
-                .unwrap_or_default();
-            let unknown = report
-                .members
-                .iter()
-                .filter(|m| m.state() == MemberDefragState::Unknown)
-                .count();
-            let unknown = if unknown > 0 {
-                format!(", {unknown} unknown (a defrag call was in flight when the run stopped)")
-            } else {
-                String::new()
-            };
-            format!(
-                "{compacted}defragmented {} of {} member(s){unknown}, {reclaimed} bytes reclaimed",
-                done.len(),
-                report.members.len()
-            )
-        }
-        Report::Compact(report) if report.already_compacted => {
-            format!("revision {} was compacted already", report.compacted_revision)
-        }
-        Report::Compact(report) => format!("compacted to revision {}", report.compacted_revision),
-        Report::Cleanup(_) => "unexpected cleanup result".to_owned(),
-    };
-    let mut line = format!("{:?}: {what}", result.outcome).to_lowercase();
-    if let Some(error) = &result.error {
-        let kind = match error.kind {
-            ErrorKind::BadInput => "bad input",
-            ErrorKind::Retryable => "retryable",
-        };
-        line.push_str(&format!("; {kind} error: {}", error.message));
-    } else if let Some(message) = &result.message {
-        line.push_str(&format!("; {message}"));
-    }
-    line
-}
-
-/// Per-member defrag results and the compacted revision, into the status.
-fn apply_result(status: &mut EtcdClusterStatus, result: &JobResult, now: Timestamp) {
-    let finished_at = result
-        .started_at
-        .parse::<Timestamp>()
-        .ok()
-        .and_then(|t| {
-            t.checked_add(SignedDuration::from_millis(result.duration_ms as i64))
-                .ok()
-        })
-        .unwrap_or(now);
-    let compacted = match &result.report {
-        Report::Defrag(report) => {
-            apply_defrag(status, report, finished_at);
-            report.compacted_revision
-        }
-        Report::Compact(report) => Some(report.compacted_revision).filter(|r| *r > 0),
-        Report::Cleanup(_) => None,
-    };
-    if let Some(revision) = compacted {
-        status.last_compacted_revision = Some(status.last_compacted_revision.unwrap_or(0).max(revision));
-        status.last_compaction_time = Some(finished_at.into());
-    }
-}
-
-fn apply_defrag(status: &mut EtcdClusterStatus, report: &DefragReport, finished_at: Timestamp) {
-    for done in report.members.iter().filter(|m| m.defragmented) {
-        let reclaimed = (done.db_size_before - done.db_size_after).max(0);
-        let entry = match status.members.iter_mut().find(|m| m.id == done.id) {
-            Some(entry) => entry,
-            None => {
-                status.members.push(EtcdMemberStatus {
-                    name: done.name.clone(),
-                    id: done.id.clone(),
-                    ..Default::default()
-                });
-                status.members.last_mut().expect("just pushed")
-            }
-        };
-        entry.last_defrag_time = Some(finished_at.into());
-        entry.last_bytes_reclaimed = Some(reclaimed);
-    }
 }
 
 /// The members as observed now, keeping what only earlier statuses know (last defrag).
@@ -576,17 +405,15 @@ fn backoff_until(policy: &Policy, status: &EtcdClusterStatus) -> Option<Timestam
     Some(status.last_maintenance_time.as_ref()?.0 + policy.check_interval)
 }
 
-/// The Job to create now, `Ok(None)` when nothing is due, `Err` when something is due but a
+/// The task to submit now, `Ok(None)` when nothing is due, `Err` when something is due but a
 /// precondition keeps it from being done (reported as Degraded).
-fn plan_job(
+fn plan_task(
     input: &Input,
     policy: &Policy,
     status: &EtcdClusterStatus,
     members: &[ObservedMember],
     revision: Option<i64>,
-) -> Result<Option<PlannedJob>, (&'static str, String)> {
-    let attempt = status.last_attempt + 1;
-    let name = job_name(input.cluster, attempt);
+) -> Result<Option<PlannedTask>, (&'static str, String)> {
     let last = LastCompaction {
         time: status.last_compaction_time.as_ref().map(|t| t.0),
         revision: status.last_compacted_revision,
@@ -597,11 +424,20 @@ fn plan_job(
         }
         _ => None,
     };
+    let planned = |task_type: TaskType, config: TaskConfig, reason: String| PlannedTask {
+        name: task_name(input.cluster, &task_type, input.now),
+        task_type,
+        config,
+        reason,
+    };
     if let Some(revision) = compact_to {
-        let operation = compact_operation(policy, CompactTo::Revision(revision));
+        let config = TaskConfig {
+            compact: Some(physical_compaction(None, Some(revision))),
+            ..TaskConfig::default()
+        };
         let reason =
             format!("periodic compaction to revision {revision}, sampled at least the retention ago");
-        return Ok(Some(planned(name, attempt, operation, policy, reason)));
+        return Ok(Some(planned(TaskType::Compact, config, reason)));
     }
     let observations: Vec<MemberObservation> = members.iter().map(|m| m.member.clone()).collect();
     let over = over_thresholds(policy, &observations);
@@ -619,20 +455,56 @@ fn plan_job(
         };
         return match plan_defrag(&defrag_policy(policy), &options, &observations) {
             Ok(plan) if !plan.is_empty() => {
-                let operation = defrag_operation(policy, revision_compaction);
+                let thresholds = DefragmentConfig {
+                    min_defrag_bytes: policy.min_defrag_bytes,
+                    max_fragmented_percent: policy.max_fragmented_percent,
+                };
                 let reason = format!("defragmentation of {}", over.join(", "));
-                Ok(Some(planned(name, attempt, operation, policy, reason)))
+                Ok(Some(match revision_compaction {
+                    Some(keep) => planned(
+                        TaskType::Maintenance,
+                        TaskConfig {
+                            maintenance: Some(MaintenanceConfig {
+                                compact: Some(physical_compaction(Some(keep), None)),
+                                defragment: Some(thresholds),
+                            }),
+                            ..TaskConfig::default()
+                        },
+                        format!("{reason}, compacting to keep the last {keep} revisions first"),
+                    ),
+                    None => planned(
+                        TaskType::Defragment,
+                        TaskConfig {
+                            defragment: Some(thresholds),
+                            ..TaskConfig::default()
+                        },
+                        reason,
+                    ),
+                }))
             }
             Ok(_) => Ok(None),
             Err(refusal) => Err(refusal_condition(&refusal, &over)),
         };
     }
     if let Some(keep) = revision_compaction {
-        let operation = compact_operation(policy, CompactTo::RetainRevisions(keep));
+        let config = TaskConfig {
+            compact: Some(physical_compaction(Some(keep), None)),
+            ..TaskConfig::default()
+        };
         let reason = format!("compaction keeping the last {keep} revisions");
-        return Ok(Some(planned(name, attempt, operation, policy, reason)));
+        return Ok(Some(planned(TaskType::Compact, config, reason)));
     }
     Ok(None)
+}
+
+/// A compaction that waits until the freed pages are visible, so that a defragmentation after
+/// it reclaims them (as [`compact_operation`] renders it).
+fn physical_compaction(retain_revisions: Option<i64>, revision: Option<i64>) -> CompactConfig {
+    CompactConfig {
+        retain_revisions,
+        revision,
+        physical: true,
+    }
 }
 
 fn refusal_condition(refusal: &Refusal, over: &[String]) -> (&'static str, String) {
@@ -688,16 +560,6 @@ fn over_thresholds(policy: &Policy, members: &[MemberObservation]) -> Vec<String
         .collect()
 }
 
-fn planned(name: String, attempt: u64, operation: Operation, policy: &Policy, reason: String) -> PlannedJob {
-    PlannedJob {
-        name,
-        attempt,
-        operation,
-        tls_secret: policy.tls_secret.clone(),
-        reason,
-    }
-}
-
 /// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
 fn etcd_target(policy: &Policy) -> EtcdTarget {
     use crate::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
@@ -722,11 +584,6 @@ pub fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
     })
 }
 
-/// A defrag with the cluster's thresholds, compacting to current − `retain` first when given.
-fn defrag_operation(policy: &Policy, retain: Option<i64>) -> Operation {
-    defrag_with(policy, &defrag_policy(policy), retain)
-}
-
 /// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
 /// leadership and single-member settings from the cluster's policy.
 pub fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
@@ -740,8 +597,14 @@ pub fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i6
     })
 }
 
-/// `<cluster>-maint-<attempt>`, shortened to a valid Job name when the cluster's name is long
-/// (with a hash of the full name, so that two long names sharing a prefix do not collide).
-pub fn job_name(cluster: &str, attempt: u64) -> String {
-    bounded_name(cluster, &format!("-maint-{attempt}"))
+/// `<cluster>-<type>-<decision time in Unix seconds>` (type in lower case), shortened to a valid
+/// name when the cluster's name is long (with a hash of the full name, so that two long names
+/// sharing a prefix do not collide). The name is also a label value of the task's Jobs.
+pub fn task_name(cluster: &str, task_type: &TaskType, decided_at: Timestamp) -> String {
+    let suffix = format!(
+        "-{}-{}",
+        task_type.as_str().to_lowercase(),
+        decided_at.as_second()
+    );
+    bounded_name(cluster, &suffix)
 }

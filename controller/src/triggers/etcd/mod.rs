@@ -1,8 +1,10 @@
 //! etcd compaction and defragmentation: the EtcdCluster controller.
 //!
 //! Observe (cheap `Status` calls on every member), decide (a pure function of the spec, the
-//! members, the cluster's maintenance Jobs and the last status), apply (at most one Job per
-//! cluster, a status write, Events, metrics).
+//! members, the cluster's MaintenanceTasks and the last status), apply (a status write, at most
+//! one automatic MaintenanceTask submitted, Events, metrics). The tasks' Jobs are the task
+//! controller's ([`crate::tasks`]); their outcomes come back into the status through
+//! [`crate::results::etcd_cluster`].
 
 pub mod decide;
 pub mod metrics;

@@ -1,61 +1,67 @@
-//! The thin layer around [`decide`]: read the EtcdCluster's Jobs and the members, decide, then
-//! create the Job, write the status, publish Events and update the metrics.
+//! The thin layer around [`decide`]: read the EtcdCluster's maintenance tasks and the members,
+//! decide, then write the status, submit the task, publish Events and update the metrics.
+//!
+//! The status is written before the task is submitted, with the resourceVersion the decision was
+//! made on: when the task controller recorded a finished task's outcome in the meantime
+//! ([`crate::results::etcd_cluster`]), the write conflicts, nothing is submitted, and the
+//! cluster is decided again on the fresh status. A task whose outcome is recorded is final
+//! before the tasks are listed, so a decision never misses an outcome it then acts against.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, OwnerReference};
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition as MetaCondition, ObjectMeta, OwnerReference,
+};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use groundskeeper_protocol::{Operation, OperationKind, keys};
+use groundskeeper_protocol::{Operation, keys};
 
 use super::decide::{
-    ATTEMPT_LABEL, Decision, Input, MaintenanceJobView, Observed, PlannedEvent, PlannedJob, TLS_MOUNT_DIR,
-    check_due, decide,
+    ClusterTaskView, Decision, Input, Observed, PlannedEvent, PlannedTask, TLS_MOUNT_DIR, check_due, decide,
 };
 use super::observe::{ClientTls, observe_cluster};
 use super::policy::Policy;
 use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::api::maintenance_task::{
+    DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskTarget,
+};
 use crate::conditions::{self, merge_conditions};
-use crate::execution::{self, Created, MaintenanceJob, SecretFile};
+use crate::execution::{MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler, describe};
 
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "etcd";
-/// Operations of this controller's Jobs (the [`keys::OPERATION_LABEL`] values).
-pub const OPERATIONS: [OperationKind; 2] = [OperationKind::Defrag, OperationKind::Compact];
+/// Wait before deciding again on a status that changed under a decision.
+const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
 /// Runs the EtcdCluster controller until the watch streams end.
 pub async fn run(ctx: Arc<Context>) {
     let clusters = Api::<EtcdCluster>::all(ctx.client.clone());
-    let jobs = Api::<Job>::all(ctx.client.clone());
-    let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
-    let controller = Controller::new(clusters, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(&ours));
+    let tasks = Api::<MaintenanceTask>::all(ctx.client.clone());
+    // Every task on a cluster wakes it, whoever asked for it: a task queued or ended changes
+    // what is due (see `check_due`).
+    let controller = Controller::new(clusters, watcher::Config::default()).watches(
+        tasks,
+        watcher::Config::default(),
+        |task: MaintenanceTask| {
+            let namespace = task.namespace()?;
+            (task.spec.target.kind == TargetKind::EtcdCluster)
+                .then(|| ObjectRef::new(&task.spec.target.name).within(&namespace))
+        },
+    );
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
-}
-
-/// The label selector of every maintenance Job of cluster `name`.
-pub fn maintenance_job_selector(name: &str) -> String {
-    format!(
-        "{}={},{}={name},{} in ({})",
-        keys::MANAGED_BY_LABEL,
-        keys::MANAGED_BY,
-        keys::TARGET_LABEL,
-        keys::OPERATION_LABEL,
-        OPERATIONS.map(OperationKind::as_str).join(",")
-    )
 }
 
 /// One reconciliation of one EtcdCluster.
@@ -78,12 +84,8 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         ctx.metrics.etcd.forget(&namespace, &name, &previous.members);
         return Ok(Action::await_change());
     }
-    let jobs = execution::observe_jobs(&ctx.client, &namespace, &maintenance_job_selector(&name)).await?;
-    let jobs: Vec<MaintenanceJobView> = jobs
-        .iter()
-        .filter_map(MaintenanceJobView::from_observation)
-        .collect();
-    if let Err(wait) = check_due(&previous, cluster.meta().generation, &jobs, now) {
+    let tasks = cluster_tasks(ctx, &namespace, &name, now).await?;
+    if let Err(wait) = check_due(&previous, cluster.meta().generation, &tasks, now) {
         return Ok(Action::requeue(to_std(wait)));
     }
     let policy = Policy::from_spec(&cluster.spec);
@@ -97,11 +99,33 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         policy: policy.as_ref(),
         enabled: cluster.spec.policy.enabled,
         observed: &observed,
-        jobs: &jobs,
+        tasks: &tasks,
         previous: &previous,
         now,
     });
-    apply(cluster, ctx, &policy, &observed, decision, now).await
+    apply(cluster, ctx, &observed, decision, now).await
+}
+
+/// The MaintenanceTasks whose target is the cluster, whoever created them.
+async fn cluster_tasks(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    now: Timestamp,
+) -> Result<Vec<ClusterTaskView>> {
+    let target = TaskTarget {
+        kind: TargetKind::EtcdCluster,
+        name: name.to_owned(),
+    };
+    Ok(Api::<MaintenanceTask>::namespaced(ctx.client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("list MaintenanceTasks in {namespace}")))?
+        .items
+        .iter()
+        .filter(|task| task.spec.target == target)
+        .map(|task| ClusterTaskView::of(task, now))
+        .collect())
 }
 
 /// Reads the client TLS Secret, if any, and asks every member.
@@ -145,32 +169,18 @@ pub async fn read_client_tls(
     })
 }
 
-/// Applies a decision: creates its Job (a Job of that name that exists already is taken as the
-/// same decision made by another reconciliation), writes the status, updates the metrics and
-/// publishes the Events.
+/// Applies a decision: writes the status (on the resourceVersion it was decided on), submits
+/// its task (a task of that name that exists already is taken as the same decision made by
+/// another reconciliation), updates the metrics and publishes the Events.
 pub async fn apply(
     cluster: &EtcdCluster,
     ctx: &Context,
-    policy: &std::result::Result<Policy, super::policy::SpecErrors>,
     observed: &Observed,
     mut decision: Decision,
     now: Timestamp,
 ) -> Result<Action> {
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
-    if let Some(planned) = &decision.create {
-        let limits = job_limits(policy.as_ref().ok(), &ctx.config.job_limits);
-        let job = maintenance_job(cluster, ctx, planned, limits)?;
-        match execution::create_job(&ctx.client, &job).await? {
-            Created::New(_) => ctx.metrics.job_created(planned.operation.kind().as_str()),
-            Created::Existing(_) => {
-                // Another reconciliation (a second replica, or ours before a restart) decided the
-                // same on the same state: the Job is theirs, the Event was theirs to publish.
-                tracing::info!(job = %planned.name, "maintenance Job exists already");
-                decision.events.retain(|e| e.reason != "MaintenanceJobCreated");
-            }
-        }
-    }
     let previous = cluster.status.clone().unwrap_or_default();
     let status = with_conditions(
         decision.status,
@@ -178,26 +188,78 @@ pub async fn apply(
         cluster.meta().generation,
         now,
     )?;
-    write_status(&ctx.client, &namespace, &name, &previous, &status).await?;
+    match write_status(&ctx.client, cluster, &previous, &status).await {
+        Err(err) if err.api_status_code() == Some(409) => {
+            tracing::info!(cluster = %describe(cluster), "status changed since it was read: deciding again");
+            return Ok(Action::requeue(RETRY_ON_CONFLICT));
+        }
+        written => written?,
+    }
+    if let Some(planned) = &decision.submit {
+        let task = automatic_task(cluster, planned)?;
+        let created = Api::<MaintenanceTask>::namespaced(ctx.client.clone(), &namespace)
+            .create(&PostParams::default(), &task)
+            .await;
+        match created {
+            Ok(_) => {
+                tracing::info!(task = %planned.name, cluster = %describe(cluster), "submitted a maintenance task")
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                // Another reconciliation (a second replica, or ours before a restart) decided the
+                // same on the same state: the task is theirs, the Event was theirs to publish.
+                tracing::info!(task = %planned.name, "maintenance task exists already");
+                decision.events.retain(|e| e.reason != "MaintenanceTaskCreated");
+            }
+            Err(err) => {
+                return Err(Error::kube(format!(
+                    "create MaintenanceTask {namespace}/{} for EtcdCluster {name}",
+                    planned.name
+                ))(err));
+            }
+        }
+    }
     if let Observed::Members(_) = observed {
         ctx.metrics
             .etcd
             .observed(&namespace, &name, &status.members, &previous.members);
     }
-    for result in &decision.recorded {
-        ctx.metrics.etcd.recorded(&namespace, &name, result);
-        let operation = match result.report {
-            groundskeeper_protocol::Report::Compact(_) => OperationKind::Compact,
-            _ => OperationKind::Defrag,
-        };
-        let outcome = serde_json::to_value(result.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        ctx.metrics.job_finished(operation.as_str(), &outcome);
-    }
     publish_events(cluster, ctx, &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
+}
+
+/// The planned task as an object: labelled `groundskeeper.dev/origin: automatic`, owned by the
+/// EtcdCluster (deleting the cluster deletes its tasks, and their Jobs with them).
+pub fn automatic_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<MaintenanceTask> {
+    let owner = cluster
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject {
+            object: format!("EtcdCluster {}", describe(cluster)),
+            field: "metadata.uid".into(),
+            message: "missing: the object was not read from the API server".into(),
+        })?;
+    Ok(MaintenanceTask {
+        metadata: ObjectMeta {
+            name: Some(planned.name.clone()),
+            namespace: cluster.namespace(),
+            labels: Some(BTreeMap::from([
+                (keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_AUTOMATIC.to_owned()),
+                (keys::MANAGED_BY_LABEL.to_owned(), keys::MANAGED_BY.to_owned()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: MaintenanceTaskSpec {
+            target: TaskTarget {
+                kind: TargetKind::EtcdCluster,
+                name: cluster.name_any(),
+            },
+            task_type: planned.task_type.clone(),
+            config: planned.config.clone(),
+            ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            deadline_seconds: None,
+        },
+        status: None,
+    })
 }
 
 /// The Job limits: the cluster's `spec.job`, else the controller's settings.
@@ -214,35 +276,6 @@ pub fn job_limits(policy: Option<&Policy>, defaults: &JobLimits) -> JobLimits {
             .ttl_seconds_after_finished
             .unwrap_or(defaults.ttl_seconds_after_finished),
     }
-}
-
-/// The planned Job as the shared Job path builds it.
-pub fn maintenance_job(
-    cluster: &EtcdCluster,
-    ctx: &Context,
-    planned: &PlannedJob,
-    limits: JobLimits,
-) -> Result<MaintenanceJob> {
-    let owner = cluster
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject {
-            object: format!("EtcdCluster {}", describe(cluster)),
-            field: "metadata.uid".into(),
-            message: "missing: the object was not read from the API server".into(),
-        })?;
-    let labels = BTreeMap::from([(ATTEMPT_LABEL.to_owned(), planned.attempt.to_string())]);
-    Ok(etcd_job(
-        cluster,
-        ctx,
-        EtcdJob {
-            owner,
-            name: planned.name.clone(),
-            operation: planned.operation.clone(),
-            tls_secret: planned.tls_secret.clone(),
-            labels,
-            limits,
-        },
-    ))
 }
 
 /// What differs between the Jobs run against one EtcdCluster.
@@ -316,19 +349,25 @@ pub fn status_patch(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> R
     conditions::status_patch(previous, next).map_err(Error::json("EtcdCluster status"))
 }
 
+/// Writes the status when it changed, on the resourceVersion it was read with (a 409 when the
+/// status changed since).
 async fn write_status(
     client: &kube::Client,
-    namespace: &str,
-    name: &str,
+    cluster: &EtcdCluster,
     previous: &EtcdClusterStatus,
     next: &EtcdClusterStatus,
 ) -> Result<()> {
     if previous == next {
         return Ok(());
     }
-    let patch = status_patch(previous, next)?;
-    Api::<EtcdCluster>::namespaced(client.clone(), namespace)
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let mut patch = status_patch(previous, next)?;
+    if let Some(version) = cluster.resource_version() {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
+    Api::<EtcdCluster>::namespaced(client.clone(), &namespace)
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(Error::kube(format!(
             "write status of EtcdCluster {namespace}/{name}"
@@ -336,7 +375,8 @@ async fn write_status(
     Ok(())
 }
 
-async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
+/// Publishes Events about `cluster`.
+pub async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
     let regarding = cluster.object_ref(&());
     for planned in events {
         let event = Event {
