@@ -115,16 +115,19 @@ enum Target {
     Etcd {
         cluster: Option<Box<EtcdCluster>>,
     },
-    Scylla {
-        cluster: Option<Box<ScyllaCluster>>,
-        /// The cluster's facts, its member Services and its agent token Secret, as the cleanup
-        /// trigger reads them.
-        facts: Option<ClusterFacts>,
-        members: Vec<MemberFacts>,
-        secret: SecretState,
-    },
+    /// `None`: no such ScyllaCluster.
+    Scylla(Option<Box<ScyllaTarget>>),
     /// A kind groundskeeper does not know: the task is rejected by its checks.
     Unknown,
+}
+
+/// A ScyllaCluster with what the cleanup trigger reads of it: its facts, its member Services and
+/// whether its agent token Secret is there.
+struct ScyllaTarget {
+    cluster: ScyllaCluster,
+    facts: ClusterFacts,
+    members: Vec<MemberFacts>,
+    secret: SecretState,
 }
 
 impl Target {
@@ -145,21 +148,16 @@ impl Target {
                     .await
                     .map_err(Error::kube(format!("get ScyllaCluster {namespace}/{name}")))?;
                 let Some(cluster) = cluster else {
-                    return Ok(Target::Scylla {
-                        cluster: None,
-                        facts: None,
-                        members: Vec::new(),
-                        secret: SecretState::Present,
-                    });
+                    return Ok(Target::Scylla(None));
                 };
                 let services = scylla_observe::list_member_services(&ctx.client, namespace, name).await?;
                 let secret = scylla_observe::read_secret_state(&ctx.client, namespace, name).await?;
-                Ok(Target::Scylla {
-                    facts: Some(scylla_observe::cluster_facts(&cluster)),
+                Ok(Target::Scylla(Some(Box::new(ScyllaTarget {
+                    facts: scylla_observe::cluster_facts(&cluster),
                     members: scylla_observe::current_members(&services),
-                    cluster: Some(Box::new(cluster)),
+                    cluster,
                     secret,
-                })
+                }))))
             }
             _ => Ok(Target::Unknown),
         }
@@ -168,7 +166,8 @@ impl Target {
     fn facts(&self) -> TargetFacts {
         match self {
             Target::Etcd { cluster } => targets::etcd::facts(cluster.as_deref()),
-            Target::Scylla { facts, secret, .. } => targets::scylla::facts(facts.as_ref(), secret),
+            Target::Scylla(Some(scylla)) => targets::scylla::facts(Some(&scylla.facts), &scylla.secret),
+            Target::Scylla(None) => TargetFacts::Missing,
             Target::Unknown => TargetFacts::Missing,
         }
     }
@@ -255,7 +254,7 @@ async fn advance(
     target: &Target,
     now: Timestamp,
 ) -> Result<MaintenanceTaskStatus> {
-    if let Target::Scylla { .. } = target {
+    if let Target::Scylla(_) = target {
         return cleanup::advance(ctx, task, status, target, now).await;
     }
     let generation = task.metadata.generation;
@@ -307,7 +306,7 @@ fn work_on(
             let steps = targets::etcd::steps(&work, &policy)?;
             Ok((cluster.as_ref().clone(), steps))
         }
-        Target::Scylla { .. } => Err("only a Cleanup task runs on a ScyllaCluster".into()),
+        Target::Scylla(_) => Err("only a Cleanup task runs on a ScyllaCluster".into()),
         _ => Err("the target is gone".into()),
     }
 }

@@ -31,13 +31,7 @@ pub(super) async fn advance(
     now: Timestamp,
 ) -> Result<MaintenanceTaskStatus> {
     let generation = task.metadata.generation;
-    let Target::Scylla {
-        cluster: Some(cluster),
-        facts: Some(facts),
-        members,
-        ..
-    } = target
-    else {
+    let Target::Scylla(Some(scylla)) = target else {
         return Ok(fail(
             status,
             NOT_SUPPORTED,
@@ -46,6 +40,7 @@ pub(super) async fn advance(
             now,
         ));
     };
+    let (cluster, facts, members) = (&scylla.cluster, &scylla.facts, &scylla.members);
     let cleanup = match validate(task).map(|valid| valid.work) {
         Ok(Work::Cleanup(cleanup)) => cleanup,
         Ok(_) => {
