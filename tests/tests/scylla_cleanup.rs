@@ -20,7 +20,7 @@ use std::time::Duration;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::node_address;
-use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
+use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants, controller_grants_namespaced};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
@@ -259,6 +259,14 @@ impl Drop for Scenario {
     }
 }
 
+/// How the controller is installed: `manifests/rbac/cluster-wide/`, or `manifests/rbac/namespaced/`
+/// with `--namespaces` naming the scenario's namespace.
+#[derive(Clone, Copy)]
+enum Mode {
+    ClusterWide,
+    Namespaced,
+}
+
 /// Initial racks, and the racks after the scale-out.
 const BEFORE: &Racks = &[("a", 2), ("b", 1)];
 const AFTER: &Racks = &[("a", 4), ("b", 2)];
@@ -274,11 +282,25 @@ impl Scenario {
         secret_token: &str,
         agent: impl Fn(AgentSpec) -> AgentSpec,
     ) -> Scenario {
+        Self::start_in(Mode::ClusterWide, with_datacenter, secret_token, agent).await
+    }
+
+    /// [`Scenario::start_with`] with the controller installed in `mode`.
+    async fn start_in(
+        mode: Mode,
+        with_datacenter: bool,
+        secret_token: &str,
+        agent: impl Fn(AgentSpec) -> AgentSpec,
+    ) -> Scenario {
+        let (grants, namespaces) = match mode {
+            Mode::ClusterWide => (controller_grants(), Vec::new()),
+            Mode::Namespaced => (controller_grants_namespaced(), vec![NAMESPACE.to_owned()]),
+        };
         let _ = rustls::crypto::ring::default_provider().install_default();
         // The controller acts with what manifests/rbac/ grants it, and nothing more.
         let server = Arc::new(
             ApiServer::builder()
-                .authorize(CONTROLLER_TOKEN, controller_grants())
+                .authorize(CONTROLLER_TOKEN, grants)
                 .start()
                 .await
                 .unwrap(),
@@ -372,6 +394,7 @@ impl Scenario {
         let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
+            namespaces,
             ..ControllerConfig::default()
         };
         let client = server.client_with_token(CONTROLLER_TOKEN);
@@ -1058,4 +1081,68 @@ async fn deleting_a_running_cleanup_task_deletes_its_jobs() {
         .await;
     assert_eq!(scenario.jobs.log().created.len(), 2, "no Job after the deletion");
     assert!(scenario.condition_is("CleanupControllerDegraded", "False"));
+}
+
+/// Namespaced mode: with only the Roles of `manifests/rbac/namespaced/` and `--namespaces scylla`,
+/// the controller does the whole scale-out cleanup in its namespace, and what it holds cannot
+/// read a Secret, create a Job or list clusters anywhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaced_mode_cleans_its_namespace_and_reaches_no_other() {
+    let scenario = Scenario::start_in(Mode::Namespaced, true, AGENT_TOKEN, |spec| spec).await;
+    scenario.scale_out();
+    let new_hash = hash_of(&ring(6));
+    scenario
+        .wait_for(
+            "every old node cleaned for the new ring, Progressing False",
+            |s| {
+                Scenario::old_nodes().iter().all(|n| {
+                    s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref()
+                        == Some(new_hash.as_str())
+                }) && s.condition_is("CleanupControllerProgressing", "False")
+            },
+        )
+        .await;
+    assert_eq!(scenario.jobs.log().created.len(), 3);
+
+    let elsewhere = "elsewhere";
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("basic-auth-token".into()),
+            namespace: Some(elsewhere.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    scenario.server.create_as(&secret).unwrap();
+    let client = scenario.server.client_with_token(CONTROLLER_TOKEN);
+    let forbidden = |result: Result<(), kube::Error>, what: &str| match result {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{what}: {status:?}"),
+        Err(other) => panic!("{what}: {other}"),
+        Ok(()) => panic!("{what}: allowed outside the controller's namespaces"),
+    };
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), elsewhere);
+    forbidden(
+        secrets.get("basic-auth-token").await.map(|_| ()),
+        "get a Secret elsewhere",
+    );
+    let jobs: kube::Api<Job> = kube::Api::namespaced(client.clone(), elsewhere);
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "x", "namespace": elsewhere},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x"}]}}}
+    }))
+    .unwrap();
+    forbidden(
+        jobs.create(&kube::api::PostParams::default(), &job)
+            .await
+            .map(|_| ()),
+        "create a Job elsewhere",
+    );
+    let everywhere: kube::Api<Service> = kube::Api::all(client);
+    forbidden(
+        everywhere
+            .list(&kube::api::ListParams::default())
+            .await
+            .map(|_| ()),
+        "list Services across namespaces",
+    );
 }

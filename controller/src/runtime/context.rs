@@ -87,6 +87,11 @@ pub struct ControllerConfig {
     /// Attempts at a status write that conflicts with other writers before giving up.
     #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
     pub status_write_attempts: u32,
+    /// The namespaces to look after, comma-separated (namespaced mode: a Role in each, see
+    /// `manifests/rbac/namespaced/`). None: every namespace (the ClusterRole of
+    /// `manifests/rbac/cluster-wide/`).
+    #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
 }
 
 impl Default for ControllerConfig {
@@ -100,6 +105,7 @@ impl Default for ControllerConfig {
             requeue_error: Duration::from_secs(30),
             ring_observer_interval: Duration::from_secs(30),
             status_write_attempts: 5,
+            namespaces: Vec::new(),
         }
     }
 }
@@ -124,6 +130,16 @@ impl ControllerConfig {
             return Err(Error::Config(format!(
                 "Job limits: backoffLimit and ttlSecondsAfterFinished must be ≥ 0 and \
                  activeDeadlineSeconds > 0, got {limits:?}"
+            )));
+        }
+        if let Some(bad) = self
+            .namespaces
+            .iter()
+            .find(|n| !n.trim().is_empty() && !crate::deploy::is_namespace_name(n.trim()))
+        {
+            return Err(Error::Config(format!(
+                "--namespaces (GROUNDSKEEPER_NAMESPACES): {bad:?} is not a namespace name \
+                 (lowercase letters, digits and '-', at most 63); give namespaces separated by commas"
             )));
         }
         if self.status_write_attempts == 0 {
@@ -198,6 +214,40 @@ mod tests {
         let cli = Cli::try_parse_from(["groundskeeper-controller"]).unwrap();
         assert_eq!(cli.config, ControllerConfig::default());
         cli.config.validate().unwrap();
+    }
+
+    #[test]
+    fn namespaces_are_a_comma_separated_list_of_namespace_names() {
+        let parse = |value: &str| {
+            Cli::try_parse_from(["groundskeeper-controller", "--namespaces", value])
+                .unwrap()
+                .config
+        };
+        let config = parse("scylla,etcd");
+        assert_eq!(config.namespaces, ["scylla", "etcd"]);
+        config.validate().unwrap();
+        let watched = |value: &str| crate::runtime::scope::watched(&parse(value));
+        assert_eq!(
+            watched("scylla,etcd,scylla"),
+            [Some("etcd".to_owned()), Some("scylla".to_owned())]
+        );
+        assert_eq!(
+            watched(" ,"),
+            [None],
+            "blank entries name no namespace: every namespace"
+        );
+        assert_eq!(
+            crate::runtime::scope::watched(&ControllerConfig::default()),
+            [None]
+        );
+        let err = parse("scylla,Not_A_Namespace")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"Not_A_Namespace\" is not a namespace name"),
+            "{err}"
+        );
     }
 
     #[test]

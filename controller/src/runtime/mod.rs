@@ -8,3 +8,4 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod reconciler;
+pub mod scope;

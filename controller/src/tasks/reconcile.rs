@@ -36,6 +36,7 @@ use crate::results;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
+use crate::runtime::scope;
 use crate::targets;
 use crate::triggers::etcd::policy::Policy;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits};
@@ -53,8 +54,13 @@ pub const NOT_SUPPORTED: &str = "NotSupported";
 
 /// Runs the task controller until the process is told to stop.
 pub async fn run(ctx: Arc<Context>) {
-    let tasks = Api::<MaintenanceTask>::all(ctx.client.clone());
-    let jobs = Api::<Job>::all(ctx.client.clone());
+    scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace)).await;
+}
+
+/// The task controller over the tasks of one namespace, or of all for `None`.
+async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
+    let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref());
+    let jobs = scope::api::<Job>(&ctx.client, namespace.as_deref());
     let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
     let controller = Controller::new(tasks, watcher::Config::default())
         .owns(jobs, watcher::Config::default().labels(&ours));

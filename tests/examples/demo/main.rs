@@ -208,7 +208,7 @@ fn refuse_real_cluster() -> ExitCode {
         "--against-kubeconfig: not available; nothing was done ({kubeconfig}).\n\
          \n\
          The same walk-through on a real cluster needs what this demo cannot create by itself:\n\
-         - groundskeeper installed there: manifests/crds/, manifests/rbac/ and manifests/deploy/ \
+         - groundskeeper installed there: manifests/crds/, manifests/rbac/ (with cluster-wide/ or namespaced/) and manifests/deploy/ \
          applied, and the groundskeeper-job image (`docker build --target job .`) pullable by the \
          cluster's nodes, since the Jobs run there and not in this process;\n\
          - an etcd cluster the Jobs' pods can reach, with its client certificate in a Secret (the \

@@ -194,10 +194,26 @@ pub const CONTROLLER_TOKEN: &str = "groundskeeper-controller-token";
 /// Namespace and name of the controller's ServiceAccount in `manifests/`.
 pub const CONTROLLER_SERVICE_ACCOUNT: (&str, &str) = ("groundskeeper", "groundskeeper-controller");
 
-/// What `manifests/rbac/` grants the controller's ServiceAccount.
+/// What the cluster-wide mode's manifests (`manifests/rbac/` and `manifests/rbac/cluster-wide/`)
+/// grant the controller's ServiceAccount.
 pub fn controller_grants() -> Grants {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/rbac");
-    let manifests = load_manifests(&dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+    grants_of(&["rbac", "rbac/cluster-wide"])
+}
+
+/// What the namespaced mode's manifests (`manifests/rbac/` and `manifests/rbac/namespaced/`, the
+/// examples' namespaces `scylla` and `etcd`) grant the controller's ServiceAccount.
+pub fn controller_grants_namespaced() -> Grants {
+    grants_of(&["rbac", "rbac/namespaced"])
+}
+
+fn grants_of(dirs: &[&str]) -> Grants {
+    let mut manifests = Vec::new();
+    for dir in dirs {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../manifests")
+            .join(dir);
+        manifests.extend(load_manifests(&dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display())));
+    }
     let (namespace, name) = CONTROLLER_SERVICE_ACCOUNT;
     Grants::for_service_account(&manifests, namespace, name)
 }

@@ -40,6 +40,7 @@ use crate::execution::{MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler, describe};
+use crate::runtime::scope;
 
 /// This controller's name in metrics and logs.
 pub const CONTROLLER: &str = "etcd";
@@ -48,8 +49,13 @@ const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
 /// Runs the EtcdCluster controller until the watch streams end.
 pub async fn run(ctx: Arc<Context>) {
-    let clusters = Api::<EtcdCluster>::all(ctx.client.clone());
-    let tasks = Api::<MaintenanceTask>::all(ctx.client.clone());
+    scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace)).await;
+}
+
+/// The trigger over the EtcdClusters of one namespace, or of all for `None`.
+async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
+    let clusters = scope::api::<EtcdCluster>(&ctx.client, namespace.as_deref());
+    let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref());
     // Every task on a cluster wakes it, whoever asked for it: a task queued or ended changes
     // what is due (see `check_due`).
     let controller = Controller::new(clusters, watcher::Config::default()).watches(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
-use kube::Api;
+
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -18,29 +18,36 @@ use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::Error;
 use crate::runtime::reconciler::{self, Reconciler};
+use crate::runtime::scope;
 
 /// The `controller` label of this controller's metrics.
 pub const CONTROLLER: &str = "scylla-cleanup";
 
 /// Runs the cleanup controller until the process is told to stop.
 pub async fn run(ctx: Arc<Context>) {
+    scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace)).await;
+}
+
+/// The trigger over the ScyllaClusters of one namespace, or of all for `None`.
+async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
     let client = ctx.client.clone();
+    let namespace = namespace.as_deref();
     let members_selector = format!(
         "{}={}",
         keys::SCYLLA_SERVICE_TYPE_LABEL,
         keys::SCYLLA_SERVICE_TYPE_MEMBER
     );
     let controller = Controller::new(
-        Api::<ScyllaCluster>::all(client.clone()),
+        scope::api::<ScyllaCluster>(&client, namespace),
         watcher::Config::default(),
     )
     .watches(
-        Api::<Service>::all(client.clone()),
+        scope::api::<Service>(&client, namespace),
         watcher::Config::default().labels(&members_selector),
         cluster_of_member,
     )
     .watches(
-        Api::<MaintenanceTask>::all(client),
+        scope::api::<MaintenanceTask>(&client, namespace),
         watcher::Config::default(),
         cluster_of_task,
     );

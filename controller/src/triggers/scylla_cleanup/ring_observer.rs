@@ -38,6 +38,7 @@ use super::observe::{get_agent_token_secret, list_member_services};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
+use crate::runtime::scope;
 use crate::targets::scylla::node_address;
 
 /// Field manager of the observer's writes, as `metadata.managedFields` records it.
@@ -145,14 +146,22 @@ pub async fn run_ring_observer(ctx: Arc<Context>) {
     }
 }
 
-/// One pass over every ScyllaCluster. A failing cluster is logged and does not stop the others.
+/// One pass over every ScyllaCluster it looks after. A failing cluster is logged and does not
+/// stop the others.
 pub async fn observe_all(ctx: &Context) -> Result<()> {
-    let clusters: Api<ScyllaCluster> = Api::all(ctx.client.clone());
-    let clusters = clusters
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube("list ScyllaClusters"))?;
-    for cluster in &clusters.items {
+    let mut clusters = Vec::new();
+    for namespace in scope::watched(&ctx.config) {
+        let api: Api<ScyllaCluster> = scope::api(&ctx.client, namespace.as_deref());
+        let listed = api
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!(
+                "list ScyllaClusters in {}",
+                namespace.as_deref().unwrap_or("every namespace")
+            )))?;
+        clusters.extend(listed.items);
+    }
+    for cluster in &clusters {
         let disabled = cluster
             .metadata
             .annotations
