@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
+use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, Proxy, ScyllaAgent};
 use groundskeeper_job::scylla::cleanup::{self, CleanupArgs, SKIP_LOCAL, SKIP_TABLETS};
 use groundskeeper_protocol::result::{CleanupReport, ErrorKind, KeyspaceStatus};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
@@ -598,4 +598,58 @@ async fn an_unreachable_agent_is_retryable() {
         exit::RETRYABLE,
         "{result:?}"
     );
+}
+
+/// A proxy that echoes the request's headers in its error page puts the bearer token in the body
+/// the runner reads: it must reach no message, log line or result.
+#[tokio::test]
+async fn a_token_echoed_by_a_proxy_reaches_no_output() {
+    install_provider();
+    let spec = AgentSpec {
+        proxy: Proxy::EchoHeadersOnError,
+        ..node().topology_changing("shop")
+    };
+    let agent = ScyllaAgent::start(spec).await;
+    let files = Files::new();
+    let token = agent.token();
+    let args = args(&agent, &files, &files.token(&token));
+    let (code, output, result) = run_binary(&args, &[]).await;
+    assert_eq!(
+        code,
+        exit::RETRYABLE,
+        "a 502 from the proxy may pass: {}",
+        stderr(&output)
+    );
+    let result_text = std::fs::read_to_string(&args.result_file).unwrap();
+    assert!(
+        result_text.contains("502"),
+        "the proxy's answer is what the result tells: {result_text}"
+    );
+    for (name, text) in [
+        ("stderr", stderr(&output)),
+        ("stdout", String::from_utf8_lossy(&output.stdout).into_owned()),
+        ("result", result_text),
+    ] {
+        assert!(!text.contains(&token), "{name} holds the token:\n{text}");
+    }
+    assert!(result.is_some());
+}
+
+/// An answer that is not the JSON the API describes comes from a broken agent or a proxy, not
+/// from the user's input: retryable.
+#[tokio::test]
+async fn an_answer_that_is_not_json_is_retryable() {
+    install_provider();
+    let spec = AgentSpec {
+        proxy: Proxy::GarbledBodies,
+        ..node()
+    };
+    let agent = ScyllaAgent::start(spec).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+    let (code, output, result) = run_binary(&args, &[]).await;
+    assert_eq!(code, exit::RETRYABLE, "{}", stderr(&output));
+    let error = result.expect("a result").error.expect("an error");
+    assert_eq!(error.kind, ErrorKind::Retryable);
+    assert!(error.message.contains("unexpected response"), "{}", error.message);
 }

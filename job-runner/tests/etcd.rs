@@ -12,6 +12,7 @@ use etcd_client::{AlarmAction, AlarmType};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
 use groundskeeper_job::etcd::connect::EndpointArgs;
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
+use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
 use groundskeeper_job::run::exit_code;
 use groundskeeper_protocol::result::{DefragReport, ErrorKind};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
@@ -98,6 +99,9 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_defrag_call_timeout_is_not_a_failure,
     a_nospace_alarm_is_disarmed_once_space_is_back,
     no_move_leader_defragments_the_leader_last_in_place,
+    a_second_run_is_refused_while_the_lock_is_held,
+    endpoints_of_two_clusters_are_refused,
+    a_compaction_is_told_even_when_no_member_needs_a_defrag,
 );
 
 async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: EtcdVersion) {
@@ -315,6 +319,135 @@ async fn client_tls_with_generated_certificates(version: EtcdVersion) {
     // https without a CA is bad input too.
     let (code, _) = run_binary(&cluster, &["defrag", "--endpoints", &endpoints]);
     assert_eq!(code, exit::BAD_INPUT);
+    // A CA that did not sign the members' certificates: no retry fixes it.
+    let wrong_ca = cluster.dir().join("unrelated-ca.pem");
+    std::fs::write(&wrong_ca, unrelated_ca_pem()).unwrap();
+    let wrong_ca = wrong_ca.display().to_string();
+    let mut args = vec!["defrag", "--endpoints", &endpoints];
+    let tls_flags: Vec<String> = tls_flags
+        .iter()
+        .map(|f| if *f == ca { wrong_ca.clone() } else { f.clone() })
+        .collect();
+    args.extend(tls_flags.iter().map(String::as_str));
+    assert!(args.contains(&wrong_ca.as_str()), "{args:?}");
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("--cacert must be the CA"), "{message}");
+}
+
+fn unrelated_ca_pem() -> String {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+/// Two runs at once on one cluster: the second is refused (retryable) naming the first, touches
+/// nothing, and the lock is gone once the first has finished.
+async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let client = cluster.client(None).await.unwrap();
+    let acquired = DefragLock::acquire(client, "the first run").await;
+    let Ok(Acquired::Held(held)) = acquired else {
+        panic!("the cluster has space: the lock is taken");
+    };
+    let before = cluster.settled_states(Duration::from_secs(30)).await.unwrap();
+    let endpoints = cluster.endpoints_flag();
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let args = ["defrag", "--endpoints", &endpoints, "--min-defrag-bytes", &min];
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(
+        message.contains("another defrag run holds this cluster's lock"),
+        "{message}"
+    );
+    assert!(message.contains("the first run"), "{message}");
+    let after = cluster.states().await.unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b.db_size, a.db_size, "{}: nothing defragmented", b.name);
+    }
+    held.release().await;
+
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert!(defrag_report(&result).members.iter().all(|m| m.defragmented));
+    let mut client = cluster.client(None).await.unwrap();
+    let lock = client
+        .get(groundskeeper_job::etcd::lock::LOCK_KEY, None)
+        .await
+        .unwrap();
+    assert!(lock.kvs().is_empty(), "the run gave the lock back");
+}
+
+/// One run, one cluster: endpoints of two clusters are bad input, and neither is touched.
+async fn endpoints_of_two_clusters_are_refused(version: EtcdVersion) {
+    let one = ClusterOptions {
+        members: 1,
+        ..ClusterOptions::default()
+    };
+    let Some(first) = cluster(version, one.clone()).await else {
+        return;
+    };
+    let Some(second) = cluster(version, one).await else {
+        return;
+    };
+    let endpoints = format!("{},{}", first.endpoints_flag(), second.endpoints_flag());
+    let (code, result) = run_binary(
+        &first,
+        &[
+            "defrag",
+            "--endpoints",
+            &endpoints,
+            "--allow-single-member",
+            "--min-defrag-bytes",
+            "0",
+        ],
+    );
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("2 different etcd clusters"), "{message}");
+    assert!(
+        message.contains(&first.endpoints_flag()) && message.contains(&second.endpoints_flag()),
+        "{message}"
+    );
+}
+
+/// `--compact-retain-revisions` compacts even when no member is over the thresholds, and the
+/// result says so.
+async fn a_compaction_is_told_even_when_no_member_needs_a_defrag(version: EtcdVersion) {
+    let Some(cluster) = cluster(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let mut client = cluster.client(None).await.unwrap();
+    for i in 0..50 {
+        client.put("k", format!("v{i}"), None).await.unwrap();
+    }
+    let endpoints = cluster.endpoints_flag();
+    let huge = (64u64 << 30).to_string();
+    let (code, result) = run_binary(
+        &cluster,
+        &[
+            "defrag",
+            "--endpoints",
+            &endpoints,
+            "--min-defrag-bytes",
+            &huge,
+            "--compact-retain-revisions",
+            "10",
+        ],
+    );
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert_eq!(result.outcome, Outcome::Skipped);
+    let compacted = defrag_report(&result).compacted_revision.expect("compacted");
+    let message = result.message.unwrap();
+    assert!(
+        message.starts_with(&format!("compacted to revision {compacted}; 0 of 3 member(s)")),
+        "{message}"
+    );
 }
 
 async fn compaction_is_idempotent_and_refuses_future_revisions(version: EtcdVersion) {

@@ -166,6 +166,21 @@ pub struct AgentSpec {
     /// How long a `wait_task` with a timeout lasts (Scylla waits up to the timeout while the task
     /// runs). Zero answers at once, which keeps tests fast; the demo waits so progress shows.
     pub wait_task_delay: Duration,
+    /// What a proxy in front of the agent does to its answers.
+    pub proxy: Proxy,
+}
+
+/// A proxy between the runner and the agent, as some are found in front of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Proxy {
+    /// None: the agent's own answers.
+    #[default]
+    None,
+    /// Error answers are replaced by the proxy's own page, which echoes the request's headers,
+    /// the `Authorization` header included (as debugging proxies do).
+    EchoHeadersOnError,
+    /// Successful answers arrive as a page that is not JSON (a captive portal, a broken proxy).
+    GarbledBodies,
 }
 
 impl Default for AgentSpec {
@@ -187,6 +202,7 @@ impl Default for AgentSpec {
             ring: vec!["-1".to_owned(), "0".to_owned(), "1".to_owned()],
             node_tokens: BTreeMap::new(),
             wait_task_delay: Duration::ZERO,
+            proxy: Proxy::None,
         }
     }
 }
@@ -550,12 +566,39 @@ fn handle(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Body> {
         return respond(StatusCode::UNAUTHORIZED, UNAUTHORIZED_BODY.to_owned());
     }
     let path = percent_decode(request.uri().path());
-    match route(request.method(), &path) {
+    let answer = match route(request.method(), &path) {
         Some((route, params)) => match check_query(route, &query) {
             Ok(()) => dispatch(&mut state, route, &params, &query),
             Err(err) => err.response(),
         },
         None => not_found(),
+    };
+    through_proxy(state.spec.proxy, request, answer)
+}
+
+/// The agent's answer as `proxy` passes it on.
+fn through_proxy(proxy: Proxy, request: &Request<Incoming>, answer: Response<Body>) -> Response<Body> {
+    match proxy {
+        Proxy::EchoHeadersOnError if !answer.status().is_success() => {
+            let headers: Vec<String> = request
+                .headers()
+                .iter()
+                .map(|(name, value)| format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())))
+                .collect();
+            let page = format!(
+                "<html><body><h1>502 Bad Gateway</h1><p>upstream answered {}</p><pre>{} {}\n{}</pre></body></html>",
+                answer.status(),
+                request.method(),
+                request.uri(),
+                headers.join("\n")
+            );
+            respond(StatusCode::BAD_GATEWAY, page)
+        }
+        Proxy::GarbledBodies if answer.status().is_success() => respond(
+            StatusCode::OK,
+            "<html><body>Please sign in to continue</body></html>".to_owned(),
+        ),
+        _ => answer,
     }
 }
 

@@ -225,20 +225,24 @@ impl Cluster {
         let mut url_of_member: HashMap<u64, String> = HashMap::new();
         let mut list = None;
         let mut errors = Vec::new();
+        let mut clusters: Vec<(String, u64)> = Vec::new();
         for endpoint in &connection.endpoints {
             match member_list_via(&connection, endpoint).await {
-                Ok((member_id, members)) => {
-                    url_of_member.entry(member_id).or_insert_with(|| endpoint.clone());
-                    list.get_or_insert(members);
+                Ok(answer) => {
+                    url_of_member
+                        .entry(answer.member_id)
+                        .or_insert_with(|| endpoint.clone());
+                    clusters.push((endpoint.clone(), answer.cluster_id));
+                    list.get_or_insert(answer.members);
                 }
-                Err(err) => errors.push(format!("{endpoint}: {err}")),
+                Err(err) => errors.push((endpoint.clone(), error_chain(&err))),
             }
         }
+        if let Some(mixed) = mixed_clusters(&clusters) {
+            return Err(Failure::bad_input(mixed));
+        }
         let Some(list) = list else {
-            return Err(Failure::retryable(format!(
-                "no etcd endpoint answered: {}",
-                errors.join("; ")
-            )));
+            return Err(unreachable_failure(&errors, connection.tls.is_some()));
         };
         let members: Vec<Member> = list
             .iter()
@@ -269,6 +273,12 @@ impl Cluster {
             members,
             clients,
         })
+    }
+
+    /// A client of some member that answered (the lowest id: the same one each time).
+    pub fn any_client(&self) -> Option<Client> {
+        let id = self.clients.keys().min()?;
+        self.clients.get(id).cloned()
     }
 
     pub fn member(&self, id: u64) -> Option<&Member> {
@@ -307,15 +317,96 @@ impl Cluster {
     }
 }
 
+/// What one endpoint said of itself and its cluster.
+struct MemberListAnswer {
+    member_id: u64,
+    cluster_id: u64,
+    members: Vec<etcd_client::Member>,
+}
+
 async fn member_list_via(
     connection: &Connection,
     endpoint: &str,
-) -> Result<(u64, Vec<etcd_client::Member>), etcd_client::Error> {
+) -> Result<MemberListAnswer, etcd_client::Error> {
     let mut client = connection.client(endpoint, Some(REQUEST_TIMEOUT)).await?;
     let status = client.status().await?;
-    let member_id = status.header().map(|h| h.member_id()).unwrap_or_default();
+    let header = status.header();
     let list = client.member_list().await?;
-    Ok((member_id, list.members().to_vec()))
+    Ok(MemberListAnswer {
+        member_id: header.map(|h| h.member_id()).unwrap_or_default(),
+        cluster_id: header.map(|h| h.cluster_id()).unwrap_or_default(),
+        members: list.members().to_vec(),
+    })
+}
+
+/// An error with every cause under it, outermost first: the transport's own message ("transport
+/// error") says nothing of a certificate that was refused.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether a connection error is the server's certificate being refused: a CA that does not
+/// sign it, or a name it is not valid for. Retrying cannot fix either.
+pub fn is_certificate_refusal(error: &str) -> bool {
+    [
+        "invalid peer certificate",
+        "UnknownIssuer",
+        "NotValidForName",
+        "certificate verify failed",
+    ]
+    .iter()
+    .any(|sign| error.contains(sign))
+}
+
+/// Why no endpoint answered. When every endpoint refused on its certificate the input is wrong
+/// (exit 2, as for the Scylla agent's certificate); anything else may pass (exit 1).
+pub fn unreachable_failure(errors: &[(String, String)], tls: bool) -> Failure {
+    let each: Vec<String> = errors.iter().map(|(e, why)| format!("{e}: {why}")).collect();
+    if tls && !errors.is_empty() && errors.iter().all(|(_, why)| is_certificate_refusal(why)) {
+        return Failure::bad_input(format!(
+            "every etcd endpoint's certificate was refused: {}; --cacert must be the CA that \
+             signed the etcd members' client (server) certificates, and each endpoint a name or \
+             address those certificates are valid for",
+            each.join("; ")
+        ));
+    }
+    Failure::retryable(format!("no etcd endpoint answered: {}", each.join("; ")))
+}
+
+/// Endpoints of more than one etcd cluster (by the cluster id each answered with), described;
+/// `None` when they all belong to one. One run maintains one cluster: narrowing the list to
+/// whichever answered first would maintain a cluster nobody chose.
+pub fn mixed_clusters(answers: &[(String, u64)]) -> Option<String> {
+    let mut by_cluster: Vec<(u64, Vec<&str>)> = Vec::new();
+    for (endpoint, cluster) in answers {
+        match by_cluster.iter_mut().find(|(c, _)| c == cluster) {
+            Some((_, endpoints)) => endpoints.push(endpoint),
+            None => by_cluster.push((*cluster, vec![endpoint])),
+        }
+    }
+    if by_cluster.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = by_cluster
+        .iter()
+        .map(|(cluster, endpoints)| format!("{} → cluster {cluster:x}", endpoints.join(", ")))
+        .collect();
+    Some(format!(
+        "--endpoints name members of {} different etcd clusters ({}); give the endpoints of one \
+         cluster",
+        by_cluster.len(),
+        each.join("; ")
+    ))
 }
 
 impl From<&etcd_client::StatusResponse> for MemberStatus {
@@ -329,5 +420,94 @@ impl From<&etcd_client::StatusResponse> for MemberStatus {
             raft_applied_index: status.raft_applied_index(),
             errors: status.errors().to_vec(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use groundskeeper_protocol::result::ErrorKind;
+
+    use super::*;
+
+    fn answers(list: &[(&str, u64)]) -> Vec<(String, u64)> {
+        list.iter().map(|(e, c)| (e.to_string(), *c)).collect()
+    }
+
+    #[test]
+    fn endpoints_of_two_clusters_are_refused_naming_both() {
+        assert_eq!(mixed_clusters(&answers(&[("a:2379", 7), ("b:2379", 7)])), None);
+        assert_eq!(mixed_clusters(&[]), None);
+        let message =
+            mixed_clusters(&answers(&[("a:2379", 0xa1), ("b:2379", 0xb2), ("c:2379", 0xa1)])).unwrap();
+        assert_eq!(
+            message,
+            "--endpoints name members of 2 different etcd clusters (a:2379, c:2379 → cluster a1; \
+             b:2379 → cluster b2); give the endpoints of one cluster"
+        );
+    }
+
+    #[test]
+    fn a_refused_certificate_everywhere_is_bad_input_anything_else_retryable() {
+        let refused = "transport error: invalid peer certificate: UnknownIssuer".to_owned();
+        let down = "transport error: tcp connect error: Connection refused (os error 111)".to_owned();
+        let cases = [
+            (
+                "every endpoint refused the CA",
+                vec![refused.clone(), refused.clone()],
+                true,
+                ErrorKind::BadInput,
+            ),
+            (
+                "one endpoint down, one refused",
+                vec![refused.clone(), down.clone()],
+                true,
+                ErrorKind::Retryable,
+            ),
+            ("all down", vec![down.clone()], true, ErrorKind::Retryable),
+            (
+                "no TLS asked for",
+                vec![refused.clone()],
+                false,
+                ErrorKind::Retryable,
+            ),
+            ("no endpoint at all", vec![], true, ErrorKind::Retryable),
+        ];
+        for (name, errors, tls, kind) in cases {
+            let errors: Vec<(String, String)> = errors
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| (format!("https://m{i}:2379"), e))
+                .collect();
+            let failure = unreachable_failure(&errors, tls);
+            assert_eq!(failure.kind, kind, "{name}: {}", failure.message);
+            if kind == ErrorKind::BadInput {
+                assert!(
+                    failure.message.contains("--cacert must be the CA"),
+                    "{name}: {}",
+                    failure.message
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_error_chain_keeps_the_causes() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let inner = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        assert_eq!(
+            error_chain(&Outer(inner)),
+            "transport error: invalid peer certificate: UnknownIssuer"
+        );
     }
 }

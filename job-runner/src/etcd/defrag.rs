@@ -17,6 +17,7 @@ use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 use super::compact::{self, Compacted};
 use super::connect::{Cluster, Connection, EndpointArgs};
+use super::lock::{self, Acquired, DefragLock};
 use super::plan::{
     self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
     PlannedMember, Refusal, StepDecision, TransferSeen,
@@ -335,9 +336,31 @@ impl Run<'_> {
         let cluster = Cluster::discover(self.options.connection.clone()).await?;
         // Nothing is touched, not even compacted, unless the cluster is fit for it.
         plan::check_preconditions(&cluster.observe().await, &self.options.plan).map_err(refusal_failure)?;
+        if self.options.dry_run {
+            return self.maintain(&cluster).await;
+        }
+        let client = cluster
+            .any_client()
+            .ok_or_else(|| Failure::retryable("no etcd member answered to take the defrag lock"))?;
+        let holder = lock::holder_name(&jiff::Timestamp::now().to_string());
+        match DefragLock::acquire(client, &holder).await? {
+            Acquired::Held(lock) => {
+                let result = self.maintain(&cluster).await;
+                lock.release().await;
+                result
+            }
+            Acquired::NoSpace(why) => {
+                tracing::warn!(%why, "the cluster takes no write: defragmenting without the lock");
+                self.maintain(&cluster).await
+            }
+        }
+    }
+
+    /// Compaction first when asked for, then each member's defrag in the planned order.
+    async fn maintain(&self, cluster: &Cluster) -> Result<(Outcome, String), Failure> {
         if let Some(retain) = self.options.compact_retain_revisions {
             self.check_stop(|| "nothing was compacted or defragmented".to_owned())?;
-            self.compact(&cluster, retain).await?;
+            self.compact(cluster, retain).await?;
         }
         let plan = plan::plan_defrag(&self.options.policy, &self.options.plan, &cluster.observe().await)
             .map_err(refusal_failure)?;
@@ -351,10 +374,17 @@ impl Run<'_> {
                 Outcome::Succeeded
             };
             let count = plan.members.iter().filter(|m| m.will_defrag()).count();
+            // A compaction asked for with the defrag happened even when no member needs a defrag.
+            let compacted = self
+                .report
+                .borrow()
+                .compacted_revision
+                .map(|revision| format!("compacted to revision {revision}; "))
+                .unwrap_or_default();
             return Ok((
                 outcome,
                 format!(
-                    "{summary}{count} of {} member(s) over the thresholds",
+                    "{summary}{compacted}{count} of {} member(s) over the thresholds",
                     plan.members.len()
                 ),
             ));
@@ -389,10 +419,10 @@ impl Run<'_> {
             }
             let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
             // Touch nothing more on failure: the members not reached are listed as such.
-            self.process(&cluster, i, member, next).await?;
+            self.process(cluster, i, member, next).await?;
             defragmented.push(member.id);
         }
-        self.disarm_nospace(&cluster, &defragmented).await?;
+        self.disarm_nospace(cluster, &defragmented).await?;
         Ok((
             Outcome::Succeeded,
             format!("defragmented {} member(s)", defragmented.len()),

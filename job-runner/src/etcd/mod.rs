@@ -3,4 +3,5 @@
 pub mod compact;
 pub mod connect;
 pub mod defrag;
+pub mod lock;
 pub mod plan;

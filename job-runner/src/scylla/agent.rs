@@ -79,18 +79,20 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// Whether the same call may succeed later: server errors, timeouts, lost connections and a
-    /// moving ring. Credentials, certificates, missing routes and bad requests will not change.
+    /// Whether the same call may succeed later: server errors, timeouts, lost connections, a
+    /// moving ring, and an answer that is not the JSON the API describes (a broken agent or a
+    /// proxy in the way is not the user's input, and may be gone on the next try). Credentials,
+    /// certificates, missing routes and bad requests will not change.
     pub fn is_retryable(&self) -> bool {
         match self {
             AgentError::TopologyChanging { .. }
             | AgentError::Timeout { .. }
-            | AgentError::Transport { .. } => true,
+            | AgentError::Transport { .. }
+            | AgentError::Decode { .. } => true,
             AgentError::Server { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             AgentError::Unauthorized { .. }
             | AgentError::NotFound { .. }
             | AgentError::Certificate { .. }
-            | AgentError::Decode { .. }
             | AgentError::Config(_) => false,
         }
     }
