@@ -359,6 +359,7 @@ async fn groundskeeper(cluster: &EtcdCluster) -> Result<(u64, Vec<(String, bool,
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 600,
         result_file: cluster.dir().join("result.json"),
+        grace_period_seconds: groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
     };
     let options = args.options().map_err(|f| f.message)?;
     let result = run_defrag(&options, &mut |_: Progress<'_>| {}).await;

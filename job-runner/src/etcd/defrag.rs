@@ -201,6 +201,7 @@ impl DefragArgs {
                 move_leader: !self.no_move_leader,
                 allow_single_member: self.allow_single_member,
                 max_apply_lag: plan::DEFAULT_MAX_APPLY_LAG,
+                ..PlanOptions::default()
             },
             compact_retain_revisions: self.compact_retain_revisions,
             dry_run: self.dry_run,

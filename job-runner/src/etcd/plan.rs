@@ -49,6 +49,9 @@ pub struct PlanOptions {
     pub allow_single_member: bool,
     /// See [`DEFAULT_MAX_APPLY_LAG`].
     pub max_apply_lag: u64,
+    /// Move leadership while the last follower is being defragmented ([`early_transfer`]), not
+    /// after it has finished and caught up.
+    pub early_transfer: bool,
 }
 
 impl Default for PlanOptions {
@@ -57,6 +60,7 @@ impl Default for PlanOptions {
             move_leader: true,
             allow_single_member: false,
             max_apply_lag: DEFAULT_MAX_APPLY_LAG,
+            early_transfer: true,
         }
     }
 }
@@ -417,7 +421,10 @@ pub fn early_transfer(
     members: &[MemberObservation],
     options: &PlanOptions,
 ) -> Option<u64> {
-    if !options.move_leader || decide_step(member, members, options) != StepDecision::Defrag {
+    if !options.move_leader
+        || !options.early_transfer
+        || decide_step(member, members, options) != StepDecision::Defrag
+    {
         return None;
     }
     let leader = check_preconditions(members, options).ok()?;
