@@ -350,7 +350,7 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
         return;
     };
     let client = cluster.client(None).await.unwrap();
-    let acquired = DefragLock::acquire(client, "the first run").await;
+    let acquired = DefragLock::acquire(client).await;
     let Ok(Acquired::Held(held)) = acquired else {
         panic!("the cluster has space: the lock is taken");
     };
@@ -365,10 +365,15 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
         message.contains("another defrag run holds this cluster's lock"),
         "{message}"
     );
-    assert!(message.contains("the first run"), "{message}");
+    assert!(message.contains("s left unless renewed"), "{message}");
     let after = cluster.states().await.unwrap();
     for (b, a) in before.iter().zip(&after) {
-        assert_eq!(b.db_size, a.db_size, "{}: nothing defragmented", b.name);
+        assert_eq!(
+            (b.db_size, b.revision),
+            (a.db_size, a.revision),
+            "{}: nothing defragmented, and the lock moved no revision",
+            b.name
+        );
     }
     held.release().await;
 
@@ -376,11 +381,11 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert!(defrag_report(&result).members.iter().all(|m| m.defragmented));
     let mut client = cluster.client(None).await.unwrap();
-    let lock = client
-        .get(groundskeeper_job::etcd::lock::LOCK_KEY, None)
+    let lease = client
+        .lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None)
         .await
         .unwrap();
-    assert!(lock.kvs().is_empty(), "the run gave the lock back");
+    assert_eq!(lease.ttl(), -1, "the run gave the lock back");
 }
 
 /// One run, one cluster: endpoints of two clusters are bad input, and neither is touched.

@@ -17,7 +17,7 @@ use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 use super::compact::{self, Compacted};
 use super::connect::{Cluster, Connection, EndpointArgs};
-use super::lock::{self, Acquired, DefragLock};
+use super::lock::{Acquired, DefragLock};
 use super::plan::{
     self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
     PlannedMember, Refusal, StepDecision, TransferSeen,
@@ -343,8 +343,7 @@ impl Run<'_> {
         let client = cluster
             .any_client()
             .ok_or_else(|| Failure::retryable("no etcd member answered to take the defrag lock"))?;
-        let holder = lock::holder_name(&jiff::Timestamp::now().to_string());
-        match DefragLock::acquire(client, &holder).await? {
+        match DefragLock::acquire(client).await? {
             Acquired::Held(lock) => {
                 let result = self.maintain(&cluster).await;
                 lock.release().await;

@@ -1,24 +1,27 @@
-//! One defrag run at a time per etcd cluster: an advisory lock kept in the cluster itself, a key
-//! written only if it does not exist, attached to a lease the run keeps alive. Two runs started
-//! together (a Job retried while its first pod still runs, a task and a hand-run) would otherwise
-//! each defragment every member, one after the other.
+//! One defrag run at a time per etcd cluster: an advisory lock kept in the cluster itself. Two
+//! runs started together (a Job retried while its first pod still runs, a task and a hand-run)
+//! would otherwise each defragment every member, one after the other.
 //!
-//! The second run does not wait: it ends retryable (exit 1) naming the holder, and its Job's
-//! retry comes back later. A holder that dies without releasing the lock (SIGKILL, a lost node)
-//! holds it until its lease expires, [`LEASE_TTL_SECONDS`] later.
+//! The lock is a lease with a fixed id ([`LOCK_LEASE_ID`]): etcd grants a lease id once, so the
+//! first run's grant succeeds and the second's is refused ("lease already exists"). A lease
+//! writes no key and moves no revision, so the lock leaves the keyspace and its history exactly
+//! as they were (a key would add revisions that a revision-based compaction policy then counts).
 //!
-//! A cluster whose space is exhausted (`NOSPACE` alarm) takes no write, not even the lock's: the
-//! run goes on without it there ([`Acquired::NoSpace`]), since freeing that space is what it is
-//! for, and a second run could not take the lock either.
+//! The second run does not wait: it ends retryable (exit 1), saying how long the holder's lease
+//! has left, and its Job's retry comes back later. A holder that dies without releasing the lock
+//! (SIGKILL, a lost node) holds it until its lease expires, [`LEASE_TTL_SECONDS`] after its last
+//! renewal. A cluster whose space is exhausted (`NOSPACE` alarm) grants no lease: the run goes on
+//! without the lock there ([`Acquired::NoSpace`]), since freeing that space is what it is for,
+//! and a second run could not take the lock either.
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Client, LeaseGrantOptions};
 
 use crate::run::Failure;
 
-/// The lock's key. Outside `/registry`, where kube-apiserver keeps its objects.
-pub const LOCK_KEY: &str = "/groundskeeper/defrag-lock";
+/// The lock's lease id: "gndkdfrg" in ASCII, a positive 63-bit number no other tool picks.
+pub const LOCK_LEASE_ID: i64 = 0x676e_646b_6466_7267;
 /// A lock whose holder stopped renewing it ends this long after its last renewal.
 pub const LEASE_TTL_SECONDS: i64 = 60;
 /// How often the holder renews it: a renewal may go to a member that a defrag blocks for a
@@ -28,20 +31,14 @@ const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// What taking the lock gave.
 pub enum Acquired {
     Held(Box<DefragLock>),
-    /// The cluster's space is exhausted: no key can be written, the lock included.
+    /// The cluster's space is exhausted: it grants no lease, the lock's included.
     NoSpace(String),
-}
-
-/// etcd's answer to a write while its `NOSPACE` alarm is raised.
-fn is_no_space(error: &etcd_client::Error) -> bool {
-    error.to_string().contains("database space exceeded")
 }
 
 /// A held lock. Release it with [`DefragLock::release`]; dropped unreleased, it stops being
 /// renewed and ends with its lease.
 pub struct DefragLock {
     client: Client,
-    lease: i64,
     renewing: tokio::task::JoinHandle<()>,
 }
 
@@ -52,91 +49,56 @@ impl Drop for DefragLock {
 }
 
 impl DefragLock {
-    /// Takes the lock for `holder` (who and since when, for the one refused), or says who has it.
-    pub async fn acquire(mut client: Client, holder: &str) -> Result<Acquired, Failure> {
-        let cannot = |e: &etcd_client::Error| {
-            Failure::retryable(format!("cannot take the defrag lock ({LOCK_KEY}): {e}"))
-        };
-        let lease = match client.lease_grant(LEASE_TTL_SECONDS, None).await {
-            Ok(lease) => lease.id(),
-            Err(e) if is_no_space(&e) => return Ok(Acquired::NoSpace(e.to_string())),
-            Err(e) => return Err(cannot(&e)),
-        };
-        let take = Txn::new()
-            .when([Compare::create_revision(LOCK_KEY, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                LOCK_KEY,
-                holder,
-                Some(PutOptions::new().with_lease(lease)),
-            )])
-            .or_else([TxnOp::get(LOCK_KEY, None)]);
-        let answer = match client.txn(take).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                let _ = client.lease_revoke(lease).await;
-                if is_no_space(&e) {
-                    return Ok(Acquired::NoSpace(e.to_string()));
-                }
-                return Err(cannot(&e));
+    /// Takes the lock, or says for how long another run holds it.
+    pub async fn acquire(mut client: Client) -> Result<Acquired, Failure> {
+        let grant = LeaseGrantOptions::new().with_id(LOCK_LEASE_ID);
+        match client.lease_grant(LEASE_TTL_SECONDS, Some(grant)).await {
+            Ok(_) => {}
+            Err(e) if e.to_string().contains("database space exceeded") => {
+                return Ok(Acquired::NoSpace(e.to_string()));
             }
-        };
-        if !answer.succeeded() {
-            let _ = client.lease_revoke(lease).await;
-            return Err(Failure::retryable(refusal(&holder_of(answer.op_responses()))));
+            Err(e) if e.to_string().contains("lease already exists") => {
+                let left = client
+                    .lease_time_to_live(LOCK_LEASE_ID, None)
+                    .await
+                    .map(|t| t.ttl())
+                    .ok();
+                return Err(Failure::retryable(refusal(left)));
+            }
+            Err(e) => {
+                return Err(Failure::retryable(format!(
+                    "cannot take the defrag lock (lease {LOCK_LEASE_ID:x}): {e}"
+                )));
+            }
         }
-        let renewing = tokio::spawn(renew(client.clone(), lease));
-        Ok(Acquired::Held(Box::new(Self {
-            client,
-            lease,
-            renewing,
-        })))
+        let renewing = tokio::spawn(renew(client.clone()));
+        Ok(Acquired::Held(Box::new(Self { client, renewing })))
     }
 
-    /// Gives the lock back at once (its lease revoked, the key with it).
+    /// Gives the lock back at once.
     pub async fn release(mut self) {
         self.renewing.abort();
-        if let Err(e) = self.client.lease_revoke(self.lease).await {
+        if let Err(e) = self.client.lease_revoke(LOCK_LEASE_ID).await {
             tracing::warn!(error = %e, "could not release the defrag lock; it ends with its lease");
         }
     }
 }
 
-/// The holder the refused transaction read back.
-fn holder_of(responses: Vec<TxnOpResponse>) -> String {
-    responses
-        .into_iter()
-        .find_map(|response| match response {
-            TxnOpResponse::Get(get) => get
-                .kvs()
-                .first()
-                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
-            _ => None,
-        })
-        .unwrap_or_else(|| "a holder that left no name".to_owned())
-}
-
-/// Why a run does not start: another holds the lock.
-pub fn refusal(holder: &str) -> String {
+/// Why a run does not start: another holds the lock, for `left` more seconds unless renewed.
+pub fn refusal(left: Option<i64>) -> String {
+    let left = match left {
+        Some(seconds) if seconds >= 0 => format!(", its lease has {seconds}s left unless renewed"),
+        _ => String::new(),
+    };
     format!(
-        "another defrag run holds this cluster's lock ({LOCK_KEY}: {holder}); nothing was done, \
-         retry once it has finished (a holder that died lets go {LEASE_TTL_SECONDS}s after it \
+        "another defrag run holds this cluster's lock (lease {LOCK_LEASE_ID:x}{left}); nothing was \
+         done, retry once it has finished (a holder that died lets go {LEASE_TTL_SECONDS}s after it \
          last renewed the lock)"
     )
 }
 
-/// Who takes the lock: the pod (or host), the process and the time, for the one refused.
-pub fn holder_name(now: &str) -> String {
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown host".to_owned());
-    format!(
-        "groundskeeper-job on {host}, pid {}, since {now}",
-        std::process::id()
-    )
-}
-
-async fn renew(mut client: Client, lease: i64) {
-    let Ok((mut keeper, mut answers)) = client.lease_keep_alive(lease).await else {
+async fn renew(mut client: Client) {
+    let Ok((mut keeper, mut answers)) = client.lease_keep_alive(LOCK_LEASE_ID).await else {
         tracing::warn!("could not renew the defrag lock; it ends with its lease");
         return;
     };
@@ -155,12 +117,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_refusal_names_the_holder_and_what_to_do() {
-        let message =
-            refusal("groundskeeper-job on main-defragment-1-0-abcde, pid 1, since 2026-11-23T12:00:00Z");
+    fn the_refusal_says_what_to_do() {
+        let message = refusal(Some(42));
         assert!(
-            message.contains("/groundskeeper/defrag-lock: groundskeeper-job on main-defragment-1-0-abcde")
+            message.contains("lease 676e646b64667267, its lease has 42s left"),
+            "{message}"
         );
-        assert!(message.contains("nothing was done, retry once it has finished"));
+        assert!(
+            message.contains("nothing was done, retry once it has finished"),
+            "{message}"
+        );
+        assert!(
+            !refusal(None).contains("left unless"),
+            "no figure when the lease could not be read"
+        );
     }
 }
