@@ -107,7 +107,7 @@ impl TrailerCheck {
 
     /// The hashes when the trailer matches, else why the stream is not a whole snapshot.
     pub fn finish(self) -> Result<(String, String), String> {
-        if self.len < TRAILER + SECTOR || (self.len - TRAILER) % SECTOR != 0 {
+        if self.len < TRAILER + SECTOR || !(self.len - TRAILER).is_multiple_of(SECTOR) {
             return Err(format!(
                 "{} bytes is not the size of a snapshot (a database of 512-byte multiples and a \
                  32-byte SHA-256 trailer): truncated, or not written by etcd's snapshot API",
