@@ -312,6 +312,7 @@ fn the_submitted_tasks_steps_parse_with_the_runners_own_flags() {
             Command::Cleanup(_) | Command::RingHash => {
                 panic!("{operation:?} is not an etcd subcommand")
             }
+            Command::Snapshot(_) => panic!("{operation:?}: the trigger submits no snapshot"),
         }
     }
 }

@@ -8,12 +8,14 @@ use groundskeeper_protocol::{OperationKind, Report};
 use clap::{Parser, Subcommand};
 use groundskeeper_protocol::operation::{
     CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
+    SnapshotRequest,
 };
 
 use crate::etcd::connect::EndpointArgs;
 
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::defrag::DefragArgs;
+use crate::etcd::snapshot::SnapshotArgs;
 use crate::scylla::cleanup::CleanupArgs;
 
 #[derive(Parser)]
@@ -33,6 +35,10 @@ pub enum Command {
     Defrag(DefragArgs),
     /// Compact etcd's MVCC history (idempotent).
     Compact(CompactArgs),
+    /// Stream a snapshot of the keyspace from a healthy member (a follower when there is one)
+    /// into a file, checking etcd's SHA-256 trailer, written atomically. `snapshot verify FILE`
+    /// checks a snapshot file on its own.
+    Snapshot(SnapshotArgs),
     /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
     /// node no longer owns, keyspace by keyspace, with progress on stderr.
     Cleanup(CleanupArgs),
@@ -79,6 +85,11 @@ impl Command {
                 },
                 physical: args.physical,
             })),
+            Command::Snapshot(args) if args.check.is_some() => None,
+            Command::Snapshot(args) => Some(Operation::Snapshot(SnapshotRequest {
+                etcd: etcd_target(&args.connection),
+                output: args.output.as_deref().map(path_text).unwrap_or_default(),
+            })),
         }
     }
 }
@@ -90,6 +101,7 @@ pub fn empty_report_for(args: &[String]) -> Option<Report> {
         OperationKind::Cleanup => Some(Report::Cleanup(Default::default())),
         OperationKind::Defrag => Some(Report::Defrag(Default::default())),
         OperationKind::Compact => Some(Report::Compact(Default::default())),
+        OperationKind::Snapshot => Some(Report::Snapshot(Default::default())),
     }
 }
 
@@ -151,6 +163,10 @@ mod tests {
             empty_report_for(&args("cleanup")),
             Some(Report::Cleanup(_))
         ));
+        assert!(matches!(
+            empty_report_for(&args("snapshot --output")),
+            Some(Report::Snapshot(_))
+        ));
         assert!(empty_report_for(&args("ring-hash")).is_none());
         assert!(empty_report_for(&[]).is_none());
         assert_eq!(
@@ -165,6 +181,29 @@ mod tests {
             result_file_in(&args("compact --revision x")),
             PathBuf::from(crate::run::DEFAULT_RESULT_FILE)
         );
+    }
+
+    /// `snapshot verify FILE` needs no endpoints, and a snapshot without them or `--output` is
+    /// refused; verify is no operation a Job is rendered into.
+    #[test]
+    fn snapshot_verify_is_a_subcommand_of_its_own() {
+        let cli = Cli::try_parse_args(["snapshot", "verify", "/s.db"]).unwrap();
+        let Command::Snapshot(args) = &cli.command else {
+            panic!("a snapshot command")
+        };
+        assert!(args.check.is_some());
+        assert_eq!(cli.command.operation(), None);
+        for refused in [
+            &["snapshot", "--output", "/s.db"][..],
+            &["snapshot", "--endpoints", "http://a:2379"],
+            &["snapshot", "verify"],
+            &["snapshot", "--endpoints", "http://a:2379", "verify", "/s.db"],
+        ] {
+            assert!(
+                Cli::try_parse_args(refused.iter().copied()).is_err(),
+                "{refused:?}"
+            );
+        }
     }
 
     /// Every rendering the controller can make parses back, with the runner's own parser, into
@@ -205,6 +244,14 @@ mod tests {
                 etcd: etcd(false),
                 to: CompactTo::RetainRevisions(0),
                 physical: false,
+            }),
+            Operation::Snapshot(SnapshotRequest {
+                etcd: etcd(true),
+                output: "/var/lib/snapshots/main-1767225600.db".into(),
+            }),
+            Operation::Snapshot(SnapshotRequest {
+                etcd: etcd(false),
+                output: "s.db".into(),
             }),
         ];
         for operation in operations {

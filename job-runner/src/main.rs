@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::RingHash => ring_hash_from_stdin(),
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
+        Command::Snapshot(args) => groundskeeper_job::etcd::snapshot::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
     };
     ExitCode::from(code as u8)

@@ -12,16 +12,18 @@ pub enum OperationKind {
     Cleanup,
     Defrag,
     Compact,
+    Snapshot,
 }
 
 impl OperationKind {
-    pub const ALL: [OperationKind; 3] = [Self::Cleanup, Self::Defrag, Self::Compact];
+    pub const ALL: [OperationKind; 4] = [Self::Cleanup, Self::Defrag, Self::Compact, Self::Snapshot];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Cleanup => "cleanup",
             Self::Defrag => "defrag",
             Self::Compact => "compact",
+            Self::Snapshot => "snapshot",
         }
     }
 
@@ -42,6 +44,7 @@ pub enum Operation {
     Cleanup(CleanupRequest),
     Defrag(DefragRequest),
     Compact(CompactRequest),
+    Snapshot(SnapshotRequest),
 }
 
 /// Clean one Scylla node through its Scylla Manager Agent.
@@ -103,12 +106,22 @@ pub struct CompactRequest {
     pub physical: bool,
 }
 
+/// Stream a snapshot of the keyspace from one healthy member (a follower when there is one) into
+/// a file, written atomically.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SnapshotRequest {
+    pub etcd: EtcdTarget,
+    /// Path of the snapshot file to write (its folder must exist, on the volume it goes to).
+    pub output: String,
+}
+
 impl Operation {
     pub fn kind(&self) -> OperationKind {
         match self {
             Self::Cleanup(_) => OperationKind::Cleanup,
             Self::Defrag(_) => OperationKind::Defrag,
             Self::Compact(_) => OperationKind::Compact,
+            Self::Snapshot(_) => OperationKind::Snapshot,
         }
     }
 
@@ -119,6 +132,7 @@ impl Operation {
             Self::Cleanup(request) => request.render(&mut args),
             Self::Defrag(request) => request.render(&mut args),
             Self::Compact(request) => request.render(&mut args),
+            Self::Snapshot(request) => request.render(&mut args),
         }
         args.0
     }
@@ -192,6 +206,13 @@ impl CompactRequest {
     }
 }
 
+impl SnapshotRequest {
+    fn render(&self, args: &mut Args) {
+        self.etcd.render(args);
+        args.value("output", &self.output);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,7 +222,7 @@ mod tests {
         for kind in OperationKind::ALL {
             assert_eq!(OperationKind::parse(kind.as_str()), Some(kind));
         }
-        assert_eq!(OperationKind::parse("snapshot"), None);
+        assert_eq!(OperationKind::parse("restore"), None);
     }
 
     #[test]

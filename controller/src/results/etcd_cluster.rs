@@ -171,6 +171,13 @@ fn describe_result(result: &JobResult) -> String {
             format!("revision {} was compacted already", report.compacted_revision)
         }
         Report::Compact(report) => format!("compacted to revision {}", report.compacted_revision),
+        Report::Snapshot(report) => format!(
+            "snapshot of revision {} written to {}",
+            report
+                .revision
+                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+            report.path
+        ),
         Report::Cleanup(_) => "unexpected cleanup result".to_owned(),
     };
     let mut line = format!("{:?}: {what}", result.outcome).to_lowercase();
@@ -203,7 +210,7 @@ fn apply_result(status: &mut EtcdClusterStatus, result: &JobResult, now: Timesta
             report.compacted_revision
         }
         Report::Compact(report) => Some(report.compacted_revision).filter(|r| *r > 0),
-        Report::Cleanup(_) => None,
+        Report::Cleanup(_) | Report::Snapshot(_) => None,
     };
     if let Some(revision) = compacted {
         status.last_compacted_revision = Some(status.last_compacted_revision.unwrap_or(0).max(revision));

@@ -17,7 +17,7 @@ pub fn member_progress(
     match &result.report {
         Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
         Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
-        Report::Cleanup(_) => Vec::new(),
+        Report::Cleanup(_) | Report::Snapshot(_) => Vec::new(),
     }
 }
 

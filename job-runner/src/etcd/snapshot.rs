@@ -1,0 +1,627 @@
+//! `groundskeeper-job snapshot`: stream a snapshot of the keyspace from one member into a file;
+//! `snapshot verify FILE`: check such a file on its own.
+//!
+//! What etcd sends (`Maintenance.Snapshot`) is the member's bbolt database, read in one read
+//! transaction, followed by 32 bytes: the SHA-256 of the database. `etcdctl snapshot restore` /
+//! `etcdutl snapshot restore` recognise the trailer by the file's size (512 × n + 32) and refuse a
+//! file whose database does not hash to it. The runner checks the trailer while streaming and
+//! again on what reached the disk, so a file it leaves under `--output` is one etcd restores.
+//!
+//! The snapshot comes from a healthy follower when there is one, so the leader, which carries
+//! every write, does not also pay for reading its whole database. The file is written under a
+//! hidden temporary name in the output's folder, fsynced, renamed into place and the folder
+//! fsynced: a failed or stopped run (SIGTERM, SIGINT) removes its temporary file, and one killed
+//! outright leaves only that hidden `.NAME.partial`, never a file under the output's name.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use groundskeeper_protocol::result::{SnapshotReport, mib};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+use sha2::{Digest, Sha256};
+
+use super::bolt::Db;
+use super::compact::runtime;
+use super::connect::{Cluster, Connection, EndpointArgs};
+use super::plan::MemberObservation;
+use crate::run::{self, Failure, RunClock, StopSignal};
+
+/// etcd's checksum after the database.
+pub const TRAILER: u64 = 32;
+/// etcd's restore tells a snapshot with a trailer by `size % 512 == 32`.
+const SECTOR: u64 = 512;
+/// A member that sends nothing for this long is given up on (retryable).
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SnapshotArgs {
+    #[command(subcommand)]
+    pub check: Option<SnapshotCheck>,
+    #[command(flatten)]
+    pub connection: EndpointArgs,
+    /// The snapshot file to write. Its folder must exist; a file already there is replaced
+    /// (atomically) once the new snapshot is complete and checked.
+    #[arg(long, required = true)]
+    pub output: Option<PathBuf>,
+    /// Where to write the result JSON.
+    #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
+    pub result_file: PathBuf,
+    /// The pod's terminationGracePeriodSeconds. A stop ends the stream at once (a snapshot
+    /// changes nothing in etcd, a later run takes a new one); the temporary file is removed.
+    #[arg(long, default_value_t = groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS)]
+    pub grace_period_seconds: u64,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SnapshotCheck {
+    /// Check a snapshot file on its own: etcd's SHA-256 trailer, the bbolt meta pages, and the
+    /// revision it holds. Exit 0 when etcd would restore it, 2 when it would refuse it.
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// The snapshot file.
+    pub file: PathBuf,
+    /// Also write the result JSON here (it always goes to stdout).
+    #[arg(long)]
+    pub result_file: Option<PathBuf>,
+}
+
+/// What a checked snapshot file is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub size: u64,
+    /// SHA-256 of the whole file, hex.
+    pub sha256: String,
+    /// The trailer: SHA-256 of the database, hex.
+    pub db_sha256: String,
+    /// `None` when the key bucket could not be read (or is empty).
+    pub revision: Option<i64>,
+}
+
+/// SHA-256 of the whole stream and of the database before its last 32 bytes, fed chunk by chunk:
+/// the last 32 bytes seen are held back from the database's hash until more arrive.
+#[derive(Default)]
+pub struct TrailerCheck {
+    whole: Sha256,
+    db: Sha256,
+    tail: Vec<u8>,
+    len: u64,
+}
+
+impl TrailerCheck {
+    pub fn update(&mut self, chunk: &[u8]) {
+        self.whole.update(chunk);
+        self.len += chunk.len() as u64;
+        self.tail.extend_from_slice(chunk);
+        if self.tail.len() > TRAILER as usize {
+            let spill = self.tail.len() - TRAILER as usize;
+            self.db.update(&self.tail[..spill]);
+            self.tail.drain(..spill);
+        }
+    }
+
+    /// The hashes when the trailer matches, else why the stream is not a whole snapshot.
+    pub fn finish(self) -> Result<(String, String), String> {
+        if self.len < TRAILER + SECTOR || !(self.len - TRAILER).is_multiple_of(SECTOR) {
+            return Err(format!(
+                "{} bytes is not the size of a snapshot (a database of 512-byte multiples and a \
+                 32-byte SHA-256 trailer): truncated, or not written by etcd's snapshot API",
+                self.len
+            ));
+        }
+        let db = self.db.finalize();
+        if db.as_slice() != self.tail.as_slice() {
+            return Err(format!(
+                "the SHA-256 trailer does not match the data: the database hashes to {} but the \
+                 trailer says {} (corrupted or truncated)",
+                hex(&db),
+                hex(&self.tail)
+            ));
+        }
+        Ok((hex(&self.whole.finalize()), hex(&db)))
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks a snapshot file: size, trailer, bbolt meta pages; reads the revision it holds. `Err`
+/// when etcd's restore would refuse the file (or it cannot be read: bad input either way).
+pub fn check_file(path: &Path) -> Result<Checked, Failure> {
+    let refuse = |why: String| Failure::bad_input(format!("snapshot {}: {why}", path.display()));
+    let mut file = File::open(path).map_err(|e| refuse(format!("cannot open it: {e}")))?;
+    let metadata = file.metadata().map_err(|e| refuse(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(refuse("not a regular file".into()));
+    }
+    let mut check = TrailerCheck::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| refuse(format!("cannot read it: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        check.update(&buf[..n]);
+    }
+    let size = check.len;
+    let (sha256, db_sha256) = check.finish().map_err(refuse)?;
+    let db = Db::open(&file, size - TRAILER).map_err(refuse)?;
+    let revision = match db.max_revision() {
+        Ok(revision) => revision,
+        Err(why) => {
+            tracing::warn!(path = %path.display(), "the revision could not be read: {why}");
+            None
+        }
+    };
+    Ok(Checked {
+        size,
+        sha256,
+        db_sha256,
+        revision,
+    })
+}
+
+/// The member to stream from: a healthy voting follower, the most caught-up one (then the lowest
+/// id); else the healthy leader. `Err` says why none is healthy.
+pub fn choose_member(observed: &[MemberObservation]) -> Result<(&MemberObservation, bool), String> {
+    let healthy: Vec<&MemberObservation> = observed
+        .iter()
+        .filter(|m| !m.is_learner && m.unhealthy_because().is_none())
+        .collect();
+    let is_leader = |m: &MemberObservation| m.status.as_ref().is_ok_and(|s| s.leader == m.id);
+    let applied = |m: &MemberObservation| m.status.as_ref().map_or(0, |s| s.raft_applied_index);
+    let follower = healthy
+        .iter()
+        .filter(|m| !is_leader(m))
+        .max_by_key(|m| (applied(m), std::cmp::Reverse(m.id)));
+    if let Some(follower) = follower {
+        return Ok((follower, false));
+    }
+    if let Some(leader) = healthy.iter().find(|m| is_leader(m)) {
+        return Ok((leader, true));
+    }
+    let why: Vec<String> = observed
+        .iter()
+        .map(|m| {
+            let state = match (m.is_learner, m.unhealthy_because()) {
+                (_, Some(why)) => why,
+                (true, None) => "a learner".into(),
+                (false, None) => "healthy".into(),
+            };
+            format!("{} ({}): {state}", m.name, m.id_hex())
+        })
+        .collect();
+    Err(format!(
+        "no healthy member to take a snapshot from: {}",
+        why.join("; ")
+    ))
+}
+
+/// The output path, checked before anything is asked of etcd: a file name in a folder that
+/// exists. Returns the folder and the temporary file's path.
+pub fn check_output(output: &Path) -> Result<(PathBuf, PathBuf), Failure> {
+    let bad = |why: &str| Failure::bad_input(format!("--output {}: {why}", output.display()));
+    let name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad("names no file"))?;
+    if output.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(bad("names a folder, not a file"));
+    }
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(bad("its folder is not a folder")),
+        Err(e) => return Err(bad(&format!("its folder {}: {e}", dir.display()))),
+    }
+    if std::fs::metadata(output).is_ok_and(|m| m.is_dir()) {
+        return Err(bad("is a folder"));
+    }
+    Ok((dir.clone(), dir.join(format!(".{name}.partial"))))
+}
+
+/// The temporary file, removed when dropped unless it was renamed into place.
+struct Partial {
+    path: PathBuf,
+    file: Option<File>,
+    kept: bool,
+}
+
+impl Partial {
+    fn create(path: &Path) -> Result<Self, Failure> {
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| {
+                let message = format!("cannot create {}: {e}", path.display());
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    Failure::bad_input(message)
+                } else {
+                    Failure::retryable(message)
+                }
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            file: Some(file),
+            kept: false,
+        })
+    }
+
+    fn file(&mut self) -> &mut File {
+        self.file.as_mut().expect("open until renamed")
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        self.file.take();
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Streams a snapshot into `output`, atomically; stops at once on a stop.
+pub async fn run_snapshot(connection: &Connection, output: &Path, stop: &StopSignal) -> JobResult {
+    let clock = RunClock::start();
+    let mut report = SnapshotReport {
+        path: output.display().to_string(),
+        ..SnapshotReport::default()
+    };
+    let outcome = tokio::select! {
+        outcome = snapshot_with(connection, output, &mut report) => outcome,
+        stop = stop.requested() => Err(stop.failure(
+            "the snapshot stream was abandoned and its temporary file removed",
+        )),
+    };
+    let failure = outcome.err();
+    let mut result = clock.finish(Report::Snapshot(report.clone()), Outcome::Succeeded, failure);
+    if result.outcome == Outcome::Failed {
+        result.stopped_by = stop.get().map(|s| s.signal.to_owned());
+    }
+    if result.message.is_none() {
+        result.message = Some(format!(
+            "snapshot of revision {} from {} ({}) written to {}: {} bytes ({:.2} MiB), sha256 {}",
+            report
+                .revision
+                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+            report.member.as_deref().unwrap_or_default(),
+            if report.from_leader {
+                "the leader: no healthy follower"
+            } else {
+                "a follower"
+            },
+            report.path,
+            report.size_bytes,
+            report.size_mib,
+            report.sha256.as_deref().unwrap_or_default(),
+        ));
+    }
+    result
+}
+
+async fn snapshot_with(
+    connection: &Connection,
+    output: &Path,
+    report: &mut SnapshotReport,
+) -> Result<(), Failure> {
+    let (dir, partial_path) = check_output(output)?;
+    let cluster = Cluster::discover(connection.clone()).await?;
+    let observed = cluster.observe().await;
+    let (member, from_leader) = choose_member(&observed).map_err(Failure::retryable)?;
+    report.member = Some(member.name.clone());
+    report.member_id = Some(member.id_hex());
+    report.from_leader = from_leader;
+    let url = cluster
+        .member(member.id)
+        .and_then(|m| m.url.clone())
+        .ok_or_else(|| Failure::retryable(format!("member {} advertises no client URL", member.name)))?;
+    tracing::info!(member = %member.name, url, from_leader, output = %output.display(), "streaming a snapshot");
+
+    let started = Instant::now();
+    let mut partial = Partial::create(&partial_path)?;
+    // No request timeout: the stream lasts as long as the database takes to send. A stall is
+    // caught chunk by chunk instead.
+    let mut client = connection
+        .client(&url, None)
+        .await
+        .map_err(|e| Failure::retryable(format!("cannot connect to {} ({url}): {e}", member.name)))?;
+    let mut stream = client
+        .snapshot()
+        .await
+        .map_err(|e| Failure::retryable(format!("{} refused the snapshot: {e}", member.name)))?;
+    let mut check = TrailerCheck::default();
+    let mut last_log = Instant::now();
+    loop {
+        let message = tokio::time::timeout(STALL_TIMEOUT, stream.message())
+            .await
+            .map_err(|_| {
+                Failure::retryable(format!(
+                    "{} sent nothing for {}s after {} bytes",
+                    member.name,
+                    STALL_TIMEOUT.as_secs(),
+                    check.len
+                ))
+            })?
+            .map_err(|e| {
+                Failure::retryable(format!(
+                    "the snapshot stream from {} broke after {} bytes: {e}",
+                    member.name, check.len
+                ))
+            })?;
+        let Some(message) = message else { break };
+        let blob = message.blob();
+        partial
+            .file()
+            .write_all(blob)
+            .map_err(|e| write_failure(&partial_path, e))?;
+        check.update(blob);
+        if last_log.elapsed() > Duration::from_secs(10) {
+            tracing::info!(
+                bytes = check.len,
+                remaining = message.remaining_bytes(),
+                "streaming"
+            );
+            last_log = Instant::now();
+        }
+    }
+    let streamed = check.len;
+    let (sha256, db_sha256) = check.finish().map_err(|why| {
+        Failure::retryable(format!("the snapshot from {} is not whole: {why}", member.name))
+    })?;
+    partial
+        .file()
+        .sync_all()
+        .map_err(|e| write_failure(&partial_path, e))?;
+    // What reached the disk, read back: the same bytes, and a database etcd can open.
+    let on_disk = check_file(&partial_path).map_err(|f| {
+        Failure::retryable(format!(
+            "the file written does not read back whole: {}",
+            f.message
+        ))
+    })?;
+    if on_disk.sha256 != sha256 || on_disk.size != streamed {
+        return Err(Failure::retryable(format!(
+            "{} reads back as {} bytes with sha256 {}, not the {streamed} bytes streamed ({sha256})",
+            partial_path.display(),
+            on_disk.size,
+            on_disk.sha256
+        )));
+    }
+    std::fs::rename(&partial_path, output).map_err(|e| {
+        Failure::retryable(format!(
+            "cannot rename {} to {}: {e}",
+            partial_path.display(),
+            output.display()
+        ))
+    })?;
+    partial.kept = true;
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Failure::retryable(format!("cannot fsync the folder {}: {e}", dir.display())))?;
+    report.size_bytes = streamed;
+    report.size_mib = mib(streamed);
+    report.revision = on_disk.revision;
+    report.sha256 = Some(sha256);
+    report.db_sha256 = Some(db_sha256);
+    report.stream_duration_ms = started.elapsed().as_millis() as u64;
+    Ok(())
+}
+
+fn write_failure(path: &Path, error: std::io::Error) -> Failure {
+    Failure::retryable(format!("cannot write {}: {error}", path.display()))
+}
+
+/// `snapshot verify FILE`: the check as a result.
+pub fn verify(file: &Path) -> JobResult {
+    let clock = RunClock::start();
+    let mut report = SnapshotReport {
+        path: file.display().to_string(),
+        verify_only: true,
+        ..SnapshotReport::default()
+    };
+    match check_file(file) {
+        Ok(checked) => {
+            report.size_bytes = checked.size;
+            report.size_mib = mib(checked.size);
+            report.revision = checked.revision;
+            report.sha256 = Some(checked.sha256.clone());
+            report.db_sha256 = Some(checked.db_sha256);
+            let mut result = clock.finish(Report::Snapshot(report), Outcome::Succeeded, None);
+            result.message = Some(format!(
+                "snapshot {}: {} bytes ({:.2} MiB), revision {}, etcd's SHA-256 trailer matches; sha256 {}",
+                file.display(),
+                checked.size,
+                mib(checked.size),
+                checked
+                    .revision
+                    .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+                checked.sha256
+            ));
+            result
+        }
+        Err(failure) => {
+            report.size_bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or_default();
+            report.size_mib = mib(report.size_bytes);
+            clock.finish(Report::Snapshot(report), Outcome::Failed, Some(failure))
+        }
+    }
+}
+
+/// `groundskeeper-job snapshot`: runs, reports, and returns the exit code.
+pub fn main(args: SnapshotArgs) -> i32 {
+    if let Some(SnapshotCheck::Verify(verify_args)) = &args.check {
+        let result = verify(&verify_args.file);
+        match &verify_args.result_file {
+            Some(path) => run::report(&result, path),
+            None => println!(
+                "{}",
+                serde_json::to_string_pretty(&result).expect("results always serialise")
+            ),
+        }
+        if let Some(error) = &result.error {
+            eprintln!("error: {}", error.message);
+        }
+        return run::exit_code(&result);
+    }
+    let clock = RunClock::start();
+    let output = args.output.clone().unwrap_or_default();
+    let prepared = (|| {
+        let grace = run::check_wait(
+            "--grace-period-seconds",
+            Duration::from_secs(args.grace_period_seconds),
+        )?;
+        check_output(&output)?;
+        Ok::<_, Failure>((args.connection.connection()?, grace))
+    })();
+    let result = match prepared {
+        Ok((connection, grace)) => runtime().block_on(async {
+            let stop = StopSignal::listen_or_warn(grace);
+            run_snapshot(&connection, &output, &stop).await
+        }),
+        Err(failure) => clock.finish(
+            Report::Snapshot(SnapshotReport {
+                path: output.display().to_string(),
+                ..SnapshotReport::default()
+            }),
+            Outcome::Failed,
+            Some(failure),
+        ),
+    };
+    run::report(&result, &args.result_file);
+    run::exit_code(&result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::plan::MemberStatus;
+    use groundskeeper_protocol::result::ErrorKind;
+
+    fn stream_of(db: &[u8]) -> Vec<u8> {
+        let mut bytes = db.to_vec();
+        bytes.extend_from_slice(&Sha256::digest(db));
+        bytes
+    }
+
+    #[test]
+    fn the_trailer_is_checked_whatever_the_chunking() {
+        let db: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        let stream = stream_of(&db);
+        for chunk in [1, 5, 31, 32, 33, 1000, 5000] {
+            let mut check = TrailerCheck::default();
+            stream.chunks(chunk).for_each(|c| check.update(c));
+            let (whole, db_hash) = check.finish().unwrap_or_else(|e| panic!("{chunk}: {e}"));
+            assert_eq!(whole, hex(&Sha256::digest(&stream)));
+            assert_eq!(db_hash, hex(&Sha256::digest(&db)));
+        }
+        let mut flipped = stream.clone();
+        flipped[100] ^= 1;
+        let mut check = TrailerCheck::default();
+        check.update(&flipped);
+        assert!(check.finish().unwrap_err().contains("does not match"));
+        let mut check = TrailerCheck::default();
+        check.update(&stream[..stream.len() - 1]);
+        assert!(check.finish().unwrap_err().contains("not the size of a snapshot"));
+    }
+
+    fn member(id: u64, leader: u64, applied: u64, healthy: bool) -> MemberObservation {
+        MemberObservation {
+            id,
+            name: format!("m{id}"),
+            is_learner: false,
+            status: if healthy {
+                Ok(MemberStatus {
+                    db_size: 1,
+                    db_size_in_use: 1,
+                    leader,
+                    raft_term: 2,
+                    raft_index: applied,
+                    raft_applied_index: applied,
+                    errors: vec![],
+                })
+            } else {
+                Err("connection refused".into())
+            },
+        }
+    }
+
+    #[test]
+    fn a_caught_up_follower_is_chosen_the_leader_only_when_alone() {
+        let pick = |members: &[MemberObservation]| choose_member(members).map(|(m, leader)| (m.id, leader));
+        // Leader 1; followers 2 (behind) and 3.
+        let members = [
+            member(1, 1, 10, true),
+            member(2, 1, 8, true),
+            member(3, 1, 10, true),
+        ];
+        assert_eq!(pick(&members), Ok((3, false)));
+        // Equal progress: the lowest id.
+        let members = [
+            member(1, 1, 10, true),
+            member(2, 1, 10, true),
+            member(3, 1, 10, true),
+        ];
+        assert_eq!(pick(&members), Ok((2, false)));
+        // Followers down: the leader, and the report says so.
+        let members = [
+            member(1, 1, 10, true),
+            member(2, 1, 8, false),
+            member(3, 1, 10, false),
+        ];
+        assert_eq!(pick(&members), Ok((1, true)));
+        // A learner is never chosen.
+        let mut learner = member(2, 1, 10, true);
+        learner.is_learner = true;
+        assert_eq!(pick(&[member(1, 1, 10, true), learner]), Ok((1, true)));
+        // Nobody healthy.
+        let why = pick(&[member(1, 1, 10, false), member(2, 0, 10, true)]).unwrap_err();
+        assert!(why.contains("m1 (1): unreachable"), "{why}");
+        assert!(why.contains("m2 (2): sees no leader"), "{why}");
+    }
+
+    #[test]
+    fn output_paths_are_checked_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (folder, partial) = check_output(&dir.path().join("s.db")).unwrap();
+        assert_eq!(folder, dir.path());
+        assert_eq!(partial, dir.path().join(".s.db.partial"));
+        for bad in [
+            dir.path().join("missing/s.db"),
+            dir.path().to_owned(),
+            PathBuf::from(format!("{}/", dir.path().join("x").display())),
+            PathBuf::from(""),
+        ] {
+            let failure = check_output(&bad).unwrap_err();
+            assert_eq!(failure.kind, ErrorKind::BadInput, "{bad:?}: {}", failure.message);
+        }
+    }
+
+    #[test]
+    fn a_missing_or_short_file_is_refused_as_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = verify(&dir.path().join("nothing.db"));
+        assert_eq!(run::exit_code(&result), groundskeeper_protocol::exit::BAD_INPUT);
+        let short = dir.path().join("short.db");
+        std::fs::write(&short, stream_of(&[0u8; 512])).unwrap();
+        let result = verify(&short);
+        // The trailer matches, but it is no bbolt file.
+        assert_eq!(run::exit_code(&result), groundskeeper_protocol::exit::BAD_INPUT);
+        assert!(result.message.unwrap().contains("not an etcd database"));
+    }
+}
