@@ -47,6 +47,7 @@ async fn run_command(container: Container, job: String, agents: AgentAddresses) 
         Command::Defrag(args) => defrag(args, files, &job).await,
         Command::Compact(args) => compact(args, files).await,
         Command::RingHash => return refused("ring-hash reads stdin; no Job runs it".into()),
+        Command::Revision(_) => return refused("revision is a local computation; no Job runs it".into()),
     };
     Termination {
         exit_code: exit_code(&result),
