@@ -309,7 +309,7 @@ fn the_submitted_tasks_steps_parse_with_the_runners_own_flags() {
                 assert_eq!(a.revision, Some(7000));
                 assert!(a.physical);
             }
-            Command::Cleanup(_) | Command::RingHash => {
+            Command::Cleanup(_) | Command::RingHash | Command::Revision(_) => {
                 panic!("{operation:?} is not an etcd subcommand")
             }
             Command::Snapshot(_) => panic!("{operation:?}: the trigger submits no snapshot"),

@@ -16,6 +16,7 @@ use crate::etcd::connect::EndpointArgs;
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::defrag::DefragArgs;
 use crate::etcd::snapshot::SnapshotArgs;
+use crate::revision::RevisionArgs;
 use crate::scylla::cleanup::CleanupArgs;
 
 #[derive(Parser)]
@@ -42,6 +43,9 @@ pub enum Command {
     /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
     /// node no longer owns, keyspace by keyspace, with progress on stderr.
     Cleanup(CleanupArgs),
+    /// Encode or decode a composite revision of a partitioned etcd cluster (bits 0–12 event
+    /// number, 13–18 cluster id, 19–62 Unix time in ms). Prints the answer; writes no result.
+    Revision(RevisionArgs),
 }
 
 impl Cli {
@@ -62,7 +66,7 @@ impl Command {
     /// for commands that are not maintenance operations.
     pub fn operation(&self) -> Option<Operation> {
         match self {
-            Command::RingHash => None,
+            Command::RingHash | Command::Revision(_) => None,
             Command::Cleanup(args) => Some(Operation::Cleanup(CleanupRequest {
                 node_address: args.node_address.clone(),
                 auth_token_file: path_text(&args.auth_token_file),
@@ -168,6 +172,7 @@ mod tests {
             Some(Report::Snapshot(_))
         ));
         assert!(empty_report_for(&args("ring-hash")).is_none());
+        assert!(empty_report_for(&args("revision decode -1")).is_none());
         assert!(empty_report_for(&[]).is_none());
         assert_eq!(
             result_file_in(&args("compact --result-file /r.json --port x")),

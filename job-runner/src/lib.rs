@@ -3,5 +3,6 @@
 
 pub mod cli;
 pub mod etcd;
+pub mod revision;
 pub mod run;
 pub mod scylla;

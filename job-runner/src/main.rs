@@ -1,7 +1,8 @@
 //! `groundskeeper-job`: one piece of maintenance against one data store, then a result.
 //!
 //! Progress goes to stderr; the result JSON to `--result-file` (the pod's termination message by
-//! default) and to stdout. Exit codes: see `groundskeeper_protocol::exit`.
+//! default) and to stdout. Exit codes: see `groundskeeper_protocol::exit`. The local computations
+//! (`ring-hash`, `revision`) print their answer and write no result.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
         Command::Snapshot(args) => groundskeeper_job::etcd::snapshot::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
+        Command::Revision(args) => groundskeeper_job::revision::main(args),
     };
     ExitCode::from(code as u8)
 }

@@ -48,6 +48,7 @@ async fn run_command(container: Container, job: String, agents: AgentAddresses) 
         Command::Compact(args) => compact(args, files).await,
         Command::RingHash => return refused("ring-hash reads stdin; no Job runs it".into()),
         Command::Snapshot(_) => return refused("the demo runs no snapshot Job".into()),
+        Command::Revision(_) => return refused("revision is a local computation; no Job runs it".into()),
     };
     Termination {
         exit_code: exit_code(&result),
