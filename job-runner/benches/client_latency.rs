@@ -1,14 +1,18 @@
 //! What clients feel during a maintenance run: a steady, open-loop load (writes and linearizable
 //! reads of small values through one etcd-client connected to every endpoint, as kube-apiserver
 //! connects) runs before, during and after the defragmentation of a fragmented 3-member cluster.
-//! Two contenders, side by side in one process, each on a fresh cluster with the same data:
+//! Three contenders, side by side in one process, each on a fresh cluster with the same data:
 //!
-//! - `groundskeeper`: the runner's own defrag run ([`run_defrag`]), one member at a time, followers
-//!   first, leadership moved away from the leader before its turn, each member caught up before
-//!   the next;
-//! - `sequential`: a plain `Defragment` call on each member in turn, followers first and the
-//!   leader last, no leadership transfer and no wait in between (what `etcdctl defrag --cluster`
-//!   and backup sidecars do).
+//! - `groundskeeper (transfer during last follower)`: the runner's own defrag run
+//!   ([`run_defrag`]), one member at a time, followers first, each member caught up before the
+//!   next, leadership moved away from the leader while the last follower is being defragmented
+//!   (`PlanOptions::early_transfer` on);
+//! - `groundskeeper (transfer after followers)`: the same run with `early_transfer` off:
+//!   leadership moves only when the leader's turn comes, after every follower finished and caught
+//!   up;
+//! - `sequential, no transfer`: a plain `Defragment` call on each member in turn, followers first
+//!   and the leader last, no leadership transfer and no wait in between (what `etcdctl defrag
+//!   --cluster` and backup sidecars do).
 //!
 //! Reported per phase: requests, failed requests (errors and time-outs), p50/p99/max latency;
 //! per run: the maintenance's wall time and raft term changes seen through each member's
@@ -130,18 +134,31 @@ fn main() {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
-    Groundskeeper,
+    /// The runner, leadership moved during the last follower's defrag.
+    TransferDuring,
+    /// The runner, leadership moved after every follower finished and caught up.
+    TransferAfter,
     Sequential,
 }
 
 impl Contender {
+    const ALL: [Contender; 3] = [
+        Contender::TransferDuring,
+        Contender::TransferAfter,
+        Contender::Sequential,
+    ];
+
     fn name(self) -> &'static str {
         match self {
-            Contender::Groundskeeper => "groundskeeper",
-            Contender::Sequential => "sequential",
+            Contender::TransferDuring => "groundskeeper (transfer during last follower)",
+            Contender::TransferAfter => "groundskeeper (transfer after followers)",
+            Contender::Sequential => "sequential, no transfer",
         }
     }
 }
+
+/// Width of the contender column.
+const NAME: usize = 45;
 
 const PHASES: [&str; 3] = ["before", "during", "after"];
 
@@ -220,19 +237,16 @@ async fn bench(version: EtcdVersion, binary: &Path, config: &Config) {
     let mut runs: Vec<(Contender, RunFigures)> = Vec::new();
     let mut etcd_version = String::new();
     for round in 0..config.rounds {
-        // Alternating order, so neither contender always runs on a warmer (or busier) machine.
-        let order = if round % 2 == 0 {
-            [Contender::Groundskeeper, Contender::Sequential]
-        } else {
-            [Contender::Sequential, Contender::Groundskeeper]
-        };
+        // Rotating order, so no contender always runs on a warmer (or busier) machine.
+        let mut order = Contender::ALL;
+        order.rotate_left(round % Contender::ALL.len());
         for contender in order {
             let (version_string, figures) = one_run(binary, contender, config)
                 .await
                 .unwrap_or_else(|err| panic!("{version}, {}: {err}", contender.name()));
             etcd_version = version_string;
             eprintln!(
-                "{version} round {}/{} {:<13}: wall {} ms, during p99 {} ms max {} ms, failed {}, elections {}",
+                "{version} round {}/{} {:<NAME$}: wall {} ms, during p99 {} ms max {} ms, failed {}, elections {}",
                 round + 1,
                 config.rounds,
                 contender.name(),
@@ -266,7 +280,8 @@ async fn one_run(
     tokio::time::sleep(config.phase).await;
     let started = Instant::now();
     let (planned_transfers, defrags) = match contender {
-        Contender::Groundskeeper => groundskeeper(&cluster).await?,
+        Contender::TransferDuring => groundskeeper(&cluster, true).await?,
+        Contender::TransferAfter => groundskeeper(&cluster, false).await?,
         Contender::Sequential => sequential(&before).await?,
     };
     let ended = Instant::now();
@@ -341,9 +356,13 @@ fn load_key(k: u64) -> String {
     format!("load/{k:08}")
 }
 
-/// The runner's own defrag run, in this process. Returns the leadership transfers it made and
-/// each member's defrag time.
-async fn groundskeeper(cluster: &EtcdCluster) -> Result<(u64, Vec<(String, bool, Duration)>), String> {
+/// The runner's own defrag run, in this process, leadership moved during the last follower's
+/// defrag (`early_transfer`) or after it. Returns the leadership transfers it made and each
+/// member's defrag time.
+async fn groundskeeper(
+    cluster: &EtcdCluster,
+    early_transfer: bool,
+) -> Result<(u64, Vec<(String, bool, Duration)>), String> {
     let args = DefragArgs {
         connection: EndpointArgs {
             endpoints: cluster.client_urls(),
@@ -361,7 +380,8 @@ async fn groundskeeper(cluster: &EtcdCluster) -> Result<(u64, Vec<(String, bool,
         result_file: cluster.dir().join("result.json"),
         grace_period_seconds: groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
     };
-    let options = args.options().map_err(|f| f.message)?;
+    let mut options = args.options().map_err(|f| f.message)?;
+    options.plan.early_transfer = early_transfer;
     let result = run_defrag(&options, &mut |_: Progress<'_>| {}).await;
     let Report::Defrag(report) = &result.report else {
         return Err("the run returned no defrag report".into());
@@ -527,7 +547,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         mib(config.live_bytes as i64),
     );
     println!(
-        "\n  {:<14} {:<7} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9}",
+        "\n  {:<NAME$} {:<7} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9}",
         "contender",
         "phase",
         "requests",
@@ -537,7 +557,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         "p99 ms",
         "max ms"
     );
-    for contender in [Contender::Groundskeeper, Contender::Sequential] {
+    for contender in Contender::ALL {
         let mine: Vec<&RunFigures> = runs
             .iter()
             .filter(|(c, _)| *c == contender)
@@ -546,7 +566,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         for (p, phase) in PHASES.iter().enumerate() {
             let stat = |f: fn(&PhaseStats) -> Duration| median(mine.iter().map(|r| f(&r.phases[p])));
             println!(
-                "  {:<14} {:<7} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9}",
+                "  {:<NAME$} {:<7} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9}",
                 if p == 0 { contender.name() } else { "" },
                 phase,
                 median(mine.iter().map(|r| r.phases[p].requests)),
@@ -559,10 +579,10 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         }
     }
     println!(
-        "\n  {:<14} {:>13} {:>13} {:>10} {:>10} {:>14} {:>12}",
+        "\n  {:<NAME$} {:>13} {:>13} {:>10} {:>10} {:>14} {:>12}",
         "contender", "wall ms", "term changes", "transfers", "elections", "p99 dur/bef", "worst stall"
     );
-    for contender in [Contender::Groundskeeper, Contender::Sequential] {
+    for contender in Contender::ALL {
         let mine: Vec<&RunFigures> = runs
             .iter()
             .filter(|(c, _)| *c == contender)
@@ -570,7 +590,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
             .collect();
         let worst = mine.iter().map(|r| r.worst).max_by_key(|w| w.0).expect("a run");
         println!(
-            "  {:<14} {:>13} {:>13} {:>10} {:>10} {:>13.2}x {:>9} ms",
+            "  {:<NAME$} {:>13} {:>13} {:>10} {:>10} {:>13.2}x {:>9} ms ({}, {})",
             contender.name(),
             ms(median(mine.iter().map(|r| r.wall))),
             median(mine.iter().map(|r| r.term_changes)),
@@ -578,6 +598,8 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
             median(mine.iter().map(|r| r.elections())),
             median(mine.iter().map(|r| r.p99_ratio())),
             ms(worst.0),
+            if worst.2 { "a write" } else { "a read" },
+            worst.1,
         );
     }
     println!("\n  per run:");
@@ -588,7 +610,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
             .map(|(name, leader, d)| format!("{name}{} {}", if *leader { "(leader)" } else { "" }, ms(*d)))
             .collect();
         println!(
-            "  {:<14} wall {:>6} ms; defrags (ms): {}; failed {}/{}/{}; p99 {}/{}/{} ms; max {}/{}/{} ms; \
+            "  {:<NAME$} wall {:>6} ms; defrags (ms): {}; failed {}/{}/{}; p99 {}/{}/{} ms; max {}/{}/{} ms; \
              terms +{} ({} planned); worst {} ms ({}, {})",
             contender.name(),
             ms(r.wall),
@@ -609,11 +631,11 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
             r.worst.1,
         );
         for ((phase, kind, error), n) in &r.errors {
-            println!("  {:<14} {n} failed {kind}(s) {phase}: {error}", "");
+            println!("  {:<NAME$} {n} failed {kind}(s) {phase}: {error}", "");
         }
     }
     println!("\n  goals (all runs):");
-    for contender in [Contender::Groundskeeper, Contender::Sequential] {
+    for contender in Contender::ALL {
         let mine: Vec<&RunFigures> = runs
             .iter()
             .filter(|(c, _)| *c == contender)
@@ -624,7 +646,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         let ratio = median(mine.iter().map(|r| r.p99_ratio()));
         let verdict = |ok: bool| if ok { "met" } else { "NOT MET" };
         println!(
-            "  {:<14} failed requests {failed} ({}); elections {elections} ({}); p99 during/before {ratio:.2}x, \
+            "  {:<NAME$} failed requests {failed} ({}); elections {elections} ({}); p99 during/before {ratio:.2}x, \
              goal ≤ {P99_RATIO_GOAL}x ({})",
             contender.name(),
             verdict(failed == 0),

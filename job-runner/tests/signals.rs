@@ -350,15 +350,15 @@ async fn a_transferee_that_dies_is_noticed_within_seconds_and_reported(version: 
         (transfer.to.as_str(), transfer.state),
         (victim.as_str(), TransferState::Moved)
     );
-    // Leadership moved while the second follower was defragmented: both followers are reported
-    // defragmented (the victim was the first), the old leader never started.
+    // Leadership moved at the old leader's turn, after both followers were defragmented (the
+    // victim was one of them): the run stopped at the old leader, before its defrag.
     let states: Vec<MemberDefragState> = report.members.iter().map(|m| m.state.unwrap()).collect();
     assert_eq!(
         states,
         [
             MemberDefragState::Defragmented,
             MemberDefragState::Defragmented,
-            MemberDefragState::NotReached
+            MemberDefragState::Stopped
         ],
         "{report:?}"
     );

@@ -461,8 +461,8 @@ impl Run<'_> {
     }
 
     /// One member (entry `index` of the report): re-check, maybe move leadership away,
-    /// defragment, wait until caught up. When `next` is the leader, leadership moves away during
-    /// this member's defrag already (see [`plan::early_transfer`]). The member's entry says what
+    /// defragment, wait until caught up. When `next` is the leader and `early_transfer` is on,
+    /// leadership moves away during this member's defrag already (see [`plan::early_transfer`]). The member's entry says what
     /// happened, whichever way this ends.
     async fn process(
         &self,

@@ -563,11 +563,14 @@ fn nospace_alarms_are_disarmed_once_space_is_back() {
 }
 
 #[test]
-fn leadership_moves_early_only_before_the_leaders_turn_and_never_to_the_member_in_defrag() {
-    let moving = PlanOptions::default();
+fn leadership_moves_early_only_when_asked_before_the_leaders_turn_and_never_to_the_member_in_defrag() {
+    let moving = PlanOptions {
+        early_transfer: true,
+        ..PlanOptions::default()
+    };
     let staying = PlanOptions {
         move_leader: false,
-        ..PlanOptions::default()
+        ..moving
     };
     let trio = fragmented_trio; // led by 1
     let cases: Vec<(
@@ -596,6 +599,14 @@ fn leadership_moves_early_only_before_the_leaders_turn_and_never_to_the_member_i
         ),
         ("last follower, nothing next", 3, None, trio(), moving, None),
         ("moving is off", 3, Some(1), trio(), staying, None),
+        (
+            "early transfer off (the default): the leader's own turn moves leadership",
+            3,
+            Some(1),
+            trio(),
+            PlanOptions::default(),
+            None,
+        ),
         (
             "the member is the leader itself",
             1,
