@@ -552,6 +552,21 @@ impl Scenario {
             .collect()
     }
 
+    /// Creates a manual Cleanup task with `config` and waits until it is `state`.
+    async fn run_manual_cleanup(&self, name: &str, config: Value, state: &str) {
+        self.server
+            .create(
+                &maintenance_tasks(),
+                Some(NAMESPACE),
+                manual_cleanup(name, config),
+            )
+            .unwrap();
+        self.wait_for(&format!("task {name} {state}"), |s| {
+            s.task(name)["status"]["state"] == state
+        })
+        .await;
+    }
+
     /// Stops the task controller wherever it is, as a crash would, and starts a new one.
     fn restart_task_controller(&mut self) {
         self.tasks[1].abort();
@@ -864,17 +879,7 @@ async fn a_manual_cleanup_task_cleans_every_node_one_per_rack() {
         })
         .await;
     scenario
-        .server
-        .create(
-            &maintenance_tasks(),
-            Some(NAMESPACE),
-            manual_cleanup("clean-now", json!({})),
-        )
-        .unwrap();
-    scenario
-        .wait_for("the manual task completed", |s| {
-            s.task("clean-now")["status"]["state"] == "Completed"
-        })
+        .run_manual_cleanup("clean-now", json!({}), "Completed")
         .await;
     let task = scenario.task("clean-now");
     let status = &task["status"];
@@ -938,19 +943,7 @@ async fn a_manual_cleanup_of_some_nodes_and_one_naming_a_stranger() {
     let scenario = Scenario::start(true, AGENT_TOKEN).await;
     let some = json!({ "nodes": [member_name("b", 0), member_name("a", 1)], "keyspaces": ["app"],
                        "maxConcurrent": 1 });
-    scenario
-        .server
-        .create(
-            &maintenance_tasks(),
-            Some(NAMESPACE),
-            manual_cleanup("two-nodes", some),
-        )
-        .unwrap();
-    scenario
-        .wait_for("the task of two nodes completed", |s| {
-            s.task("two-nodes")["status"]["state"] == "Completed"
-        })
-        .await;
+    scenario.run_manual_cleanup("two-nodes", some, "Completed").await;
     let log = scenario.jobs.log();
     assert_eq!(log.created.len(), 2, "{log:#?}");
     assert_eq!(log.max_running_total, 1, "maxConcurrent 1 across racks: {log:#?}");
@@ -965,19 +958,7 @@ async fn a_manual_cleanup_of_some_nodes_and_one_naming_a_stranger() {
     );
 
     let stranger = json!({ "nodes": ["basic-us-east-1-z-9"] });
-    scenario
-        .server
-        .create(
-            &maintenance_tasks(),
-            Some(NAMESPACE),
-            manual_cleanup("stranger", stranger),
-        )
-        .unwrap();
-    scenario
-        .wait_for("the task naming a stranger failed", |s| {
-            s.task("stranger")["status"]["state"] == "Failed"
-        })
-        .await;
+    scenario.run_manual_cleanup("stranger", stranger, "Failed").await;
     let error = &scenario.task("stranger")["status"]["lastErrors"][0];
     assert_eq!(error["code"], "NodeNotFound", "{error:#}");
     assert!(

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -392,6 +393,16 @@ fn failure_of(jobs: &[JobObservation], step: usize) -> String {
     )
 }
 
+/// The owner reference a task's Jobs carry: deleting the task deletes them.
+fn owner_of(task: &MaintenanceTask) -> Result<OwnerReference> {
+    task.controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject {
+            object: format!("MaintenanceTask {}", task.name_any()),
+            field: "metadata.uid".into(),
+            message: "missing: the object was not read from the API server".into(),
+        })
+}
+
 async fn create_step_job(
     ctx: &Context,
     task: &MaintenanceTask,
@@ -399,13 +410,7 @@ async fn create_step_job(
     operation: &Operation,
     step: usize,
 ) -> Result<()> {
-    let owner = task
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject {
-            object: format!("MaintenanceTask {}", task.name_any()),
-            field: "metadata.uid".into(),
-            message: "missing: the object was not read from the API server".into(),
-        })?;
+    let owner = owner_of(task)?;
     let policy = Policy::from_spec(&cluster.spec).ok();
     let labels = BTreeMap::from([
         (keys::TASK_LABEL.to_owned(), task_label(task)),

@@ -5,17 +5,17 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use groundskeeper_protocol::{OperationKind, keys};
 
-use super::{NOT_SUPPORTED, Target, step_job_name, step_of, task_jobs, task_label, write_status};
+use super::{NOT_SUPPORTED, Target, owner_of, step_job_name, step_of, task_jobs, task_label, write_status};
 use crate::api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus};
 use crate::api::scylla::ScyllaCluster;
 use crate::execution::{self, JobObservation, JobState};
 use crate::results::scylla_cleanup as record;
 use crate::runtime::context::Context;
-use crate::runtime::error::{Error, Result};
+use crate::runtime::error::Result;
 use crate::targets::scylla::{self as scylla, NodeCleanup};
 use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
 use crate::tasks::status::{complete, fail, progress_of};
@@ -196,13 +196,7 @@ async fn create_node_job(
     service: &str,
     index: usize,
 ) -> Result<()> {
-    let owner = task
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject {
-            object: format!("MaintenanceTask {}", task.name_any()),
-            field: "metadata.uid".into(),
-            message: "missing: the object was not read from the API server".into(),
-        })?;
+    let owner = owner_of(task)?;
     let member = members.iter().find(|m| m.service == service);
     let job = scylla::cleanup_job(
         cluster,
