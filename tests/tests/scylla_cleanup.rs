@@ -24,10 +24,11 @@ use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants, co
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
+use groundskeeper_e2e::scylla_operator::{
+    Racks, ScyllaOperator, ring, ring_hash_of, scylla_clusters, scylla_datacenters, services,
+};
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::keys;
-use groundskeeper_protocol::ring_hash::ring_hash;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use serde_json::{Value, json};
@@ -38,18 +39,6 @@ const DATACENTER: &str = "us-east-1";
 const AGENT_TOKEN: &str = "agent-token";
 /// Guards against a scenario that never converges; not a performance bound.
 const CONVERGENCE_GUARD: Duration = Duration::from_secs(120);
-
-fn scylla_clusters() -> ResourceId {
-    ResourceId::new("scylla.scylladb.com", "v1", "scyllaclusters")
-}
-
-fn scylla_datacenters() -> ResourceId {
-    ResourceId::new("scylla.scylladb.com", "v1alpha1", "scylladbdatacenters")
-}
-
-fn services() -> ResourceId {
-    ResourceId::of::<Service>()
-}
 
 fn maintenance_tasks() -> ResourceId {
     ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
@@ -69,18 +58,6 @@ fn condition_types(object: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Tokens of the ring: `nodes` nodes with two tokens each, in Scylla's (sorted) order.
-fn ring(nodes: i64) -> Vec<String> {
-    let count = nodes * 2;
-    (0..count)
-        .map(|i| (i * 1_000_000 - count * 500_000).to_string())
-        .collect()
-}
-
-fn hash_of(tokens: &[String]) -> String {
-    ring_hash(tokens).expect("the test ring is valid")
-}
-
 fn condition(type_: &str, status: &str, reason: &str) -> Value {
     json!({
         "type": type_, "status": status, "reason": reason, "message": "",
@@ -88,95 +65,17 @@ fn condition(type_: &str, status: &str, reason: &str) -> Value {
     })
 }
 
-/// Conditions scylla-operator reports for a settled cluster.
-fn settled_conditions(generation: i64) -> Value {
-    let mut conditions = vec![
-        condition("Available", "True", "AsExpected"),
-        condition("Progressing", "False", "AsExpected"),
-        condition("Degraded", "False", "AsExpected"),
-        condition("StatefulSetControllerProgressing", "False", "AsExpected"),
-    ];
-    for c in &mut conditions {
-        c["observedGeneration"] = generation.into();
+/// scylla-operator's objects of the scenario's one ScyllaCluster.
+fn operator() -> ScyllaOperator {
+    ScyllaOperator {
+        namespace: NAMESPACE.into(),
+        cluster: CLUSTER.into(),
+        datacenter: DATACENTER.into(),
     }
-    Value::Array(conditions)
-}
-
-/// Rack name → members, e.g. `[("a", 2), ("b", 1)]`.
-type Racks = [(&'static str, i64)];
-
-fn scylla_cluster(racks: &Racks) -> Value {
-    let racks: Vec<Value> = racks
-        .iter()
-        .map(|(name, members)| {
-            json!({
-                "name": name,
-                "members": members,
-                "storage": { "capacity": "10Gi" },
-                "resources": { "requests": { "cpu": "1", "memory": "4Gi" } },
-                "placement": { "tolerations": [{ "key": "scylla", "operator": "Equal", "value": "true", "effect": "NoSchedule" }] }
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "scylla.scylladb.com/v1",
-        "kind": "ScyllaCluster",
-        "metadata": { "name": CLUSTER, "namespace": NAMESPACE },
-        "spec": {
-            "version": "6.2.0",
-            "agentVersion": "3.4.0",
-            "datacenter": { "name": DATACENTER, "racks": racks }
-        }
-    })
-}
-
-fn scylla_cluster_status(generation: i64, racks: &Racks) -> Value {
-    let members: i64 = racks.iter().map(|(_, m)| m).sum();
-    let rack_status: serde_json::Map<String, Value> = racks
-        .iter()
-        .map(|(name, m)| {
-            let status = json!({ "members": m, "readyMembers": m, "availableMembers": m, "updatedMembers": m, "version": "6.2.0" });
-            (name.to_string(), status)
-        })
-        .collect();
-    json!({ "status": {
-        "observedGeneration": generation,
-        "members": members, "readyMembers": members, "availableMembers": members,
-        "rackCount": racks.len(),
-        "racks": rack_status,
-        "conditions": settled_conditions(generation),
-    }})
 }
 
 fn member_name(rack: &str, ordinal: i64) -> String {
-    format!("{CLUSTER}-{DATACENTER}-{rack}-{ordinal}")
-}
-
-fn member_service(rack: &str, ordinal: i64, current: &str, last_cleaned: Option<&str>) -> Value {
-    let mut annotations = json!({ keys::CURRENT_TOKEN_RING_HASH: current });
-    if let Some(last) = last_cleaned {
-        annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH] = last.into();
-    }
-    json!({
-        "metadata": {
-            "name": member_name(rack, ordinal),
-            "namespace": NAMESPACE,
-            "labels": {
-                keys::SCYLLA_CLUSTER_LABEL: CLUSTER,
-                keys::SCYLLA_DATACENTER_LABEL: DATACENTER,
-                keys::SCYLLA_RACK_LABEL: rack,
-                keys::SCYLLA_SERVICE_TYPE_LABEL: keys::SCYLLA_SERVICE_TYPE_MEMBER,
-                "app.kubernetes.io/managed-by": "scylla-operator",
-            },
-            "annotations": annotations,
-        },
-        "spec": {
-            "type": "ClusterIP",
-            "publishNotReadyAddresses": true,
-            "ports": [{ "name": "agent-api", "port": keys::SCYLLA_AGENT_PORT, "protocol": "TCP" }],
-            "selector": { "statefulset.kubernetes.io/pod-name": member_name(rack, ordinal) }
-        }
-    })
+    operator().member_name(rack, ordinal)
 }
 
 /// Runs a cleanup Job's container: the runner in-process with the Job's own arguments, the
@@ -325,53 +224,21 @@ impl Scenario {
                 agents.insert(service, agent);
             }
         }
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(format!("{CLUSTER}-auth-token")),
-                namespace: Some(NAMESPACE.into()),
-                ..Default::default()
-            },
-            data: Some(BTreeMap::from([(
-                keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.to_string(),
-                ByteString(format!("auth_token: {secret_token}\n").into_bytes()),
-            )])),
-            type_: Some("Opaque".into()),
-            ..Default::default()
-        };
-        server.create_as(&secret).unwrap();
-
-        let old_hash = hash_of(&ring(3));
-        server
-            .create(&scylla_clusters(), Some(NAMESPACE), scylla_cluster(BEFORE))
-            .unwrap();
-        server
-            .patch(
-                &scylla_clusters(),
-                Some(NAMESPACE),
-                CLUSTER,
-                PatchFormat::Merge,
-                &scylla_cluster_status(1, BEFORE),
-                true,
-            )
+        operator()
+            .create(&server, BEFORE, with_datacenter, secret_token)
             .unwrap();
         if with_datacenter {
-            let sdc = json!({
-                "metadata": { "name": CLUSTER, "namespace": NAMESPACE },
-                "spec": { "clusterName": CLUSTER, "scyllaDB": { "image": "docker.io/scylladb/scylla:6.2.0" },
-                          "scyllaDBManagerAgent": { "image": "docker.io/scylladb/scylla-manager-agent:3.4.0" },
-                          "datacenterName": DATACENTER, "racks": [{ "name": "a" }, { "name": "b" }] }
-            });
-            server
-                .create(&scylla_datacenters(), Some(NAMESPACE), sdc)
-                .unwrap();
-            let mut conditions = settled_conditions(1);
             // A condition of another controller: it must survive groundskeeper's writes.
+            let sdc = server
+                .get(&scylla_datacenters(), Some(NAMESPACE), CLUSTER)
+                .unwrap();
+            let mut conditions = sdc["status"]["conditions"].clone();
             conditions.as_array_mut().unwrap().push(condition(
                 "BackupControllerDegraded",
                 "False",
                 "AsExpected",
             ));
-            let status = json!({ "status": { "observedGeneration": 1, "conditions": conditions } });
+            let status = json!({ "status": { "conditions": conditions } });
             server
                 .patch(
                     &scylla_datacenters(),
@@ -383,13 +250,6 @@ impl Scenario {
                 )
                 .unwrap();
         }
-        for (rack, members) in BEFORE {
-            for ordinal in 0..*members {
-                let svc = member_service(rack, ordinal, &old_hash, Some(&old_hash));
-                server.create(&services(), Some(NAMESPACE), svc).unwrap();
-            }
-        }
-
         let jobs = job_simulator(server.clone(), addresses);
         let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
@@ -475,56 +335,7 @@ impl Scenario {
     /// What scylla-operator does on a scale-out: the new spec (generation 2), new member Services,
     /// every node's sidecar reporting the new ring, then the status catching up.
     fn scale_out(&self) {
-        let server = &self.server;
-        let spec = json!({ "spec": scylla_cluster(AFTER)["spec"] });
-        server
-            .patch(
-                &scylla_clusters(),
-                Some(NAMESPACE),
-                CLUSTER,
-                PatchFormat::Merge,
-                &spec,
-                false,
-            )
-            .unwrap();
-        let new_hash = hash_of(&ring(6));
-        for (rack, members) in AFTER {
-            let before = BEFORE.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
-            for ordinal in 0..*members {
-                if ordinal < before {
-                    let patch =
-                        json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: new_hash } } });
-                    server
-                        .patch(
-                            &services(),
-                            Some(NAMESPACE),
-                            &member_name(rack, ordinal),
-                            PatchFormat::Merge,
-                            &patch,
-                            false,
-                        )
-                        .unwrap();
-                } else {
-                    server
-                        .create(
-                            &services(),
-                            Some(NAMESPACE),
-                            member_service(rack, ordinal, &new_hash, None),
-                        )
-                        .unwrap();
-                }
-            }
-        }
-        server
-            .patch(
-                &scylla_clusters(),
-                Some(NAMESPACE),
-                CLUSTER,
-                PatchFormat::Merge,
-                &scylla_cluster_status(2, AFTER),
-                true,
-            )
-            .unwrap();
+        operator().scale_out(&self.server, BEFORE, AFTER).unwrap();
     }
 
     fn old_nodes() -> Vec<String> {
@@ -637,7 +448,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
     assert!(scenario.job_names().is_empty(), "a clean cluster gets no Job");
 
     scenario.scale_out();
-    let new_hash = hash_of(&ring(6));
+    let new_hash = ring_hash_of(6);
     scenario
         .wait_for("every old node cleaned for the new ring", |s| {
             Scenario::old_nodes().iter().all(|n| {
@@ -753,7 +564,7 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
 async fn without_scylladbdatacenter_conditions_go_on_the_scyllacluster() {
     let scenario = Scenario::start(false, AGENT_TOKEN).await;
     scenario.scale_out();
-    let new_hash = hash_of(&ring(6));
+    let new_hash = ring_hash_of(6);
     scenario
         .wait_for("every old node cleaned and Progressing False", |s| {
             Scenario::old_nodes().iter().all(|n| {
@@ -820,7 +631,7 @@ async fn wrong_agent_token_fails_the_job_at_once_and_degrades() {
             scenario
                 .annotation(&node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
                 .as_deref(),
-            Some(hash_of(&ring(6)).as_str()),
+            Some(ring_hash_of(6).as_str()),
             "{node} was not cleaned, so it is not recorded as clean"
         );
     }
@@ -835,7 +646,7 @@ async fn wrong_agent_token_fails_the_job_at_once_and_degrades() {
 async fn every_cleaned_node_is_named_in_an_event() {
     let scenario = Scenario::start(true, AGENT_TOKEN).await;
     scenario.scale_out();
-    let new_hash = hash_of(&ring(6));
+    let new_hash = ring_hash_of(6);
     scenario
         .wait_for("every old node cleaned for the new ring", |s| {
             Scenario::old_nodes().iter().all(|n| {
@@ -925,7 +736,7 @@ async fn a_manual_cleanup_task_cleans_every_node_one_per_rack() {
             scenario
                 .annotation(&node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
                 .as_deref(),
-            Some(hash_of(&ring(3)).as_str()),
+            Some(ring_hash_of(3).as_str()),
             "{node}: still clean for the same ring"
         );
     }
@@ -1071,7 +882,7 @@ async fn deleting_a_running_cleanup_task_deletes_its_jobs() {
 async fn namespaced_mode_cleans_its_namespace_and_reaches_no_other() {
     let scenario = Scenario::start_in(Mode::Namespaced, true, AGENT_TOKEN, |spec| spec).await;
     scenario.scale_out();
-    let new_hash = hash_of(&ring(6));
+    let new_hash = ring_hash_of(6);
     scenario
         .wait_for(
             "every old node cleaned for the new ring, Progressing False",
