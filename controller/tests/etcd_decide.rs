@@ -8,14 +8,16 @@
 
 use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::etcd_cluster::{
-    CompactionMode, EtcdClientTls, EtcdClusterSpec, EtcdClusterStatus, EtcdCompactionPolicy, RevisionSample,
+    CompactionMode, EtcdClientTls, EtcdClusterSpec, EtcdClusterStatus, EtcdCompactionPolicy, EtcdPartition,
+    RevisionSample, RevisionScheme,
 };
 use groundskeeper_controller::api::maintenance_task::{TaskState, TaskType};
 use groundskeeper_controller::conditions::ConditionStatus;
 use groundskeeper_controller::targets;
 use groundskeeper_controller::tasks::validate;
 use groundskeeper_controller::triggers::etcd::decide::{
-    ClusterTaskView, DEGRADED, DISABLED, Decision, Input, Observed, PROGRESSING, check_due, decide, task_name,
+    ClusterTaskView, DEGRADED, DISABLED, Decision, Input, Observed, PARTITION_ID_COLLISION, PROGRESSING,
+    check_due, decide, task_name,
 };
 use groundskeeper_controller::triggers::etcd::observe::ObservedMember;
 use groundskeeper_controller::triggers::etcd::policy::Policy;
@@ -90,6 +92,8 @@ struct Case {
     members: Observed,
     tasks: Vec<ClusterTaskView>,
     previous: EtcdClusterStatus,
+    /// Other clusters of its fleet claiming its id.
+    collisions: Vec<String>,
     now: Timestamp,
 }
 
@@ -99,6 +103,7 @@ fn case(members: Vec<ObservedMember>) -> Case {
         members: Observed::Members(members),
         tasks: vec![],
         previous: EtcdClusterStatus::default(),
+        collisions: vec![],
         now: now(),
     }
 }
@@ -113,6 +118,7 @@ fn run(case: &Case) -> Decision {
         observed: &case.members,
         tasks: &case.tasks,
         previous: &case.previous,
+        collisions: &case.collisions,
         now: case.now,
     })
 }
@@ -836,4 +842,56 @@ fn task_names_are_deterministic_and_valid() {
         name,
         "long names sharing a prefix do not collide"
     );
+}
+
+/// Two clusters of one fleet claiming one id: reported (once as an Event, always as Degraded),
+/// and nothing is submitted, however fragmented the members are.
+#[test]
+fn a_disputed_fleet_id_blocks_maintenance_and_is_told_once() {
+    let mut c = case(fragmented_trio());
+    c.spec.partition = Some(EtcdPartition {
+        fleet: "arktos".into(),
+        cluster_id: 3,
+        revision_scheme: RevisionScheme::Partitioned,
+    });
+    c.collisions = vec!["tenants/tenant-3".into()];
+    let decision = run(&c);
+    assert_eq!(decision.submit, None, "no task while the id is disputed");
+    let (status, reason, message) = condition(&decision, DEGRADED);
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::True, PARTITION_ID_COLLISION)
+    );
+    assert!(
+        message.starts_with(
+            "spec.partition.clusterId 3 of fleet arktos is also claimed by EtcdCluster tenants/tenant-3"
+        ),
+        "{message}"
+    );
+    assert_eq!(decision.events.len(), 1);
+    assert!(decision.events[0].warning);
+    assert_eq!(decision.events[0].reason, PARTITION_ID_COLLISION);
+
+    // The next pass, the condition already says so: no second Event.
+    let (_, told_reason, told_message) = condition(&decision, DEGRADED);
+    c.previous.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: DEGRADED.into(),
+        status: "True".into(),
+        reason: told_reason,
+        message: told_message,
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
+        observed_generation: Some(1),
+    }];
+    let again = run(&c);
+    assert!(again.events.is_empty(), "{:?}", again.events);
+    assert_eq!(again.submit, None);
+
+    // Resolved (the other cluster took another id): maintenance as usual.
+    c.collisions.clear();
+    let resolved = run(&c);
+    assert!(
+        resolved.submit.is_some(),
+        "the fragmented members are defragmented again"
+    );
+    assert_eq!(condition(&resolved, DEGRADED).0, ConditionStatus::False);
 }

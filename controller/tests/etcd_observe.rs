@@ -52,6 +52,7 @@ fn decide_on(
         observed: &Observed::Members(members),
         tasks: &[],
         previous: &Default::default(),
+        collisions: &[],
         now: jiff::Timestamp::now(),
     })
 }

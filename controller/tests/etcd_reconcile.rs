@@ -213,6 +213,7 @@ async fn decide_and_apply(ctx: &Context, cluster: &EtcdCluster, observed: &Obser
         observed,
         tasks: &[],
         previous: &previous,
+        collisions: &[],
         now: now(),
     });
     apply(cluster, ctx, observed, decision, now()).await.unwrap()

@@ -54,6 +54,37 @@ pub struct EtcdClusterSpec {
     /// Bounds for the maintenance Jobs.
     #[serde(default)]
     pub job: EtcdJobLimits,
+    /// For one cluster of a fleet of partitioned etcd clusters (one Kubernetes API served by
+    /// several etcd clusters): its place in the fleet. Absent: a cluster on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<EtcdPartition>,
+}
+
+/// A cluster's place in a fleet of partitioned etcd clusters.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdPartition {
+    /// The fleet: the clusters that serve one Kubernetes API. Cluster ids are unique within it;
+    /// two clusters of a fleet claiming one id are both reported and neither is maintained.
+    #[schemars(length(min = 1, max = 253))]
+    pub fleet: String,
+    /// This cluster's id in the fleet, 0–63: bits 13–18 of its revisions when they are
+    /// composite.
+    #[schemars(range(min = 0, max = 63))]
+    pub cluster_id: i32,
+    /// `Sequential`: etcd's own revisions. `Partitioned`: composite revisions (bits 0–12 event
+    /// number within the millisecond, 13–18 cluster id, 19–62 Unix time in ms); revision-count
+    /// compaction means nothing there and is refused.
+    #[serde(default)]
+    pub revision_scheme: RevisionScheme,
+}
+
+/// How a cluster numbers its revisions.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+pub enum RevisionScheme {
+    #[default]
+    Sequential,
+    Partitioned,
 }
 
 /// A Secret in the EtcdCluster's namespace holding the client certificate: keys `ca.crt` (the CA

@@ -51,6 +51,11 @@ pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
 const MIN_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
 /// Requeue of a cluster whose spec is invalid: its next spec change wakes us anyway.
 const INVALID_SPEC_REQUEUE: SignedDuration = SignedDuration::from_mins(10);
+/// Degraded reason (and Event) of a cluster whose fleet id another cluster of the fleet claims.
+pub const PARTITION_ID_COLLISION: &str = "PartitionIdCollision";
+/// How soon a cluster stuck on an id collision looks again: the other cluster's fix does not
+/// wake it.
+const COLLISION_REQUEUE: SignedDuration = SignedDuration::from_secs(30);
 
 /// What the members looked like, if they were asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +117,9 @@ pub struct Input<'a> {
     /// Every MaintenanceTask whose target is this cluster, whatever its origin and state.
     pub tasks: &'a [ClusterTaskView],
     pub previous: &'a EtcdClusterStatus,
+    /// The other clusters of its fleet (`namespace/name`) that claim its cluster id
+    /// ([`super::fleet::id_collisions`]); empty for a cluster of no fleet.
+    pub collisions: &'a [String],
     pub now: Timestamp,
 }
 
@@ -190,6 +198,34 @@ pub fn decide(input: &Input) -> Decision {
             };
         }
     };
+
+    if let (Some(partition), false) = (&policy.partition, input.collisions.is_empty()) {
+        let message = super::fleet::collision_message(partition, input.collisions);
+        let already_told = input
+            .previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == DEGRADED && c.reason == PARTITION_ID_COLLISION && c.message == message);
+        if !already_told {
+            events.push(PlannedEvent {
+                warning: true,
+                reason: PARTITION_ID_COLLISION,
+                note: message.clone(),
+            });
+        }
+        status.next_check_time = Some((input.now + COLLISION_REQUEUE).into());
+        return Decision {
+            conditions: conditions(
+                policy.enabled,
+                progressing(active, None),
+                Some((PARTITION_ID_COLLISION, message)),
+            ),
+            status,
+            submit: None,
+            events,
+            requeue_after: COLLISION_REQUEUE,
+        };
+    }
 
     let members = match input.observed {
         Observed::Members(members) => members.as_slice(),

@@ -4,7 +4,9 @@
 
 use jiff::SignedDuration;
 
-use crate::api::etcd_cluster::{CompactionMode, EtcdClusterSpec, EtcdJobLimits};
+use crate::api::etcd_cluster::{
+    CompactionMode, EtcdClusterSpec, EtcdJobLimits, EtcdPartition, RevisionScheme,
+};
 
 /// Shortest `checkInterval`: observing more often only loads the members.
 pub const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
@@ -26,6 +28,8 @@ pub struct Policy {
     pub move_leader: bool,
     pub compaction: Option<Compaction>,
     pub job: EtcdJobLimits,
+    /// Its place in a fleet of partitioned clusters, if any.
+    pub partition: Option<EtcdPartition>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +73,9 @@ impl Policy {
             .as_ref()
             .and_then(|c| check_compaction(c.mode, &c.retention, &mut errors));
         check_job_limits(&spec.job, &mut errors);
+        if let Some(partition) = &spec.partition {
+            check_partition(partition, compaction.as_ref(), &mut errors);
+        }
         if let Some(tls) = &spec.tls
             && tls.secret_name.is_empty()
         {
@@ -88,6 +95,7 @@ impl Policy {
             move_leader: policy.move_leader,
             compaction,
             job: spec.job.clone(),
+            partition: spec.partition.clone(),
         })
     }
 
@@ -144,6 +152,30 @@ fn check_compaction(mode: CompactionMode, retention: &str, errors: &mut Vec<Stri
     }
 }
 
+fn check_partition(partition: &EtcdPartition, compaction: Option<&Compaction>, errors: &mut Vec<String>) {
+    if partition.fleet.trim().is_empty() {
+        errors.push(
+            "spec.partition.fleet: must name the fleet (the clusters serving one Kubernetes API)".into(),
+        );
+    }
+    if !(0..=63).contains(&partition.cluster_id) {
+        errors.push(format!(
+            "spec.partition.clusterId: {} is out of range: it must be from 0 to 63",
+            partition.cluster_id
+        ));
+    }
+    if partition.revision_scheme == RevisionScheme::Partitioned
+        && matches!(compaction, Some(Compaction::Revision { .. }))
+    {
+        errors.push(
+            "spec.policy.compaction.mode: revision counts mean nothing for composite revisions \
+             (spec.partition.revisionScheme Partitioned: a revision is a time, a cluster id and an \
+             event); keep history by time with mode periodic"
+                .into(),
+        );
+    }
+}
+
 fn check_job_limits(job: &EtcdJobLimits, errors: &mut Vec<String>) {
     if let Some(seconds) = job.active_deadline_seconds
         && seconds < 1
@@ -193,6 +225,63 @@ mod tests {
 
     fn spec() -> EtcdClusterSpec {
         serde_json::from_value(serde_json::json!({"endpoints": ["http://etcd-0:2379"]})).unwrap()
+    }
+
+    #[test]
+    fn a_partition_names_its_fleet_an_id_in_range_and_keeps_history_by_time() {
+        let with =
+            |partition: serde_json::Value, compaction: serde_json::Value| -> Result<Policy, SpecErrors> {
+                let spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({
+                    "endpoints": ["http://etcd-0:2379"],
+                    "partition": partition,
+                    "policy": {"compaction": compaction},
+                }))
+                .unwrap();
+                Policy::from_spec(&spec)
+            };
+        let periodic = serde_json::json!({"mode": "periodic", "retention": "1h"});
+        let revisions = serde_json::json!({"mode": "revision", "retention": "10000"});
+        let ok = with(
+            serde_json::json!({"fleet": "arktos", "clusterId": 63, "revisionScheme": "Partitioned"}),
+            periodic.clone(),
+        )
+        .unwrap();
+        assert_eq!(ok.partition.unwrap().cluster_id, 63);
+        let sequential = with(
+            serde_json::json!({"fleet": "arktos", "clusterId": 0}),
+            revisions.clone(),
+        )
+        .unwrap();
+        assert_eq!(
+            sequential.partition.unwrap().revision_scheme,
+            RevisionScheme::Sequential
+        );
+        let cases = [
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 64}),
+                periodic.clone(),
+                "spec.partition.clusterId: 64 is out of range: it must be from 0 to 63",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": -1}),
+                periodic.clone(),
+                "spec.partition.clusterId: -1 is out of range",
+            ),
+            (
+                serde_json::json!({"fleet": " ", "clusterId": 1}),
+                periodic.clone(),
+                "spec.partition.fleet: must name the fleet",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 1, "revisionScheme": "Partitioned"}),
+                revisions.clone(),
+                "spec.policy.compaction.mode: revision counts mean nothing for composite revisions",
+            ),
+        ];
+        for (partition, compaction, expected) in cases {
+            let errors = with(partition.clone(), compaction).unwrap_err().to_string();
+            assert!(errors.contains(expected), "{partition}: {errors}");
+        }
     }
 
     #[test]

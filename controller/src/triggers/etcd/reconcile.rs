@@ -29,6 +29,7 @@ use groundskeeper_protocol::{Operation, keys};
 use super::decide::{
     ClusterTaskView, Decision, Input, Observed, PlannedEvent, PlannedTask, TLS_MOUNT_DIR, check_due, decide,
 };
+use super::fleet::{FleetMember, id_collisions};
 use super::observe::{ClientTls, observe_cluster};
 use super::policy::Policy;
 use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
@@ -95,9 +96,11 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         return Ok(Action::requeue(to_std(wait)));
     }
     let policy = Policy::from_spec(&cluster.spec);
+    let collisions = fleet_collisions(ctx, cluster).await?;
+    // A cluster whose fleet id is disputed is not maintained: nothing to observe for it.
     let observed = match &policy {
-        Ok(policy) => observe(&ctx.client, &namespace, policy).await,
-        Err(_) => Observed::NotAttempted,
+        Ok(policy) if collisions.is_empty() => observe(&ctx.client, &namespace, policy).await,
+        _ => Observed::NotAttempted,
     };
     let decision = decide(&Input {
         cluster: &name,
@@ -107,9 +110,39 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         observed: &observed,
         tasks: &tasks,
         previous: &previous,
+        collisions: &collisions,
         now,
     });
     apply(cluster, ctx, &observed, decision, now).await
+}
+
+/// The other clusters of `cluster`'s fleet, in the namespaces this controller looks after, that
+/// claim its cluster id.
+async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Result<Vec<String>> {
+    if cluster.spec.partition.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut fleet = Vec::new();
+    for namespace in scope::watched(&ctx.config) {
+        let api: Api<EtcdCluster> = scope::api(&ctx.client, namespace.as_deref());
+        let listed = api
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!(
+                "list EtcdClusters in {}",
+                namespace.as_deref().unwrap_or("every namespace")
+            )))?;
+        fleet.extend(listed.items.iter().map(fleet_member));
+    }
+    Ok(id_collisions(&fleet_member(cluster), &fleet))
+}
+
+fn fleet_member(cluster: &EtcdCluster) -> FleetMember {
+    FleetMember {
+        namespace: cluster.namespace().unwrap_or_default(),
+        name: cluster.name_any(),
+        partition: cluster.spec.partition.clone(),
+    }
 }
 
 /// The MaintenanceTasks whose target is the cluster, whoever created them.
