@@ -38,6 +38,9 @@
 //! sends each request to a member picked at random, so about a third of the requests reach the
 //! member being defragmented, as with kube-apiserver's round-robin.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -47,8 +50,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, ConnectOptions, KvClient, Txn, TxnOp};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, MemberState, find_etcd};
 use groundskeeper_e2e::measure::flush_disk;
-use groundskeeper_job::etcd::connect::EndpointArgs;
-use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
+use groundskeeper_job::etcd::defrag::{Progress, run_defrag};
 use groundskeeper_protocol::{Outcome, Report};
 use tokio::task::JoinSet;
 
@@ -363,23 +365,9 @@ async fn groundskeeper(
     cluster: &EtcdCluster,
     early_transfer: bool,
 ) -> Result<(u64, Vec<(String, bool, Duration)>), String> {
-    let args = DefragArgs {
-        connection: EndpointArgs {
-            endpoints: cluster.client_urls(),
-            ..EndpointArgs::default()
-        },
-        // Every member is defragmented, whatever the thresholds would say.
-        min_defrag_bytes: 1_000_000,
-        max_fragmented_percent: 10.0,
-        compact_retain_revisions: None,
-        no_move_leader: false,
-        allow_single_member: false,
-        dry_run: false,
-        defrag_call_timeout_ms: 60_000,
-        member_timeout_seconds: 600,
-        result_file: cluster.dir().join("result.json"),
-        grace_period_seconds: groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
-    };
+    // Every member is defragmented, whatever the thresholds would say.
+    let mut args = common::defrag_args(cluster, &cluster.dir().join("result.json"), 1_000_000, 10.0);
+    args.member_timeout_seconds = 600;
     let mut options = args.options().map_err(|f| f.message)?;
     options.plan.early_transfer = early_transfer;
     let result = run_defrag(&options, &mut |_: Progress<'_>| {}).await;

@@ -4,13 +4,14 @@
 //! The tests run one at a time (a lock): several 3-member clusters at once on a small machine
 //! would starve etcd's heartbeats and cause elections that are nobody's fault.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmType};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
-use groundskeeper_job::etcd::connect::EndpointArgs;
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
 use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
 use groundskeeper_job::run::exit_code;
@@ -38,25 +39,7 @@ async fn fragmented(version: EtcdVersion, options: ClusterOptions) -> Option<Etc
 }
 
 fn defrag_args(cluster: &EtcdCluster, result_file: &Path) -> DefragArgs {
-    let tls = cluster.tls();
-    DefragArgs {
-        connection: EndpointArgs {
-            endpoints: cluster.client_urls(),
-            cacert: tls.map(|t| t.ca.clone()),
-            cert: tls.map(|t| t.client_cert.clone()),
-            key: tls.map(|t| t.client_key.clone()),
-        },
-        min_defrag_bytes: MIN_DEFRAG_BYTES,
-        max_fragmented_percent: 45.0,
-        compact_retain_revisions: None,
-        no_move_leader: false,
-        allow_single_member: false,
-        dry_run: false,
-        defrag_call_timeout_ms: 60_000,
-        member_timeout_seconds: 60,
-        result_file: result_file.to_owned(),
-        grace_period_seconds: 60,
-    }
+    common::defrag_args(cluster, result_file, MIN_DEFRAG_BYTES, 45.0)
 }
 
 /// Runs the real binary; returns its exit code and the result it wrote.
@@ -609,13 +592,7 @@ async fn no_move_leader_defragments_the_leader_last_in_place(version: EtcdVersio
     let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
         return;
     };
-    let leader = cluster
-        .states()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|s| s.is_leader())
-        .unwrap();
+    let leader = cluster.leader().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut args = defrag_args(&cluster, &dir.path().join("r"));
     args.no_move_leader = true;

@@ -4,14 +4,15 @@
 //! observable state before signalling (a cleanup running on the stand-in, the runner's own log
 //! line saying a defrag call is sent), never for a fixed time.
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
-use groundskeeper_job::etcd::connect::EndpointArgs;
-use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
+use groundskeeper_job::etcd::defrag::{Progress, run_defrag};
 use groundskeeper_protocol::result::{
     DefragReport, ErrorKind, KeyspaceStatus, MemberDefragState, TransferState,
 };
@@ -293,26 +294,14 @@ async fn a_transferee_that_dies_is_noticed_within_seconds_and_reported(version: 
     let Some(mut cluster) = fragmented(version).await else {
         return;
     };
-    let tls = cluster.tls();
-    let args = DefragArgs {
-        connection: EndpointArgs {
-            endpoints: cluster.client_urls(),
-            cacert: tls.map(|t| t.ca.clone()),
-            cert: tls.map(|t| t.client_cert.clone()),
-            key: tls.map(|t| t.client_key.clone()),
-        },
-        min_defrag_bytes: MIN_DEFRAG_BYTES,
-        max_fragmented_percent: 45.0,
-        compact_retain_revisions: None,
-        no_move_leader: false,
-        allow_single_member: false,
-        dry_run: false,
-        defrag_call_timeout_ms: 60_000,
-        // Far beyond the test's own bound: only noticing the dead member ends the run in time.
-        member_timeout_seconds: 600,
-        result_file: cluster.dir().join("result.json"),
-        grace_period_seconds: 60,
-    };
+    let mut args = common::defrag_args(
+        &cluster,
+        &cluster.dir().join("result.json"),
+        MIN_DEFRAG_BYTES,
+        45.0,
+    );
+    // Far beyond the test's own bound: only noticing the dead member ends the run in time.
+    args.member_timeout_seconds = 600;
     let options = args.options().unwrap();
     let names: Vec<String> = (0..3).map(|i| cluster.name(i).to_owned()).collect();
     let mut killed: Option<(String, Instant)> = None;

@@ -137,13 +137,7 @@ async fn a_snapshot_under_writes_restores_every_key_up_to_its_revision(version: 
     let writes = writer(&cluster, stop.clone()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let leader_before = cluster
-        .states()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|s| s.is_leader())
-        .unwrap();
+    let leader_before = cluster.leader().await.unwrap();
     let (code, result) = run(&snapshot_args(&cluster, &output), &dir.path().join("result.json")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);

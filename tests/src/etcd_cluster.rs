@@ -546,6 +546,15 @@ impl EtcdCluster {
         })
     }
 
+    /// The status of the member that leads.
+    pub async fn leader(&self) -> Result<MemberState, String> {
+        let states = self.states().await?;
+        states
+            .into_iter()
+            .find(MemberState::is_leader)
+            .ok_or_else(|| "no member leads".to_owned())
+    }
+
     /// Every member's status; fails if one does not answer.
     pub async fn states(&self) -> Result<Vec<MemberState>, String> {
         let mut states = Vec::new();
