@@ -404,6 +404,12 @@ fn unhealthy_members_show_in_the_status() {
     assert_eq!(sick.endpoint, "http://etcd-1:2379");
     assert!(sick.message.as_deref().unwrap().contains("connection refused"));
     assert_eq!(sick.db_size, None);
+    assert_eq!(sick.raft_term, None, "a member that did not answer has no term");
+    assert_eq!(
+        status.members[0].raft_term,
+        Some(4),
+        "the term the member reported"
+    );
     assert!(status.members[0].leader && !status.members[2].leader);
     assert_eq!(status.members[0].id, "1");
 }

@@ -280,6 +280,9 @@ pub struct EtcdMemberStatus {
     pub healthy: bool,
     #[serde(default)]
     pub learner: bool,
+    /// The Raft term the member reported: a term that keeps rising means elections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raft_term: Option<i64>,
     /// Why the member is not healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -379,6 +379,7 @@ fn member_status(observed: &ObservedMember, previous: &[EtcdMemberStatus]) -> Et
         leader: member.id != 0 && leader_id == member.id,
         healthy: member.unhealthy_because().is_none(),
         learner: member.is_learner,
+        raft_term: status.and_then(|s| i64::try_from(s.raft_term).ok()),
         message: member.unhealthy_because(),
         last_defrag_time: earlier.and_then(|p| p.last_defrag_time.clone()),
         last_bytes_reclaimed: earlier.and_then(|p| p.last_bytes_reclaimed),
