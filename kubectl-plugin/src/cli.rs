@@ -1,0 +1,245 @@
+//! The command line: `kubectl groundskeeper task|etcd|scylla …` with kubectl's usual flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use groundskeeper_controller::api::maintenance_task::{TargetKind, TaskType};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-groundskeeper",
+    bin_name = "kubectl groundskeeper",
+    version,
+    about = "Maintenance of etcd and Scylla clusters with groundskeeper: tasks, and one screen per cluster.",
+    after_help = "Exit codes: 0 done (a waited-for task Completed); 1 error (API, kubeconfig, bad input); \
+                  2 wrong usage; 3 the task Failed; 4 the task was Rejected; 5 the task was deleted \
+                  while waited for; 130 interrupted (the task goes on)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// kubectl's flags, accepted before or after the subcommand.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Global {
+    /// Namespace (default: the kubeconfig context's, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// Every namespace (task list only).
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// The kubeconfig context to use (default: the current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Print the objects instead of the text view.
+    #[arg(short = 'o', long, global = true, value_enum)]
+    pub output: Option<Output>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Json,
+    Yaml,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// MaintenanceTasks: create (and follow), list, describe, cancel.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// EtcdClusters.
+    #[command(subcommand)]
+    Etcd(EtcdCommand),
+    /// ScyllaClusters.
+    #[command(subcommand)]
+    Scylla(ScyllaCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TaskCommand {
+    /// Create a task, and with --wait follow it to its end.
+    Create(CreateArgs),
+    /// The tasks, in queue order per target.
+    #[command(alias = "ls")]
+    List(ListArgs),
+    /// One task: timeline, per-node progress, errors.
+    Describe { name: String },
+    /// Cancel a task: delete it, and with it its Jobs.
+    Cancel { name: String },
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Cleanup (ScyllaCluster), Compact, Defragment, Maintenance or Snapshot (EtcdCluster).
+    #[arg(value_parser = parse_task_type)]
+    pub task_type: TaskType,
+    /// The cluster: KIND/NAME (`etcdcluster/main`, `scyllacluster/db`) or NAME alone (the kind
+    /// follows from the type).
+    #[arg(long)]
+    pub target: String,
+    /// A setting of the type's config, `key=value` (repeatable): e.g. `retainRevisions=1000`,
+    /// `maxFragmentedPercent=30`, `keyspaces=ks1,ks2`, `compact.physical=true` (Maintenance),
+    /// `persistentVolumeClaim=etcd-backups`, `retain=3`.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    pub config: Vec<String>,
+    /// The type's config as a YAML or JSON document (`-`: standard input); `--config` settings
+    /// apply on top.
+    #[arg(long, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Name of the task (default: generated from the target and type).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Fail the task if it has not finished this many seconds after its creation.
+    #[arg(long, value_name = "SECONDS")]
+    pub deadline: Option<i64>,
+    /// Follow the task until it ends; the exit code says how it ended.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Only the tasks of this cluster (NAME or KIND/NAME).
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EtcdCommand {
+    /// One screen for an EtcdCluster: members, compaction, maintenance, queued tasks, conditions.
+    Status { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScyllaCommand {
+    /// Per node: current and last-cleaned ring hash, whether it needs a cleanup and why, cleanup Jobs.
+    CleanupStatus { name: String },
+}
+
+/// A task type, as written or in any case (`defragment`, `Defragment`).
+pub fn parse_task_type(text: &str) -> Result<TaskType, String> {
+    TaskType::KNOWN
+        .iter()
+        .find(|known| known.eq_ignore_ascii_case(text))
+        .map(|known| TaskType::parse(known))
+        .ok_or_else(|| {
+            format!(
+                "unknown task type {text:?}: one of {}",
+                TaskType::KNOWN.join(", ")
+            )
+        })
+}
+
+/// A target kind as kubectl users write it: the kind, its plural or short name, any case.
+pub fn parse_target_kind(text: &str) -> Option<TargetKind> {
+    match text.to_ascii_lowercase().as_str() {
+        "etcdcluster" | "etcdclusters" | "etcdc" | "etcdcluster.groundskeeper.dev" => {
+            Some(TargetKind::EtcdCluster)
+        }
+        "scyllacluster" | "scyllaclusters" | "scyllacluster.scylla.scylladb.com" => {
+            Some(TargetKind::ScyllaCluster)
+        }
+        _ => None,
+    }
+}
+
+/// `--target`: KIND/NAME, or NAME with the kind the type works on.
+pub fn parse_target(text: &str, task_type: &TaskType) -> Result<(TargetKind, String), String> {
+    let (kind, name) = match text.split_once('/') {
+        Some((kind, name)) => {
+            let kind = parse_target_kind(kind).ok_or_else(|| {
+                format!("--target {text}: unknown kind {kind:?}: EtcdCluster or ScyllaCluster")
+            })?;
+            (kind, name)
+        }
+        None => {
+            let kind = task_type
+                .target_kind()
+                .ok_or_else(|| format!("--target {text}: give the kind, as KIND/NAME"))?;
+            (kind, text)
+        }
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("--target {text}: expected KIND/NAME or NAME"));
+    }
+    if let Some(wanted) = task_type.target_kind()
+        && wanted != kind
+    {
+        return Err(format!(
+            "--target {text}: a {task_type} task works on a {wanted}, not a {kind}"
+        ));
+    }
+    Ok((kind, name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_as_people_write_them() {
+        type Wanted = Result<(TargetKind, &'static str), &'static str>;
+        let cases: &[(&str, TaskType, Wanted)] = &[
+            (
+                "main",
+                TaskType::Defragment,
+                Ok((TargetKind::EtcdCluster, "main")),
+            ),
+            (
+                "etcdcluster/main",
+                TaskType::Compact,
+                Ok((TargetKind::EtcdCluster, "main")),
+            ),
+            (
+                "EtcdCluster/main",
+                TaskType::Snapshot,
+                Ok((TargetKind::EtcdCluster, "main")),
+            ),
+            (
+                "scyllaclusters/db",
+                TaskType::Cleanup,
+                Ok((TargetKind::ScyllaCluster, "db")),
+            ),
+            ("db", TaskType::Cleanup, Ok((TargetKind::ScyllaCluster, "db"))),
+            (
+                "scyllacluster/db",
+                TaskType::Defragment,
+                Err("a Defragment task works on a EtcdCluster, not a ScyllaCluster"),
+            ),
+            ("pod/x", TaskType::Compact, Err("unknown kind \"pod\"")),
+            (
+                "etcdcluster/",
+                TaskType::Compact,
+                Err("expected KIND/NAME or NAME"),
+            ),
+        ];
+        for (text, task_type, wanted) in cases {
+            let got = parse_target(text, task_type);
+            match (wanted, got) {
+                (Ok((kind, name)), Ok((got_kind, got_name))) => {
+                    assert_eq!((kind, *name), (&got_kind, got_name.as_str()), "{text}")
+                }
+                (Err(part), Err(message)) => assert!(message.contains(part), "{text}: {message}"),
+                (wanted, got) => panic!("{text}: wanted {wanted:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn task_types_in_any_case() {
+        assert_eq!(parse_task_type("defragment"), Ok(TaskType::Defragment));
+        assert_eq!(parse_task_type("Snapshot"), Ok(TaskType::Snapshot));
+        let err = parse_task_type("defrag").unwrap_err();
+        assert!(
+            err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! Each command: read what it needs (thin), render (pure), print; the exit code.
+
+use std::io::Read;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use serde::Serialize;
+
+use groundskeeper_controller::api::EtcdCluster;
+use groundskeeper_controller::api::maintenance_task::{
+    DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskState,
+    TaskTarget, TaskType,
+};
+use groundskeeper_controller::api::scylla::ScyllaCluster;
+use groundskeeper_controller::execution::bounded_name;
+use groundskeeper_controller::tasks::validate::{describe_errors, validate};
+use groundskeeper_controller::triggers::scylla_cleanup::observe::member_selector;
+use groundskeeper_protocol::keys;
+
+use crate::access::Access;
+use crate::cli::{
+    Cli, Command, CreateArgs, EtcdCommand, ListArgs, Output, ScyllaCommand, TaskCommand, parse_target_kind,
+};
+use crate::error::Error;
+use crate::render;
+use crate::wait;
+
+/// Runs the command; the exit code on success.
+pub async fn run(cli: Cli) -> Result<i32, Error> {
+    let access = Access::connect(&cli.global).await?;
+    let output = cli.global.output;
+    if access.all_namespaces && !matches!(cli.command, Command::Task(TaskCommand::List(_))) {
+        return Err(Error::Invalid(
+            "-A/--all-namespaces is for `task list` only: name the namespace with -n".into(),
+        ));
+    }
+    match cli.command {
+        Command::Task(TaskCommand::Create(args)) => create(&access, args, output).await,
+        Command::Task(TaskCommand::List(args)) => list(&access, args, output).await,
+        Command::Task(TaskCommand::Describe { name }) => describe(&access, &name, output).await,
+        Command::Task(TaskCommand::Cancel { name }) => cancel(&access, &name).await,
+        Command::Etcd(EtcdCommand::Status { name }) => etcd_status(&access, &name, output).await,
+        Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
+            cleanup_status(&access, &name, output).await
+        }
+    }
+}
+
+/// The object as JSON or YAML.
+pub fn print_object<T: Serialize>(format: Output, object: &T) -> Result<(), Error> {
+    let text = match format {
+        Output::Json => serde_json::to_string_pretty(object)
+            .map(|t| t + "\n")
+            .map_err(|e| e.to_string()),
+        Output::Yaml => serde_saphyr::to_string(object).map_err(|e| e.to_string()),
+    }
+    .map_err(|e| Error::Invalid(format!("cannot print the object: {e}")))?;
+    print!("{text}");
+    Ok(())
+}
+
+fn list_of<T: Serialize>(items: &[T]) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+fn not_found_hint(kind: &str, plural: &str, namespace: &str) -> String {
+    format!(
+        "list the {kind}s there with `kubectl get {plural} -n {namespace}`, or pick the namespace with -n"
+    )
+}
+
+/// The task `task create` sends, checked as the controller will check it.
+pub fn new_task(
+    args: &CreateArgs,
+    namespace: &str,
+    document: Option<&str>,
+) -> Result<MaintenanceTask, Error> {
+    let (kind, target) = crate::cli::parse_target(&args.target, &args.task_type).map_err(Error::Invalid)?;
+    let config =
+        crate::config::task_config(&args.task_type, document, &args.config).map_err(Error::Invalid)?;
+    let type_name = args.task_type.as_str().to_ascii_lowercase();
+    let task = MaintenanceTask {
+        metadata: ObjectMeta {
+            name: args.name.clone(),
+            generate_name: args
+                .name
+                .is_none()
+                .then(|| bounded_name(&target, &format!("-{type_name}-"))),
+            namespace: Some(namespace.to_owned()),
+            labels: Some([(keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_MANUAL.to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: MaintenanceTaskSpec {
+            target: TaskTarget { kind, name: target },
+            task_type: args.task_type.clone(),
+            config,
+            ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            deadline_seconds: args.deadline,
+        },
+        status: None,
+    };
+    validate(&task).map_err(|errors| Error::Invalid(describe_errors(&errors)))?;
+    Ok(task)
+}
+
+fn read_config_file(path: &std::path::Path) -> Result<String, Error> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Error::Invalid(format!("--config-file -: cannot read standard input: {e}")))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::Invalid(format!("--config-file {}: {e}", path.display())))
+}
+
+/// The target must exist: a task on a cluster that is not there would only be Rejected.
+async fn check_target(access: &Access, namespace: &str, kind: &TargetKind, name: &str) -> Result<(), Error> {
+    let found = match kind {
+        TargetKind::EtcdCluster => access.get::<EtcdCluster>(namespace, name).await.map(|_| ()),
+        TargetKind::ScyllaCluster => access.get::<ScyllaCluster>(namespace, name).await.map(|_| ()),
+        TargetKind::Unknown(_) => Ok(()),
+    };
+    found.map_err(|e| {
+        let plural = match kind {
+            TargetKind::ScyllaCluster => "scyllaclusters",
+            _ => "etcdclusters",
+        };
+        e.with_hint(not_found_hint(kind.as_str(), plural, namespace))
+    })
+}
+
+async fn create(access: &Access, args: CreateArgs, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let document = args.config_file.as_deref().map(read_config_file).transpose()?;
+    let task = new_task(&args, &namespace, document.as_deref())?;
+    check_target(access, &namespace, &task.spec.target.kind, &task.spec.target.name).await?;
+    let created = access.create(&namespace, &task).await?;
+    let name = created.name_any();
+    if !args.wait {
+        match output {
+            Some(format) => print_object(format, &created)?,
+            None => println!(
+                "maintenancetask.groundskeeper.dev/{name} created ({} on {}/{})\nfollow it: kubectl groundskeeper task describe -n {namespace} {name}",
+                created.spec.task_type, created.spec.target.kind, created.spec.target.name
+            ),
+        }
+        return Ok(0);
+    }
+    if output.is_none() {
+        println!(
+            "maintenancetask.groundskeeper.dev/{name} created; waiting for it to end (Ctrl-C stops waiting, not the task)"
+        );
+    }
+    let (code, last) = wait::follow(access, &namespace, &name, output.is_some()).await?;
+    if let (Some(format), Some(task)) = (output, last) {
+        print_object(format, &task)?;
+    }
+    Ok(code)
+}
+
+async fn list(access: &Access, args: ListArgs, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = (!access.all_namespaces).then_some(access.namespace.as_str());
+    let mut tasks: Vec<MaintenanceTask> = access.list(namespace, None).await?;
+    if let Some(target) = &args.target {
+        let (kind, name) = match target.split_once('/') {
+            Some((kind, name)) => (
+                Some(parse_target_kind(kind).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "--target {target}: unknown kind {kind:?}: EtcdCluster or ScyllaCluster"
+                    ))
+                })?),
+                name,
+            ),
+            None => (None, target.as_str()),
+        };
+        tasks
+            .retain(|t| t.spec.target.name == name && kind.as_ref().is_none_or(|k| *k == t.spec.target.kind));
+    }
+    match output {
+        Some(format) => print_object(format, &list_of(&tasks))?,
+        None => print!(
+            "{}",
+            render::task::list(&tasks, Timestamp::now(), access.all_namespaces)
+        ),
+    }
+    Ok(0)
+}
+
+async fn get_task(access: &Access, namespace: &str, name: &str) -> Result<MaintenanceTask, Error> {
+    access
+        .get::<MaintenanceTask>(namespace, name)
+        .await
+        .map_err(|e| {
+            e.with_hint(format!(
+                "list them with `kubectl groundskeeper task list -n {namespace}` (a finished task is deleted after its ttlSecondsAfterFinished)"
+            ))
+        })
+}
+
+async fn describe(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
+    let task = get_task(access, &access.namespace, name).await?;
+    match output {
+        Some(format) => print_object(format, &task)?,
+        None => print!("{}", render::task::describe(&task, Timestamp::now())),
+    }
+    Ok(0)
+}
+
+/// Cancelling is deleting: the controller has no "cancelled" state. A Pending task leaves the
+/// queue; a running task's Jobs are deleted with it (its owner references), so their pods get
+/// SIGTERM and the runner stops what it can stop.
+async fn cancel(access: &Access, name: &str) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let task = get_task(access, &namespace, name).await?;
+    let state = render::task::state_of(&task);
+    if state.is_final() {
+        return Err(Error::Invalid(format!(
+            "task {name} is already {state}: nothing to cancel (it is deleted {}s after it finished; \
+             `kubectl delete maintenancetask -n {namespace} {name}` removes it now)",
+            task.spec.ttl_seconds_after_finished
+        )));
+    }
+    let selector = format!("{}={}", keys::TASK_LABEL, bounded_name(name, ""));
+    let jobs: Vec<Job> = access.list(Some(&namespace), Some(&selector)).await?;
+    access.delete::<MaintenanceTask>(&namespace, name).await?;
+    print!("{}", cancelled(&task, state, &jobs));
+    Ok(0)
+}
+
+/// What `task cancel` did, for people.
+pub fn cancelled(task: &MaintenanceTask, state: TaskState, jobs: &[Job]) -> String {
+    let name = task.name_any();
+    let target = format!("{}/{}", task.spec.target.kind, task.spec.target.name);
+    if state == TaskState::Pending || jobs.is_empty() {
+        return format!(
+            "task {name} cancelled: it was {state} and no Job of it had started; it left the queue of {target}\n"
+        );
+    }
+    let names: Vec<String> = jobs.iter().map(|j| j.name_any()).collect();
+    let done: Vec<String> = task
+        .status
+        .as_ref()
+        .map(|s| {
+            s.nodes
+                .iter()
+                .filter(|n| n.state.is_finished())
+                .map(|n| format!("{} ({:?})", n.name, n.state))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = format!(
+        "task {name} cancelled: it was InProgress; deleted with its Job(s) {} (their pods get SIGTERM; the runner stops what it can stop)\n",
+        names.join(", ")
+    );
+    if matches!(task.spec.task_type, TaskType::Defragment | TaskType::Maintenance) {
+        out.push_str(
+            "  a member already being defragmented finishes: etcd cannot stop a defragmentation once begun\n",
+        );
+    }
+    if !done.is_empty() {
+        out.push_str(&format!("  already done, and kept: {}\n", done.join(", ")));
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct EtcdStatusView<'a> {
+    cluster: &'a EtcdCluster,
+    tasks: Vec<MaintenanceTask>,
+}
+
+async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let cluster: EtcdCluster = access
+        .get(&namespace, name)
+        .await
+        .map_err(|e| e.with_hint(not_found_hint("EtcdCluster", "etcdclusters", &namespace)))?;
+    let tasks: Vec<MaintenanceTask> = access.list(Some(&namespace), None).await?;
+    match output {
+        Some(format) => print_object(
+            format,
+            &EtcdStatusView {
+                cluster: &cluster,
+                tasks: render::etcd::tasks_of(&cluster, &tasks),
+            },
+        )?,
+        None => print!("{}", render::etcd::status(&cluster, &tasks, Timestamp::now())),
+    }
+    Ok(0)
+}
+
+async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let cluster: ScyllaCluster = access
+        .get(&namespace, name)
+        .await
+        .map_err(|e| e.with_hint(not_found_hint("ScyllaCluster", "scyllaclusters", &namespace)))?;
+    let services: Vec<Service> = access
+        .list(Some(&namespace), Some(&member_selector(name)))
+        .await?;
+    let jobs: Vec<Job> = access.list(Some(&namespace), None).await?;
+    let view = render::scylla::cleanup_status(&cluster, &services, &jobs);
+    match output {
+        Some(format) => print_object(format, &view)?,
+        None => print!("{}", render::scylla::render(&view, Timestamp::now())),
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use serde_json::json;
+
+    fn create_args(line: &[&str]) -> CreateArgs {
+        let mut argv = vec!["kubectl-groundskeeper", "task", "create"];
+        argv.extend(line);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Task(TaskCommand::Create(args)) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_task_is_manual_named_after_its_target_and_checked() {
+        let task = new_task(
+            &create_args(&[
+                "defragment",
+                "--target",
+                "main",
+                "--config",
+                "maxFragmentedPercent=20",
+            ]),
+            "etcd",
+            None,
+        )
+        .unwrap();
+        assert_eq!(task.metadata.generate_name.as_deref(), Some("main-defragment-"));
+        assert_eq!(
+            task.labels().get(keys::ORIGIN_LABEL).map(String::as_str),
+            Some("manual")
+        );
+        assert_eq!(task.spec.config.defragment.unwrap().max_fragmented_percent, 20.0);
+        let named = new_task(
+            &create_args(&[
+                "snapshot",
+                "--target",
+                "etcdcluster/main",
+                "--name",
+                "before-upgrade",
+            ]),
+            "etcd",
+            None,
+        )
+        .unwrap();
+        assert_eq!(named.metadata.name.as_deref(), Some("before-upgrade"));
+        // The controller's own checks run before anything is sent.
+        let err = new_task(
+            &create_args(&[
+                "compact",
+                "--target",
+                "main",
+                "--config",
+                "retainRevisions=5",
+                "--config",
+                "revision=9",
+            ]),
+            "etcd",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("spec.config.compact"), "{err}");
+        let err = new_task(
+            &create_args(&["snapshot", "--target", "main", "--config", "fileName=a/b"]),
+            "etcd",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("spec.config.snapshot.fileName"), "{err}");
+    }
+
+    fn task(state: &str, nodes: serde_json::Value) -> MaintenanceTask {
+        serde_json::from_value(json!({
+            "metadata": {"name": "t", "namespace": "etcd"},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment"},
+            "status": {"state": state, "nodes": nodes},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn cancelling_says_what_happened() {
+        let pending = cancelled(&task("Pending", json!([])), TaskState::Pending, &[]);
+        assert_eq!(
+            pending,
+            "task t cancelled: it was Pending and no Job of it had started; it left the queue of EtcdCluster/main\n"
+        );
+        let job: Job = serde_json::from_value(json!({"metadata": {"name": "t-0"}})).unwrap();
+        let running = cancelled(
+            &task(
+                "InProgress",
+                json!([{"name": "m0", "state": "Succeeded"}, {"name": "m1", "state": "Running"}]),
+            ),
+            TaskState::InProgress,
+            &[job],
+        );
+        assert_eq!(
+            running,
+            "task t cancelled: it was InProgress; deleted with its Job(s) t-0 (their pods get SIGTERM; the runner stops what it can stop)\n  a member already being defragmented finishes: etcd cannot stop a defragmentation once begun\n  already done, and kept: m0 (Succeeded)\n"
+        );
+    }
+}
