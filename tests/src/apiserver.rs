@@ -121,6 +121,13 @@ impl Builder {
         self
     }
 
+    /// Serves no resource type `id` (as a cluster where its CRD is not installed: requests for
+    /// it get 404 and discovery does not list it).
+    pub fn without(mut self, id: &ResourceId) -> Self {
+        self.types.retain(|t| &t.id != id);
+        self
+    }
+
     /// How many changes watches can resume from; older resourceVersions get 410 Gone.
     pub fn history_limit(mut self, changes: usize) -> Self {
         self.history_limit = changes;
@@ -207,6 +214,32 @@ impl ApiServer {
         let mut config = kube::Config::new(url);
         config.auth_info.token = Some(token.to_owned().into());
         kube::Client::try_from(config).expect("a plain-HTTP kube client builds")
+    }
+
+    /// Writes a kubeconfig for this server to `path` (one cluster, user and context, all named
+    /// `in-memory`; the context's namespace `namespace`), so that programs that read a kubeconfig,
+    /// such as kubectl plugins, can talk to it. With `token`, requests are authorized as the
+    /// ServiceAccount given to [`Builder::authorize`]; without, they are the harness's (unchecked).
+    pub fn write_kubeconfig(
+        &self,
+        path: &std::path::Path,
+        token: Option<&str>,
+        namespace: &str,
+    ) -> std::io::Result<()> {
+        let user = match token {
+            Some(token) => serde_json::json!({ "token": token }),
+            None => serde_json::json!({}),
+        };
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "in-memory", "cluster": { "server": self.url() } }],
+            "users": [{ "name": "in-memory", "user": user }],
+            "contexts": [{ "name": "in-memory", "context": { "cluster": "in-memory", "user": "in-memory", "namespace": namespace } }],
+            "current-context": "in-memory",
+        });
+        let text = serde_saphyr::to_string(&config).map_err(std::io::Error::other)?;
+        std::fs::write(path, text)
     }
 
     /// The current (latest) resourceVersion.
