@@ -3,7 +3,8 @@
 //! - with real etcd (3.4 and 3.5), the etcd trigger and the task controller, and the Job
 //!   controller/kubelet stand-in running `groundskeeper-job` in-process: `task create --wait`
 //!   while the task runs (exit code and progress lines), a Failed and a Rejected task (their exit
-//!   codes), `task list`, `task describe`, `task cancel` of a running task (its Job goes), and
+//!   codes), Ctrl-C while waiting (the task goes on), `task list`, `task describe`, `task cancel`
+//!   of a running task (its Job goes), and
 //!   `etcd status` (raft terms, last maintenance);
 //! - with scylla-operator's objects (the stand-in) and the task controller: `scylla
 //!   cleanup-status` telling groundskeeper's Job from scylla-operator's;
@@ -71,6 +72,36 @@ async fn plugin_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run
         .await
         .unwrap_or_else(|_| panic!("kubectl-groundskeeper {args:?} did not end"))
         .expect("the plugin runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Starts the plugin without waiting for it to end.
+fn spawn_plugin(kubeconfig: &Path, args: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-groundskeeper"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the plugin starts")
+}
+
+/// Sends SIGINT (Ctrl-C) to a running plugin and collects what it did.
+async fn interrupt(child: tokio::process::Child) -> Run {
+    let pid = child.id().expect("still running") as libc::pid_t;
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let output = tokio::time::timeout(GUARD, child.wait_with_output())
+        .await
+        .expect("the plugin ends after Ctrl-C")
+        .expect("its output");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -306,8 +337,10 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
         "{run:?}"
     );
     wait_for("its Job created", || scenario.job_exists("held-0")).await;
-    let run = scenario
-        .plugin(&[
+    // Waiting on a queued task, then Ctrl-C: the task stays, and the plugin says how to follow it.
+    let waiting = spawn_plugin(
+        &scenario.kubeconfig,
+        &[
             "task",
             "create",
             "compact",
@@ -317,9 +350,26 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
             "queued",
             "--config",
             "retainRevisions=10",
-        ])
-        .await;
-    assert_eq!(run.code, 0, "{run:?}");
+            "--wait",
+        ],
+    );
+    wait_for("the queued task seen by the controller", || {
+        task_of(&scenario.server, "queued")
+            .and_then(|t| t.status)
+            .and_then(|s| s.state)
+            == Some(TaskState::Pending)
+    })
+    .await;
+    // Give the watch time to deliver the Pending state before the interrupt.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let run = interrupt(waiting).await;
+    assert_eq!(run.code, 130, "{run:?}");
+    assert!(run.stdout.contains(" task queued: waiting: "), "{run:?}");
+    assert!(
+        run.stdout.contains("stopped waiting; task queued goes on.\n  follow it:  kubectl groundskeeper task describe -n etcd queued\n  cancel it:  kubectl groundskeeper task cancel -n etcd queued\n"),
+        "{run:?}"
+    );
+    assert!(task_of(&scenario.server, "queued").is_some(), "the task goes on");
     let run = scenario
         .plugin(&[
             "task",
