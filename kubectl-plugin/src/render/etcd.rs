@@ -134,8 +134,10 @@ pub fn status(cluster: &EtcdCluster, tasks: &[MaintenanceTask], now: Timestamp) 
 }
 
 fn members_table(members: &[EtcdMemberStatus], now: Timestamp) -> String {
-    let rows: Vec<Vec<String>> = members
-        .iter()
+    let mut sorted: Vec<&EtcdMemberStatus> = members.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let rows: Vec<Vec<String>> = sorted
+        .into_iter()
         .map(|m| {
             let mut role = if m.leader { "leader" } else { "follower" }.to_owned();
             if m.learner {

@@ -65,12 +65,17 @@ pub fn changes(before: Option<&Seen>, task: &MaintenanceTask, now: Timestamp) ->
     let stamp = now.strftime("%H:%M:%S").to_string();
     let name = task.name_any();
     let mut lines = Vec::new();
-    if after.state != before.state {
+    // A final state is said last, after what the nodes did to get there.
+    let state_line = (after.state != before.state).then(|| {
         let state = after
             .state
             .map(|s| s.to_string())
             .unwrap_or_else(|| "created".to_owned());
-        lines.push(format!("{stamp} task {name}: {state}"));
+        format!("{stamp} task {name}: {state}")
+    });
+    let finished = after.state.is_some_and(|s| s.is_final());
+    if !finished && let Some(line) = &state_line {
+        lines.push(line.clone());
     }
     if after.waiting_for != before.waiting_for
         && let Some(why) = &after.waiting_for
@@ -93,6 +98,9 @@ pub fn changes(before: Option<&Seen>, task: &MaintenanceTask, now: Timestamp) ->
         && let Some(operation) = &after.last_operation
     {
         lines.push(format!("{stamp} task {name}: {operation}"));
+    }
+    if finished && let Some(line) = state_line {
+        lines.push(line);
     }
     lines
 }
@@ -239,6 +247,16 @@ mod tests {
                 "20:00:42 m0: Succeeded: 4.0 MiB reclaimed",
                 "20:00:42 m1: Running"
             ]
+        );
+    }
+
+    #[test]
+    fn the_final_state_comes_after_the_nodes() {
+        let running = task(json!({"state": "InProgress"}));
+        let done = task(json!({"state": "Completed", "nodes": [{"name": "m0", "state": "Succeeded"}]}));
+        assert_eq!(
+            changes(Some(&Seen::of(&running)), &done, now()),
+            vec!["20:00:42 m0: Succeeded", "20:00:42 task t: Completed"]
         );
     }
 

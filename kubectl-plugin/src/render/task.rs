@@ -222,13 +222,6 @@ fn timeline(task: &MaintenanceTask, now: Timestamp) -> String {
     if let Some(at) = &status.initiated_at {
         events.push((at.0, "seen by the controller".to_owned()));
     }
-    for c in &status.conditions {
-        let mut line = format!("{}={} {}", c.type_, c.status, c.reason);
-        if !c.message.is_empty() {
-            line.push_str(&format!(": {}", c.message));
-        }
-        events.push((c.last_transition_time.0, line));
-    }
     if let Some(at) = &status.started_at {
         events.push((at.0, "started".to_owned()));
     }
@@ -240,6 +233,13 @@ fn timeline(task: &MaintenanceTask, now: Timestamp) -> String {
             events.push((at.0, format!("{} {:?}", node.name, node.state)));
         }
     }
+    for c in &status.conditions {
+        let mut line = format!("{}={} {}", c.type_, c.status, c.reason);
+        if !c.message.is_empty() {
+            line.push_str(&format!(": {}", c.message));
+        }
+        events.push((c.last_transition_time.0, line));
+    }
     for error in &status.last_errors {
         events.push((
             error.observed_at.0,
@@ -249,6 +249,7 @@ fn timeline(task: &MaintenanceTask, now: Timestamp) -> String {
     if let Some(at) = &status.completed_at {
         events.push((at.0, state_of(task).to_string()));
     }
+    // Stable: within one second, the order above (which is the order things happen in).
     events.sort_by_key(|(at, _)| *at);
     let rows: Vec<Vec<String>> = events
         .into_iter()
