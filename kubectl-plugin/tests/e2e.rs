@@ -436,6 +436,15 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
     }
     assert_eq!(out.matches("   Succeeded   defrag-now-0   ").count(), 3, "{out}");
     assert!(out.contains(" MiB ("), "sizes in MiB beside bytes: {out}");
+    let run = scenario
+        .plugin(&["task", "describe", "defrag-now", "-o", "yaml"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let printed: MaintenanceTask = serde_saphyr::from_str(&run.stdout).expect("the task as YAML");
+    assert_eq!(printed.status.and_then(|s| s.progress).as_deref(), Some("3/3"));
+    let run = scenario.plugin(&["task", "list", "-A"]).await;
+    assert!(run.stdout.starts_with("NAMESPACE   NAME "), "{run:?}");
+    assert!(run.stdout.contains("\netcd        defrag-now   "), "{run:?}");
     let run = scenario.plugin(&["task", "describe", "too-far"]).await;
     assert!(run.stdout.contains("JobFailed"), "{run:?}");
 
