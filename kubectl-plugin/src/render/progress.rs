@@ -129,15 +129,12 @@ pub fn block(task: &MaintenanceTask, now: Timestamp) -> String {
         (_, 0) => 0.0,
         _ => done as f64 / total as f64,
     };
-    out.push_str(&format!(
-        "  [{}] {}\n",
-        bar(fraction),
-        if total > 0 {
-            format!("{done}/{total}")
-        } else {
-            String::new()
-        }
-    ));
+    let mut bar_line = format!("  [{}]", bar(fraction));
+    if total > 0 {
+        bar_line.push_str(&format!(" {done}/{total}"));
+    }
+    out.push_str(&bar_line);
+    out.push('\n');
     if let Some(why) = waiting_for(task) {
         out.push_str(&format!("  waiting: {why}\n"));
     }
@@ -269,6 +266,15 @@ mod tests {
         assert_eq!(
             block(&t, now()),
             "t Defragment EtcdCluster/main: InProgress  42s\n  [###############---------------] 1/2\n  m0        Succeeded  reclaimed 4.0 MiB (4194304)\n  member-1  Running\n"
+        );
+    }
+
+    #[test]
+    fn a_task_without_nodes_yet_has_an_empty_bar() {
+        let t = task(json!({"state": "Pending"}));
+        assert_eq!(
+            block(&t, now()),
+            "t Defragment EtcdCluster/main: Pending  42s\n  [------------------------------]\n"
         );
     }
 
