@@ -71,6 +71,8 @@ pub enum TaskCommand {
     List(ListArgs),
     /// One task: timeline, per-node progress, errors.
     Describe { name: String },
+    /// Follow an existing task until it ends (as `create --wait` does); the exit code says how.
+    Wait { name: String },
     /// Cancel a task: delete it, and with it its Jobs.
     Cancel { name: String },
 }

@@ -41,6 +41,7 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Task(TaskCommand::Create(args)) => create(&access, args, output).await,
         Command::Task(TaskCommand::List(args)) => list(&access, args, output).await,
         Command::Task(TaskCommand::Describe { name }) => describe(&access, &name, output).await,
+        Command::Task(TaskCommand::Wait { name }) => wait_for_task(&access, &name, output).await,
         Command::Task(TaskCommand::Cancel { name }) => cancel(&access, &name).await,
         Command::Etcd(EtcdCommand::Status { name }) => etcd_status(&access, &name, output).await,
         Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
@@ -145,7 +146,7 @@ async fn create(access: &Access, args: CreateArgs, output: Option<Output>) -> Re
         match output {
             Some(format) => print_object(format, &created)?,
             None => println!(
-                "maintenancetask.groundskeeper.dev/{name} created ({} on {}/{})\nfollow it: kubectl groundskeeper task describe -n {namespace} {name}",
+                "maintenancetask.groundskeeper.dev/{name} created ({} on {}/{})\nfollow it: kubectl groundskeeper task wait -n {namespace} {name}",
                 created.spec.task_type, created.spec.target.kind, created.spec.target.name
             ),
         }
@@ -209,6 +210,16 @@ async fn describe(access: &Access, name: &str, output: Option<Output>) -> Result
         None => print!("{}", render::task::describe(&task, Timestamp::now())),
     }
     Ok(0)
+}
+
+async fn wait_for_task(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    get_task(access, &namespace, name).await?;
+    let (code, last) = wait::follow(access, &namespace, name, output.is_some()).await?;
+    if let (Some(format), Some(task)) = (output, last) {
+        print_object(format, &task)?;
+    }
+    Ok(code)
 }
 
 /// Cancelling is deleting: the controller has no "cancelled" state. A Pending task leaves the

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 
 use groundskeeper_controller::api::maintenance_task::MaintenanceTask;
 
@@ -72,7 +73,12 @@ pub async fn follow(
     progress_to_stderr: bool,
 ) -> Result<(i32, Option<MaintenanceTask>), Error> {
     let api = access.api::<MaintenanceTask>(Some(namespace));
-    let mut changes = Box::pin(watcher::watch_object(api, name));
+    // One object by name; after an error the watcher starts again with kube's default backoff,
+    // so an API server that is away is not asked in a tight loop.
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut changes = watcher::watcher(api, config).default_backoff().boxed();
+    // Whether the last (re)list found the task: a list without it means it is gone.
+    let mut listed = false;
     let mut display = Display::new(progress_to_stderr);
     let mut last: Option<MaintenanceTask> = None;
     // Only a terminal's elapsed time needs redrawing between changes.
@@ -91,20 +97,23 @@ pub async fn follow(
                 }
             }
             change = changes.next() => {
-                match change {
-                    Some(Ok(Some(task))) => {
-                        display.show(&task, Timestamp::now());
-                        if let Some((code, line)) = progress::outcome(&task) {
-                            display.say(&format!("{line}\n"));
-                            return Ok((code, Some(task)));
-                        }
-                        last = Some(task);
+                let seen = match change {
+                    Some(Ok(Event::Apply(task))) => Some(task),
+                    Some(Ok(Event::InitApply(task))) => {
+                        listed = true;
+                        Some(task)
                     }
-                    Some(Ok(None)) => {
-                        display.say(&format!("task {name} was deleted before it ended (cancelled, or its target's namespace went away)\n"));
+                    Some(Ok(Event::Init)) => {
+                        listed = false;
+                        None
+                    }
+                    Some(Ok(Event::InitDone)) if listed => None,
+                    Some(Ok(Event::Delete(_))) | Some(Ok(Event::InitDone)) => {
+                        display.say(&format!("task {name} was deleted before it ended (cancelled, or its namespace went away)\n"));
                         return Ok((EXIT_DELETED, last));
                     }
                     Some(Err(watcher::Error::WatchFailed(kube::Error::Api(status))))
+                    | Some(Err(watcher::Error::WatchStartFailed(kube::Error::Api(status))))
                     | Some(Err(watcher::Error::InitialListFailed(kube::Error::Api(status))))
                         if matches!(status.code, 401 | 403 | 404) =>
                     {
@@ -112,8 +121,8 @@ pub async fn follow(
                         return Err(crate::error::explain(&request, &status, Some(true)));
                     }
                     Some(Err(err)) => {
-                        // The watcher starts again by itself (with backoff); say why it paused.
                         display.say(&format!("watch of task {name} interrupted ({err}); resuming\n"));
+                        None
                     }
                     None => {
                         return Err(Error::Api {
@@ -121,6 +130,14 @@ pub async fn follow(
                             message: "the watch ended".into(),
                         });
                     }
+                };
+                if let Some(task) = seen {
+                    display.show(&task, Timestamp::now());
+                    if let Some((code, line)) = progress::outcome(&task) {
+                        display.say(&format!("{line}\n"));
+                        return Ok((code, Some(task)));
+                    }
+                    last = Some(task);
                 }
             }
         }

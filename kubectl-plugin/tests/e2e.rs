@@ -93,20 +93,25 @@ fn spawn_plugin(kubeconfig: &Path, args: &[&str]) -> tokio::process::Child {
         .expect("the plugin starts")
 }
 
-/// Sends SIGINT (Ctrl-C) to a running plugin and collects what it did.
-async fn interrupt(child: tokio::process::Child) -> Run {
-    let pid = child.id().expect("still running") as libc::pid_t;
-    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+/// Waits for a running plugin to end by itself.
+async fn finished(child: tokio::process::Child) -> Run {
     let output = tokio::time::timeout(GUARD, child.wait_with_output())
         .await
-        .expect("the plugin ends after Ctrl-C")
+        .expect("the plugin ends")
         .expect("its output");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
+}
+
+/// Sends SIGINT (Ctrl-C) to a running plugin and collects what it did.
+async fn interrupt(child: tokio::process::Child) -> Run {
+    let pid = child.id().expect("still running") as libc::pid_t;
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    finished(child).await
 }
 
 fn kubeconfig(server: &ApiServer, dir: &Path, name: &str, token: Option<&str>) -> PathBuf {
@@ -337,6 +342,8 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
         "{run:?}"
     );
     wait_for("its Job created", || scenario.job_exists("held-0")).await;
+    // Someone else follows the running task (until it is cancelled below).
+    let follower = spawn_plugin(&scenario.kubeconfig, &["task", "wait", "held"]);
     // Waiting on a queued task, then Ctrl-C: the task stays, and the plugin says how to follow it.
     let waiting = spawn_plugin(
         &scenario.kubeconfig,
@@ -366,7 +373,7 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
     assert_eq!(run.code, 130, "{run:?}");
     assert!(run.stdout.contains(" task queued: waiting: "), "{run:?}");
     assert!(
-        run.stdout.contains("stopped waiting; task queued goes on.\n  follow it:  kubectl groundskeeper task describe -n etcd queued\n  cancel it:  kubectl groundskeeper task cancel -n etcd queued\n"),
+        run.stdout.contains("stopped waiting; task queued goes on.\n  follow it:  kubectl groundskeeper task wait -n etcd queued\n  see it:     kubectl groundskeeper task describe -n etcd queued\n  cancel it:  kubectl groundskeeper task cancel -n etcd queued\n"),
         "{run:?}"
     );
     assert!(task_of(&scenario.server, "queued").is_some(), "the task goes on");
@@ -491,6 +498,13 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
     );
     wait_for("its Job deleted with it", || !scenario.job_exists("held-0")).await;
     assert!(task_of(&scenario.server, "held").is_none());
+    let run = finished(follower).await;
+    assert_eq!(run.code, 5, "who waited on it is told: {run:?}");
+    assert!(
+        run.stdout
+            .ends_with("task held was deleted before it ended (cancelled, or its namespace went away)\n"),
+        "{run:?}"
+    );
     let run = scenario.plugin(&["task", "cancel", "defrag-now"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(

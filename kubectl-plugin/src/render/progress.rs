@@ -187,7 +187,7 @@ pub fn outcome(task: &MaintenanceTask) -> Option<(i32, String)> {
 /// What to tell someone who stops waiting: the task goes on.
 pub fn interrupted(namespace: &str, name: &str) -> String {
     format!(
-        "stopped waiting; task {name} goes on.\n  follow it:  kubectl groundskeeper task describe -n {namespace} {name}\n  cancel it:  kubectl groundskeeper task cancel -n {namespace} {name}\n"
+        "stopped waiting; task {name} goes on.\n  follow it:  kubectl groundskeeper task wait -n {namespace} {name}\n  see it:     kubectl groundskeeper task describe -n {namespace} {name}\n  cancel it:  kubectl groundskeeper task cancel -n {namespace} {name}\n"
     )
 }
 
