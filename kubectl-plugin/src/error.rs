@@ -24,7 +24,7 @@ pub enum Error {
         install: String,
     },
     #[error(
-        "not allowed to {verb} {resource} {scope}: {message}. Ask your cluster admin for a Role that grants `{verb}` on `{resource}`"
+        "not allowed to {verb} {resource} {scope}: {message}. Ask your cluster admin for a Role that grants `{verb}` on `{resource}` (for the plugin's commands: bind the ClusterRole groundskeeper-plugin-user, manifests/rbac/kubectl-plugin-user.yaml)"
     )]
     Forbidden {
         verb: String,

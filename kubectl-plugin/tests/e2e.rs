@@ -19,7 +19,7 @@ use std::time::Duration;
 use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, TaskState};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants, controller_grants};
+use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants, controller_grants, load_manifests};
 use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
@@ -33,6 +33,25 @@ const NAMESPACE: &str = "etcd";
 const CLUSTER: &str = "main";
 /// Guards against a scenario that never settles; not a performance bound.
 const GUARD: Duration = Duration::from_secs(120);
+
+/// Bearer token of a person bound to `manifests/rbac/kubectl-plugin-user.yaml`'s ClusterRole.
+const PLUGIN_USER_TOKEN: &str = "plugin-user-token";
+
+/// What `manifests/rbac/` grants ServiceAccount `people/alice` once its plugin ClusterRole is
+/// bound to her in `namespaces` (RoleBindings, as the manifest's comment shows).
+fn plugin_user(namespaces: &[&str]) -> Grants {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/rbac");
+    let mut manifests = load_manifests(&dir).expect("manifests/rbac/");
+    for namespace in namespaces {
+        manifests.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "alice-groundskeeper", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "groundskeeper-plugin-user"},
+            "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "people"}],
+        }));
+    }
+    Grants::for_service_account(&manifests, "people", "alice")
+}
 
 fn tasks() -> ResourceId {
     ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
@@ -174,7 +193,7 @@ struct EtcdScenario {
     _jobs: JobSimulator,
     gate: watch::Sender<bool>,
     controllers: Vec<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     kubeconfig: PathBuf,
 }
 
@@ -194,9 +213,11 @@ impl EtcdScenario {
             .await
             .expect("the etcd cluster starts");
         etcd.churn(4_000_000).await.expect("churn");
+        // The plugin runs with what the plugin's ClusterRole grants, bound in this namespace.
         let server = Arc::new(
             ApiServer::builder()
                 .authorize(CONTROLLER_TOKEN, controller_grants())
+                .authorize(PLUGIN_USER_TOKEN, plugin_user(&[NAMESPACE]))
                 .start()
                 .await
                 .expect("the API server starts"),
@@ -225,14 +246,14 @@ impl EtcdScenario {
             tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx)),
         ];
         let dir = tempfile::tempdir().expect("a temp dir");
-        let kubeconfig = kubeconfig(&server, dir.path(), "config", None);
+        let kubeconfig = kubeconfig(&server, dir.path(), "config", Some(PLUGIN_USER_TOKEN));
         Some(EtcdScenario {
             server,
             _etcd: etcd,
             _jobs: jobs,
             gate,
             controllers,
-            _dir: dir,
+            dir,
             kubeconfig,
         })
     }
@@ -449,7 +470,9 @@ async fn the_plugin_drives_an_etcd_clusters_maintenance(version: EtcdVersion) {
     assert_eq!(run.code, 0, "{run:?}");
     let printed: MaintenanceTask = serde_saphyr::from_str(&run.stdout).expect("the task as YAML");
     assert_eq!(printed.status.and_then(|s| s.progress).as_deref(), Some("3/3"));
-    let run = scenario.plugin(&["task", "list", "-A"]).await;
+    // Across namespaces takes more than the namespace's binding: a cluster admin's kubeconfig.
+    let admin = kubeconfig(&scenario.server, scenario.dir.path(), "admin", None);
+    let run = plugin(&admin, &["task", "list", "-A"]).await;
     assert!(run.stdout.starts_with("NAMESPACE   NAME "), "{run:?}");
     assert!(run.stdout.contains("\netcd        defrag-now   "), "{run:?}");
     let run = scenario.plugin(&["task", "describe", "too-far"]).await;
@@ -531,6 +554,7 @@ async fn scylla_cleanup_status_tells_the_jobs_apart() {
     let server = Arc::new(
         ApiServer::builder()
             .authorize(CONTROLLER_TOKEN, controller_grants())
+            .authorize(PLUGIN_USER_TOKEN, plugin_user(&["scylla"]))
             .start()
             .await
             .expect("the API server starts"),
@@ -566,7 +590,7 @@ async fn scylla_cleanup_status_tells_the_jobs_apart() {
     ));
     let controller = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
     let dir = tempfile::tempdir().expect("a temp dir");
-    let config = kubeconfig(&server, dir.path(), "config", None);
+    let config = kubeconfig(&server, dir.path(), "config", Some(PLUGIN_USER_TOKEN));
 
     let run = plugin(
         &config,
@@ -660,6 +684,7 @@ fn etcd_reader() -> Grants {
 async fn errors_say_what_is_wrong_and_what_to_do() {
     let server = ApiServer::builder()
         .authorize("reader-token", etcd_reader())
+        .authorize(PLUGIN_USER_TOKEN, plugin_user(&[NAMESPACE]))
         .start()
         .await
         .expect("the API server starts");
@@ -713,6 +738,14 @@ async fn errors_say_what_is_wrong_and_what_to_do() {
     failure(
         &plugin(&reader, &["task", "create", "defragment", "--target", CLUSTER]).await,
         "not allowed to create maintenancetasks.groundskeeper.dev in namespace etcd: maintenancetasks.groundskeeper.dev is forbidden: User \"system:serviceaccount:etcd:reader\" cannot create resource \"maintenancetasks\"",
+    );
+    // The plugin's ClusterRole bound in one namespace: enough there, not everywhere.
+    let user = kubeconfig(&server, dir.path(), "user", Some(PLUGIN_USER_TOKEN));
+    let run = plugin(&user, &["task", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    failure(
+        &plugin(&user, &["task", "list", "-A"]).await,
+        "not allowed to list maintenancetasks.groundskeeper.dev in all namespaces",
     );
     // No kubeconfig, an unknown context.
     let home = dir.path().join("empty-home");
