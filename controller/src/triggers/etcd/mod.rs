@@ -10,6 +10,7 @@ pub mod decide;
 pub mod fleet;
 pub mod metrics;
 pub mod observe;
+pub mod partition;
 pub mod policy;
 pub mod reconcile;
 pub mod sampler;
