@@ -84,6 +84,7 @@ fn task(name: &str, task_type: TaskType, state: TaskState, minutes_ago: i64) -> 
         task_type,
         state,
         created: now() - SignedDuration::from_mins(minutes_ago),
+        waits_for: None,
     }
 }
 
@@ -1043,4 +1044,32 @@ fn a_skewed_clock_is_told_once_per_episode_and_maintenance_continues() {
             .iter()
             .all(|c| c.type_ != "ClockSkewed")
     );
+}
+
+/// A task held back (here by its fleet's bound) says so in the cluster's status, and a change of
+/// what it waits for makes the cluster due at once.
+#[test]
+fn what_a_queued_task_waits_for_shows_on_its_cluster() {
+    let why = "fleet arktos: 1 of 1 maintenance slots taken by EtcdCluster etcd/tenant-2 \
+               (MaintenanceTask tenant-2-compact-1); waits for a slot";
+    let mut c = case(fragmented_trio());
+    let mut queued = task("main-defragment-1", TaskType::Defragment, TaskState::Pending, 1);
+    queued.waits_for = Some(why.into());
+    c.tasks = vec![queued.clone()];
+    let decision = run(&c);
+    assert_eq!(decision.submit, None);
+    assert_eq!(decision.status.active_task_waits_for.as_deref(), Some(why));
+    let (status, reason, message) = condition(&decision, PROGRESSING);
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "TaskQueued"));
+    assert_eq!(
+        message,
+        format!("MaintenanceTask main-defragment-1 (Defragment) is queued: {why}")
+    );
+
+    let mut previous = decision.status.clone();
+    previous.next_check_time = Some((now() + SignedDuration::from_mins(10)).into());
+    assert!(check_due(&previous, Some(1), &[queued.clone()], now()).is_err());
+    let mut freed = queued.clone();
+    freed.waits_for = None;
+    assert_eq!(check_due(&previous, Some(1), &[freed], now()), Ok(()));
 }

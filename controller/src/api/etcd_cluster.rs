@@ -261,6 +261,11 @@ pub struct EtcdClusterStatus {
     /// The maintenance task of this cluster queued or running, if any (the one running first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_task: Option<String>,
+    /// What the active task waits for while it is queued, as its `Queued` condition says: a
+    /// task ahead of it, the cluster's health, or a maintenance slot of its fleet that other
+    /// clusters hold (`--fleet-max-concurrent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task_waits_for: Option<String>,
     /// `periodic` compaction: revisions sampled over time, oldest first (bounded). Kept here so
     /// that a controller restart does not lose the history etcd's own compactor keeps in memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

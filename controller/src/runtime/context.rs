@@ -92,6 +92,10 @@ pub struct ControllerConfig {
     /// `manifests/rbac/cluster-wide/`).
     #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Most clusters of one fleet of partitioned etcd clusters (`spec.partition.fleet`) in
+    /// maintenance at once; the tasks of the others wait for a slot.
+    #[arg(long, env = "GROUNDSKEEPER_FLEET_MAX_CONCURRENT", default_value_t = 1)]
+    pub fleet_max_concurrent: usize,
 }
 
 impl Default for ControllerConfig {
@@ -106,6 +110,7 @@ impl Default for ControllerConfig {
             ring_observer_interval: Duration::from_secs(30),
             status_write_attempts: 5,
             namespaces: Vec::new(),
+            fleet_max_concurrent: 1,
         }
     }
 }
@@ -141,6 +146,13 @@ impl ControllerConfig {
                 "--namespaces (GROUNDSKEEPER_NAMESPACES): {bad:?} is not a namespace name \
                  (lowercase letters, digits and '-', at most 63); give namespaces separated by commas"
             )));
+        }
+        if self.fleet_max_concurrent == 0 {
+            return Err(Error::Config(
+                "--fleet-max-concurrent (GROUNDSKEEPER_FLEET_MAX_CONCURRENT): must be at least 1, \
+                 or no cluster of a fleet would ever be maintained"
+                    .into(),
+            ));
         }
         if self.status_write_attempts == 0 {
             return Err(Error::Config(

@@ -76,6 +76,8 @@ pub struct ClusterTaskView {
     /// `Pending` when the task has no status yet.
     pub state: TaskState,
     pub created: Timestamp,
+    /// What it waits for while queued: the message of its `Queued` condition.
+    pub waits_for: Option<String>,
 }
 
 impl ClusterTaskView {
@@ -91,6 +93,12 @@ impl ClusterTaskView {
                 .as_ref()
                 .map(|t| t.0)
                 .unwrap_or(now),
+            waits_for: task.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == crate::tasks::status::QUEUED && c.status == "True")
+                    .map(|c| c.message.clone())
+            }),
         }
     }
 
@@ -168,7 +176,9 @@ pub fn check_due(
     now: Timestamp,
 ) -> Result<(), SignedDuration> {
     let spec_changed = previous.observed_generation != generation;
-    let tasks_changed = active_task(tasks).map(|t| &t.name) != previous.active_task.as_ref();
+    let active = active_task(tasks);
+    let tasks_changed = active.map(|t| &t.name) != previous.active_task.as_ref()
+        || active.and_then(|t| t.waits_for.as_ref()) != previous.active_task_waits_for.as_ref();
     match &previous.next_check_time {
         Some(next) if !spec_changed && !tasks_changed && next.0 > now => Err(next.0.duration_since(now)),
         _ => Ok(()),
@@ -181,6 +191,7 @@ pub fn decide(input: &Input) -> Decision {
     let mut events = Vec::new();
     let active = active_task(input.tasks);
     status.active_task = active.map(|t| t.name.clone());
+    status.active_task_waits_for = active.and_then(|t| t.waits_for.clone());
 
     let policy = match input.policy {
         Ok(policy) => policy,
@@ -389,7 +400,13 @@ fn progressing(
         (None, Some(task)) => (
             true,
             "TaskQueued",
-            format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+            match &task.waits_for {
+                Some(why) => format!(
+                    "MaintenanceTask {} ({}) is queued: {why}",
+                    task.name, task.task_type
+                ),
+                None => format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+            },
         ),
         (None, None) => (false, "Idle", "no maintenance task queued or running".to_owned()),
     }

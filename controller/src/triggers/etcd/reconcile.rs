@@ -122,7 +122,13 @@ async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Result<Vec<St
     if cluster.spec.partition.is_none() {
         return Ok(Vec::new());
     }
-    let mut fleet = Vec::new();
+    let fleet: Vec<FleetMember> = all_clusters(ctx).await?.iter().map(fleet_member).collect();
+    Ok(id_collisions(&fleet_member(cluster), &fleet))
+}
+
+/// Every EtcdCluster in the namespaces this controller looks after.
+pub async fn all_clusters(ctx: &Context) -> Result<Vec<EtcdCluster>> {
+    let mut all = Vec::new();
     for namespace in scope::watched(&ctx.config) {
         let api: Api<EtcdCluster> = scope::api(&ctx.client, namespace.as_deref());
         let listed = api
@@ -132,9 +138,9 @@ async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Result<Vec<St
                 "list EtcdClusters in {}",
                 namespace.as_deref().unwrap_or("every namespace")
             )))?;
-        fleet.extend(listed.items.iter().map(fleet_member));
+        all.extend(listed.items);
     }
-    Ok(id_collisions(&fleet_member(cluster), &fleet))
+    Ok(all)
 }
 
 fn fleet_member(cluster: &EtcdCluster) -> FleetMember {
