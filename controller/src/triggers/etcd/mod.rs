@@ -7,6 +7,7 @@
 //! [`crate::results::etcd_cluster`].
 
 pub mod decide;
+pub mod discovery;
 pub mod fleet;
 pub mod metrics;
 pub mod observe;
