@@ -66,8 +66,10 @@ impl Finding {
         let fleet = &partition.fleet;
         match self {
             Finding::InStep => format!(
-                "revision times within {threshold} ms of the controller's clock (as far as the \
-                 writes observed tell), cluster id {} as in the spec",
+                "no revision shows a clock more than {threshold} ms off (the newest revision's \
+                 time is checked against the controller's clock, and one made since the last \
+                 observation against that observation's time); every member's revisions carry \
+                 cluster id {}",
                 partition.cluster_id
             ),
             Finding::Ahead { by_ms } => format!(
