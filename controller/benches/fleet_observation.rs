@@ -14,7 +14,9 @@
 //!
 //! Run: `cargo bench -p groundskeeper-controller --bench fleet_observation` (etcd 3.5 found as
 //! the tests find it: `GROUNDSKEEPER_ETCD_3_5`, `target/tools/`, PATH; `cargo xtask test` fetches
-//! it). 64 × 3 members take about 12 GiB of disk for their preallocated WAL files.
+//! it). Each member preallocates a 64 MiB WAL file: 64 × 3 members take 12 GiB of disk. The
+//! disk is shared, so no further cluster is started once less than `MIN_FREE_GIB` would be
+//! left on the temporary directory's file system; the figures then say how many were reached.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +32,22 @@ use jiff::Timestamp;
 
 const ROUNDS: usize = 5;
 const MEMBERS: usize = 3;
+/// Free space (GiB) the benchmark leaves on the temporary directory's file system.
+const MIN_FREE_GIB: u64 = 8;
+/// Disk one cluster takes: its members' preallocated WAL files, and some.
+const CLUSTER_DISK_GIB: f64 = 0.2;
+
+/// Free space of the temporary directory's file system, in GiB (`df -Pk`).
+fn free_gib() -> Option<f64> {
+    let output = std::process::Command::new("df")
+        .arg("-Pk")
+        .arg(std::env::temp_dir())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    let available_kib: f64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(available_kib / (1024.0 * 1024.0))
+}
 
 struct Counting;
 
@@ -117,6 +135,15 @@ fn main() {
         let started = Instant::now();
         let mut fleet = Vec::with_capacity(clusters);
         for i in 0..clusters {
+            if let Some(free) = free_gib()
+                && free - CLUSTER_DISK_GIB < MIN_FREE_GIB as f64
+            {
+                eprintln!(
+                    "stopping at {i} clusters: {free:.1} GiB free on {}, {MIN_FREE_GIB} GiB are left to others",
+                    std::env::temp_dir().display()
+                );
+                break;
+            }
             let options = ClusterOptions {
                 members: MEMBERS,
                 ..ClusterOptions::default()
@@ -137,6 +164,7 @@ fn main() {
             .enumerate()
             .map(|(i, c)| Policy::from_spec(&spec(c, i % 64)).expect("a valid policy"))
             .collect();
+        let clusters = fleet.len();
         let names: Vec<String> = (0..clusters).map(|i| format!("cluster-{i:02}")).collect();
         let mut statuses = vec![EtcdClusterStatus::default(); clusters];
         let rss_before = proc_kib("VmRSS:");
