@@ -270,6 +270,9 @@ pub async fn apply(
             .etcd
             .observed(&namespace, &name, &status.members, &previous.members);
     }
+    ctx.metrics
+        .etcd
+        .partition(&namespace, &name, status.partition.as_ref());
     publish_events(cluster, ctx, &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
 }
