@@ -84,6 +84,7 @@ fn task(name: &str, task_type: TaskType, state: TaskState, minutes_ago: i64) -> 
         task_type,
         state,
         created: now() - SignedDuration::from_mins(minutes_ago),
+        waits_for: None,
     }
 }
 
@@ -859,6 +860,7 @@ fn a_disputed_fleet_id_blocks_maintenance_and_is_told_once() {
         fleet: "arktos".into(),
         cluster_id: 3,
         revision_scheme: RevisionScheme::Partitioned,
+        max_clock_skew_ms: None,
     });
     c.collisions = vec!["tenants/tenant-3".into()];
     let decision = run(&c);
@@ -900,4 +902,180 @@ fn a_disputed_fleet_id_blocks_maintenance_and_is_told_once() {
         "the fragmented members are defragmented again"
     );
     assert_eq!(condition(&resolved, DEGRADED).0, ConditionStatus::False);
+}
+
+/// A `Partitioned` cluster of id 5 keeping an hour of history, its members' newest revision
+/// made `ago` before `now()` (negative: ahead).
+fn partitioned(ago: SignedDuration) -> Case {
+    use groundskeeper_protocol::CompositeRevision;
+    let mut c = periodic("1h");
+    c.spec.partition = Some(EtcdPartition {
+        fleet: "arktos".into(),
+        cluster_id: 5,
+        revision_scheme: RevisionScheme::Partitioned,
+        max_clock_skew_ms: None,
+    });
+    let revision = CompositeRevision {
+        timestamp_ms: (now() - ago).as_millisecond() as u64,
+        cluster_id: 5,
+        event: 9,
+    }
+    .encode()
+    .unwrap();
+    let Observed::Members(members) = &mut c.members else {
+        unreachable!()
+    };
+    for m in members.iter_mut() {
+        m.revision = Some(revision);
+    }
+    c
+}
+
+/// Time-based compaction of a `Partitioned` cluster: no sampling; the target is the hour-ago
+/// millisecond shifted into place with the cluster's id; the submitted task runs the runner's
+/// `compact --revision` with that exact revision.
+#[test]
+fn a_partitioned_cluster_compacts_to_the_revision_of_retention_ago_without_sampling() {
+    let c = partitioned(SignedDuration::from_millis(200));
+    let decision = run(&c);
+    assert!(decision.status.revision_samples.is_empty(), "no sampling");
+    let target = (((now().as_millisecond() - 3_600_000) as u64) << 19 | 5 << 13) as i64;
+    let task = decision.submit.as_ref().expect("a compaction at first sight");
+    assert_eq!(task.task_type, TaskType::Compact);
+    assert_eq!(task.config.compact.as_ref().unwrap().revision, Some(target));
+    let got = args(&decision, &c);
+    assert!(got.ends_with(&format!("--physical --revision {target}")), "{got}");
+    // The runner reads the flag back as the same exact revision.
+    let Operation::Compact(request) = &submitted_steps(&decision, &c.spec)[0] else {
+        panic!("a compaction step")
+    };
+    assert_eq!(
+        request.to,
+        groundskeeper_protocol::operation::CompactTo::Revision(target)
+    );
+    let step = Operation::Compact(request.clone());
+    match Cli::try_parse_args(step.to_args()).unwrap().command {
+        Command::Compact(a) => assert_eq!((a.revision, a.retain_revisions), (Some(target), None)),
+        _ => panic!("{step:?} is not a compaction"),
+    }
+    let status = decision.status.partition.as_ref().expect("partition status");
+    assert_eq!(status.clock_skew_ms, Some(-200));
+    assert_eq!(status.revision_cluster_id, Some(5));
+    assert_eq!(condition(&decision, "ClockSkewed").0, ConditionStatus::False);
+
+    // Compacted to that target 30 minutes ago: nothing again within the hour.
+    let mut c = partitioned(SignedDuration::from_millis(200));
+    c.previous.last_compacted_revision = Some(target);
+    c.previous.last_compaction_time = Some((now() - SignedDuration::from_mins(30)).into());
+    assert_eq!(run(&c).submit, None);
+
+    // Nothing written for more than the retention: the target would pass the current revision.
+    let c = partitioned(SignedDuration::from_mins(61));
+    assert_eq!(run(&c).submit, None);
+}
+
+/// A clock ahead by more than 5 s: condition ClockSkewed and one Warning Event per episode;
+/// maintenance continues; back within the threshold the condition clears with a Normal Event.
+#[test]
+fn a_skewed_clock_is_told_once_per_episode_and_maintenance_continues() {
+    let c = partitioned(-SignedDuration::from_secs(8));
+    let decision = run(&c);
+    let (status, reason, message) = condition(&decision, "ClockSkewed");
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "ClockAhead"));
+    assert!(
+        message.contains("8000 ms ahead") && message.contains("Maintenance continues"),
+        "{message}"
+    );
+    assert!(
+        decision.submit.is_some(),
+        "compaction goes on while the clock runs ahead"
+    );
+    let warnings: Vec<_> = decision
+        .events
+        .iter()
+        .filter(|e| e.reason == "ClockAhead")
+        .collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].warning);
+
+    let told = |decision: &Decision| {
+        let (_, reason, message) = condition(decision, "ClockSkewed");
+        let status = condition(decision, "ClockSkewed").0;
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "ClockSkewed".into(),
+            status: status.as_str().into(),
+            reason,
+            message,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()),
+            observed_generation: Some(1),
+        }
+    };
+    let mut again = partitioned(-SignedDuration::from_secs(9));
+    again.previous.conditions = vec![told(&decision)];
+    let second = run(&again);
+    assert_eq!(condition(&second, "ClockSkewed").1, "ClockAhead");
+    assert!(
+        second.events.iter().all(|e| e.reason != "ClockAhead"),
+        "one Warning per episode: {:?}",
+        second.events
+    );
+
+    let mut back = partitioned(SignedDuration::from_millis(10));
+    back.previous.conditions = vec![told(&second)];
+    let cleared = run(&back);
+    assert_eq!(condition(&cleared, "ClockSkewed").0, ConditionStatus::False);
+    let normal: Vec<_> = cleared
+        .events
+        .iter()
+        .filter(|e| e.reason == "ClockInStep")
+        .collect();
+    assert_eq!(normal.len(), 1);
+    assert!(!normal[0].warning);
+
+    // A clock proven behind (written since the last observation, 10 s before it): no
+    // time-based compaction, since it would drop history younger than the hour.
+    let mut behind = partitioned(SignedDuration::from_secs(40));
+    behind.previous.last_observed_time = Some((now() - SignedDuration::from_secs(30)).into());
+    behind.previous.revision = Some(1);
+    let decision = run(&behind);
+    let (_, reason, message) = condition(&decision, "ClockSkewed");
+    assert_eq!(reason, "ClockBehind");
+    assert!(message.contains("compaction by time waits"), "{message}");
+    assert_eq!(decision.submit, None);
+
+    // A cluster without a partition has no such condition at all.
+    assert!(
+        run(&case(tidy_trio()))
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "ClockSkewed")
+    );
+}
+
+/// A task held back (here by its fleet's bound) says so in the cluster's status, and a change of
+/// what it waits for makes the cluster due at once.
+#[test]
+fn what_a_queued_task_waits_for_shows_on_its_cluster() {
+    let why = "fleet arktos: 1 of 1 maintenance slots taken by EtcdCluster etcd/tenant-2 \
+               (MaintenanceTask tenant-2-compact-1); waits for a slot";
+    let mut c = case(fragmented_trio());
+    let mut queued = task("main-defragment-1", TaskType::Defragment, TaskState::Pending, 1);
+    queued.waits_for = Some(why.into());
+    c.tasks = vec![queued.clone()];
+    let decision = run(&c);
+    assert_eq!(decision.submit, None);
+    assert_eq!(decision.status.active_task_waits_for.as_deref(), Some(why));
+    let (status, reason, message) = condition(&decision, PROGRESSING);
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "TaskQueued"));
+    assert_eq!(
+        message,
+        format!("MaintenanceTask main-defragment-1 (Defragment) is queued: {why}")
+    );
+
+    let mut previous = decision.status.clone();
+    previous.next_check_time = Some((now() + SignedDuration::from_mins(10)).into());
+    assert!(check_due(&previous, Some(1), &[queued.clone()], now()).is_err());
+    let mut freed = queued.clone();
+    freed.waits_for = None;
+    assert_eq!(check_due(&previous, Some(1), &[freed], now()), Ok(()));
 }

@@ -35,6 +35,23 @@ fn the_etcd_cluster_example_is_a_valid_spec() {
 }
 
 #[test]
+fn the_partitioned_etcd_cluster_example_is_a_valid_spec() {
+    let cluster: EtcdCluster =
+        serde_saphyr::from_str(&example("etcdcluster-partitioned.yaml")).expect("EtcdCluster example parses");
+    let policy = Policy::from_spec(&cluster.spec)
+        .unwrap_or_else(|errors| panic!("the partitioned EtcdCluster example is rejected: {errors}"));
+    let partition = policy.partition.expect("a partition");
+    assert_eq!(
+        (
+            partition.fleet.as_str(),
+            partition.cluster_id,
+            partition.max_clock_skew_ms
+        ),
+        ("arktos", 1, Some(3000))
+    );
+}
+
+#[test]
 fn the_cleanup_job_example_follows_the_job_conventions() {
     let job: Job = serde_saphyr::from_str(&example("cleanup-one-node-job.yaml")).expect("Job example parses");
     let spec = job.spec.expect("spec");
@@ -173,6 +190,7 @@ fn every_custom_resource_example_is_checked_here() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
     let mut checked: Vec<&str> = TASK_EXAMPLES.iter().map(|(file, _)| *file).collect();
     checked.push("etcdcluster.yaml");
+    checked.push("etcdcluster-partitioned.yaml");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let custom = example(&name)

@@ -77,7 +77,16 @@ pub struct EtcdPartition {
     /// compaction means nothing there and is refused.
     #[serde(default)]
     pub revision_scheme: RevisionScheme,
+    /// `Partitioned`: how far (ms) the time in the cluster's newest revision may be from the
+    /// controller's clock before condition `ClockSkewed` is set. Absent: 5000, the clock
+    /// difference between clusters the Arktos design tolerates when it orders their revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_clock_skew_ms: Option<i64>,
 }
+
+/// Default `spec.partition.maxClockSkewMs`.
+pub const DEFAULT_MAX_CLOCK_SKEW_MS: i64 = 5_000;
 
 /// How a cluster numbers its revisions.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
@@ -252,10 +261,19 @@ pub struct EtcdClusterStatus {
     /// The maintenance task of this cluster queued or running, if any (the one running first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_task: Option<String>,
+    /// What the active task waits for while it is queued, as its `Queued` condition says: a
+    /// task ahead of it, the cluster's health, or a maintenance slot of its fleet that other
+    /// clusters hold (`--fleet-max-concurrent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task_waits_for: Option<String>,
     /// `periodic` compaction: revisions sampled over time, oldest first (bounded). Kept here so
     /// that a controller restart does not lose the history etcd's own compactor keeps in memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revision_samples: Vec<RevisionSample>,
+    /// `spec.partition.revisionScheme: Partitioned`: the members' revisions taken apart (time,
+    /// cluster id, event number), when last observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<EtcdPartitionStatus>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }
@@ -298,6 +316,48 @@ pub struct EtcdMemberStatus {
 pub struct RevisionSample {
     pub time: Time,
     pub revision: i64,
+}
+
+/// The composite revisions of a `Partitioned` cluster, as last observed.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdPartitionStatus {
+    /// Unix time (ms) in the store's newest revision: when, by the cluster's own clock, it made
+    /// its last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_timestamp_ms: Option<i64>,
+    /// The same, as a time (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_time: Option<Time>,
+    /// The cluster id in the newest revision (bits 13–18); `spec.partition.clusterId` unless
+    /// the cluster is configured with another id, or does not write composite revisions at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_cluster_id: Option<i32>,
+    /// `revisionTimestampMs` minus the controller's clock when observed (ms). Positive: the
+    /// cluster's clock is ahead by at least that much (no revision is made in the future).
+    /// Negative: the cluster's clock is behind, or it simply wrote nothing since; condition
+    /// `ClockSkewed` tells the two apart from the writes made between two observations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_ms: Option<i64>,
+    /// The millisecond in which a member's observed revision had the highest event number,
+    /// since the cluster was first observed: how close a write burst came to the 8,192 events
+    /// a cluster can make per millisecond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_millisecond: Option<BusiestMillisecond>,
+}
+
+/// The busiest millisecond seen in a cluster's revisions.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BusiestMillisecond {
+    /// Unix time (ms) of that millisecond, by the cluster's clock.
+    pub timestamp_ms: i64,
+    /// The highest event number seen in it, 0 to 8,191: the cluster's revisions within one
+    /// millisecond are numbered from 0, and at 8,191 it can make no further one in that
+    /// millisecond.
+    pub event_number: i32,
+    /// `eventNumber` against the limit of 8,191, e.g. `"0.1%"`.
+    pub budget_used: String,
 }
 
 #[cfg(test)]

@@ -92,6 +92,66 @@ pub struct ControllerConfig {
     /// `manifests/rbac/cluster-wide/`).
     #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Most clusters of one fleet of partitioned etcd clusters (`spec.partition.fleet`) in
+    /// maintenance at once; the tasks of the others wait for a slot.
+    #[arg(long, env = "GROUNDSKEEPER_FLEET_MAX_CONCURRENT", default_value_t = 1)]
+    pub fleet_max_concurrent: usize,
+    #[command(flatten)]
+    pub storage_clusters: StorageClusterDiscovery,
+}
+
+/// Arktos `StorageCluster` discovery: each StorageCluster (`/api/v1/storageclusters`) is looked
+/// after as an EtcdCluster of one fleet, made and kept in step by the controller.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct StorageClusterDiscovery {
+    /// Maintain every StorageCluster as a Partitioned EtcdCluster (`storagecluster-<name>`,
+    /// owned by it), with `storageClusterId` as its cluster id and `serviceAddress` as its
+    /// endpoint. Needs the extra rules of manifests/rbac/storage-cluster-discovery/.
+    #[arg(
+        long = "discover-storage-clusters",
+        env = "GROUNDSKEEPER_DISCOVER_STORAGE_CLUSTERS"
+    )]
+    pub enabled: bool,
+    /// Namespace of the EtcdClusters made for StorageClusters (one the controller looks after).
+    #[arg(
+        long = "storage-cluster-namespace",
+        env = "GROUNDSKEEPER_STORAGE_CLUSTER_NAMESPACE",
+        default_value = "groundskeeper"
+    )]
+    pub namespace: String,
+    /// Their fleet (`spec.partition.fleet`).
+    #[arg(
+        long = "storage-cluster-fleet",
+        env = "GROUNDSKEEPER_STORAGE_CLUSTER_FLEET",
+        default_value = "arktos"
+    )]
+    pub fleet: String,
+    /// Client TLS Secret (in that namespace, keys ca.crt, tls.crt, tls.key) for their members,
+    /// reached over https. Absent: plain http.
+    #[arg(
+        long = "storage-cluster-tls-secret",
+        env = "GROUNDSKEEPER_STORAGE_CLUSTER_TLS_SECRET"
+    )]
+    pub tls_secret: Option<String>,
+    /// History their compaction keeps, as a duration (`1h`): compaction by time. Absent:
+    /// groundskeeper does not compact them (Arktos's API server does), it defragments only.
+    #[arg(
+        long = "storage-cluster-compaction-retention",
+        env = "GROUNDSKEEPER_STORAGE_CLUSTER_COMPACTION_RETENTION"
+    )]
+    pub compaction_retention: Option<String>,
+}
+
+impl Default for StorageClusterDiscovery {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            namespace: "groundskeeper".to_owned(),
+            fleet: "arktos".to_owned(),
+            tls_secret: None,
+            compaction_retention: None,
+        }
+    }
 }
 
 impl Default for ControllerConfig {
@@ -106,6 +166,8 @@ impl Default for ControllerConfig {
             ring_observer_interval: Duration::from_secs(30),
             status_write_attempts: 5,
             namespaces: Vec::new(),
+            fleet_max_concurrent: 1,
+            storage_clusters: StorageClusterDiscovery::default(),
         }
     }
 }
@@ -142,10 +204,65 @@ impl ControllerConfig {
                  (lowercase letters, digits and '-', at most 63); give namespaces separated by commas"
             )));
         }
+        if self.fleet_max_concurrent == 0 {
+            return Err(Error::Config(
+                "--fleet-max-concurrent (GROUNDSKEEPER_FLEET_MAX_CONCURRENT): must be at least 1, \
+                 or no cluster of a fleet would ever be maintained"
+                    .into(),
+            ));
+        }
+        self.check_storage_cluster_discovery()?;
         if self.status_write_attempts == 0 {
             return Err(Error::Config(
                 "--status-write-attempts: must be at least 1".into(),
             ));
+        }
+        Ok(())
+    }
+}
+
+impl ControllerConfig {
+    fn check_storage_cluster_discovery(&self) -> Result<()> {
+        let discovery = &self.storage_clusters;
+        if !discovery.enabled {
+            return Ok(());
+        }
+        if !crate::deploy::is_namespace_name(&discovery.namespace) {
+            return Err(Error::Config(format!(
+                "--storage-cluster-namespace: {:?} is not a namespace name",
+                discovery.namespace
+            )));
+        }
+        let watched: Vec<&str> = self
+            .namespaces
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if !watched.is_empty() && !watched.contains(&discovery.namespace.as_str()) {
+            return Err(Error::Config(format!(
+                "--storage-cluster-namespace {} is not among --namespaces ({}): the EtcdClusters \
+                 made for StorageClusters would not be maintained; add it to --namespaces",
+                discovery.namespace,
+                watched.join(",")
+            )));
+        }
+        if discovery.fleet.trim().is_empty() {
+            return Err(Error::Config(
+                "--storage-cluster-fleet: must name the fleet".into(),
+            ));
+        }
+        if let Some(retention) = &discovery.compaction_retention {
+            let min = crate::triggers::etcd::policy::MIN_PERIODIC_RETENTION;
+            match retention.trim().parse::<jiff::SignedDuration>() {
+                Ok(d) if d >= min => {}
+                _ => {
+                    return Err(Error::Config(format!(
+                        "--storage-cluster-compaction-retention: {retention:?} is not a duration \
+                         of at least {min:#} (write e.g. \"1h\")"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -273,7 +390,26 @@ mod tests {
     #[test]
     fn invalid_configurations_name_the_flag() {
         type Breakage = fn(&mut ControllerConfig);
-        let cases: [(&str, Breakage); 5] = [
+        let cases: [(&str, Breakage); 9] = [
+            ("--fleet-max-concurrent", |c| c.fleet_max_concurrent = 0),
+            (
+                "--storage-cluster-namespace groundskeeper is not among --namespaces (etcd)",
+                |c| {
+                    c.storage_clusters.enabled = true;
+                    c.namespaces = vec!["etcd".into()];
+                },
+            ),
+            (
+                "--storage-cluster-compaction-retention: \"5m\" is not a duration of at least 10m",
+                |c| {
+                    c.storage_clusters.enabled = true;
+                    c.storage_clusters.compaction_retention = Some("5m".into());
+                },
+            ),
+            ("--storage-cluster-fleet", |c| {
+                c.storage_clusters.enabled = true;
+                c.storage_clusters.fleet = " ".into();
+            }),
             ("--job-image", |c| c.job_image = " ".into()),
             ("--job-image-pull-policy", |c| {
                 c.job_image_pull_policy = "always".into()

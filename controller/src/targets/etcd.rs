@@ -73,5 +73,7 @@ pub fn facts(cluster: Option<&EtcdCluster>) -> TargetFacts {
     }
 }
 
+pub mod fleet;
+
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,9 @@ use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 use crate::targets;
+use crate::targets::etcd::fleet::{self as fleet_slot, FleetTask};
 use crate::triggers::etcd::policy::Policy;
+use crate::triggers::etcd::reconcile as etcd_trigger;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits};
 use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, SecretState};
 use crate::triggers::scylla_cleanup::observe as scylla_observe;
@@ -90,7 +92,15 @@ pub async fn reconcile_at(task: &MaintenanceTask, ctx: &Context, now: Timestamp)
         .into_iter()
         .filter(|t| t.spec.target == task.spec.target)
         .collect();
-    let target = Target::read(ctx, &namespace, task).await?;
+    let mut target = Target::read(ctx, &namespace, task).await?;
+    // The fleet bound: reading who holds the fleet's slots and starting this task are one step
+    // for the fleet, so two clusters' tasks cannot both see a free slot and both start. Only
+    // one controller acts at a time (leader election), so a lock in the process suffices.
+    let _fleet_step = match target.fleet() {
+        Some(_) => Some(FLEET_STEP.lock().await),
+        None => None,
+    };
+    target.read_fleet_slot(ctx).await?;
     let input = TargetTasks {
         target: task.spec.target.clone(),
         facts: target.facts(),
@@ -117,10 +127,15 @@ pub async fn reconcile_at(task: &MaintenanceTask, ctx: &Context, now: Timestamp)
     Ok(Action::requeue(requeue.max(Duration::from_secs(1))))
 }
 
+/// Serialises the start of tasks on clusters of a fleet (see [`targets::etcd::fleet`]).
+static FLEET_STEP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// What the task controller read of a task's target.
 enum Target {
     Etcd {
         cluster: Option<Box<EtcdCluster>>,
+        /// Its fleet has no free maintenance slot: why, naming the holders.
+        fleet_wait: Option<String>,
     },
     /// `None`: no such ScyllaCluster.
     Scylla(Option<Box<ScyllaTarget>>),
@@ -147,7 +162,10 @@ impl Target {
                     .await
                     .map_err(Error::kube(format!("get EtcdCluster {namespace}/{name}")))?
                     .map(Box::new);
-                Ok(Target::Etcd { cluster })
+                Ok(Target::Etcd {
+                    cluster,
+                    fleet_wait: None,
+                })
             }
             TargetKind::ScyllaCluster => {
                 let cluster = Api::<ScyllaCluster>::namespaced(ctx.client.clone(), namespace)
@@ -170,14 +188,103 @@ impl Target {
         }
     }
 
+    /// The fleet of an EtcdCluster target that belongs to one.
+    fn fleet(&self) -> Option<&str> {
+        match self {
+            Target::Etcd {
+                cluster: Some(cluster),
+                ..
+            } => cluster.spec.partition.as_ref().map(|p| p.fleet.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Whether its fleet has a maintenance slot free for it, read from every task and Job of
+    /// the fleet's clusters.
+    async fn read_fleet_slot(&mut self, ctx: &Context) -> Result<()> {
+        let Some(fleet) = self.fleet().map(str::to_owned) else {
+            return Ok(());
+        };
+        let Target::Etcd {
+            cluster: Some(cluster),
+            fleet_wait,
+        } = self
+        else {
+            return Ok(());
+        };
+        let me = format!(
+            "{}/{}",
+            cluster.namespace().unwrap_or_default(),
+            cluster.name_any()
+        );
+        let tasks = fleet_tasks(ctx, &fleet).await?;
+        *fleet_wait = fleet_slot::slot_wait(&me, &fleet, ctx.config.fleet_max_concurrent, &tasks);
+        Ok(())
+    }
+
     fn facts(&self) -> TargetFacts {
         match self {
-            Target::Etcd { cluster } => targets::etcd::facts(cluster.as_deref()),
+            Target::Etcd { cluster, fleet_wait } => {
+                match (targets::etcd::facts(cluster.as_deref()), fleet_wait) {
+                    (TargetFacts::Ready, Some(reason)) => TargetFacts::Waiting {
+                        reason: reason.clone(),
+                    },
+                    (facts, _) => facts,
+                }
+            }
             Target::Scylla(Some(scylla)) => targets::scylla::facts(Some(&scylla.facts), &scylla.secret),
             Target::Scylla(None) => TargetFacts::Missing,
             Target::Unknown => TargetFacts::Missing,
         }
     }
+}
+
+/// The maintenance tasks of every cluster of `fleet`, with whether each has a Job.
+async fn fleet_tasks(ctx: &Context, fleet: &str) -> Result<Vec<FleetTask>> {
+    let clusters: Vec<String> = etcd_trigger::all_clusters(ctx)
+        .await?
+        .iter()
+        .filter(|c| c.spec.partition.as_ref().is_some_and(|p| p.fleet == fleet))
+        .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+        .collect();
+    let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
+    let mut found = Vec::new();
+    for namespace in scope::watched(&ctx.config) {
+        let where_ = namespace.as_deref().unwrap_or("every namespace");
+        let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref())
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!("list MaintenanceTasks in {where_}")))?
+            .items;
+        let jobs = scope::api::<Job>(&ctx.client, namespace.as_deref())
+            .list(&ListParams::default().labels(&ours))
+            .await
+            .map_err(Error::kube(format!("list Jobs in {where_} with {ours}")))?
+            .items;
+        for task in &tasks {
+            let task_namespace = task.namespace().unwrap_or_default();
+            let cluster = format!("{task_namespace}/{}", task.spec.target.name);
+            if task.spec.target.kind != TargetKind::EtcdCluster
+                || !results::etcd_cluster::is_maintenance(&task.spec.task_type)
+                || !clusters.contains(&cluster)
+            {
+                continue;
+            }
+            let label = task_label(task);
+            let state = task.status.as_ref().and_then(|s| s.state).unwrap_or_default();
+            found.push(FleetTask {
+                cluster,
+                task: task.name_any(),
+                in_progress: state == TaskState::InProgress,
+                finished: state.is_final(),
+                has_job: jobs.iter().any(|job| {
+                    job.metadata.namespace.as_deref() == Some(task_namespace.as_str())
+                        && job.labels().get(keys::TASK_LABEL) == Some(&label)
+                }),
+            });
+        }
+    }
+    Ok(found)
 }
 
 fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {

@@ -200,6 +200,12 @@ pub fn controller_grants() -> Grants {
     grants_of(&["rbac", "rbac/cluster-wide"])
 }
 
+/// [`controller_grants`] plus what `manifests/rbac/storage-cluster-discovery/` adds for
+/// `--discover-storage-clusters`.
+pub fn controller_grants_with_storage_cluster_discovery() -> Grants {
+    grants_of(&["rbac", "rbac/cluster-wide", "rbac/storage-cluster-discovery"])
+}
+
 /// What the namespaced mode's manifests (`manifests/rbac/` and `manifests/rbac/namespaced/`, the
 /// examples' namespaces `scylla` and `etcd`) grant the controller's ServiceAccount.
 pub fn controller_grants_namespaced() -> Grants {

@@ -127,7 +127,13 @@ pub fn builtin_types() -> Vec<ResourceType> {
         namespaced: false,
         ..ResourceType::builtin("", "v1", "namespaces", "Namespace", true)
     };
+    // Arktos's StorageCluster: a core type there, cluster-scoped, without a status.
+    let storage_clusters = ResourceType {
+        namespaced: false,
+        ..ResourceType::builtin("", "v1", "storageclusters", "StorageCluster", false)
+    };
     vec![
+        storage_clusters,
         ResourceType::builtin("", "v1", "services", "Service", true),
         ResourceType::builtin("", "v1", "secrets", "Secret", false),
         ResourceType::builtin("", "v1", "configmaps", "ConfigMap", false),

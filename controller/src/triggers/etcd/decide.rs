@@ -31,9 +31,10 @@ use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use super::observe::{ObservedMember, cluster_revision};
+use super::partition::{self, CLOCK_SKEWED, Finding, RevisionCheck};
 use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
-use crate::api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus};
+use crate::api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
 use crate::api::maintenance_task::{
     CompactConfig, DefragmentConfig, MaintenanceConfig, MaintenanceTask, TaskConfig, TaskState, TaskType,
 };
@@ -75,6 +76,8 @@ pub struct ClusterTaskView {
     /// `Pending` when the task has no status yet.
     pub state: TaskState,
     pub created: Timestamp,
+    /// What it waits for while queued: the message of its `Queued` condition.
+    pub waits_for: Option<String>,
 }
 
 impl ClusterTaskView {
@@ -90,6 +93,12 @@ impl ClusterTaskView {
                 .as_ref()
                 .map(|t| t.0)
                 .unwrap_or(now),
+            waits_for: task.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == crate::tasks::status::QUEUED && c.status == "True")
+                    .map(|c| c.message.clone())
+            }),
         }
     }
 
@@ -167,7 +176,9 @@ pub fn check_due(
     now: Timestamp,
 ) -> Result<(), SignedDuration> {
     let spec_changed = previous.observed_generation != generation;
-    let tasks_changed = active_task(tasks).map(|t| &t.name) != previous.active_task.as_ref();
+    let active = active_task(tasks);
+    let tasks_changed = active.map(|t| &t.name) != previous.active_task.as_ref()
+        || active.and_then(|t| t.waits_for.as_ref()) != previous.active_task_waits_for.as_ref();
     match &previous.next_check_time {
         Some(next) if !spec_changed && !tasks_changed && next.0 > now => Err(next.0.duration_since(now)),
         _ => Ok(()),
@@ -180,6 +191,7 @@ pub fn decide(input: &Input) -> Decision {
     let mut events = Vec::new();
     let active = active_task(input.tasks);
     status.active_task = active.map(|t| t.name.clone());
+    status.active_task_waits_for = active.and_then(|t| t.waits_for.clone());
 
     let policy = match input.policy {
         Ok(policy) => policy,
@@ -233,8 +245,18 @@ pub fn decide(input: &Input) -> Decision {
     };
     apply_observation(&mut status, members, input.now);
     let revision = cluster_revision(members);
+    let revisions = check_partition_revisions(policy, members, input.previous, input.now);
+    if let Some(check) = &revisions {
+        status.partition = Some(check.status.clone());
+    }
+    if !partitioned(policy) {
+        status.partition = None;
+    }
     status.revision = revision.or(status.revision);
     update_samples(&mut status, policy, revision, input.now);
+    let clock_behind = revisions
+        .as_ref()
+        .is_some_and(|c| matches!(c.finding, Finding::Behind { .. }));
 
     let mut requeue = requeue_for(policy, &status, input.now);
     let unhealthy = unhealthy_message(input.observed);
@@ -243,7 +265,7 @@ pub fn decide(input: &Input) -> Decision {
     if active.is_none() && degraded.is_none() && policy.enabled {
         match backoff_until(policy, &status) {
             Some(until) if until > input.now => requeue = requeue.min(until.duration_since(input.now)),
-            _ => match plan_task(input, policy, &status, members, revision) {
+            _ => match plan_task(input, policy, &status, members, revision, clock_behind) {
                 Ok(planned) => submit = planned,
                 Err(refusal) => degraded = Some(refusal),
             },
@@ -271,13 +293,90 @@ pub fn decide(input: &Input) -> Decision {
     }
     let requeue_after = requeue.max(MIN_REQUEUE);
     status.next_check_time = Some((input.now + requeue_after).into());
+    let mut conditions = conditions(policy.enabled, progressing(active, submit.as_ref()), degraded);
+    if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
+        conditions.push(condition);
+        events.extend(event);
+    }
     Decision {
-        conditions: conditions(policy.enabled, progressing(active, submit.as_ref()), degraded),
+        conditions,
         status,
         submit,
         events,
         requeue_after,
     }
+}
+
+fn partitioned(policy: &Policy) -> bool {
+    policy
+        .partition
+        .as_ref()
+        .is_some_and(|p| p.revision_scheme == RevisionScheme::Partitioned)
+}
+
+/// The members' revisions taken apart, for a `Partitioned` cluster whose members answered.
+fn check_partition_revisions(
+    policy: &Policy,
+    members: &[ObservedMember],
+    previous: &EtcdClusterStatus,
+    now: Timestamp,
+) -> Option<RevisionCheck> {
+    let partition = policy.partition.as_ref().filter(|_| partitioned(policy))?;
+    let revisions: Vec<(String, i64)> = members
+        .iter()
+        .filter_map(|m| Some((m.member.name.clone(), m.revision?)))
+        .collect();
+    partition::check_revisions(partition, &revisions, previous, now)
+}
+
+/// Condition `ClockSkewed` of a `Partitioned` cluster, and its Event when it changes: a Warning
+/// when a skew (or a foreign cluster id) is first found or its kind changes, a Normal one when it
+/// clears. Without a fresh observation the condition stays as it was; a cluster that is no
+/// longer `Partitioned` gets it False once, if it had it.
+fn clock_condition(
+    policy: &Policy,
+    check: Option<&RevisionCheck>,
+    previous: &EtcdClusterStatus,
+) -> Option<(Condition, Option<PlannedEvent>)> {
+    let before = previous.conditions.iter().find(|c| c.type_ == CLOCK_SKEWED);
+    let Some(partition) = policy.partition.as_ref().filter(|_| partitioned(policy)) else {
+        let not_partitioned = Condition::new(
+            CLOCK_SKEWED,
+            false,
+            "NotPartitioned",
+            "spec.partition.revisionScheme is not Partitioned: revisions are not times",
+        );
+        return before.map(|_| (not_partitioned, None));
+    };
+    let Some(check) = check else {
+        let kept = before?;
+        let kept = Condition::new(
+            CLOCK_SKEWED,
+            kept.status == "True",
+            kept.reason.clone(),
+            kept.message.clone(),
+        );
+        return Some((kept, None));
+    };
+    let skewed = check.finding != Finding::InStep;
+    let reason = check.finding.reason();
+    let message = check.finding.message(partition);
+    let was_skewed = before.filter(|c| c.status == "True");
+    let event = match (skewed, was_skewed) {
+        (true, Some(was)) if was.reason == reason => None,
+        (true, _) => Some(PlannedEvent {
+            warning: true,
+            reason,
+            note: message.clone(),
+        }),
+        (false, Some(_)) => Some(PlannedEvent {
+            warning: false,
+            reason,
+            note: message.clone(),
+        }),
+        (false, None) => None,
+    };
+    Some((Condition::new(CLOCK_SKEWED, skewed, reason, message), event))
 }
 
 fn progressing(
@@ -301,7 +400,13 @@ fn progressing(
         (None, Some(task)) => (
             true,
             "TaskQueued",
-            format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+            match &task.waits_for {
+                Some(why) => format!(
+                    "MaintenanceTask {} ({}) is queued: {why}",
+                    task.name, task.task_type
+                ),
+                None => format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+            },
         ),
         (None, None) => (false, "Idle", "no maintenance task queued or running".to_owned()),
     }
@@ -412,6 +517,11 @@ fn unhealthy_message(observed: &Observed) -> Option<String> {
 }
 
 fn update_samples(status: &mut EtcdClusterStatus, policy: &Policy, revision: Option<i64>, now: Timestamp) {
+    if partitioned(policy) {
+        // Composite revisions are times: the target comes from the clock, nothing is sampled.
+        status.revision_samples.clear();
+        return;
+    }
     match (policy.compaction, revision) {
         (Some(Compaction::Periodic { retention }), Some(revision)) => {
             status.revision_samples = sampler::record(&status.revision_samples, now, revision, retention);
@@ -426,6 +536,7 @@ fn update_samples(status: &mut EtcdClusterStatus, policy: &Policy, revision: Opt
 fn requeue_for(policy: &Policy, status: &EtcdClusterStatus, now: Timestamp) -> SignedDuration {
     let mut requeue = policy.check_interval;
     if let Some(Compaction::Periodic { retention }) = policy.compaction
+        && !partitioned(policy)
         && let Some(next) = sampler::next_sample_at(&status.revision_samples, retention)
     {
         requeue = requeue.min(next.duration_since(now));
@@ -450,14 +561,20 @@ fn plan_task(
     status: &EtcdClusterStatus,
     members: &[ObservedMember],
     revision: Option<i64>,
+    clock_behind: bool,
 ) -> Result<Option<PlannedTask>, (&'static str, String)> {
     let last = LastCompaction {
         time: status.last_compaction_time.as_ref().map(|t| t.0),
         revision: status.last_compacted_revision,
     };
-    let compact_to = match policy.compaction {
-        Some(Compaction::Periodic { retention }) => {
+    let compact_to = match (policy.compaction, &policy.partition) {
+        (Some(Compaction::Periodic { retention }), Some(partition)) if partitioned(policy) => {
+            partition::compaction_due(partition, retention, revision, last, clock_behind, input.now)
+                .map(|r| (r, "the first revision of the retention ago, from its time"))
+        }
+        (Some(Compaction::Periodic { retention }), _) => {
             sampler::due(&status.revision_samples, input.now, retention, last)
+                .map(|r| (r, "sampled at least the retention ago"))
         }
         _ => None,
     };
@@ -467,13 +584,12 @@ fn plan_task(
         config,
         reason,
     };
-    if let Some(revision) = compact_to {
+    if let Some((revision, how)) = compact_to {
         let config = TaskConfig {
             compact: Some(physical_compaction(None, Some(revision))),
             ..TaskConfig::default()
         };
-        let reason =
-            format!("periodic compaction to revision {revision}, sampled at least the retention ago");
+        let reason = format!("periodic compaction to revision {revision}, {how}");
         return Ok(Some(planned(TaskType::Compact, config, reason)));
     }
     let observations: Vec<MemberObservation> = members.iter().map(|m| m.member.clone()).collect();

@@ -65,6 +65,7 @@ mod tests {
                 fleet: fleet.into(),
                 cluster_id,
                 revision_scheme: RevisionScheme::Partitioned,
+                max_clock_skew_ms: None,
             }),
         }
     }

@@ -1,5 +1,6 @@
 //! The EtcdCluster controller's own series: fragmentation and size per member, bytes reclaimed
-//! and defragmentation durations per cluster. Registered in [`crate::runtime::metrics::Metrics::new`].
+//! and defragmentation durations per cluster, and for `Partitioned` clusters the clock skew of
+//! their revisions and their busiest millisecond. Registered in [`crate::runtime::metrics::Metrics::new`].
 
 use std::sync::atomic::AtomicU64;
 
@@ -12,7 +13,7 @@ use prometheus_client::registry::Registry;
 
 use groundskeeper_protocol::{JobResult, Report};
 
-use crate::api::etcd_cluster::EtcdMemberStatus;
+use crate::api::etcd_cluster::{EtcdMemberStatus, EtcdPartitionStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
@@ -34,6 +35,8 @@ pub struct EtcdMetrics {
     pub db_size_bytes: Family<MemberLabels, Gauge>,
     pub reclaimed_bytes: Family<ClusterLabels, Counter>,
     pub defrag_duration: Family<ClusterLabels, Histogram>,
+    pub clock_skew_ms: Family<ClusterLabels, Gauge>,
+    pub busiest_millisecond_events: Family<ClusterLabels, Gauge>,
 }
 
 fn defrag_duration_histogram() -> Histogram {
@@ -49,6 +52,8 @@ impl EtcdMetrics {
             db_size_bytes: Family::default(),
             reclaimed_bytes: Family::default(),
             defrag_duration: Family::new_with_constructor(defrag_duration_histogram as fn() -> Histogram),
+            clock_skew_ms: Family::default(),
+            busiest_millisecond_events: Family::default(),
         };
         registry.register(
             "etcd_member_fragmented_percent",
@@ -70,7 +75,44 @@ impl EtcdMetrics {
             "Time one member's defragmentation took",
             metrics.defrag_duration.clone(),
         );
+        registry.register(
+            "etcd_partition_clock_skew_milliseconds",
+            "Partitioned cluster: time in its newest revision minus the controller's clock when \
+             observed (positive: its clock is ahead; negative: behind, or no write since)",
+            metrics.clock_skew_ms.clone(),
+        );
+        registry.register(
+            "etcd_partition_busiest_millisecond_event_number",
+            "Partitioned cluster: highest event number seen within one millisecond (limit 8191)",
+            metrics.busiest_millisecond_events.clone(),
+        );
         metrics
+    }
+
+    /// Sets the gauges of a `Partitioned` cluster's revisions; drops them when it has none.
+    pub fn partition(&self, namespace: &str, cluster: &str, partition: Option<&EtcdPartitionStatus>) {
+        let labels = ClusterLabels {
+            namespace: namespace.to_owned(),
+            cluster: cluster.to_owned(),
+        };
+        match partition.and_then(|p| p.clock_skew_ms) {
+            Some(skew) => {
+                self.clock_skew_ms.get_or_create(&labels).set(skew);
+            }
+            None => {
+                self.clock_skew_ms.remove(&labels);
+            }
+        }
+        match partition.and_then(|p| p.busiest_millisecond.as_ref()) {
+            Some(busiest) => {
+                self.busiest_millisecond_events
+                    .get_or_create(&labels)
+                    .set(i64::from(busiest.event_number));
+            }
+            None => {
+                self.busiest_millisecond_events.remove(&labels);
+            }
+        }
     }
 
     /// Sets the per-member gauges to what was observed, and drops the series of members that
@@ -135,6 +177,7 @@ impl EtcdMetrics {
         };
         self.reclaimed_bytes.remove(&labels);
         self.defrag_duration.remove(&labels);
+        self.partition(namespace, cluster, None);
     }
 }
 
@@ -189,5 +232,34 @@ mod tests {
         assert!(!text.contains(r#"member="etcd-1""#), "{text}");
         assert!(text.contains(r#"etcd_defrag_reclaimed_bytes_total{namespace="ns",cluster="main"} 200"#));
         assert!(text.contains(r#"etcd_defrag_duration_seconds_count{namespace="ns",cluster="main"} 1"#));
+    }
+
+    #[test]
+    fn partition_gauges_follow_the_status_and_go_with_the_cluster() {
+        use crate::api::etcd_cluster::BusiestMillisecond;
+        let mut registry = Registry::default();
+        let metrics = EtcdMetrics::register(&mut registry);
+        let status = EtcdPartitionStatus {
+            clock_skew_ms: Some(-120),
+            busiest_millisecond: Some(BusiestMillisecond {
+                timestamp_ms: 1,
+                event_number: 4095,
+                budget_used: "50.0%".into(),
+            }),
+            ..Default::default()
+        };
+        metrics.partition("ns", "tenant-1", Some(&status));
+        let text = encode(&registry);
+        assert!(
+            text.contains(
+                r#"etcd_partition_clock_skew_milliseconds{namespace="ns",cluster="tenant-1"} -120"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            r#"etcd_partition_busiest_millisecond_event_number{namespace="ns",cluster="tenant-1"} 4095"#
+        ));
+        metrics.forget("ns", "tenant-1", &[]);
+        assert!(!encode(&registry).contains("tenant-1"));
     }
 }

@@ -7,9 +7,11 @@
 //! [`crate::results::etcd_cluster`].
 
 pub mod decide;
+pub mod discovery;
 pub mod fleet;
 pub mod metrics;
 pub mod observe;
+pub mod partition;
 pub mod policy;
 pub mod reconcile;
 pub mod sampler;

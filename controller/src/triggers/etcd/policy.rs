@@ -164,6 +164,14 @@ fn check_partition(partition: &EtcdPartition, compaction: Option<&Compaction>, e
             partition.cluster_id
         ));
     }
+    if let Some(ms) = partition.max_clock_skew_ms
+        && ms < 1
+    {
+        errors.push(format!(
+            "spec.partition.maxClockSkewMs: {ms} is not positive (absent: 5000, the clock \
+             difference between clusters Arktos tolerates)"
+        ));
+    }
     if partition.revision_scheme == RevisionScheme::Partitioned
         && matches!(compaction, Some(Compaction::Revision { .. }))
     {
@@ -266,6 +274,11 @@ mod tests {
                 serde_json::json!({"fleet": "arktos", "clusterId": -1}),
                 periodic.clone(),
                 "spec.partition.clusterId: -1 is out of range",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 1, "maxClockSkewMs": 0}),
+                periodic.clone(),
+                "spec.partition.maxClockSkewMs: 0 is not positive",
             ),
             (
                 serde_json::json!({"fleet": " ", "clusterId": 1}),

@@ -48,9 +48,11 @@ pub const CONTROLLER: &str = "etcd";
 /// Wait before deciding again on a status that changed under a decision.
 const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
-/// Runs the EtcdCluster controller until the watch streams end.
+/// Runs the EtcdCluster controller (and, with `--discover-storage-clusters`, the discovery of
+/// Arktos StorageClusters as EtcdClusters) until the watch streams end.
 pub async fn run(ctx: Arc<Context>) {
-    scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace)).await;
+    let clusters = scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace));
+    futures::join!(clusters, super::discovery::run(ctx.clone()));
 }
 
 /// The trigger over the EtcdClusters of one namespace, or of all for `None`.
@@ -122,7 +124,13 @@ async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Result<Vec<St
     if cluster.spec.partition.is_none() {
         return Ok(Vec::new());
     }
-    let mut fleet = Vec::new();
+    let fleet: Vec<FleetMember> = all_clusters(ctx).await?.iter().map(fleet_member).collect();
+    Ok(id_collisions(&fleet_member(cluster), &fleet))
+}
+
+/// Every EtcdCluster in the namespaces this controller looks after.
+pub async fn all_clusters(ctx: &Context) -> Result<Vec<EtcdCluster>> {
+    let mut all = Vec::new();
     for namespace in scope::watched(&ctx.config) {
         let api: Api<EtcdCluster> = scope::api(&ctx.client, namespace.as_deref());
         let listed = api
@@ -132,9 +140,9 @@ async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Result<Vec<St
                 "list EtcdClusters in {}",
                 namespace.as_deref().unwrap_or("every namespace")
             )))?;
-        fleet.extend(listed.items.iter().map(fleet_member));
+        all.extend(listed.items);
     }
-    Ok(id_collisions(&fleet_member(cluster), &fleet))
+    Ok(all)
 }
 
 fn fleet_member(cluster: &EtcdCluster) -> FleetMember {
@@ -262,6 +270,9 @@ pub async fn apply(
             .etcd
             .observed(&namespace, &name, &status.members, &previous.members);
     }
+    ctx.metrics
+        .etcd
+        .partition(&namespace, &name, status.partition.as_ref());
     publish_events(cluster, ctx, &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
 }

@@ -1,0 +1,3 @@
+//! Helpers shared by several scenarios.
+
+pub mod etcd_jobs;
