@@ -278,6 +278,29 @@ pub struct SnapshotReport {
     /// From the snapshot request to the file renamed into place (0 for a check).
     #[serde(default)]
     pub stream_duration_ms: u64,
+    /// Retention: how many snapshots of the cluster are kept in the folder (the new one
+    /// included); absent when the run was not asked to delete old ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain: Option<u32>,
+    /// Older snapshots of the same cluster deleted by retention, oldest first (file names in the
+    /// output's folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<String>,
+    /// How many were deleted (stays right when `deleted` is shortened to fit the termination
+    /// message).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_count: u32,
+    /// Temporary files of this cluster's interrupted runs that were removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_partial_files: Vec<String>,
+    /// Files retention should have deleted but could not, each with why. The snapshot itself is
+    /// complete all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retention_errors: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Bytes as MiB, rounded to two decimals.
@@ -358,7 +381,12 @@ impl Report {
                 MemberDefragState::NotReached => 2,
                 _ => 3,
             }),
-            Report::Compact(_) | Report::Snapshot(_) => false,
+            Report::Snapshot(r) => {
+                drop_worth(&mut r.removed_partial_files, excess, |_| 0)
+                    || drop_worth(&mut r.deleted, excess, |_| 0)
+                    || drop_worth(&mut r.retention_errors, excess, |_| 0)
+            }
+            Report::Compact(_) => false,
         }
     }
 }
