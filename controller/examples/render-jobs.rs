@@ -116,6 +116,7 @@ async fn main() {
                 (keys::TASK_STEP_LABEL.to_owned(), "0".to_owned()),
             ]),
             limits: config.job_limits.clone(),
+            claim_volumes: Vec::new(),
         },
     );
     write(&dir, "etcd-maintenance-job.yaml", &build_job(&maintenance));
