@@ -342,10 +342,14 @@ async fn record_snapshot_task(
         return Ok(());
     };
     let name = task.name_any();
-    update_status(ctx, task, |previous| {
+    let written = update_status(ctx, task, |previous| {
         record_snapshot(previous, &name, snapshot, now).map(|next| (next, ()))
     })
     .await?;
+    if written.is_some() {
+        ctx.metrics
+            .job_finished(OperationKind::Snapshot.as_str(), "succeeded");
+    }
     Ok(())
 }
 
