@@ -328,6 +328,7 @@ fn a_snapshot_shows_on_its_task_and_once_on_its_cluster() {
     assert_eq!(snapshot.member.as_deref(), Some("etcd-1"));
     assert_eq!(snapshot.duration_seconds, Some(1.5));
     assert_eq!(snapshot.deleted, ["main-20260101T000000Z.db"]);
+    assert_eq!(snapshot.deleted_count, Some(1));
     let line = snapshot_summary(&snapshot);
     assert!(
         line.starts_with("snapshot of revision 4242 from etcd-1 written to snaps/main-20260301T115900Z.db: 3.00 MiB (3145760 bytes) in 1.5s, sha256 abab"),

@@ -575,6 +575,41 @@ mod tests {
         assert_eq!(report.revision, None);
     }
 
+    /// Retention that deleted many files: the names go first (their count stays), the checksum,
+    /// revision and what could not be deleted stay.
+    #[test]
+    fn a_snapshot_result_with_many_deletions_fits_keeping_what_matters() {
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("main-2026010{}T0000{i:02}Z.db", i % 10))
+            .collect();
+        let report = SnapshotReport {
+            path: "/snapshots/main-20260201T000000Z.db".into(),
+            size_bytes: 1024 + 32,
+            revision: Some(77),
+            sha256: Some("ab".repeat(32)),
+            retain: Some(1),
+            deleted_count: names.len() as u32,
+            deleted: names.clone(),
+            removed_partial_files: vec![".main-20260101T000000Z.db.partial".into()],
+            retention_errors: vec!["main-20250101T000000Z.db: Permission denied".into()],
+            ..Default::default()
+        };
+        let mut result = JobResult::new(Report::Snapshot(report), Outcome::Succeeded, "t".into(), 5);
+        result.message = Some("snapshot of revision 77 written; retention deleted 300 files".into());
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT, "{}", message.len());
+        let parsed = JobResult::parse(&message).unwrap();
+        assert!(parsed.truncated);
+        let Report::Snapshot(report) = parsed.report else {
+            panic!("a snapshot report")
+        };
+        assert!(report.deleted.len() < names.len());
+        assert_eq!(report.deleted_count, 300);
+        assert_eq!(report.revision, Some(77));
+        assert_eq!(report.sha256, Some("ab".repeat(32)));
+        assert_eq!(report.retention_errors.len(), 1);
+    }
+
     #[test]
     fn small_results_are_not_truncated() {
         let message = cleanup(3).to_termination_message();

@@ -521,9 +521,13 @@ pub struct SnapshotStatus {
     /// From the snapshot request to the file in place, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
-    /// Older snapshots of this cluster deleted from the claim by retention.
+    /// Older snapshots of this cluster deleted from the claim by retention (the oldest first;
+    /// shortened when the Job's result had to be, see `deletedCount`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deleted: Vec<String>,
+    /// How many retention deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_count: Option<i64>,
     /// Files retention could not delete, with why: delete them by hand.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retention_errors: Vec<String>,

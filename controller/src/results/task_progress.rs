@@ -69,6 +69,8 @@ pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> S
     status.sha256 = report.sha256.clone();
     status.duration_seconds = Some(report.stream_duration_ms as f64 / 1000.0);
     status.deleted = report.deleted.clone();
+    status.deleted_count =
+        (report.retain.is_some()).then(|| i64::from(report.deleted_count).max(report.deleted.len() as i64));
     status.retention_errors = report.retention_errors.clone();
     status
 }
@@ -89,11 +91,20 @@ pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
         snapshot.duration_seconds.unwrap_or_default(),
         snapshot.sha256.as_deref().unwrap_or("unknown"),
     );
-    if !snapshot.deleted.is_empty() {
+    // A few names in the line; all of them are in `status.snapshot.deleted`.
+    const NAMED: usize = 5;
+    let count = snapshot.deleted_count.unwrap_or(snapshot.deleted.len() as i64);
+    if count > 0 {
+        let named = &snapshot.deleted[..snapshot.deleted.len().min(NAMED)];
+        let more = count - named.len() as i64;
         line.push_str(&format!(
-            "; retention deleted {} older snapshot(s): {}",
-            snapshot.deleted.len(),
-            snapshot.deleted.join(", ")
+            "; retention deleted {count} older snapshot(s): {}{}",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
         ));
     }
     if !snapshot.retention_errors.is_empty() {

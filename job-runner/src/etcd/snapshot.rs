@@ -401,9 +401,19 @@ fn describe_retention(report: &SnapshotReport) -> String {
     let Some(retain) = report.retain else {
         return String::new();
     };
+    // A few names in the line; all of them are in `deleted`.
+    const NAMED: usize = 5;
     let deleted = match report.deleted.as_slice() {
         [] => "nothing to delete".to_owned(),
-        names => format!("deleted {} older snapshot(s): {}", names.len(), names.join(", ")),
+        names if names.len() <= NAMED => {
+            format!("deleted {} older snapshot(s): {}", names.len(), names.join(", "))
+        }
+        names => format!(
+            "deleted {} older snapshot(s): {} and {} more",
+            names.len(),
+            names[..NAMED].join(", "),
+            names.len() - NAMED
+        ),
     };
     let partials = match report.removed_partial_files.len() {
         0 => String::new(),
