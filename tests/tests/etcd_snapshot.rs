@@ -131,6 +131,19 @@ impl Scenario {
         })
     }
 
+    /// Stops the task controller as a crash would and starts it again, with nothing carried
+    /// over but what the API holds.
+    async fn restart_task_controller(&mut self) {
+        self.tasks.abort();
+        let _ = (&mut self.tasks).await;
+        let ctx = Arc::new(Context::new(
+            self.server.client_with_token(CONTROLLER_TOKEN),
+            ControllerConfig::default(),
+            Arc::new(Metrics::new()),
+        ));
+        self.tasks = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
+    }
+
     fn create_claim(&self, name: &str) {
         let claim: PersistentVolumeClaim = serde_json::from_value(json!({
             "apiVersion": "v1",
@@ -239,7 +252,7 @@ groundskeeper_e2e::for_each_etcd_version!(
 
 async fn a_snapshot_task_waits_for_its_claim_then_writes_a_checked_file_on_it(version: EtcdVersion) {
     const TASK: &str = "before-upgrade";
-    let Some(scenario) = Scenario::start(version).await else {
+    let Some(mut scenario) = Scenario::start(version).await else {
         return;
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -263,8 +276,13 @@ async fn a_snapshot_task_waits_for_its_claim_then_writes_a_checked_file_on_it(ve
     assert_eq!(scenario.task_state(TASK), Some(TaskState::Pending));
     assert!(scenario.job_names().is_empty(), "{:?}", scenario.job_names());
 
-    // The claim created: the task proceeds, under writes.
+    // The claim created: the task proceeds, under writes. A controller restart once its Job
+    // exists renders the same Job and file name: one of each.
     scenario.create_claim("main-snapshots");
+    scenario
+        .wait_for("its Job created", |s| !s.job_names().is_empty())
+        .await;
+    scenario.restart_task_controller().await;
     scenario
         .wait_for("the task finished", |s| {
             s.task_state(TASK).is_some_and(TaskState::is_final)
