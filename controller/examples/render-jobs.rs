@@ -5,13 +5,15 @@
 //!
 //! `cargo run -p groundskeeper-controller --example render-jobs -- DIR`
 
-use groundskeeper_protocol::operation::{DefragRequest, EtcdTarget, Operation};
+use groundskeeper_protocol::operation::{
+    DefragRequest, EtcdTarget, Operation, SnapshotRequest, SnapshotRetention,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use groundskeeper_controller::api::EtcdCluster;
 use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::execution::build_job;
+use groundskeeper_controller::execution::{ClaimVolume, build_job};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::{NodeCleanup, cleanup_job};
@@ -116,9 +118,51 @@ async fn main() {
                 (keys::TASK_STEP_LABEL.to_owned(), "0".to_owned()),
             ]),
             limits: config.job_limits.clone(),
+            claim_volumes: Vec::new(),
         },
     );
     write(&dir, "etcd-maintenance-job.yaml", &build_job(&maintenance));
+
+    // The Job of a Snapshot task, its claim mounted, as the task controller builds it.
+    let task = "before-upgrade";
+    let snapshot = etcd_job(
+        &etcd,
+        &ctx,
+        EtcdJob {
+            owner: OwnerReference {
+                api_version: "groundskeeper.dev/v1alpha1".into(),
+                kind: "MaintenanceTask".into(),
+                name: task.into(),
+                uid: "8b0e3f0e-0000-4000-8000-000000000004".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+            name: format!("{task}-0"),
+            operation: Operation::Snapshot(SnapshotRequest {
+                etcd: EtcdTarget {
+                    endpoints: vec!["https://etcd-0.etcd:2379".into()],
+                    tls: None,
+                },
+                output: "/snapshots/main-20260102T150405Z.db".into(),
+                retention: Some(SnapshotRetention {
+                    retain: 5,
+                    file_name_template: "{cluster}-{time}.db".into(),
+                    cluster: "main".into(),
+                }),
+            }),
+            tls_secret: Some("etcd-client-tls".into()),
+            labels: BTreeMap::from([
+                (keys::TASK_LABEL.to_owned(), task.to_owned()),
+                (keys::TASK_STEP_LABEL.to_owned(), "0".to_owned()),
+            ]),
+            limits: config.job_limits.clone(),
+            claim_volumes: vec![ClaimVolume {
+                claim_name: "main-snapshots".into(),
+                mount_path: "/snapshots".into(),
+            }],
+        },
+    );
+    write(&dir, "etcd-snapshot-job.yaml", &build_job(&snapshot));
 }
 
 fn write(dir: &std::path::Path, file: &str, job: &k8s_openapi::api::batch::v1::Job) {

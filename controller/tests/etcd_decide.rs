@@ -144,7 +144,15 @@ fn submitted_steps(decision: &Decision, spec: &EtcdClusterSpec) -> Vec<Operation
     let work = validate::validate(&task)
         .unwrap_or_else(|errors| panic!("{planned:?}: {}", validate::describe_errors(&errors)))
         .work;
-    targets::etcd::steps(&work, &Policy::from_spec(spec).unwrap()).expect("steps")
+    let naming = targets::etcd::SnapshotNaming {
+        cluster: "main".into(),
+        time: Timestamp::UNIX_EPOCH,
+    };
+    targets::etcd::steps(&work, &Policy::from_spec(spec).unwrap(), &naming)
+        .expect("steps")
+        .into_iter()
+        .map(|step| step.operation)
+        .collect()
 }
 
 /// What the submitted task runs, its steps' runner arguments joined by ` && `.

@@ -516,6 +516,7 @@ async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() 
             tls_secret: policy.tls_secret.clone(),
             labels: BTreeMap::new(),
             limits: limits.clone(),
+            claim_volumes: Vec::new(),
         },
     );
     assert_eq!(job.limits, limits);

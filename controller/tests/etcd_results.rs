@@ -1,12 +1,15 @@
 //! A finished etcd task's outcome in its EtcdCluster's status: what each kind of result records,
 //! that a failure keeps the progress made before it, that compaction only moves forward, and
-//! that an outcome is recorded once.
+//! that an outcome is recorded once; a snapshot's file on its task and its cluster.
 
 use groundskeeper_controller::api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus};
 use groundskeeper_controller::api::maintenance_task::{TaskState, TaskType};
-use groundskeeper_controller::results::etcd_cluster::{FinishedStep, FinishedTask, is_maintenance, record};
+use groundskeeper_controller::results::etcd_cluster::{
+    FinishedStep, FinishedTask, is_maintenance, record, record_snapshot,
+};
+use groundskeeper_controller::results::{snapshot_status, snapshot_summary};
 use groundskeeper_protocol::result::{
-    CompactReport, DefragReport, ErrorKind, MemberDefrag, MemberDefragState, ResultError,
+    CompactReport, DefragReport, ErrorKind, MemberDefrag, MemberDefragState, ResultError, SnapshotReport,
 };
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use jiff::Timestamp;
@@ -288,4 +291,72 @@ fn a_member_whose_defrag_was_in_flight_when_the_run_stopped_is_told_as_unknown()
         "{}",
         recorded.event.note
     );
+}
+
+fn snapshot_result(outcome: Outcome) -> JobResult {
+    let report = SnapshotReport {
+        path: "/snapshots/main-20260301T115900Z.db".into(),
+        member: Some("etcd-1".into()),
+        member_id: Some("2".into()),
+        size_bytes: 3 * 1024 * 1024 + 32,
+        size_mib: 3.0,
+        revision: Some(4242),
+        sha256: Some("ab".repeat(32)),
+        stream_duration_ms: 1500,
+        retain: Some(2),
+        deleted: vec!["main-20260101T000000Z.db".into()],
+        deleted_count: 1,
+        ..Default::default()
+    };
+    JobResult::new(
+        Report::Snapshot(report),
+        outcome,
+        "2026-03-01T11:59:00Z".into(),
+        1600,
+    )
+}
+
+/// A Snapshot task's status shows the file, its size in bytes and MiB, revision, member,
+/// checksum, duration and what retention deleted; the cluster records it once as lastSnapshot.
+#[test]
+fn a_snapshot_shows_on_its_task_and_once_on_its_cluster() {
+    let result = snapshot_result(Outcome::Succeeded);
+    let snapshot = snapshot_status("snaps", "main-20260301T115900Z.db", Some(&result));
+    assert_eq!(snapshot.size_bytes, Some(3 * 1024 * 1024 + 32));
+    assert_eq!(snapshot.size.as_deref(), Some("3.00 MiB"));
+    assert_eq!(snapshot.revision, Some(4242));
+    assert_eq!(snapshot.member.as_deref(), Some("etcd-1"));
+    assert_eq!(snapshot.duration_seconds, Some(1.5));
+    assert_eq!(snapshot.deleted, ["main-20260101T000000Z.db"]);
+    assert_eq!(snapshot.deleted_count, Some(1));
+    let line = snapshot_summary(&snapshot);
+    assert!(
+        line.starts_with("snapshot of revision 4242 from etcd-1 written to snaps/main-20260301T115900Z.db: 3.00 MiB (3145760 bytes) in 1.5s, sha256 abab"),
+        "{line}"
+    );
+    assert!(
+        line.contains("retention deleted 1 older snapshot(s): main-20260101T000000Z.db"),
+        "{line}"
+    );
+
+    // Failed or still running: where it goes, nothing claimed about what it holds.
+    let failed = snapshot_status("snaps", "f.db", Some(&snapshot_result(Outcome::Failed)));
+    assert_eq!(
+        (failed.file.as_str(), failed.size_bytes, failed.revision),
+        ("f.db", None, None)
+    );
+    assert_eq!(snapshot_status("snaps", "f.db", None).sha256, None);
+    assert_eq!(record_snapshot(&observed(), "t", &failed, now()), None);
+
+    let recorded = record_snapshot(&observed(), "snap-1", &snapshot, now()).expect("recorded");
+    let last = recorded.last_snapshot.clone().unwrap();
+    assert_eq!(last.task, "snap-1");
+    assert_eq!(last.file, "main-20260301T115900Z.db");
+    assert_eq!(last.persistent_volume_claim, "snaps");
+    assert_eq!(last.revision, Some(4242));
+    assert_eq!(last.size_bytes, Some(3 * 1024 * 1024 + 32));
+    assert_eq!(last.time.0, now());
+    // Maintenance memory is not touched: a snapshot is no maintenance.
+    assert_eq!(recorded.last_maintenance_task, observed().last_maintenance_task);
+    assert_eq!(record_snapshot(&recorded, "snap-1", &snapshot, now()), None);
 }

@@ -110,6 +110,7 @@ const TASK_EXAMPLES: &[(&str, TaskType)] = &[
     ("task-compact.yaml", TaskType::Compact),
     ("task-defragment.yaml", TaskType::Defragment),
     ("task-maintenance.yaml", TaskType::Maintenance),
+    ("task-snapshot.yaml", TaskType::Snapshot),
 ];
 
 /// A task example read through the CRD's types, every field of the file known to them.

@@ -39,6 +39,7 @@ fn plan() -> MaintenanceJob {
         extra_labels: Default::default(),
         annotations: Default::default(),
         secret_files: Vec::new(),
+        claim_volumes: Vec::new(),
         scheduling: Default::default(),
         resources: None,
     }

@@ -42,6 +42,7 @@ fn cleanup_plan() -> MaintenanceJob {
             key: keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.into(),
             mount_path: "/etc/groundskeeper/agent/auth-token.yaml".into(),
         }],
+        claim_volumes: Vec::new(),
         scheduling: Scheduling {
             tolerations: vec![Toleration {
                 key: Some("role".into()),
@@ -229,6 +230,7 @@ fn empty_scheduling_and_no_node_leave_the_fields_out() {
         annotations: BTreeMap::new(),
         scheduling: Scheduling::default(),
         secret_files: vec![],
+        claim_volumes: Vec::new(),
         ..cleanup_plan()
     };
     let job = serde_json::to_value(build_job(&plan)).unwrap();

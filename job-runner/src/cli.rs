@@ -8,7 +8,7 @@ use groundskeeper_protocol::{OperationKind, Report};
 use clap::{Parser, Subcommand};
 use groundskeeper_protocol::operation::{
     CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
-    SnapshotRequest,
+    SnapshotRequest, SnapshotRetention,
 };
 
 use crate::etcd::connect::EndpointArgs;
@@ -93,6 +93,14 @@ impl Command {
             Command::Snapshot(args) => Some(Operation::Snapshot(SnapshotRequest {
                 etcd: etcd_target(&args.connection),
                 output: args.output.as_deref().map(path_text).unwrap_or_default(),
+                retention: match (args.retain, &args.file_name_template, &args.cluster) {
+                    (Some(retain), Some(template), Some(cluster)) => Some(SnapshotRetention {
+                        retain,
+                        file_name_template: template.clone(),
+                        cluster: cluster.clone(),
+                    }),
+                    _ => None,
+                },
             })),
         }
     }
@@ -211,6 +219,106 @@ mod tests {
         }
     }
 
+    /// Retention flags come together and `--retain` is at least 1: anything else is refused by
+    /// the parser (exit 2, see `main`); a template that does not name `--output` is bad input.
+    #[test]
+    fn retention_flags_are_checked() {
+        let base = [
+            "snapshot",
+            "--endpoints",
+            "http://a:2379",
+            "--output",
+            "/s/main-20260101T000000Z.db",
+        ];
+        let parse = |extra: &[&str]| Cli::try_parse_args(base.iter().chain(extra).copied());
+        for refused in [
+            &[
+                "--retain",
+                "0",
+                "--file-name-template",
+                "{cluster}-{time}.db",
+                "--cluster",
+                "main",
+            ][..],
+            &[
+                "--retain",
+                "-1",
+                "--file-name-template",
+                "{cluster}-{time}.db",
+                "--cluster",
+                "main",
+            ],
+            &[
+                "--retain",
+                "x",
+                "--file-name-template",
+                "{cluster}-{time}.db",
+                "--cluster",
+                "main",
+            ],
+            &["--retain", "2"],
+            &["--retain", "2", "--cluster", "main"],
+            &["--file-name-template", "{cluster}-{time}.db", "--cluster", "main"],
+        ] {
+            assert!(parse(refused).is_err(), "{refused:?}");
+        }
+        let retention = |extra: &[&str]| {
+            let Command::Snapshot(args) = parse(extra).unwrap().command else {
+                panic!("a snapshot command")
+            };
+            args.retention()
+        };
+        let ok = retention(&[
+            "--retain",
+            "2",
+            "--file-name-template",
+            "{cluster}-{time}.db",
+            "--cluster",
+            "main",
+        ]);
+        assert_eq!(ok.unwrap().unwrap().retain, 2);
+        assert_eq!(retention(&[]).unwrap(), None);
+        for (extra, says) in [
+            (
+                &[
+                    "--retain",
+                    "2",
+                    "--file-name-template",
+                    "{cluster}-{time}.db",
+                    "--cluster",
+                    "other",
+                ][..],
+                "is not a name",
+            ),
+            (
+                &[
+                    "--retain",
+                    "2",
+                    "--file-name-template",
+                    "{cluster}-{day}.db",
+                    "--cluster",
+                    "main",
+                ],
+                "brace",
+            ),
+            (
+                &[
+                    "--retain",
+                    "2",
+                    "--file-name-template",
+                    "a/{time}",
+                    "--cluster",
+                    "main",
+                ],
+                "'/'",
+            ),
+        ] {
+            let failure = retention(extra).unwrap_err();
+            assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
+            assert!(failure.message.contains(says), "{extra:?}: {}", failure.message);
+        }
+    }
+
     /// Every rendering the controller can make parses back, with the runner's own parser, into
     /// the very request it was made from.
     #[test]
@@ -253,10 +361,21 @@ mod tests {
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(true),
                 output: "/var/lib/snapshots/main-1767225600.db".into(),
+                retention: None,
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
                 output: "s.db".into(),
+                retention: None,
+            }),
+            Operation::Snapshot(SnapshotRequest {
+                etcd: etcd(false),
+                output: "/snapshots/main-20260101T000000Z.db".into(),
+                retention: Some(SnapshotRetention {
+                    retain: 3,
+                    file_name_template: "{cluster}-{time}.db".into(),
+                    cluster: "main".into(),
+                }),
             }),
         ];
         for operation in operations {

@@ -113,6 +113,20 @@ pub struct SnapshotRequest {
     pub etcd: EtcdTarget,
     /// Path of the snapshot file to write (its folder must exist, on the volume it goes to).
     pub output: String,
+    /// Old snapshots of the same cluster to delete from the output's folder once the new one is
+    /// complete and checked; `None`: delete nothing.
+    pub retention: Option<SnapshotRetention>,
+}
+
+/// Which files in a snapshot folder are snapshots of one cluster, and how many of them to keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRetention {
+    /// Snapshots of the cluster to keep, the new one included (at least 1).
+    pub retain: u32,
+    /// The file name template the cluster's snapshots are named by (`{cluster}`, `{time}`).
+    pub file_name_template: String,
+    /// The value of `{cluster}`.
+    pub cluster: String,
 }
 
 impl Operation {
@@ -210,6 +224,11 @@ impl SnapshotRequest {
     fn render(&self, args: &mut Args) {
         self.etcd.render(args);
         args.value("output", &self.output);
+        if let Some(retention) = &self.retention {
+            args.value("retain", retention.retain);
+            args.value("file-name-template", &retention.file_name_template);
+            args.value("cluster", &retention.cluster);
+        }
     }
 }
 

@@ -278,6 +278,29 @@ pub struct SnapshotReport {
     /// From the snapshot request to the file renamed into place (0 for a check).
     #[serde(default)]
     pub stream_duration_ms: u64,
+    /// Retention: how many snapshots of the cluster are kept in the folder (the new one
+    /// included); absent when the run was not asked to delete old ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain: Option<u32>,
+    /// Older snapshots of the same cluster deleted by retention, oldest first (file names in the
+    /// output's folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<String>,
+    /// How many were deleted (stays right when `deleted` is shortened to fit the termination
+    /// message).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_count: u32,
+    /// Temporary files of this cluster's interrupted runs that were removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_partial_files: Vec<String>,
+    /// Files retention should have deleted but could not, each with why. The snapshot itself is
+    /// complete all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retention_errors: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Bytes as MiB, rounded to two decimals.
@@ -358,7 +381,12 @@ impl Report {
                 MemberDefragState::NotReached => 2,
                 _ => 3,
             }),
-            Report::Compact(_) | Report::Snapshot(_) => false,
+            Report::Snapshot(r) => {
+                drop_worth(&mut r.removed_partial_files, excess, |_| 0)
+                    || drop_worth(&mut r.deleted, excess, |_| 0)
+                    || drop_worth(&mut r.retention_errors, excess, |_| 0)
+            }
+            Report::Compact(_) => false,
         }
     }
 }
@@ -545,6 +573,41 @@ mod tests {
         };
         assert_eq!(report.path, "/s.db");
         assert_eq!(report.revision, None);
+    }
+
+    /// Retention that deleted many files: the names go first (their count stays), the checksum,
+    /// revision and what could not be deleted stay.
+    #[test]
+    fn a_snapshot_result_with_many_deletions_fits_keeping_what_matters() {
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("main-2026010{}T0000{i:02}Z.db", i % 10))
+            .collect();
+        let report = SnapshotReport {
+            path: "/snapshots/main-20260201T000000Z.db".into(),
+            size_bytes: 1024 + 32,
+            revision: Some(77),
+            sha256: Some("ab".repeat(32)),
+            retain: Some(1),
+            deleted_count: names.len() as u32,
+            deleted: names.clone(),
+            removed_partial_files: vec![".main-20260101T000000Z.db.partial".into()],
+            retention_errors: vec!["main-20250101T000000Z.db: Permission denied".into()],
+            ..Default::default()
+        };
+        let mut result = JobResult::new(Report::Snapshot(report), Outcome::Succeeded, "t".into(), 5);
+        result.message = Some("snapshot of revision 77 written; retention deleted 300 files".into());
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_LIMIT, "{}", message.len());
+        let parsed = JobResult::parse(&message).unwrap();
+        assert!(parsed.truncated);
+        let Report::Snapshot(report) = parsed.report else {
+            panic!("a snapshot report")
+        };
+        assert!(report.deleted.len() < names.len());
+        assert_eq!(report.deleted_count, 300);
+        assert_eq!(report.revision, Some(77));
+        assert_eq!(report.sha256, Some("ab".repeat(32)));
+        assert_eq!(report.retention_errors.len(), 1);
     }
 
     #[test]

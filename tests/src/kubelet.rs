@@ -11,10 +11,18 @@
 //! `BackoffLimitExceeded`); `podFailurePolicy` `FailJob` rules on exit codes; the interim and
 //! final Job conditions of Kubernetes ≥ 1.31 (`SuccessCriteriaMet` + `Complete`,
 //! `FailureTarget` + `Failed`), written together. A pod whose Secret (or key) is missing stays
-//! pending forever, as in Kubernetes (`ContainerCreating`).
+//! pending forever, as in Kubernetes (`ContainerCreating`). `persistentVolumeClaim` volumes: each
+//! claim (namespace and name) is one local folder, created empty on first use and kept across
+//! pods and Jobs for the simulator's lifetime ([`JobSimulator::claim_dir`]), mounted writable at
+//! the volume mount's path ([`MountedFiles::resolve`]); a pod whose claim does not exist waits
+//! until it is created, then runs, as a pod stays Pending (unschedulable) until its claim
+//! appears.
 //!
 //! Not modelled: parallelism and completions other than 1, `activeDeadlineSeconds`, TTL after
-//! finished, suspended Jobs, deletion of a running Job's pods, retry backoff delays.
+//! finished, suspended Jobs, deletion of a running Job's pods, retry backoff delays; the pod
+//! object of a pod that cannot start yet (missing Secret or claim) is not created until it can;
+//! claims are always bound (no PersistentVolume, StorageClass, access modes, capacity or
+//! `readOnly`), and two pods mounting one claim at once are not refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +31,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use serde_json::{Value, json};
 
 use crate::apiserver::{ApiServer, ChangeKind, PatchFormat, ResourceId};
@@ -40,8 +48,8 @@ pub struct Container {
     pub files: MountedFiles,
 }
 
-/// Secret files mounted into a container, each written to a temp file with the Secret's data.
-/// The files are removed when this is dropped.
+/// Secret files mounted into a container, each written to a temp file with the Secret's data, and
+/// claims' folders. The Secret files are removed when this is dropped; the claims' folders stay.
 pub struct MountedFiles {
     by_mount_path: BTreeMap<PathBuf, PathBuf>,
     _dir: tempfile::TempDir,
@@ -70,6 +78,22 @@ impl MountedFiles {
     /// Paths inside the container that have a file.
     pub fn mount_paths(&self) -> impl Iterator<Item = &Path> {
         self.by_mount_path.keys().map(PathBuf::as_path)
+    }
+
+    /// The local path standing for `path` inside the container: under the deepest mount that
+    /// holds it (e.g. a file in a claim's folder). `None` when no mount holds it.
+    pub fn resolve(&self, path: &Path) -> Option<PathBuf> {
+        self.by_mount_path
+            .iter()
+            .filter_map(|(mount, local)| Some((mount, local, path.strip_prefix(mount).ok()?)))
+            .max_by_key(|(mount, _, _)| mount.components().count())
+            .map(|(_, local, rest)| {
+                if rest.as_os_str().is_empty() {
+                    local.clone()
+                } else {
+                    local.join(rest)
+                }
+            })
     }
 }
 
@@ -116,6 +140,9 @@ pub struct Builder {
     start_delay: Duration,
 }
 
+/// How often a pod waiting for its claim looks again.
+const CLAIM_POLL: Duration = Duration::from_millis(50);
+
 impl Builder {
     /// How Jobs are grouped in [`JobLog`]; by default all are one group (`""`).
     pub fn group_by(mut self, group_of: impl Fn(&Value) -> String + Send + Sync + 'static) -> Self {
@@ -133,12 +160,19 @@ impl Builder {
     /// Starts reacting to Jobs created from now on.
     pub fn spawn(self) -> JobSimulator {
         let log = Arc::new(Mutex::new(JobLog::default()));
+        let claims = Arc::new(
+            tempfile::Builder::new()
+                .prefix("groundskeeper-claims-")
+                .tempdir()
+                .expect("a temp dir for claims"),
+        );
         let sim = Arc::new(Simulation {
             server: self.server.clone(),
             run: self.run,
             group_of: self.group_of,
             start_delay: self.start_delay,
             log: log.clone(),
+            claims: claims.clone(),
         });
         let mut changes = self.server.subscribe();
         let task = tokio::spawn(async move {
@@ -159,14 +193,16 @@ impl Builder {
                 }
             }
         });
-        JobSimulator { log, task }
+        JobSimulator { log, task, claims }
     }
 }
 
-/// A running Job controller + kubelet. Dropping it stops it, and the Jobs it was running.
+/// A running Job controller + kubelet. Dropping it stops it, and the Jobs it was running, and
+/// removes the claims' folders.
 pub struct JobSimulator {
     log: Arc<Mutex<JobLog>>,
     task: tokio::task::JoinHandle<()>,
+    claims: Arc<tempfile::TempDir>,
 }
 
 impl Drop for JobSimulator {
@@ -194,6 +230,18 @@ impl JobSimulator {
     pub fn log(&self) -> JobLog {
         self.log.lock().expect("job log lock").clone()
     }
+
+    /// The local folder standing for the volume of PersistentVolumeClaim `namespace/claim`,
+    /// created if no pod used it yet.
+    pub fn claim_dir(&self, namespace: &str, claim: &str) -> PathBuf {
+        claim_dir(self.claims.path(), namespace, claim)
+    }
+}
+
+fn claim_dir(root: &Path, namespace: &str, claim: &str) -> PathBuf {
+    let dir = root.join(namespace).join(claim);
+    std::fs::create_dir_all(&dir).expect("a claim's folder");
+    dir
 }
 
 struct Simulation {
@@ -202,6 +250,7 @@ struct Simulation {
     group_of: GroupOf,
     start_delay: Duration,
     log: Arc<Mutex<JobLog>>,
+    claims: Arc<tempfile::TempDir>,
 }
 
 fn pods() -> ResourceId {
@@ -292,7 +341,9 @@ impl Simulation {
         let container = container_of(job);
         let args: Vec<String> = serde_json::from_value(container["args"].clone())
             .unwrap_or_else(|e| panic!("Job {}: container args are not strings: {e}", name_of(job)));
-        let files = self.mount_secret_files(job)?;
+        self.wait_for_claims(job).await;
+        let mut files = self.mount_secret_files(job)?;
+        self.mount_claims(job, &mut files);
         let pod = self.create_pod(job);
         self.patch_job_status(job, json!({ "active": 1, "startTime": now() }));
         let termination = (self.run)(Container {
@@ -377,6 +428,44 @@ impl Simulation {
             by_mount_path,
             _dir: dir,
         })
+    }
+
+    /// The claims the pod's volumes name, as (mount path, claim name).
+    fn claim_mounts(job: &Value) -> Vec<(PathBuf, String)> {
+        let template = &job["spec"]["template"];
+        let no_mounts = Vec::new();
+        let mounts = container_of(job)["volumeMounts"].as_array().unwrap_or(&no_mounts);
+        mounts
+            .iter()
+            .filter_map(|mount| {
+                let volume = template["spec"]["volumes"]
+                    .as_array()?
+                    .iter()
+                    .find(|v| v["name"] == mount["name"])?;
+                let claim = volume["persistentVolumeClaim"]["claimName"].as_str()?;
+                Some((PathBuf::from(mount["mountPath"].as_str()?), claim.to_owned()))
+            })
+            .collect()
+    }
+
+    /// Returns once every claim the pod mounts exists (a pod is not scheduled before).
+    async fn wait_for_claims(&self, job: &Value) {
+        for (_, claim) in Self::claim_mounts(job) {
+            while self
+                .server
+                .get_as::<PersistentVolumeClaim>(Some(namespace_of(job)), &claim)
+                .is_none()
+            {
+                tokio::time::sleep(CLAIM_POLL).await;
+            }
+        }
+    }
+
+    fn mount_claims(&self, job: &Value, files: &mut MountedFiles) {
+        for (mount_path, claim) in Self::claim_mounts(job) {
+            let dir = claim_dir(self.claims.path(), namespace_of(job), &claim);
+            files.by_mount_path.insert(mount_path, dir);
+        }
     }
 
     fn create_pod(&self, job: &Value) -> String {

@@ -274,8 +274,34 @@ pub struct EtcdClusterStatus {
     /// cluster id, event number), when last observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<EtcdPartitionStatus>,
+    /// The last snapshot a Snapshot task took of this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot: Option<LastSnapshot>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// A snapshot taken by a Snapshot task, as the cluster's status records it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastSnapshot {
+    /// The MaintenanceTask that took it (each task is recorded once).
+    pub task: String,
+    pub persistent_volume_claim: String,
+    /// Its file name on the claim.
+    pub file: String,
+    /// When the task completed.
+    pub time: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// The same for people, e.g. `12.34 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// SHA-256 of the whole file, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]

@@ -361,18 +361,25 @@ pub struct MaintenanceConfig {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotConfig {
-    /// The PersistentVolumeClaim (in the task's namespace) the snapshot is written to. Absent:
-    /// `<target name>-snapshots`.
+    /// The PersistentVolumeClaim (in the task's namespace) the snapshot is written to, mounted
+    /// writable at `/snapshots` in the task's Job. Absent: `<target name>-snapshots`. The claim
+    /// is not created for you: while it does not exist the task stays Pending (condition
+    /// `Queued`, reason `WaitingForTarget`, naming the claim) and starts once it is created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = MAX_NAME_LEN))]
     pub persistent_volume_claim: Option<String>,
     /// File name of the snapshot on that volume. `{cluster}` is replaced by the target's name
-    /// and `{time}` by the time the snapshot was taken (UTC, `20060102T150405Z`); no other
-    /// placeholder, and no `/`.
+    /// and `{time}` by the time the task's work started (UTC, `20060102T150405Z`); no other
+    /// placeholder, and no `/`. Retention counts as this cluster's snapshots only the files
+    /// whose whole name this template gives the cluster at some time; without `{time}` every
+    /// snapshot has the same name and replaces the last.
     #[serde(default = "default_snapshot_file_name")]
     #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
     pub file_name: String,
-    /// How many snapshots of this cluster to keep on the volume (the oldest beyond are deleted).
+    /// How many snapshots of this cluster to keep on the volume, the new one included: once the
+    /// new snapshot is complete and checked, the oldest beyond (by the time in their names) are
+    /// deleted, and so are temporary files left by this cluster's interrupted runs. Other
+    /// clusters' snapshots and unrelated files are never touched.
     #[serde(default = "default_snapshot_retain")]
     #[schemars(range(min = 1))]
     pub retain: i32,
@@ -477,6 +484,53 @@ pub struct MaintenanceTaskStatus {
     /// Per node (Cleanup) or per member (etcd types) progress.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeProgress>,
+    /// Snapshot: the file being written, and once written what it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStatus>,
+}
+
+/// A Snapshot task's file.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotStatus {
+    /// The claim it is written to.
+    pub persistent_volume_claim: String,
+    /// Its name on that claim (`spec.config.snapshot.fileName` rendered).
+    pub file: String,
+    /// Size of the file in bytes, etcd's 32-byte SHA-256 trailer included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// The same for people, e.g. `12.34 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// The highest revision the snapshot holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The member it was streamed from (a follower unless none was healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// That member's id in hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    /// The member was the leader (no healthy follower was there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_leader: bool,
+    /// SHA-256 of the whole file, hex (what `sha256sum FILE` prints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// From the snapshot request to the file in place, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// Older snapshots of this cluster deleted from the claim by retention (the oldest first;
+    /// shortened when the Job's result had to be, see `deletedCount`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<String>,
+    /// How many retention deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_count: Option<i64>,
+    /// Files retention could not delete, with why: delete them by hand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retention_errors: Vec<String>,
 }
 
 /// One error met by a task.

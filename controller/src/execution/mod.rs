@@ -15,5 +15,6 @@ pub use observe::{
     observe, observe_job, read_result,
 };
 pub use spec::{
-    CONTAINER_NAME, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job, job_selector,
+    CONTAINER_NAME, ClaimVolume, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job,
+    job_selector,
 };

@@ -12,9 +12,10 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, EmptyDirVolumeSource, KeyToPath, NodeAffinity, PodAffinity,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
-    SecretVolumeSource, SecurityContext, Toleration, Volume, VolumeMount,
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, KeyToPath, NodeAffinity,
+    PersistentVolumeClaimVolumeSource, PodAffinity, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Toleration,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -40,6 +41,15 @@ pub struct SecretFile {
     /// Key inside the Secret.
     pub key: String,
     /// Absolute path of the file in the container, e.g. `/etc/groundskeeper/agent/auth-token.yaml`.
+    pub mount_path: String,
+}
+
+/// A PersistentVolumeClaim mounted writable as a folder (e.g. where a snapshot is written).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClaimVolume {
+    /// Name of the claim, in the Job's namespace.
+    pub claim_name: String,
+    /// Absolute path of the folder in the container.
     pub mount_path: String,
 }
 
@@ -76,6 +86,7 @@ pub struct MaintenanceJob {
     pub image: String,
     pub image_pull_policy: String,
     pub secret_files: Vec<SecretFile>,
+    pub claim_volumes: Vec<ClaimVolume>,
     pub scheduling: Scheduling,
     pub resources: Option<ResourceRequirements>,
     pub limits: JobLimits,
@@ -213,7 +224,12 @@ fn pod_spec(plan: &MaintenanceJob) -> PodSpec {
             run_as_non_root: Some(true),
             run_as_user: Some(RUN_AS_ID),
             run_as_group: Some(RUN_AS_ID),
+            // The group of mounted files. A fresh claim's volume is owned by root: fsGroup has the
+            // kubelet give its root to this group, group-writable and setgid, so the non-root
+            // runner can write there (and files it writes stay in the group). OnRootMismatch:
+            // a claim full of snapshots is not chown'ed file by file at every start.
             fs_group: Some(RUN_AS_ID),
+            fs_group_change_policy: (!plan.claim_volumes.is_empty()).then(|| "OnRootMismatch".to_owned()),
             seccomp_profile: Some(runtime_default_seccomp()),
             ..Default::default()
         }),
@@ -249,6 +265,17 @@ fn container(plan: &MaintenanceJob) -> Container {
         read_only: Some(true),
         ..Default::default()
     }));
+    mounts.extend(
+        plan.claim_volumes
+            .iter()
+            .enumerate()
+            .map(|(i, claim)| VolumeMount {
+                name: claim_volume_name(i),
+                mount_path: claim.mount_path.clone(),
+                read_only: Some(false),
+                ..Default::default()
+            }),
+    );
     Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(plan.image.clone()),
@@ -278,6 +305,10 @@ fn secret_volume_name(index: usize) -> String {
     format!("secret-{index}")
 }
 
+fn claim_volume_name(index: usize) -> String {
+    format!("claim-{index}")
+}
+
 fn volumes(plan: &MaintenanceJob) -> Vec<Volume> {
     let mut volumes = vec![Volume {
         name: "tmp".to_owned(),
@@ -299,6 +330,14 @@ fn volumes(plan: &MaintenanceJob) -> Vec<Volume> {
             // Owner-read only; fsGroup makes the file readable by the runner's group.
             default_mode: Some(0o440),
             optional: Some(false),
+        }),
+        ..Default::default()
+    }));
+    volumes.extend(plan.claim_volumes.iter().enumerate().map(|(i, claim)| Volume {
+        name: claim_volume_name(i),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.claim_name.clone(),
+            read_only: Some(false),
         }),
         ..Default::default()
     }));

@@ -15,8 +15,10 @@ use jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, EtcdMemberStatus};
-use crate::api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TargetKind, TaskState, TaskType};
+use crate::api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, EtcdMemberStatus, LastSnapshot};
+use crate::api::maintenance_task::{
+    MaintenanceTask, MaintenanceTaskStatus, SnapshotStatus, TargetKind, TaskState, TaskType,
+};
 use crate::execution::{JobObservation, JobState};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
@@ -100,6 +102,31 @@ pub fn record(previous: &EtcdClusterStatus, task: &FinishedTask, now: Timestamp)
         event,
         results,
     })
+}
+
+/// The status with a completed Snapshot task's file as `lastSnapshot`; `None` when that task is
+/// recorded already or its snapshot was not taken (the task's own status says why).
+pub fn record_snapshot(
+    previous: &EtcdClusterStatus,
+    task: &str,
+    snapshot: &SnapshotStatus,
+    now: Timestamp,
+) -> Option<EtcdClusterStatus> {
+    if previous.last_snapshot.as_ref().is_some_and(|s| s.task == task) || snapshot.size_bytes.is_none() {
+        return None;
+    }
+    let mut status = previous.clone();
+    status.last_snapshot = Some(LastSnapshot {
+        task: task.to_owned(),
+        persistent_volume_claim: snapshot.persistent_volume_claim.clone(),
+        file: snapshot.file.clone(),
+        time: now.into(),
+        revision: snapshot.revision,
+        size_bytes: snapshot.size_bytes,
+        size: snapshot.size.clone(),
+        sha256: snapshot.sha256.clone(),
+    });
+    Some(status)
 }
 
 /// Failed when the task failed or a step's runner says so; Skipped when every step's runner
@@ -272,11 +299,8 @@ pub fn finished_task(
 }
 
 /// Records a task that just became final (`status`) in its EtcdCluster's status, then publishes
-/// the Event and counts the results. Tasks of other targets or types, rejected tasks and tasks
-/// whose cluster is gone record nothing.
-///
-/// The status is read fresh and written with its resourceVersion, so that the etcd trigger's own
-/// writes and this one never undo each other; a conflict reads again.
+/// the Event and counts the results; a completed Snapshot task becomes `lastSnapshot`. Tasks of
+/// other targets, rejected tasks and tasks whose cluster is gone record nothing.
 pub async fn record_task(
     ctx: &Context,
     task: &MaintenanceTask,
@@ -284,14 +308,62 @@ pub async fn record_task(
     jobs: &[JobObservation],
     now: Timestamp,
 ) -> Result<()> {
-    let ran = matches!(status.state, Some(TaskState::Completed | TaskState::Failed));
-    if task.spec.target.kind != TargetKind::EtcdCluster || !is_maintenance(&task.spec.task_type) || !ran {
+    if task.spec.target.kind != TargetKind::EtcdCluster {
         return Ok(());
     }
+    if task.spec.task_type == TaskType::Snapshot {
+        return record_snapshot_task(ctx, task, status, now).await;
+    }
+    let ran = matches!(status.state, Some(TaskState::Completed | TaskState::Failed));
+    if !is_maintenance(&task.spec.task_type) || !ran {
+        return Ok(());
+    }
+    let finished = finished_task(task, status, jobs);
+    let written = update_status(ctx, task, |previous| {
+        record(previous, &finished, now).map(|recorded| (recorded.status.clone(), recorded))
+    })
+    .await?;
+    if let Some((cluster, recorded)) = written {
+        let namespace = task.namespace().unwrap_or_default();
+        count(ctx, &namespace, &task.spec.target.name, &recorded.results);
+        publish_events(&cluster, ctx, std::slice::from_ref(&recorded.event)).await;
+    }
+    Ok(())
+}
+
+/// A completed Snapshot task's file, as the cluster's `lastSnapshot`.
+async fn record_snapshot_task(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    status: &MaintenanceTaskStatus,
+    now: Timestamp,
+) -> Result<()> {
+    let (Some(TaskState::Completed), Some(snapshot)) = (status.state, &status.snapshot) else {
+        return Ok(());
+    };
+    let name = task.name_any();
+    let written = update_status(ctx, task, |previous| {
+        record_snapshot(previous, &name, snapshot, now).map(|next| (next, ()))
+    })
+    .await?;
+    if written.is_some() {
+        ctx.metrics
+            .job_finished(OperationKind::Snapshot.as_str(), "succeeded");
+    }
+    Ok(())
+}
+
+/// Reads the task's EtcdCluster, applies `change` to its status and writes the result with the
+/// resourceVersion read, so that the etcd trigger's own writes and this one never undo each
+/// other: a conflict reads again. `None` when the cluster is gone or `change` had nothing to do.
+async fn update_status<T>(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    change: impl Fn(&EtcdClusterStatus) -> Option<(EtcdClusterStatus, T)>,
+) -> Result<Option<(EtcdCluster, T)>> {
     let namespace = task.namespace().unwrap_or_default();
     let name = &task.spec.target.name;
     let api = Api::<EtcdCluster>::namespaced(ctx.client.clone(), &namespace);
-    let finished = finished_task(task, status, jobs);
     let attempts = ctx.config.status_write_attempts.max(1);
     let mut attempt = 0;
     loop {
@@ -301,24 +373,20 @@ pub async fn record_task(
             .await
             .map_err(Error::kube(format!("get EtcdCluster {namespace}/{name}")))?
         else {
-            return Ok(());
+            return Ok(None);
         };
         let previous = cluster.status.clone().unwrap_or_default();
-        let Some(recorded) = record(&previous, &finished, now) else {
-            return Ok(());
+        let Some((next, value)) = change(&previous) else {
+            return Ok(None);
         };
-        let mut patch = crate::conditions::status_patch(&previous, &recorded.status)
+        let mut patch = crate::conditions::status_patch(&previous, &next)
             .map_err(Error::json(format!("EtcdCluster {namespace}/{name} status")))?;
         patch["metadata"] = serde_json::json!({"resourceVersion": cluster.resource_version()});
         match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {
-                count(ctx, &namespace, name, &recorded.results);
-                publish_events(&cluster, ctx, std::slice::from_ref(&recorded.event)).await;
-                return Ok(());
-            }
+            Ok(_) => return Ok(Some((cluster, value))),
             // Written by the trigger since it was read: read it again.
             Err(kube::Error::Api(status)) if status.code == 409 && attempt < attempts => {}
             Err(err) => {

@@ -8,4 +8,4 @@ pub mod etcd_cluster;
 pub mod scylla_cleanup;
 pub mod task_progress;
 
-pub use task_progress::{member_progress, summary};
+pub use task_progress::{member_progress, snapshot_status, snapshot_summary, summary};

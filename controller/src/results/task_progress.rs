@@ -1,10 +1,10 @@
 //! A step's result as per-member progress of its task (`status.nodes[]`), and in one line.
 
-use groundskeeper_protocol::result::{CompactReport, DefragReport, MemberDefragState};
+use groundskeeper_protocol::result::{CompactReport, DefragReport, MemberDefragState, SnapshotReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::maintenance_task::{NodeProgress, NodeState};
+use crate::api::maintenance_task::{NodeProgress, NodeState, SnapshotStatus};
 
 /// The members a finished defrag or compact step reports, as the task's per-member progress.
 /// A compaction acts on the whole cluster, so it is one entry named after the cluster.
@@ -17,8 +17,103 @@ pub fn member_progress(
     match &result.report {
         Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
         Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
-        Report::Cleanup(_) | Report::Snapshot(_) => Vec::new(),
+        Report::Snapshot(report) => vec![snapshot_member(report, result, job, cluster, finished_at)],
+        Report::Cleanup(_) => Vec::new(),
     }
+}
+
+/// The member a snapshot was streamed from (the cluster, when the run never chose one).
+fn snapshot_member(
+    report: &SnapshotReport,
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> NodeProgress {
+    NodeProgress {
+        name: report.member.clone().unwrap_or_else(|| cluster.to_owned()),
+        state: match result.outcome {
+            Outcome::Failed => NodeState::Failed,
+            Outcome::Skipped => NodeState::Skipped,
+            Outcome::Succeeded => NodeState::Succeeded,
+        },
+        job: Some(job.to_owned()),
+        completed_at: finished_at,
+        message: result.message.clone(),
+        ..NodeProgress::default()
+    }
+}
+
+/// A Snapshot task's file: where it goes, and once its Job succeeded what the runner reports.
+pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> SnapshotStatus {
+    let mut status = SnapshotStatus {
+        persistent_volume_claim: claim.to_owned(),
+        file: file.to_owned(),
+        ..SnapshotStatus::default()
+    };
+    let Some(JobResult {
+        report: Report::Snapshot(report),
+        outcome: Outcome::Succeeded,
+        ..
+    }) = result
+    else {
+        return status;
+    };
+    let bytes = i64::try_from(report.size_bytes).unwrap_or(i64::MAX);
+    status.size_bytes = Some(bytes);
+    status.size = Some(format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0)));
+    status.revision = report.revision;
+    status.member = report.member.clone();
+    status.member_id = report.member_id.clone();
+    status.from_leader = report.from_leader;
+    status.sha256 = report.sha256.clone();
+    status.duration_seconds = Some(report.stream_duration_ms as f64 / 1000.0);
+    status.deleted = report.deleted.clone();
+    status.deleted_count =
+        (report.retain.is_some()).then(|| i64::from(report.deleted_count).max(report.deleted.len() as i64));
+    status.retention_errors = report.retention_errors.clone();
+    status
+}
+
+/// One line for a Snapshot task's `lastOperation`: the file, its size, revision and checksum,
+/// and what retention deleted.
+pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
+    let mut line = format!(
+        "snapshot of revision {} from {} written to {}/{}: {} ({} bytes) in {:.1}s, sha256 {}",
+        snapshot
+            .revision
+            .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+        snapshot.member.as_deref().unwrap_or("unknown member"),
+        snapshot.persistent_volume_claim,
+        snapshot.file,
+        snapshot.size.as_deref().unwrap_or("?"),
+        snapshot.size_bytes.unwrap_or_default(),
+        snapshot.duration_seconds.unwrap_or_default(),
+        snapshot.sha256.as_deref().unwrap_or("unknown"),
+    );
+    // A few names in the line; all of them are in `status.snapshot.deleted`.
+    const NAMED: usize = 5;
+    let count = snapshot.deleted_count.unwrap_or(snapshot.deleted.len() as i64);
+    if count > 0 {
+        let named = &snapshot.deleted[..snapshot.deleted.len().min(NAMED)];
+        let more = count - named.len() as i64;
+        line.push_str(&format!(
+            "; retention deleted {count} older snapshot(s): {}{}",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if !snapshot.retention_errors.is_empty() {
+        line.push_str(&format!(
+            "; could not delete: {} (delete them by hand)",
+            snapshot.retention_errors.join("; ")
+        ));
+    }
+    line
 }
 
 fn defrag_members(

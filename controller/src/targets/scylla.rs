@@ -219,6 +219,7 @@ pub fn cleanup_job(cluster: &ScyllaCluster, config: &ControllerConfig, node: Nod
             key: keys::SCYLLA_AGENT_TOKEN_SECRET_KEY.to_owned(),
             mount_path: AUTH_TOKEN_MOUNT_PATH.to_owned(),
         }],
+        claim_volumes: Vec::new(),
         scheduling: rack_scheduling(cluster, &node.rack),
         // The runner waits on HTTP calls; a little memory for the result and TLS is all it needs.
         resources: Some(ResourceRequirements {

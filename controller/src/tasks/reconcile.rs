@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -23,12 +24,12 @@ use kube::{Api, Resource, ResourceExt};
 
 use groundskeeper_protocol::{Operation, keys};
 
-use super::lifecycle::{Decision, TargetFacts, TargetTasks, TaskView, decide};
+use super::lifecycle::{Decision, TargetFacts, TargetPlan, TargetTasks, TaskView, decide};
 use super::status::{apply_decision, complete, fail, progress_of};
 use super::steps::{StepsState, steps_state};
-use super::validate::validate;
+use super::validate::{ValidTask, Work, validate};
 use crate::api::maintenance_task::{
-    MaintenanceTask, MaintenanceTaskStatus, NodeProgress, TargetKind, TaskState,
+    MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
 };
 use crate::api::{EtcdCluster, scylla::ScyllaCluster};
 use crate::conditions;
@@ -40,6 +41,7 @@ use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 use crate::targets;
 use crate::targets::etcd::fleet::{self as fleet_slot, FleetTask};
+use crate::targets::etcd::{SnapshotNaming, Step};
 use crate::triggers::etcd::policy::Policy;
 use crate::triggers::etcd::reconcile as etcd_trigger;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits};
@@ -101,12 +103,17 @@ pub async fn reconcile_at(task: &MaintenanceTask, ctx: &Context, now: Timestamp)
         None => None,
     };
     target.read_fleet_slot(ctx).await?;
-    let input = TargetTasks {
+    let mut input = TargetTasks {
         target: task.spec.target.clone(),
         facts: target.facts(),
         tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
     };
-    let plan = decide(&input, now);
+    let mut plan = decide(&input, now);
+    // A task that would start now but has nowhere to write waits, the queue behind it too.
+    if let Some(reason) = missing_claim(ctx, &namespace, &tasks, &plan).await? {
+        input.facts = TargetFacts::Waiting { reason };
+        plan = decide(&input, now);
+    }
     record_queued(ctx, &namespace, &input);
     let mut look_again_soon = false;
     for decided in &plan.decisions {
@@ -287,6 +294,41 @@ async fn fleet_tasks(ctx: &Context, fleet: &str) -> Result<Vec<FleetTask>> {
     Ok(found)
 }
 
+/// Why the task about to start waits, when it is a Snapshot whose PersistentVolumeClaim does not
+/// exist (its Job's pod would stay Pending, without a word, until the claim appears).
+async fn missing_claim(
+    ctx: &Context,
+    namespace: &str,
+    tasks: &[MaintenanceTask],
+    plan: &TargetPlan,
+) -> Result<Option<String>> {
+    let starting = plan
+        .decisions
+        .iter()
+        .filter(|d| d.decision == Decision::Start)
+        .filter_map(|d| tasks.iter().find(|t| t.name_any() == d.name));
+    for task in starting {
+        let Ok(ValidTask {
+            work: Work::Snapshot(snapshot),
+            ..
+        }) = validate(task)
+        else {
+            continue;
+        };
+        let claim = &snapshot.persistent_volume_claim;
+        let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(claim)
+            .await
+            .map_err(Error::kube(format!(
+                "get PersistentVolumeClaim {namespace}/{claim}"
+            )))?;
+        if found.is_none() {
+            return Ok(Some(targets::etcd::missing_claim_reason(namespace, claim)));
+        }
+    }
+    Ok(None)
+}
+
 fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {
     let mut by_type: BTreeMap<String, i64> = BTreeMap::new();
     for task in input.tasks.iter().filter(|t| t.state == TaskState::Pending) {
@@ -372,13 +414,18 @@ async fn advance(
         return cleanup::advance(ctx, task, status, target, now).await;
     }
     let generation = task.metadata.generation;
-    let (cluster, steps) = match work_on(task, target) {
+    let naming = SnapshotNaming {
+        cluster: task.spec.target.name.clone(),
+        time: task_time(task, &status, now),
+    };
+    let (cluster, steps) = match work_on(task, target, &naming) {
         Ok(found) => found,
         Err(why) => return Ok(fail(status, NOT_SUPPORTED, &why, generation, now)),
     };
     let jobs = task_jobs(ctx, task).await?;
     let mut status = status;
     status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
+    status.snapshot = snapshot_progress(&steps, &jobs, &mut status.nodes, &cluster.name_any());
     status.progress = progress_of(&status.nodes);
     let states: Vec<(usize, &JobState)> = jobs
         .iter()
@@ -395,17 +442,70 @@ async fn advance(
             Ok(fail(status, JOB_FAILED, &why, generation, now))
         }
         StepsState::Done => {
-            let summary = results::summary(&status.nodes);
+            let summary = match &status.snapshot {
+                Some(snapshot) => results::snapshot_summary(snapshot),
+                None => results::summary(&status.nodes),
+            };
             Ok(complete(status, &summary, generation, now))
         }
     }
+}
+
+/// `{time}` of a task's snapshot: when its work started, as its status says (written before any
+/// Job exists), else its creation. Both stay as they are across restarts.
+fn task_time(task: &MaintenanceTask, status: &MaintenanceTaskStatus, now: Timestamp) -> Timestamp {
+    status
+        .started_at
+        .as_ref()
+        .or(task.metadata.creation_timestamp.as_ref())
+        .map_or(now, |t| t.0)
+}
+
+/// A Snapshot task's `status.snapshot` (`None` for other work), and its member's entry while
+/// the Job runs (once it finished, [`progress_from_jobs`] has the runner's own).
+fn snapshot_progress(
+    steps: &[Step],
+    jobs: &[JobObservation],
+    nodes: &mut Vec<NodeProgress>,
+    cluster: &str,
+) -> Option<SnapshotStatus> {
+    let (step, request, claim) = steps.iter().enumerate().find_map(|(i, step)| match step {
+        Step {
+            operation: Operation::Snapshot(request),
+            claim: Some(claim),
+        } => Some((i, request, claim)),
+        _ => None,
+    })?;
+    let file = request.output.rsplit('/').next().unwrap_or_default();
+    let job = jobs.iter().find(|j| step_of(j) == Some(step));
+    let result = match job.map(|j| &j.state) {
+        Some(JobState::Succeeded(finished) | JobState::Failed(finished)) => finished.result.as_ref().ok(),
+        _ => None,
+    };
+    if let Some(job) = job
+        && matches!(job.state, JobState::Running(_))
+        && nodes.is_empty()
+    {
+        nodes.push(NodeProgress {
+            name: cluster.to_owned(),
+            state: NodeState::Running,
+            job: Some(job.name.clone()),
+            message: Some(format!(
+                "streaming a snapshot into PersistentVolumeClaim {}, file {file}",
+                claim.claim_name
+            )),
+            ..NodeProgress::default()
+        });
+    }
+    Some(results::snapshot_status(&claim.claim_name, file, result))
 }
 
 /// The target cluster and the steps of the task's work on it, or why there are none.
 fn work_on(
     task: &MaintenanceTask,
     target: &Target,
-) -> std::result::Result<(EtcdCluster, Vec<Operation>), String> {
+    naming: &SnapshotNaming,
+) -> std::result::Result<(EtcdCluster, Vec<Step>), String> {
     let work = validate(task)
         .map_err(|errors| super::validate::describe_errors(&errors))?
         .work;
@@ -417,7 +517,7 @@ fn work_on(
             let policy = Policy::from_spec(&cluster.spec).map_err(|errors| {
                 format!("EtcdCluster {} has an invalid spec: {errors}", cluster.name_any())
             })?;
-            let steps = targets::etcd::steps(&work, &policy)?;
+            let steps = targets::etcd::steps(&work, &policy, naming)?;
             Ok((cluster.as_ref().clone(), steps))
         }
         Target::Scylla(_) => Err("only a Cleanup task runs on a ScyllaCluster".into()),
@@ -514,9 +614,10 @@ async fn create_step_job(
     ctx: &Context,
     task: &MaintenanceTask,
     cluster: &EtcdCluster,
-    operation: &Operation,
+    planned: &Step,
     step: usize,
 ) -> Result<()> {
+    let operation = &planned.operation;
     let owner = owner_of(task)?;
     let policy = Policy::from_spec(&cluster.spec).ok();
     let labels = BTreeMap::from([
@@ -533,6 +634,7 @@ async fn create_step_job(
             tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
             labels,
             limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
+            claim_volumes: planned.claim.iter().cloned().collect(),
         },
     );
     if execution::create_job(&ctx.client, &job).await?.is_new() {

@@ -8,6 +8,7 @@ use std::fmt;
 
 use groundskeeper_job::etcd::compact::CompactTarget;
 use groundskeeper_job::etcd::plan::DefragPolicy;
+use groundskeeper_job::etcd::retention::NameTemplate;
 use jiff::SignedDuration;
 use kube::ResourceExt;
 
@@ -454,7 +455,7 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
         }
         None => format!("{target_name}-snapshots"),
     };
-    check_file_name(check, &config.file_name);
+    check_file_name(check, target_name, &config.file_name);
     if config.retain < 1 {
         check.error(
             "spec.config.snapshot.retain",
@@ -471,7 +472,7 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
     }
 }
 
-fn check_file_name(check: &mut Check, template: &str) {
+fn check_file_name(check: &mut Check, target_name: &str, template: &str) {
     const FIELD: &str = "spec.config.snapshot.fileName";
     let without_placeholders = SNAPSHOT_FILE_NAME_PLACEHOLDERS
         .iter()
@@ -500,6 +501,12 @@ fn check_file_name(check: &mut Check, template: &str) {
             FIELD,
             format!("{template:?} holds a brace that is not part of {{cluster}} or {{time}}, the only placeholders"),
         );
+    } else if !target_name.is_empty()
+        && let Err(why) = NameTemplate::parse(template, target_name)
+    {
+        // What the runner will check too: the name rendered for this target is a plain file name
+        // with room for its temporary file's.
+        check.error(FIELD, why);
     }
 }
 

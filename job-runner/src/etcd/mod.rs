@@ -6,4 +6,5 @@ pub mod connect;
 pub mod defrag;
 pub mod lock;
 pub mod plan;
+pub mod retention;
 pub mod snapshot;

@@ -26,6 +26,7 @@ use super::bolt::Db;
 use super::compact::runtime;
 use super::connect::{Cluster, Connection, EndpointArgs};
 use super::plan::MemberObservation;
+use super::retention::{self, NameTemplate};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// etcd's checksum after the database.
@@ -46,6 +47,19 @@ pub struct SnapshotArgs {
     /// (atomically) once the new snapshot is complete and checked.
     #[arg(long, required = true)]
     pub output: Option<PathBuf>,
+    /// Retention: once the new snapshot is complete and checked, keep this many snapshots of the
+    /// cluster in the output's folder (the new one included) and delete the older ones, oldest
+    /// first by the time in their names. Needs --file-name-template and --cluster, which say
+    /// which files are this cluster's snapshots; no other file is ever deleted.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), requires_all = ["file_name_template", "cluster"])]
+    pub retain: Option<u32>,
+    /// The template the cluster's snapshot files are named by: `{cluster}` stands for
+    /// --cluster, `{time}` for a UTC time as 20060102T150405Z. --output must be one of its names.
+    #[arg(long, requires = "retain")]
+    pub file_name_template: Option<String>,
+    /// The cluster's name, as `{cluster}` in --file-name-template.
+    #[arg(long, requires = "retain")]
+    pub cluster: Option<String>,
     /// Where to write the result JSON.
     #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
     pub result_file: PathBuf,
@@ -276,11 +290,51 @@ impl Drop for Partial {
     }
 }
 
-/// Streams a snapshot into `output`, atomically; stops at once on a stop.
-pub async fn run_snapshot(connection: &Connection, output: &Path, stop: &StopSignal) -> JobResult {
+/// Retention as a run was asked for it: how many of the cluster's snapshots to keep, and which
+/// files are the cluster's snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    pub retain: u32,
+    pub template: NameTemplate,
+}
+
+impl SnapshotArgs {
+    /// `--retain` with its template and cluster, checked; `--output` must be one of the
+    /// template's names, or retention would not count the new snapshot as the cluster's.
+    pub fn retention(&self) -> Result<Option<Retention>, Failure> {
+        let (Some(retain), Some(template), Some(cluster)) =
+            (self.retain, &self.file_name_template, &self.cluster)
+        else {
+            return Ok(None);
+        };
+        let template = NameTemplate::parse(template, cluster)
+            .map_err(|why| Failure::bad_input(format!("--file-name-template / --cluster: {why}")))?;
+        let output = self.output.as_deref().unwrap_or(Path::new(""));
+        let name = output.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !template.is_snapshot_name(name) {
+            return Err(Failure::bad_input(format!(
+                "--output {}: {name:?} is not a name --file-name-template {:?} gives cluster {cluster:?}, \
+                 so retention would not count it as one of the cluster's snapshots",
+                output.display(),
+                self.file_name_template.as_deref().unwrap_or_default(),
+            )));
+        }
+        Ok(Some(Retention { retain, template }))
+    }
+}
+
+/// Streams a snapshot into `output`, atomically; stops at once on a stop. Then, when asked,
+/// deletes the cluster's older snapshots in the same folder (see [`retention`]).
+pub async fn run_snapshot(
+    connection: &Connection,
+    output: &Path,
+    retention: Option<&Retention>,
+    stop: &StopSignal,
+) -> JobResult {
     let clock = RunClock::start();
     let mut report = SnapshotReport {
         path: output.display().to_string(),
+        retain: retention.map(|r| r.retain),
         ..SnapshotReport::default()
     };
     let outcome = tokio::select! {
@@ -289,30 +343,87 @@ pub async fn run_snapshot(connection: &Connection, output: &Path, stop: &StopSig
             "the snapshot stream was abandoned and its temporary file removed",
         )),
     };
+    // Only once the new snapshot is in place and checked: a failed run deletes nothing.
+    if outcome.is_ok()
+        && let Some(retention) = retention
+    {
+        apply_retention(output, retention, &mut report);
+    }
     let failure = outcome.err();
     let mut result = clock.finish(Report::Snapshot(report.clone()), Outcome::Succeeded, failure);
     if result.outcome == Outcome::Failed {
         result.stopped_by = stop.get().map(|s| s.signal.to_owned());
     }
     if result.message.is_none() {
-        result.message = Some(format!(
-            "snapshot of revision {} from {} ({}) written to {}: {} bytes ({:.2} MiB), sha256 {}",
-            report
-                .revision
-                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
-            report.member.as_deref().unwrap_or_default(),
-            if report.from_leader {
-                "the leader: no healthy follower"
-            } else {
-                "a follower"
-            },
-            report.path,
-            report.size_bytes,
-            report.size_mib,
-            report.sha256.as_deref().unwrap_or_default(),
-        ));
+        result.message = Some(
+            format!(
+                "snapshot of revision {} from {} ({}) written to {}: {} bytes ({:.2} MiB), sha256 {}",
+                report
+                    .revision
+                    .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+                report.member.as_deref().unwrap_or_default(),
+                if report.from_leader {
+                    "the leader: no healthy follower"
+                } else {
+                    "a follower"
+                },
+                report.path,
+                report.size_bytes,
+                report.size_mib,
+                report.sha256.as_deref().unwrap_or_default(),
+            ) + &describe_retention(&report),
+        );
     }
     result
+}
+
+fn apply_retention(output: &Path, retention: &Retention, report: &mut SnapshotReport) {
+    let folder = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let keep = output.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let applied = retention::apply(folder, &retention.template, keep, retention.retain);
+    for name in &applied.deleted {
+        tracing::info!(file = %name, retain = retention.retain, "deleted an old snapshot of the cluster");
+    }
+    for error in &applied.errors {
+        tracing::warn!("retention: {error}");
+    }
+    report.deleted_count = applied.deleted.len() as u32;
+    report.deleted = applied.deleted;
+    report.removed_partial_files = applied.removed_partials;
+    report.retention_errors = applied.errors;
+}
+
+/// `; retention (keep N): deleted …`, or nothing when the run was not asked to delete.
+fn describe_retention(report: &SnapshotReport) -> String {
+    let Some(retain) = report.retain else {
+        return String::new();
+    };
+    // A few names in the line; all of them are in `deleted`.
+    const NAMED: usize = 5;
+    let deleted = match report.deleted.as_slice() {
+        [] => "nothing to delete".to_owned(),
+        names if names.len() <= NAMED => {
+            format!("deleted {} older snapshot(s): {}", names.len(), names.join(", "))
+        }
+        names => format!(
+            "deleted {} older snapshot(s): {} and {} more",
+            names.len(),
+            names[..NAMED].join(", "),
+            names.len() - NAMED
+        ),
+    };
+    let partials = match report.removed_partial_files.len() {
+        0 => String::new(),
+        n => format!(", removed {n} temporary file(s) of interrupted runs"),
+    };
+    let errors = match report.retention_errors.as_slice() {
+        [] => String::new(),
+        errors => format!("; could not delete: {} (delete them by hand)", errors.join("; ")),
+    };
+    format!("; retention (keep {retain}): {deleted}{partials}{errors}")
 }
 
 async fn snapshot_with(
@@ -487,12 +598,13 @@ pub fn main(args: SnapshotArgs) -> i32 {
             Duration::from_secs(args.grace_period_seconds),
         )?;
         check_output(&output)?;
-        Ok::<_, Failure>((args.connection.connection()?, grace))
+        let retention = args.retention()?;
+        Ok::<_, Failure>((args.connection.connection()?, grace, retention))
     })();
     let result = match prepared {
-        Ok((connection, grace)) => runtime().block_on(async {
+        Ok((connection, grace, retention)) => runtime().block_on(async {
             let stop = StopSignal::listen_or_warn(grace);
-            run_snapshot(&connection, &output, &stop).await
+            run_snapshot(&connection, &output, retention.as_ref(), &stop).await
         }),
         Err(failure) => clock.finish(
             Report::Snapshot(SnapshotReport {

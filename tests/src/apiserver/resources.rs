@@ -138,6 +138,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         ResourceType::builtin("", "v1", "secrets", "Secret", false),
         ResourceType::builtin("", "v1", "configmaps", "ConfigMap", false),
         ResourceType::builtin("", "v1", "pods", "Pod", true),
+        ResourceType::builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true),
         ResourceType::builtin("", "v1", "events", "Event", false),
         namespaces,
         jobs,

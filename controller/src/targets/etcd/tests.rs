@@ -27,12 +27,19 @@ fn every_member() -> DefragPolicy {
     }
 }
 
+fn naming() -> SnapshotNaming {
+    SnapshotNaming {
+        cluster: "main".into(),
+        time: "2026-01-02T15:04:05.9Z".parse().unwrap(),
+    }
+}
+
 /// Each step as the runner's arguments, joined.
 fn rendered(work: &Work) -> Vec<String> {
-    steps(work, &policy())
+    steps(work, &policy(), &naming())
         .unwrap()
         .iter()
-        .map(|op| op.to_args().join(" "))
+        .map(|step| step.operation.to_args().join(" "))
         .collect()
 }
 
@@ -88,15 +95,63 @@ fn each_kind_of_work_becomes_its_steps() {
     }
 }
 
+/// A snapshot is one Job that mounts the claim and names its file by the cluster and the task's
+/// time (to the second), with retention told which files are the cluster's.
 #[test]
-fn work_this_version_cannot_do_on_etcd_says_so() {
-    let snapshot = Work::Snapshot(Snapshot {
-        persistent_volume_claim: "snaps".into(),
-        file_name: "{cluster}-{time}.db".into(),
-        retain: 5,
-    });
-    let why = steps(&snapshot, &policy()).unwrap_err();
-    assert!(why.contains("not run by this version"), "{why}");
+fn a_snapshot_is_one_step_writing_to_its_claim() {
+    let endpoints = "--endpoints http://e-0:2379,http://e-1:2379,http://e-2:2379";
+    // (template, file)
+    for (template, file) in [
+        ("{cluster}-{time}.db", "main-20260102T150405Z.db"),
+        ("etcd-{time}", "etcd-20260102T150405Z"),
+        ("{cluster}.db", "main.db"),
+    ] {
+        let work = Work::Snapshot(Snapshot {
+            persistent_volume_claim: "snaps".into(),
+            file_name: template.into(),
+            retain: 3,
+        });
+        let planned = steps(&work, &policy(), &naming()).unwrap();
+        assert_eq!(planned.len(), 1, "{template}");
+        assert_eq!(
+            planned[0].operation.to_args().join(" "),
+            format!(
+                "snapshot {endpoints} --output /snapshots/{file} --retain 3 \
+                 --file-name-template {template} --cluster main"
+            )
+        );
+        assert_eq!(
+            planned[0].claim,
+            Some(ClaimVolume {
+                claim_name: "snaps".into(),
+                mount_path: SNAPSHOT_MOUNT_DIR.into(),
+            })
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_name_that_is_no_plain_file_name_is_refused() {
+    for (template, says) in [("..", "names a folder"), ("a/{time}", "'/'")] {
+        let work = Snapshot {
+            persistent_volume_claim: "snaps".into(),
+            file_name: template.into(),
+            retain: 1,
+        };
+        let why = snapshot_file_name(&work, &naming()).unwrap_err();
+        assert!(why.contains(says), "{template}: {why}");
+        assert!(why.starts_with("spec.config.snapshot.fileName"), "{why}");
+    }
+}
+
+#[test]
+fn a_missing_claim_is_named_with_what_to_do() {
+    let why = missing_claim_reason("etcd", "main-snapshots");
+    assert!(
+        why.contains("PersistentVolumeClaim main-snapshots does not exist in namespace etcd"),
+        "{why}"
+    );
+    assert!(why.contains("Create it"), "{why}");
 }
 
 #[test]
@@ -127,10 +182,11 @@ fn steps_are_the_runner_operations_they_say() {
             defragment: every_member(),
         },
         &policy(),
+        &naming(),
     )
     .unwrap()
     .iter()
-    .map(Operation::kind)
+    .map(|step| step.operation.kind())
     .collect();
     assert_eq!(kinds, [OperationKind::Compact, OperationKind::Defrag]);
 }

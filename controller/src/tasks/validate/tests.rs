@@ -289,6 +289,17 @@ fn every_mistake_names_the_task_the_field_and_what_to_do() {
             "spec.config.snapshot.fileName: is empty",
         ),
         (
+            etcd("Snapshot", json!({"snapshot": {"fileName": ".."}})),
+            "spec.config.snapshot.fileName: file name template \"..\" names a folder",
+        ),
+        (
+            etcd(
+                "Snapshot",
+                json!({"snapshot": {"fileName": format!("{}{{cluster}}", "x".repeat(245))}}),
+            ),
+            "the most is 246",
+        ),
+        (
             etcd("Snapshot", json!({"snapshot": {"retain": 0}})),
             "spec.config.snapshot.retain: 0 is not positive",
         ),

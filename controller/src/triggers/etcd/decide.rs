@@ -714,7 +714,7 @@ fn over_thresholds(policy: &Policy, members: &[MemberObservation]) -> Vec<String
 }
 
 /// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
-fn etcd_target(policy: &Policy) -> EtcdTarget {
+pub fn etcd_target(policy: &Policy) -> EtcdTarget {
     use crate::api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
     let mounted = |key: &str| format!("{TLS_MOUNT_DIR}/{key}");
     EtcdTarget {

@@ -37,7 +37,7 @@ use crate::api::maintenance_task::{
     DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskTarget,
 };
 use crate::conditions::{self, merge_conditions};
-use crate::execution::{MaintenanceJob, SecretFile};
+use crate::execution::{ClaimVolume, MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler, describe};
@@ -338,6 +338,8 @@ pub struct EtcdJob {
     pub tls_secret: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub limits: JobLimits,
+    /// Claims mounted writable (a snapshot's folder).
+    pub claim_volumes: Vec<ClaimVolume>,
 }
 
 /// A Job against `cluster`, its client TLS Secret mounted where the operation expects it.
@@ -365,6 +367,7 @@ pub fn etcd_job(cluster: &EtcdCluster, ctx: &Context, job: EtcdJob) -> Maintenan
         image: ctx.config.job_image.clone(),
         image_pull_policy: ctx.config.job_image_pull_policy.clone(),
         secret_files,
+        claim_volumes: job.claim_volumes,
         scheduling: Default::default(),
         resources: None,
         limits: job.limits,
