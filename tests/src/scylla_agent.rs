@@ -89,6 +89,12 @@ pub const ROUTES: &[Route] = &[
         returns: "array<token_range>",
     },
     Route {
+        method: "GET",
+        path: "/storage_service/ownership/{keyspace}",
+        query: &[],
+        returns: "array<mapper>",
+    },
+    Route {
         method: "POST",
         path: "/storage_service/keyspace_cleanup/{keyspace}",
         query: &["cf"],
@@ -176,7 +182,7 @@ pub struct AgentSpec {
     pub proxy: Proxy,
     /// The cluster this node belongs to and its address there (see the module documentation).
     pub member: Option<(cluster::Cluster, String)>,
-    /// The node answers `describe_ring` (with a cluster model).
+    /// The node answers `describe_ring` and `ownership/{keyspace}` (with a cluster model).
     pub describe_ring: bool,
 }
 
@@ -227,8 +233,8 @@ impl AgentSpec {
         self
     }
 
-    /// A node that does not offer `describe_ring` (404), as an agent or proxy limiting the
-    /// routes it passes on.
+    /// A node that does not offer `describe_ring` nor `ownership/{keyspace}` (404), as an agent
+    /// or a proxy limiting the routes it passes on.
     pub fn without_describe_ring(mut self) -> Self {
         self.describe_ring = false;
         self
@@ -687,6 +693,9 @@ fn dispatch(
         "/storage_service/describe_ring/{keyspace}" if state.spec.describe_ring => {
             describe_ring(state, &param("keyspace"))
         }
+        "/storage_service/ownership/{keyspace}" if state.spec.describe_ring => {
+            effective_ownership(state, &param("keyspace"))
+        }
         "/storage_service/keyspaces" => keyspaces(
             state,
             query_value("type").as_deref(),
@@ -750,6 +759,25 @@ fn describe_ring(state: &State, keyspace: &str) -> Response<Body> {
     };
     match cluster.describe_ring_json(keyspace, endpoint) {
         Ok(rows) => ok(rows),
+        Err(err @ cluster::ClusterError::PerTable(_)) => {
+            scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
+        }
+        Err(err) => scylla_error(StatusCode::BAD_REQUEST, &err.to_string()),
+    }
+}
+
+/// The `mapper` list Scylla answers: `{"key": address, "value": share}` by address.
+fn effective_ownership(state: &State, keyspace: &str) -> Response<Body> {
+    let Some((cluster, endpoint)) = &state.spec.member else {
+        return not_found();
+    };
+    match cluster.effective_ownership(keyspace, endpoint) {
+        Ok(shares) => ok(Value::Array(
+            shares
+                .into_iter()
+                .map(|(key, share)| json!({"key": key, "value": share.to_string()}))
+                .collect(),
+        )),
         Err(err @ cluster::ClusterError::PerTable(_)) => {
             scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
         }

@@ -348,6 +348,44 @@ impl Cluster {
         Ok(Value::Array(rows.into_iter().map(|(_, row)| row).collect()))
     }
 
+    /// `GET /storage_service/ownership/{keyspace}`: per normal node (by address), the share of
+    /// the ring it replicates for `keyspace`, as the `float` Scylla computes.
+    pub fn effective_ownership(
+        &self,
+        keyspace: &str,
+        asking: &str,
+    ) -> Result<Vec<(String, f32)>, ClusterError> {
+        let mut state = self.lock();
+        let strategy = state.strategy(keyspace)?.clone();
+        let endpoints: Vec<String> = state
+            .nodes
+            .iter()
+            .filter(|(_, n)| !n.joining)
+            .map(|(e, _)| e.clone())
+            .collect();
+        let placement = match strategy {
+            Strategy::Tablets { .. } => return Err(ClusterError::PerTable(keyspace.to_owned())),
+            Strategy::Local => {
+                let whole = vec![(i64::MIN, i64::MAX)];
+                Arc::new(BTreeMap::from([(asking.to_owned(), whole)]))
+            }
+            vnodes => state.placement(&vnodes),
+        };
+        Ok(endpoints
+            .into_iter()
+            .map(|endpoint| {
+                let width: u128 = placement
+                    .get(&endpoint)
+                    .into_iter()
+                    .flatten()
+                    .map(|(s, e)| (i128::from(*e) - i128::from(*s)) as u128)
+                    .sum();
+                let share = width as f64 / 2f64.powi(64);
+                (endpoint, share as f32)
+            })
+            .collect())
+    }
+
     /// The ranges `endpoint` replicates for `keyspace` now, as sorted disjoint `(start, end]`
     /// intervals over `(i64::MIN, i64::MAX]`.
     pub fn replicated_ranges(&self, keyspace: &str, endpoint: &str) -> Result<Vec<(i64, i64)>, ClusterError> {

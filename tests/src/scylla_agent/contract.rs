@@ -266,3 +266,25 @@ fn describe_ring_takes_only_the_reference_parameters() {
     // refuses it like any parameter it does not serve.
     assert_eq!(parameters(&op, "query"), [("table".to_owned(), false)]);
 }
+
+#[test]
+fn ownership_answers_mappers_of_the_reference_model() {
+    let cluster = cluster::Cluster::new(5, 8);
+    cluster.join("10.0.0.1", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.2", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.3", "dc1", "r1").unwrap();
+    cluster.create_keyspace("ks", cluster::Strategy::Simple { rf: 2 });
+    let shares = cluster.effective_ownership("ks", "10.0.0.1").unwrap();
+    let total: f32 = shares.iter().map(|(_, s)| s).sum();
+    assert!(
+        (total - 2.0).abs() < 1e-5,
+        "RF 2: the shares add up to 2, got {total}"
+    );
+    let row = json!({"key": shares[0].0, "value": shares[0].1.to_string()});
+    assert_matches_model(&row, "storage_service.json", "mapper");
+    let route = ROUTES
+        .iter()
+        .find(|r| r.path == "/storage_service/ownership/{keyspace}")
+        .unwrap();
+    assert_eq!(route.returns, "array<mapper>");
+}
