@@ -131,6 +131,8 @@ struct State {
     held: BTreeMap<(String, String), Vec<(i64, i64)>>,
     /// Per vnode strategy: the ranges each node replicates. Cleared when the ring changes.
     placements: BTreeMap<Strategy, Placement>,
+    /// Per vnode strategy: every range with its replicas. Cleared when the ring changes.
+    rows: BTreeMap<Strategy, Arc<Vec<RangeReplicas>>>,
 }
 
 /// A cluster model, shared (cheap to clone) between the agents of its nodes and the test.
@@ -159,6 +161,7 @@ impl Cluster {
                 keyspaces,
                 held: BTreeMap::new(),
                 placements: BTreeMap::new(),
+                rows: BTreeMap::new(),
             })),
         }
     }
@@ -326,12 +329,13 @@ impl Cluster {
     /// Every range of the ring with its replicas for `keyspace`, in ring order (the wrapping
     /// range `(last, first]` last), as `asking` (the node answering) sees it.
     pub fn describe_ring(&self, keyspace: &str, asking: &str) -> Result<Vec<RangeReplicas>, ClusterError> {
-        let state = self.lock();
-        let strategy = state.strategy(keyspace)?;
-        if matches!(strategy, Strategy::Tablets { .. }) {
-            return Err(ClusterError::PerTable(keyspace.to_owned()));
+        let mut state = self.lock();
+        let strategy = state.strategy(keyspace)?.clone();
+        match strategy {
+            Strategy::Tablets { .. } => Err(ClusterError::PerTable(keyspace.to_owned())),
+            Strategy::Local => Ok(state.ranges_with_replicas(&strategy, asking)),
+            vnodes => Ok(state.vnode_rows(&vnodes).as_ref().clone()),
         }
-        Ok(state.ranges_with_replicas(strategy, asking))
     }
 
     /// The `token_range` objects of `GET /storage_service/describe_ring/{keyspace}`, in the
@@ -457,6 +461,18 @@ impl State {
         ring
     }
 
+    /// [`State::ring`] with each token's node, for placement.
+    fn placed_ring(&self) -> Vec<(i64, &str, &Node)> {
+        let mut ring: Vec<(i64, &str, &Node)> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| !node.joining)
+            .flat_map(|(endpoint, node)| node.tokens.iter().map(move |t| (*t, endpoint.as_str(), node)))
+            .collect();
+        ring.sort_unstable_by_key(|(token, _, _)| *token);
+        ring
+    }
+
     /// `num_tokens` fresh tokens from the seed, the endpoint and the join count; never
     /// `i64::MIN` (Murmur3's minimum token, which no node can own) nor a token already owned.
     fn draw_tokens(&self, endpoint: &str) -> Vec<i64> {
@@ -480,32 +496,41 @@ impl State {
 
     /// Every ring range with its replicas under a strategy that is not `Tablets`.
     fn ranges_with_replicas(&self, strategy: &Strategy, asking: &str) -> Vec<RangeReplicas> {
-        let ring = self.ring();
-        let mut ranges = Vec::with_capacity(ring.len());
-        for (i, (end, _)) in ring.iter().enumerate() {
-            let start = ring[(i + ring.len() - 1) % ring.len()].0;
-            let endpoints = match strategy {
-                Strategy::Local => vec![asking.to_owned()],
-                Strategy::Simple { rf } => simple_replicas(&ring, i, *rf),
-                Strategy::NetworkTopology { dcs } => self.nts_replicas(&ring, i, dcs),
-                Strategy::Tablets { .. } => Vec::new(),
-            };
-            ranges.push(RangeReplicas {
+        self.replica_rows(strategy, asking)
+            .into_iter()
+            .map(|(start, end, endpoints)| RangeReplicas {
                 start,
-                end: *end,
-                endpoints,
-            });
-        }
-        ranges
+                end,
+                endpoints: endpoints.into_iter().map(str::to_owned).collect(),
+            })
+            .collect()
     }
 
-    /// Scylla's `natural_endpoints_tracker` for the range ending at `ring[from]`.
-    fn nts_replicas(&self, ring: &[(i64, &str)], from: usize, dcs: &BTreeMap<String, usize>) -> Vec<String> {
-        struct Dc {
-            rf_left: usize,
-            acceptable_rack_repeats: i64,
+    /// [`State::ranges_with_replicas`] borrowing the addresses (placements of large rings).
+    fn replica_rows<'a>(&'a self, strategy: &Strategy, asking: &'a str) -> Vec<(i64, i64, Vec<&'a str>)> {
+        let ring = self.placed_ring();
+        let trackers = match strategy {
+            Strategy::NetworkTopology { dcs } => self.nts_trackers(dcs),
+            _ => BTreeMap::new(),
+        };
+        let mut rows = Vec::with_capacity(ring.len());
+        for (i, (end, _, _)) in ring.iter().enumerate() {
+            let start = ring[(i + ring.len() - 1) % ring.len()].0;
+            let endpoints = match strategy {
+                Strategy::Local => vec![asking],
+                Strategy::Simple { rf } => simple_replicas(&ring, i, *rf),
+                Strategy::NetworkTopology { .. } => self.nts_replicas(&ring, i, trackers.clone()),
+                Strategy::Tablets { .. } => Vec::new(),
+            };
+            rows.push((start, *end, endpoints));
         }
-        let mut trackers: BTreeMap<&str, Dc> = BTreeMap::new();
+        rows
+    }
+
+    /// Per datacenter of `dcs` with a factor and nodes: `(rf_left, acceptable_rack_repeats)` as
+    /// Scylla's tracker starts them.
+    fn nts_trackers<'d>(&self, dcs: &'d BTreeMap<String, usize>) -> BTreeMap<&'d str, Dc> {
+        let mut trackers = BTreeMap::new();
         for (dc, rf) in dcs {
             let in_dc = self.nodes.values().filter(|n| !n.joining && &n.datacenter == dc);
             let node_count = in_dc.clone().count();
@@ -513,27 +538,35 @@ impl State {
             if *rf == 0 || node_count == 0 {
                 continue;
             }
-            trackers.insert(
-                dc,
-                Dc {
-                    rf_left: (*rf).min(node_count),
-                    acceptable_rack_repeats: *rf as i64 - rack_count as i64,
-                },
-            );
+            let tracker = Dc {
+                rf_left: (*rf).min(node_count),
+                acceptable_rack_repeats: *rf as i64 - rack_count as i64,
+            };
+            trackers.insert(dc.as_str(), tracker);
         }
+        trackers
+    }
+
+    /// Scylla's `natural_endpoints_tracker` for the range ending at `ring[from]`, starting from
+    /// `trackers` ([`State::nts_trackers`]).
+    fn nts_replicas<'a>(
+        &'a self,
+        ring: &[(i64, &'a str, &'a Node)],
+        from: usize,
+        mut trackers: BTreeMap<&str, Dc>,
+    ) -> Vec<&'a str> {
         let mut dcs_to_fill = trackers.len();
-        let mut replicas: Vec<String> = Vec::new();
+        let mut replicas: Vec<&str> = Vec::new();
         let mut seen_racks: BTreeSet<(&str, &str)> = BTreeSet::new();
         for step in 0..ring.len() {
             if dcs_to_fill == 0 {
                 break;
             }
-            let endpoint = ring[(from + step) % ring.len()].1;
-            let node = &self.nodes[endpoint];
+            let (_, endpoint, node) = ring[(from + step) % ring.len()];
             let Some(dc) = trackers.get_mut(node.datacenter.as_str()) else {
                 continue;
             };
-            if dc.rf_left == 0 || replicas.iter().any(|r| r == endpoint) {
+            if dc.rf_left == 0 || replicas.contains(&endpoint) {
                 continue;
             }
             if seen_racks.insert((node.datacenter.as_str(), node.rack.as_str())) {
@@ -544,7 +577,7 @@ impl State {
             } else {
                 continue;
             }
-            replicas.push(endpoint.to_owned());
+            replicas.push(endpoint);
             if dc.rf_left == 0 {
                 dcs_to_fill -= 1;
             }
@@ -562,6 +595,16 @@ impl State {
             .unwrap_or_default())
     }
 
+    /// Every range with its replicas under a vnode `strategy` (cached until the ring changes).
+    fn vnode_rows(&mut self, strategy: &Strategy) -> Arc<Vec<RangeReplicas>> {
+        if let Some(cached) = self.rows.get(strategy) {
+            return cached.clone();
+        }
+        let rows = Arc::new(self.ranges_with_replicas(strategy, ""));
+        self.rows.insert(strategy.clone(), rows.clone());
+        rows
+    }
+
     /// Per node, the ranges it replicates under `strategy` (cached until the ring changes).
     fn placement(&mut self, strategy: &Strategy) -> Placement {
         if let Some(cached) = self.placements.get(strategy) {
@@ -572,12 +615,14 @@ impl State {
             strategy,
             Strategy::Simple { .. } | Strategy::NetworkTopology { .. }
         ) {
-            for range in self.ranges_with_replicas(strategy, "") {
-                for endpoint in range.endpoints {
-                    by_node
-                        .entry(endpoint)
-                        .or_default()
-                        .extend(unwrap_range(range.start, range.end));
+            for row in self.vnode_rows(strategy).iter() {
+                for endpoint in &row.endpoints {
+                    match by_node.get_mut(endpoint) {
+                        Some(ranges) => ranges.extend(unwrap_range(row.start, row.end)),
+                        None => {
+                            by_node.insert(endpoint.clone(), unwrap_range(row.start, row.end));
+                        }
+                    }
                 }
             }
         }
@@ -593,6 +638,7 @@ impl State {
     /// After the ring changed: placements are recomputed and every keyspace's data follows.
     fn ring_changed(&mut self) {
         self.placements.clear();
+        self.rows.clear();
         let keyspaces: Vec<String> = self.keyspaces.iter().map(|(n, _)| n.clone()).collect();
         self.data_follows(&keyspaces);
     }
@@ -619,9 +665,15 @@ impl State {
             let placement = self.placement(&strategy);
             for endpoint in &endpoints {
                 let key = (endpoint.clone(), keyspace.clone());
-                let mut held = self.held.remove(&key).unwrap_or_default();
-                held.extend(placement.get(endpoint).into_iter().flatten().copied());
-                self.held.insert(key, union(held));
+                let replicated = placement.get(endpoint).cloned().unwrap_or_default();
+                let held = match self.held.remove(&key) {
+                    Some(mut held) => {
+                        held.extend(replicated);
+                        union(held)
+                    }
+                    None => replicated,
+                };
+                self.held.insert(key, held);
             }
         }
     }
@@ -650,16 +702,23 @@ impl State {
     }
 }
 
+/// A datacenter's replicas still to place, in Scylla's `natural_endpoints_tracker`.
+#[derive(Debug, Clone)]
+struct Dc {
+    rf_left: usize,
+    acceptable_rack_repeats: i64,
+}
+
 /// `SimpleStrategy`: the next `rf` distinct nodes clockwise from `ring[from]`.
-fn simple_replicas(ring: &[(i64, &str)], from: usize, rf: usize) -> Vec<String> {
-    let mut replicas: Vec<String> = Vec::new();
+fn simple_replicas<'a>(ring: &[(i64, &'a str, &'a Node)], from: usize, rf: usize) -> Vec<&'a str> {
+    let mut replicas: Vec<&str> = Vec::new();
     for step in 0..ring.len() {
         if replicas.len() == rf {
             break;
         }
         let endpoint = ring[(from + step) % ring.len()].1;
-        if !replicas.iter().any(|r| r == endpoint) {
-            replicas.push(endpoint.to_owned());
+        if !replicas.contains(&endpoint) {
+            replicas.push(endpoint);
         }
     }
     replicas

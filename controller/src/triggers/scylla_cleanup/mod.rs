@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod decide;
 pub mod observe;
+pub mod ownership;
 pub mod reconcile;
 pub mod ring_observer;
 
