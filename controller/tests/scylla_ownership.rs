@@ -6,12 +6,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use groundskeeper_controller::triggers::scylla_cleanup::ownership::FallbackReason;
 use groundskeeper_controller::triggers::scylla_cleanup::ownership::{
     NodeDecision, OwnershipRecord, RECORD_SIZE_LIMIT, RangeSet, RecordState, RingView, decide_node,
     node_ownership, replication_groups,
 };
+use groundskeeper_controller::triggers::scylla_cleanup::ownership_reader::read_ring_views;
 use groundskeeper_e2e::scylla_agent::cluster::{Cluster, Strategy};
+use groundskeeper_e2e::scylla_agent::{AgentSpec, ScyllaAgent};
+use groundskeeper_job::scylla::agent::{AgentClient, AgentConfig};
 use groundskeeper_job::scylla::agent::{EndpointDetail, Mapper, TokenRange};
+use groundskeeper_job::scylla::token::AuthToken;
 
 /// The ring views as the controller reads them: `ownership` for every vnode keyspace, then
 /// `describe_ring` (as JSON, through the client's types) for one keyspace per group.
@@ -437,4 +442,69 @@ fn the_record_of_every_node_fits_for_100_nodes_256_vnodes_and_500_keyspaces() {
     let distinct: BTreeSet<&RangeSet> = sample.values().collect();
     assert!(distinct.len() <= 11, "{} distinct range sets", distinct.len());
     assert!(sample.values().all(|r| r.intervals().len() <= 256));
+}
+
+fn agent_client(agent: &ScyllaAgent) -> AgentClient {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    AgentClient::new(AgentConfig {
+        host: agent.host(),
+        port: agent.port(),
+        token: AuthToken::new(agent.token()).unwrap(),
+        ca_pem: Some(agent.ca_pem().as_bytes().to_vec()),
+        request_timeout: std::time::Duration::from_secs(10),
+    })
+    .unwrap()
+}
+
+/// Over HTTPS, through one node's agent: every vnode keyspace's ownership, then one
+/// `describe_ring` per group; tablet keyspaces are never asked for.
+#[tokio::test]
+async fn the_views_are_read_through_one_agent_with_one_describe_ring_per_group() {
+    let mut records = Records::default();
+    let cluster = one_dc(4, &mut records);
+    for i in 0..6 {
+        cluster.create_keyspace(&format!("same{i}"), Strategy::nts(&[("dc1", 3)]));
+    }
+    cluster.create_keyspace("events", Strategy::tablets(&[("dc1", 3)]));
+    let agent = ScyllaAgent::start(AgentSpec::default().member_of(&cluster, &address(1, 2))).await;
+    let read = read_ring_views(&agent_client(&agent)).await.unwrap();
+
+    let (expected, groups) = views(&cluster, &address(1, 2));
+    assert_eq!(read, expected);
+    let lines = agent.call_lines();
+    let describe: Vec<&String> = lines.iter().filter(|l| l.contains("/describe_ring/")).collect();
+    assert_eq!(describe.len(), groups, "{describe:?}");
+    assert_eq!(groups, 3, "Simple 3, Simple 2 and the six NTS 3 keyspaces");
+    assert_eq!(lines.iter().filter(|l| l.contains("/ownership/")).count(), 8);
+    assert!(!lines.iter().any(|l| l.ends_with("/events")), "{lines:?}");
+}
+
+/// A node that does not answer `describe_ring`: the reading fails, and the decision falls back
+/// to the ring-hash rule saying why.
+#[tokio::test]
+async fn without_describe_ring_the_ring_hash_rule_decides_and_says_why() {
+    let mut records = Records::default();
+    let cluster = one_dc(3, &mut records);
+    let agent = ScyllaAgent::start(
+        AgentSpec::default()
+            .member_of(&cluster, &address(1, 0))
+            .without_describe_ring(),
+    )
+    .await;
+    let err = read_ring_views(&agent_client(&agent))
+        .await
+        .unwrap_err()
+        .to_string();
+    let record = RecordState::from_annotation(records.0.get(&address(1, 0)).map(String::as_str));
+    let decision = decide_node(&record, Err(&err));
+    let NodeDecision::RingHash {
+        reason: FallbackReason::OwnershipUnknown { message },
+    } = decision
+    else {
+        panic!("{decision:?}")
+    };
+    assert!(
+        message.contains("not offered by this node (HTTP 404)"),
+        "{message}"
+    );
 }
