@@ -207,6 +207,9 @@ pub fn cleanup_job(cluster: &ScyllaCluster, config: &ControllerConfig, node: Nod
             auth_token_file: AUTH_TOKEN_MOUNT_PATH.into(),
             agent_ca_file: None,
             keyspaces: node.keyspaces,
+            // A whole-node cleanup resets Scylla's flag by itself; a list of keyspaces says
+            // nothing about the others.
+            mark_node_clean: false,
         }),
         target: name.clone(),
         node: Some(node.service),
