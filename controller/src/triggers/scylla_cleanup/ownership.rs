@@ -574,5 +574,72 @@ pub fn decide_node(record: &RecordState, now: Result<&BTreeMap<String, RangeSet>
     NodeDecision::Ownership { clean, fallback }
 }
 
+/// Which keyspaces a node's cleanup Job cleans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CleanScope {
+    /// Every keyspace that can hold stale data (the ring-hash rule's whole-node cleanup).
+    All,
+    Only(BTreeSet<String>),
+}
+
+/// What to do for one node, the ownership rule and the ring-hash rule together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodePlan {
+    /// No cleanup.
+    Nothing,
+    /// A cleanup Job. `mark_node_clean`: the keyspaces are all the node can hold stale data for,
+    /// so the Job resets Scylla's own flag once they are clean (`--mark-node-clean`); a
+    /// whole-node cleanup does that by itself. `why` is for the task and the Event.
+    Clean {
+        scope: CleanScope,
+        mark_node_clean: bool,
+        why: String,
+    },
+}
+
+/// Combines the ownership decision of a node with the ring-hash rule (`ring_changed`: its
+/// current ring hash differs from the one it was last cleaned for). Where ownership cannot
+/// decide, the ring-hash rule does, for the whole node or for the keyspaces it cannot judge.
+pub fn plan_node(decision: &NodeDecision, ring_changed: bool) -> NodePlan {
+    match decision {
+        NodeDecision::RingHash { reason } if ring_changed => NodePlan::Clean {
+            scope: CleanScope::All,
+            mark_node_clean: false,
+            why: format!("the ring changed since the node was last cleaned, and {reason}"),
+        },
+        NodeDecision::RingHash { .. } => NodePlan::Nothing,
+        NodeDecision::Ownership { clean, fallback } => {
+            let mut keyspaces: BTreeSet<String> = clean.keys().cloned().collect();
+            let mut reasons: Vec<String> = clean
+                .iter()
+                .map(|(keyspace, lost)| {
+                    format!(
+                        "{keyspace}: no longer replicates {:.2}% of the ring",
+                        lost.share_of_ring() * 100.0
+                    )
+                })
+                .collect();
+            if ring_changed && !fallback.is_empty() {
+                keyspaces.extend(fallback.keys().cloned());
+                reasons.extend(
+                    fallback
+                        .iter()
+                        .map(|(k, r)| format!("{k}: the ring changed and {r}")),
+                );
+            }
+            if keyspaces.is_empty() {
+                return NodePlan::Nothing;
+            }
+            NodePlan::Clean {
+                scope: CleanScope::Only(keyspaces),
+                // Keyspaces left to the ring-hash rule that it did not pick may hold stale data
+                // nobody knows of: then the flag stays for Scylla to act on.
+                mark_node_clean: fallback.is_empty() || ring_changed,
+                why: reasons.join("; "),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

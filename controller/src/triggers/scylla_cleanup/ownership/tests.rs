@@ -295,3 +295,110 @@ fn the_record_after_a_cleanup_never_forgets_data_still_held() {
         ])
     );
 }
+
+#[test]
+fn ownership_and_the_ring_hash_rule_together() {
+    let lost = |keyspaces: &[&str]| -> BTreeMap<String, Lost> {
+        keyspaces
+            .iter()
+            .map(|k| {
+                (
+                    (*k).to_owned(),
+                    Lost {
+                        ranges: set(&[(0, 1 << 62)]),
+                    },
+                )
+            })
+            .collect()
+    };
+    let unknown = |keyspaces: &[&str]| -> BTreeMap<String, FallbackReason> {
+        keyspaces
+            .iter()
+            .map(|k| ((*k).to_owned(), FallbackReason::KeyspaceNotRecorded))
+            .collect()
+    };
+    let only = |keyspaces: &[&str]| CleanScope::Only(keyspaces.iter().map(|k| (*k).to_owned()).collect());
+    let no_record = NodeDecision::RingHash {
+        reason: FallbackReason::NoRecord,
+    };
+    // (case, decision, ring changed, expected scope and flag reset: None for no cleanup)
+    type Expected = Option<(CleanScope, bool)>;
+    let cases: Vec<(&str, NodeDecision, bool, Expected)> = vec![
+        (
+            "no record, ring moved: the whole node",
+            no_record.clone(),
+            true,
+            Some((CleanScope::All, false)),
+        ),
+        ("no record, ring still", no_record, false, None),
+        (
+            "scale-in: nothing lost although the ring moved",
+            NodeDecision::Ownership {
+                clean: lost(&[]),
+                fallback: unknown(&[]),
+            },
+            true,
+            None,
+        ),
+        (
+            "RF lowered, ring still: that keyspace, and the flag reset",
+            NodeDecision::Ownership {
+                clean: lost(&["app"]),
+                fallback: unknown(&[]),
+            },
+            false,
+            Some((only(&["app"]), true)),
+        ),
+        (
+            "a new keyspace and a moved ring: it is cleaned too",
+            NodeDecision::Ownership {
+                clean: lost(&["app"]),
+                fallback: unknown(&["fresh"]),
+            },
+            true,
+            Some((only(&["app", "fresh"]), true)),
+        ),
+        (
+            "a new keyspace, ring still: not cleaned, and the flag left to Scylla",
+            NodeDecision::Ownership {
+                clean: lost(&["app"]),
+                fallback: unknown(&["fresh"]),
+            },
+            false,
+            Some((only(&["app"]), false)),
+        ),
+    ];
+    for (name, decision, ring_changed, expected) in cases {
+        let plan = plan_node(&decision, ring_changed);
+        match (plan, expected) {
+            (NodePlan::Nothing, None) => {}
+            (
+                NodePlan::Clean {
+                    scope,
+                    mark_node_clean,
+                    why,
+                },
+                Some((expected_scope, expected_mark)),
+            ) => {
+                assert_eq!(
+                    (scope, mark_node_clean),
+                    (expected_scope, expected_mark),
+                    "{name}"
+                );
+                assert!(!why.is_empty(), "{name}");
+            }
+            (plan, expected) => panic!("{name}: {plan:?}, expected {expected:?}"),
+        }
+    }
+    let plan = plan_node(
+        &NodeDecision::Ownership {
+            clean: lost(&["app"]),
+            fallback: unknown(&[]),
+        },
+        false,
+    );
+    let NodePlan::Clean { why, .. } = plan else {
+        panic!()
+    };
+    assert_eq!(why, "app: no longer replicates 25.00% of the ring");
+}
