@@ -496,18 +496,6 @@ impl State {
 
     /// Every ring range with its replicas under a strategy that is not `Tablets`.
     fn ranges_with_replicas(&self, strategy: &Strategy, asking: &str) -> Vec<RangeReplicas> {
-        self.replica_rows(strategy, asking)
-            .into_iter()
-            .map(|(start, end, endpoints)| RangeReplicas {
-                start,
-                end,
-                endpoints: endpoints.into_iter().map(str::to_owned).collect(),
-            })
-            .collect()
-    }
-
-    /// [`State::ranges_with_replicas`] borrowing the addresses (placements of large rings).
-    fn replica_rows<'a>(&'a self, strategy: &Strategy, asking: &'a str) -> Vec<(i64, i64, Vec<&'a str>)> {
         let ring = self.placed_ring();
         let trackers = match strategy {
             Strategy::NetworkTopology { dcs } => self.nts_trackers(dcs),
@@ -522,7 +510,11 @@ impl State {
                 Strategy::NetworkTopology { .. } => self.nts_replicas(&ring, i, trackers.clone()),
                 Strategy::Tablets { .. } => Vec::new(),
             };
-            rows.push((start, *end, endpoints));
+            rows.push(RangeReplicas {
+                start,
+                end: *end,
+                endpoints: endpoints.into_iter().map(str::to_owned).collect(),
+            });
         }
         rows
     }
