@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use groundskeeper_controller::triggers::scylla_cleanup::ownership::FallbackReason;
+use groundskeeper_controller::triggers::scylla_cleanup::ownership::{
+    CleanScope, FallbackReason, NodePlan, plan_node,
+};
 use groundskeeper_controller::triggers::scylla_cleanup::ownership::{
     NodeDecision, OwnershipRecord, RECORD_SIZE_LIMIT, RangeSet, RecordState, RingView, decide_node,
     node_ownership, replication_groups,
@@ -507,4 +509,173 @@ async fn without_describe_ring_the_ring_hash_rule_decides_and_says_why() {
         message.contains("not offered by this node (HTTP 404)"),
         "{message}"
     );
+}
+
+/// A cleanup policy run against its own copy of the cluster model.
+struct Policy {
+    cluster: Cluster,
+    ownership: bool,
+    /// Ring (as a token list) each node was last cleaned or seeded for: the ring-hash rule.
+    last_cleaned: BTreeMap<String, Vec<i64>>,
+    /// Records (ownership rule only).
+    records: BTreeMap<String, OwnershipRecord>,
+    node_cleanups: usize,
+    keyspace_cleanups: usize,
+}
+
+impl Policy {
+    fn new(ownership: bool) -> Self {
+        Self {
+            cluster: Cluster::new(31, 16),
+            ownership,
+            last_cleaned: BTreeMap::new(),
+            records: BTreeMap::new(),
+            node_cleanups: 0,
+            keyspace_cleanups: 0,
+        }
+    }
+
+    /// What the trigger does on every pass: new nodes are seeded (ring hash and record), and
+    /// records grow with what nodes gained.
+    fn observe(&mut self) {
+        let ring = self.cluster.ring();
+        let nodes = normal_nodes(&self.cluster);
+        self.last_cleaned.retain(|node, _| nodes.contains(node));
+        self.records.retain(|node, _| nodes.contains(node));
+        let asking = nodes[0].clone();
+        let (views, _) = views(&self.cluster, &asking);
+        for node in nodes {
+            self.last_cleaned
+                .entry(node.clone())
+                .or_insert_with(|| ring.clone());
+            if self.ownership {
+                let now = node_ownership(&views, &node);
+                let record = self.records.entry(node.clone()).or_default();
+                if let Some(widened) = record.widened(&now) {
+                    *record = widened;
+                }
+            }
+        }
+    }
+
+    /// The cluster settled: each node is cleaned as the policy says.
+    fn settle(&mut self) {
+        let ring = self.cluster.ring();
+        let nodes = normal_nodes(&self.cluster);
+        let (views, _) = views(&self.cluster, &nodes[0]);
+        let every = vnode_keyspaces(&self.cluster);
+        for node in nodes {
+            let ring_changed = self.last_cleaned[&node] != ring;
+            let keyspaces: Vec<String> = if self.ownership {
+                let now = node_ownership(&views, &node);
+                let record = RecordState::Present(self.records[&node].clone());
+                match plan_node(&decide_node(&record, Ok(&now)), ring_changed) {
+                    NodePlan::Nothing => Vec::new(),
+                    NodePlan::Clean {
+                        scope: CleanScope::All,
+                        ..
+                    } => every.clone(),
+                    NodePlan::Clean {
+                        scope: CleanScope::Only(keyspaces),
+                        ..
+                    } => keyspaces.into_iter().collect(),
+                }
+            } else if ring_changed {
+                every.clone()
+            } else {
+                Vec::new()
+            };
+            if self.ownership {
+                let now = node_ownership(&views, &node);
+                let cleaned: BTreeSet<String> = keyspaces.iter().cloned().collect();
+                let record = OwnershipRecord::after_cleanup(self.records.get(&node), &now, &now, &cleaned);
+                self.records.insert(node.clone(), record);
+            }
+            self.last_cleaned.insert(node.clone(), ring.clone());
+            if keyspaces.is_empty() {
+                continue;
+            }
+            self.node_cleanups += 1;
+            self.keyspace_cleanups += keyspaces.len();
+            for keyspace in &keyspaces {
+                self.cluster.cleaned(&node, keyspace);
+            }
+        }
+    }
+
+    /// (node, keyspace) pairs left holding data of ranges they no longer replicate.
+    fn missed(&self) -> usize {
+        self.cluster.stale().len()
+    }
+}
+
+/// The measurement on the model: 3 keyspaces (NetworkTopologyStrategy RF 3, one whose
+/// RF goes 3 → 2, one on tablets) and Scylla's two SimpleStrategy system keyspaces, one DC of
+/// three racks, scaled 3 → 6 → 3 one node at a time, then the RF change. The ring-hash rule
+/// (scylla-operator's) against the ownership rule, each on its own copy of the cluster.
+#[test]
+fn ownership_against_the_ring_hash_rule_through_3_6_3_and_an_rf_change() {
+    let mut policies = [Policy::new(false), Policy::new(true)];
+    let mut table = Vec::new();
+    for policy in &mut policies {
+        let cluster = policy.cluster.clone();
+        for i in 0..3 {
+            cluster.join(&address(1, i), "dc1", rack(i)).unwrap();
+            policy.observe();
+        }
+        cluster.create_keyspace("app", Strategy::nts(&[("dc1", 3)]));
+        cluster.create_keyspace("shrinking", Strategy::nts(&[("dc1", 3)]));
+        cluster.create_keyspace("events", Strategy::tablets(&[("dc1", 3)]));
+        policy.observe();
+        // The first nodes held the system keyspaces alone before the others joined.
+        for node in normal_nodes(&cluster) {
+            for keyspace in vnode_keyspaces(&cluster) {
+                cluster.cleaned(&node, &keyspace);
+            }
+        }
+        let mut phases = Vec::new();
+        let mut phase = |policy: &mut Policy, name: &str| {
+            policy.settle();
+            phases.push((
+                name.to_owned(),
+                policy.node_cleanups,
+                policy.keyspace_cleanups,
+                policy.missed(),
+            ));
+        };
+        for i in 3..6 {
+            cluster.join(&address(1, i), "dc1", rack(i)).unwrap();
+            policy.observe();
+        }
+        phase(policy, "3 → 6");
+        for i in (3..6).rev() {
+            cluster.decommission(&address(1, i)).unwrap();
+            policy.observe();
+        }
+        phase(policy, "6 → 3");
+        cluster
+            .alter_keyspace("shrinking", Strategy::nts(&[("dc1", 2)]))
+            .unwrap();
+        policy.observe();
+        phase(policy, "RF 3 → 2");
+        table.push(phases);
+    }
+    eprintln!("phase      | ring hash: nodes, keyspaces, missed | ownership: nodes, keyspaces, missed");
+    for (hash, own) in table[0].iter().zip(&table[1]) {
+        eprintln!(
+            "{:<10} | {:>5} {:>5} {:>5} | {:>5} {:>5} {:>5}",
+            hash.0, hash.1, hash.2, hash.3, own.1, own.2, own.3
+        );
+    }
+    let (hash, own) = (&table[0], &table[1]);
+    assert!(own.iter().all(|p| p.3 == 0), "ownership misses nothing: {own:?}");
+    assert!(
+        hash[2].3 > 0,
+        "the ring-hash rule never sees the RF change: {hash:?}"
+    );
+    // Through the scaling (3 → 6 → 3), at most half the keyspace cleanups; the scale-in cleans
+    // nobody. The RF change then costs cleanups the ring-hash rule does not make (and misses).
+    assert!(own[1].2 * 2 <= hash[1].2, "{own:?} vs {hash:?}");
+    assert_eq!(own[1].1, own[0].1, "{own:?}");
+    assert!(own[2].1 > own[1].1, "{own:?}");
 }

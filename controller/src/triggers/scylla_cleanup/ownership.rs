@@ -450,6 +450,33 @@ impl OwnershipRecord {
     }
 }
 
+impl OwnershipRecord {
+    /// The record to write when the node is seen replicating ranges its record lacks (it gained
+    /// ranges: their data is streamed or repaired onto it), or keyspaces it lacks (created since,
+    /// or the node just joined: seeded with what it replicates now). `None` when the record
+    /// already covers `now`. A record only ever grows this way; it shrinks only after a cleanup
+    /// ([`OwnershipRecord::after_cleanup`]). Without this, a range gained in a scale-in and lost
+    /// again in the next scale-out would be data nobody knows the node holds.
+    pub fn widened(&self, now: &BTreeMap<String, RangeSet>) -> Option<OwnershipRecord> {
+        let mut keyspaces = self.keyspaces.clone();
+        let mut changed = false;
+        for (keyspace, ranges_now) in now {
+            match keyspaces.get_mut(keyspace) {
+                Some(held) if ranges_now.is_subset_of(held) => {}
+                Some(held) => {
+                    *held = held.union(ranges_now);
+                    changed = true;
+                }
+                None => {
+                    keyspaces.insert(keyspace.clone(), ranges_now.clone());
+                    changed = true;
+                }
+            }
+        }
+        changed.then_some(OwnershipRecord { keyspaces })
+    }
+}
+
 /// Why the ring-hash rule decides instead of ownership.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FallbackReason {

@@ -402,3 +402,24 @@ fn ownership_and_the_ring_hash_rule_together() {
     };
     assert_eq!(why, "app: no longer replicates 25.00% of the ring");
 }
+
+#[test]
+fn a_record_grows_with_what_the_node_gains_and_seeds_new_keyspaces() {
+    let record = OwnershipRecord {
+        keyspaces: BTreeMap::from([("a".to_owned(), set(&[(0, 10)]))]),
+    };
+    let same = BTreeMap::from([("a".to_owned(), set(&[(2, 8)]))]);
+    assert_eq!(record.widened(&same), None, "nothing gained");
+    let gained = BTreeMap::from([
+        ("a".to_owned(), set(&[(5, 20)])),
+        ("b".to_owned(), set(&[(1, 2)])),
+    ]);
+    let widened = record.widened(&gained).unwrap();
+    assert_eq!(
+        widened.keyspaces,
+        BTreeMap::from([
+            ("a".to_owned(), set(&[(0, 20)])),
+            ("b".to_owned(), set(&[(1, 2)]))
+        ])
+    );
+}
