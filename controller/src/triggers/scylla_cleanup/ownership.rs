@@ -20,7 +20,7 @@
 //! vnode tokens Scylla draws at random to line up exactly, which the decision accepts.
 //!
 //! **What a node owned at its last cleanup** ([`OwnershipRecord`]) is kept on the node's member
-//! Service, annotation [`keys::OWNED_AT_LAST_CLEANUP`]: it lives exactly as long as the node
+//! Service, annotation [`OWNED_AT_LAST_CLEANUP`]: it lives exactly as long as the node
 //! (a node removed and re-added gets a new Service and holds no data), survives controller
 //! restarts, and needs no RBAC beyond the annotation patches the trigger already makes. To stay
 //! within Kubernetes' 256 KiB of annotations per object, the record holds the node's own ranges
@@ -30,7 +30,10 @@
 //! 256 merged intervals, whatever the factor) and delta-encoded ([`RangeSet::encode`]). For 100
 //! nodes × 256 vnodes × 500 keyspaces over 40 replication settings the record of a node stays under
 //! [`RECORD_SIZE_LIMIT`] (a test builds that case); a record that would not fit is refused
-//! ([`RecordError::TooLarge`]) and that node falls back to the ring-hash rule.
+//! ([`RecordError::TooLarge`]) and that node falls back to the ring-hash rule. The record only
+//! shrinks after a cleanup succeeded ([`OwnershipRecord::after_cleanup`]); it grows whenever the
+//! node is seen replicating more ([`OwnershipRecord::widened`]): a node seeded when it joins, a
+//! node gaining ranges in a scale-in, a keyspace created since.
 //!
 //! **The rule** ([`decide_node`]): keyspace `k` needs cleanup on node `n` iff the ranges `n`
 //! replicated for `k` at its last cleanup are not all among those it replicates now. So a
