@@ -1,6 +1,7 @@
 //! The cleanup trigger's writes, a cleanup task's node Job and the record of a cleaned node, at
 //! the HTTP level: method, path and body of every call.
 
+use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 
@@ -271,6 +272,7 @@ async fn cleanup_job_body() {
             rack: "a".into(),
             ring_hash: Some(h.clone()),
             keyspaces: Vec::new(),
+            mark_node_clean: false,
             labels: [(keys::TASK_LABEL.to_owned(), "basic-cleanup-1".to_owned())].into(),
         },
     );
@@ -445,6 +447,7 @@ async fn submitting_creates_one_automatic_task_owned_by_the_cluster_and_tells() 
     let plan = plan(vec![Action::SubmitCleanupTask {
         name: "basic-cleanup-1700000000".into(),
         nodes: vec!["basic-dc1-a-0".into(), "basic-dc1-a-1".into()],
+        per_node: Vec::new(),
         ring_hash: hash(6),
         retry_of: Some("basic-cleanup-1600000000".into()),
     }]);
@@ -489,6 +492,7 @@ async fn a_task_submitted_before_a_restart_is_not_an_error() {
     let plan = plan(vec![Action::SubmitCleanupTask {
         name: "basic-cleanup-1700000000".into(),
         nodes: vec!["basic-dc1-a-0".into()],
+        per_node: Vec::new(),
         ring_hash: hash(6),
         retry_of: None,
     }]);
@@ -569,13 +573,32 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
             Method::GET,
             "/api/v1/namespaces/scylla/secrets/basic-auth-token",
             200,
+            secret.clone(),
+        ),
+        // The token, read again for the ownership reads through the joined node's agent.
+        ex(
+            Method::GET,
+            "/api/v1/namespaces/scylla/secrets/basic-auth-token",
+            200,
             secret,
         ),
     ]);
-    let snapshot = observe::observe(&client, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
+    // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.
+    let config = ControllerConfig {
+        agent_endpoints: BTreeMap::from([(
+            "basic-dc1-a-0.scylla.svc".to_owned(),
+            ("127.0.0.1".to_owned(), 1),
+        )]),
+        ..ControllerConfig::default()
+    };
+    let ctx = Context::new(client, config, Arc::new(Metrics::new()));
+    let snapshot = observe::observe(&ctx, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
         .await
         .unwrap();
     server.await.unwrap();
+    let unknown = snapshot.ownership.clone().unwrap_err();
+    assert!(unknown.starts_with("through basic-dc1-a-0: "), "{unknown}");
+    assert_eq!(snapshot.members[0].address.as_deref(), Some("10.0.0.0"));
     assert_eq!(snapshot.cluster.generation, Some(2));
     assert_eq!(snapshot.cluster.observed_generation, Some(2));
     assert!(snapshot.cluster.single_datacenter);

@@ -1,6 +1,7 @@
 //! What every reconciliation gets: the API client, the configuration, metrics and the Event
 //! recorder.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,6 +93,11 @@ pub struct ControllerConfig {
     /// `manifests/rbac/cluster-wide/`).
     #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Where the controller reaches a Scylla Manager Agent instead of its member Service's DNS
+    /// name (`<service>.<namespace>.svc` → host and port). Empty in a deployment; set by
+    /// scenarios whose agents listen elsewhere. Never a flag.
+    #[arg(skip)]
+    pub agent_endpoints: BTreeMap<String, (String, u16)>,
 }
 
 impl Default for ControllerConfig {
@@ -106,6 +112,7 @@ impl Default for ControllerConfig {
             ring_observer_interval: Duration::from_secs(30),
             status_write_attempts: 5,
             namespaces: Vec::new(),
+            agent_endpoints: BTreeMap::new(),
         }
     }
 }
