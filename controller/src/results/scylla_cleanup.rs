@@ -1,6 +1,9 @@
 //! A node's finished cleanup written back to the ScyllaCluster: its member Service's
-//! `last-cleaned-up-token-ring-hash` (and the members record beside it), and Events on the
-//! cluster naming the node.
+//! `last-cleaned-up-token-ring-hash` (and the members record beside it), its ownership record
+//! (what it replicates now, for the keyspaces it cleaned), and Events on the cluster naming the
+//! node.
+
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::api::{Patch, PatchParams};
@@ -15,7 +18,10 @@ use groundskeeper_protocol::result::{KeyspaceStatus, Report};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
-use crate::triggers::scylla_cleanup::decide::{MembersRecord, looks_like_ring_hash};
+use crate::triggers::scylla_cleanup::decide::{MemberFacts, MembersRecord, looks_like_ring_hash, owned_by};
+use crate::triggers::scylla_cleanup::ownership::{
+    OWNED_AT_LAST_CLEANUP, OwnershipRecord, RecordState, RingView,
+};
 
 /// What to record on a node whose cleanup Job for ring `job_hash` succeeded: the hash and the
 /// members record to write, or `None` when there is nothing to write — the Job knew no ring
@@ -33,6 +39,34 @@ pub fn cleaned_record(
     }
     let record = settled.filter(|r| r.ring_hash == job_hash).cloned();
     Some((job_hash.to_owned(), record))
+}
+
+/// The ownership record of a node whose cleanup of `cleaned` for ring `job_hash` succeeded, or
+/// why none is written: pure.
+pub fn ownership_after_cleanup(
+    views: &Result<Vec<RingView>, String>,
+    member: &MemberFacts,
+    job_hash: Option<&String>,
+    current: Option<&String>,
+    cleaned: &[String],
+) -> std::result::Result<String, String> {
+    if job_hash.is_none() || job_hash != current {
+        return Err("the node's ring changed since its Job was created".into());
+    }
+    let now = owned_by(views, member)?;
+    let previous =
+        match RecordState::from_annotation(member.annotations.get(OWNED_AT_LAST_CLEANUP).map(String::as_str))
+        {
+            RecordState::Present(record) => Some(record),
+            _ => None,
+        };
+    let cleaned: BTreeSet<String> = cleaned.iter().cloned().collect();
+    // What the node replicates now stands for what it replicated when the cleanup was decided:
+    // the ring is the same (same hash). A replication factor lowered while the Job ran, after it
+    // cleaned that keyspace, is the one change this cannot see (the decision's view is not kept).
+    OwnershipRecord::after_cleanup(previous.as_ref(), &now, &now, &cleaned)
+        .to_annotation()
+        .map_err(|err| err.to_string())
 }
 
 /// The keyspaces a cleanup result says were cleaned.
@@ -144,8 +178,6 @@ pub async fn publish(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
 
     fn h(n: u8) -> String {

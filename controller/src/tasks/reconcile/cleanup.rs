@@ -2,7 +2,7 @@
 //! before any Job, its node Jobs read back, each cleaned node recorded on its member Service
 //! before the task says so, the next Jobs created within the bounds.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::{Api, ResourceExt};
@@ -21,11 +21,9 @@ use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
 use crate::triggers::scylla_cleanup::apply::patch_ownership_record;
-use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, owned_by, settled_record};
+use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, settled_record};
 use crate::triggers::scylla_cleanup::observe::fill_pod_addresses;
-use crate::triggers::scylla_cleanup::ownership::{
-    OWNED_AT_LAST_CLEANUP, OwnershipRecord, RecordState, RingView,
-};
+use crate::triggers::scylla_cleanup::ownership::RingView;
 use crate::triggers::scylla_cleanup::ownership_reader::read_cluster_views;
 
 /// One step forward for a running Cleanup task.
@@ -199,7 +197,13 @@ async fn record_ownership_after_cleanup(
         .iter()
         .find(|m| m.service == member.service)
         .unwrap_or(member);
-    let value = match ownership_after_cleanup(views, member, job_hash, current, &node.keyspaces_cleaned) {
+    let value = match record::ownership_after_cleanup(
+        views,
+        member,
+        job_hash,
+        current,
+        &node.keyspaces_cleaned,
+    ) {
         Ok(value) => value,
         Err(why) => {
             tracing::info!(namespace = %facts.namespace, node = %member.service, "ownership record left as it was: {why}");
@@ -207,34 +211,6 @@ async fn record_ownership_after_cleanup(
         }
     };
     patch_ownership_record(&ctx.client, &facts.namespace, &member.service, &value).await
-}
-
-/// The ownership record of a node whose cleanup of `cleaned` for ring `job_hash` succeeded, or
-/// why none is written: pure.
-pub fn ownership_after_cleanup(
-    views: &Result<Vec<RingView>, String>,
-    member: &MemberFacts,
-    job_hash: Option<&String>,
-    current: Option<&String>,
-    cleaned: &[String],
-) -> std::result::Result<String, String> {
-    if job_hash.is_none() || job_hash != current {
-        return Err("the node's ring changed since its Job was created".into());
-    }
-    let now = owned_by(views, member)?;
-    let previous =
-        match RecordState::from_annotation(member.annotations.get(OWNED_AT_LAST_CLEANUP).map(String::as_str))
-        {
-            RecordState::Present(record) => Some(record),
-            _ => None,
-        };
-    let cleaned: BTreeSet<String> = cleaned.iter().cloned().collect();
-    // What the node replicates now stands for what it replicated when the cleanup was decided:
-    // the ring is the same (same hash). A replication factor lowered while the Job ran, after it
-    // cleaned that keyspace, is the one change this cannot see (the decision's view is not kept).
-    OwnershipRecord::after_cleanup(previous.as_ref(), &now, &now, &cleaned)
-        .to_annotation()
-        .map_err(|err| err.to_string())
 }
 
 /// Each node's Job (by the step label: the node's index) as the pure step reads it.
