@@ -412,6 +412,17 @@ async fn measure(ownership: bool) -> Vec<(&'static str, Counts)> {
         .unwrap();
     scenario.settle().await;
     phases.push(("RF 3 → 2", since_start(scenario.counts())));
+    // Nodes cleaned only where they lost ranges had Scylla's own flag reset as well (perNode
+    // markNodeClean → --mark-node-clean): what they cleaned is all the stale data they held.
+    for (node, agent) in &scenario.agents {
+        if !agent.cleaned_keyspaces().is_empty() {
+            assert!(
+                agent.marked_clean(),
+                "{node}: cleaned {:?}, flag not reset",
+                agent.cleaned_keyspaces()
+            );
+        }
+    }
     phases
 }
 

@@ -178,6 +178,8 @@ pub async fn publish(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn h(n: u8) -> String {
@@ -257,6 +259,81 @@ mod tests {
                 // The members record goes with the hash every member agreed on, and only then.
                 assert_eq!(record.is_some(), hash == settled.ring_hash, "{name}");
             }
+        }
+    }
+
+    /// A view where `ks` and `other` are replicated alike: node 10.0.0.1 holds (0, 100].
+    fn views() -> Result<Vec<RingView>, String> {
+        use crate::triggers::scylla_cleanup::ownership::{NodeRanges, RangeSet};
+        let nodes = BTreeMap::from([(
+            "10.0.0.1".to_owned(),
+            NodeRanges {
+                datacenter: "dc1".into(),
+                ranges: RangeSet::from_intervals(vec![(0, 100)]),
+            },
+        )]);
+        Ok(vec![RingView {
+            keyspaces: BTreeSet::from(["ks".to_owned(), "other".to_owned()]),
+            nodes,
+        }])
+    }
+
+    /// (case, the Job's ring, the node's current ring, the ring views read)
+    type RecordCase<'a> = (
+        &'a str,
+        Option<&'a String>,
+        Option<&'a String>,
+        Result<Vec<RingView>, String>,
+    );
+
+    #[test]
+    fn the_ownership_record_after_a_cleanup() {
+        use crate::triggers::scylla_cleanup::ownership::RangeSet;
+        let previous = OwnershipRecord {
+            keyspaces: BTreeMap::from([
+                ("ks".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
+                ("other".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
+            ]),
+        };
+        let member = MemberFacts {
+            service: "basic-dc1-a-0".into(),
+            address: Some("10.0.0.1".into()),
+            annotations: BTreeMap::from([(
+                OWNED_AT_LAST_CLEANUP.to_owned(),
+                previous.to_annotation().unwrap(),
+            )]),
+            ..MemberFacts::default()
+        };
+        let (h1, h2) = (h(1), h(2));
+        let cleaned = ["ks".to_owned()];
+        let written = ownership_after_cleanup(&views(), &member, Some(&h1), Some(&h1), &cleaned).unwrap();
+        let record = OwnershipRecord::from_annotation(&written).unwrap();
+        // The cleaned keyspace shrinks to what the node replicates; the other keeps what it held.
+        assert_eq!(record.keyspaces["ks"], RangeSet::from_intervals(vec![(0, 100)]));
+        assert_eq!(
+            record.keyspaces["other"],
+            RangeSet::from_intervals(vec![(-50, 100)])
+        );
+        let cases: Vec<RecordCase<'_>> = vec![
+            (
+                "the ring moved since the Job was made",
+                Some(&h1),
+                Some(&h2),
+                views(),
+            ),
+            ("a Job without a ring", None, Some(&h1), views()),
+            (
+                "ownership unknown",
+                Some(&h1),
+                Some(&h1),
+                Err("agent unreachable".into()),
+            ),
+        ];
+        for (name, job, current, views) in cases {
+            assert!(
+                ownership_after_cleanup(&views, &member, job, current, &cleaned).is_err(),
+                "{name}: the record is left as it was"
+            );
         }
     }
 }
