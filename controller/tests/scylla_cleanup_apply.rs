@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 
-use groundskeeper_controller::api::maintenance_task::TaskState;
+use groundskeeper_controller::api::maintenance_task::{NodeCleanupConfig, TaskState};
 use groundskeeper_controller::api::scylla::ScyllaCluster;
 use groundskeeper_controller::execution;
 use groundskeeper_controller::results::scylla_cleanup as record;
@@ -16,6 +16,7 @@ use groundskeeper_controller::triggers::scylla_cleanup::apply;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
     Action, ConditionPlan, DEGRADED, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
 };
+use groundskeeper_controller::triggers::scylla_cleanup::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
 use groundskeeper_protocol::{keys, ring_hash};
 use http::{Method, Request, Response, StatusCode};
@@ -231,6 +232,65 @@ async fn seeding_patches_annotations_only_and_writes_conditions_keeping_others()
     assert_eq!(conditions[0], cluster_json()["status"]["conditions"][0]);
     assert_eq!(conditions[2]["status"], "False");
     assert_eq!(conditions[2]["message"], "all 3 nodes are clean");
+}
+
+#[tokio::test]
+async fn an_ownership_record_is_a_merge_patch_of_its_annotation_and_a_task_names_per_node_keyspaces() {
+    let mut script = vec![
+        ex(
+            Method::PATCH,
+            &format!("{SVC_PATH}/basic-dc1-a-3?"),
+            200,
+            json!({}),
+        ),
+        ex(
+            Method::POST,
+            &format!("{TASKS_PATH}?"),
+            201,
+            json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask", "metadata": {"name": "x"},
+                   "spec": {"target": {"kind": "ScyllaCluster", "name": "basic"}, "type": "Cleanup"}}),
+        ),
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+    ];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![
+        Action::RecordOwnership {
+            service: "basic-dc1-a-3".into(),
+            value: "{\"version\":1,\"groups\":[]}".into(),
+            seeded: true,
+        },
+        Action::SubmitCleanupTask {
+            name: "basic-cleanup-1700000000".into(),
+            nodes: vec!["basic-dc1-a-0".into(), "basic-dc1-a-1".into()],
+            per_node: vec![NodeCleanupConfig {
+                node: "basic-dc1-a-1".into(),
+                keyspaces: vec!["app".into(), "system_traces".into()],
+                mark_node_clean: true,
+            }],
+            ring_hash: hash(6),
+            retry_of: None,
+        },
+    ]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].uri, format!("{SVC_PATH}/basic-dc1-a-3?"));
+    assert_eq!(
+        seen[0].body,
+        json!({"metadata": {"annotations": {OWNED_AT_LAST_CLEANUP: "{\"version\":1,\"groups\":[]}"}}})
+    );
+    assert_eq!(
+        seen[1].body["spec"]["config"]["cleanup"],
+        json!({
+            "nodes": ["basic-dc1-a-0", "basic-dc1-a-1"],
+            "perNode": [{"node": "basic-dc1-a-1", "keyspaces": ["app", "system_traces"], "markNodeClean": true}],
+        })
+    );
+    assert_eq!(
+        seen[2].body["note"],
+        "submitted cleanup task basic-cleanup-1700000000 for 2 node(s): basic-dc1-a-0, basic-dc1-a-1 (app, system_traces)"
+    );
 }
 
 #[tokio::test]
