@@ -20,6 +20,13 @@
 //!   deletes the failed task (or its time to live ends). A task for a ring that has moved on is
 //!   followed at once.
 //!
+//! Ownership (see [`super::ownership`]): where the ring views could be read and the node carries
+//! its ownership record, a node is cleaned only for the keyspaces it stopped replicating ranges
+//! of since its last cleanup, whether or not its ring hash moved (a lowered replication factor
+//! moves no hash); a node whose hash moved but that lost nothing is recorded clean for the new
+//! ring. The record is seeded when a node joins and widened on every pass. Where ownership
+//! cannot decide, the ring-hash rule below does, and the condition says why.
+//!
 //! Scale-in: when nodes only left the ring, the remaining nodes gained ranges and lost none, so
 //! they hold no stale data; scylla-operator cleans them anyway. Here, next to `last-cleaned-…`,
 //! each node carries [`keys::CLEANED_FOR_MEMBERS`]: the ring hash and the UIDs of every member
@@ -472,9 +479,21 @@ fn decide_member(
         } => state.candidates.push(Candidate {
             service: service.clone(),
             ring_hash: current.to_owned(),
-            scope,
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
             mark_node_clean,
         }),
+    }
+}
+
+/// A node cleaning every keyspace it replicates is a whole-node cleanup: the task then names no
+/// keyspaces for it (a task lists a node's keyspaces only where it cleans fewer, which keeps the
+/// task small on large clusters), and the runner resets Scylla's flag by itself.
+fn whole_node_when_all(scope: CleanScope, owned_now: Option<&BTreeMap<String, RangeSet>>) -> CleanScope {
+    match (&scope, owned_now) {
+        (CleanScope::Only(keyspaces), Some(owned)) if owned.keys().all(|k| keyspaces.contains(k)) => {
+            CleanScope::All
+        }
+        _ => scope,
     }
 }
 
