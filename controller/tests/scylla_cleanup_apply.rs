@@ -14,7 +14,7 @@ use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::{AUTH_TOKEN_MOUNT_PATH, NodeCleanup, cleanup_job};
 use groundskeeper_controller::triggers::scylla_cleanup::apply;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    Action, ConditionPlan, DEGRADED, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
+    Action, ConditionPlan, DEGRADED, MemberFacts, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
 };
 use groundskeeper_controller::triggers::scylla_cleanup::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
@@ -291,6 +291,36 @@ async fn an_ownership_record_is_a_merge_patch_of_its_annotation_and_a_task_names
         seen[2].body["note"],
         "submitted cleanup task basic-cleanup-1700000000 for 2 node(s): basic-dc1-a-0, basic-dc1-a-1 (app, system_traces)"
     );
+}
+
+/// Where the cluster broadcasts pod IPs, a member's address (what describe_ring names it by) is
+/// its pod's IP; a member without a pod has none.
+#[tokio::test]
+async fn members_broadcasting_pod_ips_are_addressed_by_them() {
+    let mut json = cluster_json();
+    json["spec"]["exposeOptions"] = json!({"broadcastOptions": {"nodes": {"type": "PodIP"}}});
+    let cluster: ScyllaCluster = serde_json::from_value(json).unwrap();
+    let pods = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+        {"metadata": {"name": "basic-dc1-a-0", "namespace": NS}, "status": {"podIP": "10.244.0.7"}},
+    ]});
+    let (client, server) = scripted(vec![ex(
+        Method::GET,
+        "/api/v1/namespaces/scylla/pods?&labelSelector=scylla%2Fcluster%3Dbasic",
+        200,
+        pods,
+    )]);
+    let member = |name: &str| MemberFacts {
+        service: name.into(),
+        address: Some("10.96.0.1".into()),
+        ..MemberFacts::default()
+    };
+    let mut members = vec![member("basic-dc1-a-0"), member("basic-dc1-a-1")];
+    observe::fill_pod_addresses(&client, &cluster, &mut members)
+        .await
+        .unwrap();
+    server.await.unwrap();
+    let addresses: Vec<Option<&str>> = members.iter().map(|m| m.address.as_deref()).collect();
+    assert_eq!(addresses, [Some("10.244.0.7"), None]);
 }
 
 #[tokio::test]
