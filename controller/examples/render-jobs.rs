@@ -66,6 +66,7 @@ async fn main() {
             rack: "us-east-1a".into(),
             ring_hash: Some(hash.into()),
             keyspaces: Vec::new(),
+            mark_node_clean: false,
             labels: [(
                 groundskeeper_protocol::keys::TASK_LABEL.to_owned(),
                 "simple-cluster-cleanup-1763900000".to_owned(),

@@ -30,6 +30,7 @@ fn cleanup_plan() -> MaintenanceJob {
             auth_token_file: "/etc/groundskeeper/agent/auth-token.yaml".into(),
             agent_ca_file: None,
             keyspaces: Vec::new(),
+            mark_node_clean: false,
         }),
         target: "sc".into(),
         node: Some("sc-dc-r1-0".into()),

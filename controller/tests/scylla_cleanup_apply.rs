@@ -1,10 +1,11 @@
 //! The cleanup trigger's writes, a cleanup task's node Job and the record of a cleaned node, at
 //! the HTTP level: method, path and body of every call.
 
+use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::Arc;
 
-use groundskeeper_controller::api::maintenance_task::TaskState;
+use groundskeeper_controller::api::maintenance_task::{NodeCleanupConfig, TaskState};
 use groundskeeper_controller::api::scylla::ScyllaCluster;
 use groundskeeper_controller::execution;
 use groundskeeper_controller::results::scylla_cleanup as record;
@@ -13,8 +14,9 @@ use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::{AUTH_TOKEN_MOUNT_PATH, NodeCleanup, cleanup_job};
 use groundskeeper_controller::triggers::scylla_cleanup::apply;
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    Action, ConditionPlan, DEGRADED, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
+    Action, ConditionPlan, DEGRADED, MemberFacts, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
 };
+use groundskeeper_controller::triggers::scylla_cleanup::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
 use groundskeeper_protocol::{keys, ring_hash};
 use http::{Method, Request, Response, StatusCode};
@@ -233,6 +235,95 @@ async fn seeding_patches_annotations_only_and_writes_conditions_keeping_others()
 }
 
 #[tokio::test]
+async fn an_ownership_record_is_a_merge_patch_of_its_annotation_and_a_task_names_per_node_keyspaces() {
+    let mut script = vec![
+        ex(
+            Method::PATCH,
+            &format!("{SVC_PATH}/basic-dc1-a-3?"),
+            200,
+            json!({}),
+        ),
+        ex(
+            Method::POST,
+            &format!("{TASKS_PATH}?"),
+            201,
+            json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask", "metadata": {"name": "x"},
+                   "spec": {"target": {"kind": "ScyllaCluster", "name": "basic"}, "type": "Cleanup"}}),
+        ),
+        ex(Method::POST, &format!("{EVENTS_PATH}?"), 201, event_response()),
+    ];
+    script.extend(status_exchanges());
+    let (client, server) = scripted(script);
+    let ctx = context(client);
+    let plan = plan(vec![
+        Action::RecordOwnership {
+            service: "basic-dc1-a-3".into(),
+            value: "{\"version\":1,\"groups\":[]}".into(),
+            seeded: true,
+        },
+        Action::SubmitCleanupTask {
+            name: "basic-cleanup-1700000000".into(),
+            nodes: vec!["basic-dc1-a-0".into(), "basic-dc1-a-1".into()],
+            per_node: vec![NodeCleanupConfig {
+                node: "basic-dc1-a-1".into(),
+                keyspaces: vec!["app".into(), "system_traces".into()],
+                mark_node_clean: true,
+            }],
+            ring_hash: hash(6),
+            retry_of: None,
+        },
+    ]);
+    apply::apply(&ctx, &cluster(), &plan).await.unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].uri, format!("{SVC_PATH}/basic-dc1-a-3?"));
+    assert_eq!(
+        seen[0].body,
+        json!({"metadata": {"annotations": {OWNED_AT_LAST_CLEANUP: "{\"version\":1,\"groups\":[]}"}}})
+    );
+    assert_eq!(
+        seen[1].body["spec"]["config"]["cleanup"],
+        json!({
+            "nodes": ["basic-dc1-a-0", "basic-dc1-a-1"],
+            "perNode": [{"node": "basic-dc1-a-1", "keyspaces": ["app", "system_traces"], "markNodeClean": true}],
+        })
+    );
+    assert_eq!(
+        seen[2].body["note"],
+        "submitted cleanup task basic-cleanup-1700000000 for 2 node(s): basic-dc1-a-0, basic-dc1-a-1 (app, system_traces)"
+    );
+}
+
+/// Where the cluster broadcasts pod IPs, a member's address (what describe_ring names it by) is
+/// its pod's IP; a member without a pod has none.
+#[tokio::test]
+async fn members_broadcasting_pod_ips_are_addressed_by_them() {
+    let mut json = cluster_json();
+    json["spec"]["exposeOptions"] = json!({"broadcastOptions": {"nodes": {"type": "PodIP"}}});
+    let cluster: ScyllaCluster = serde_json::from_value(json).unwrap();
+    let pods = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+        {"metadata": {"name": "basic-dc1-a-0", "namespace": NS}, "status": {"podIP": "10.244.0.7"}},
+    ]});
+    let (client, server) = scripted(vec![ex(
+        Method::GET,
+        "/api/v1/namespaces/scylla/pods?&labelSelector=scylla%2Fcluster%3Dbasic",
+        200,
+        pods,
+    )]);
+    let member = |name: &str| MemberFacts {
+        service: name.into(),
+        address: Some("10.96.0.1".into()),
+        ..MemberFacts::default()
+    };
+    let mut members = vec![member("basic-dc1-a-0"), member("basic-dc1-a-1")];
+    observe::fill_pod_addresses(&client, &cluster, &mut members)
+        .await
+        .unwrap();
+    server.await.unwrap();
+    let addresses: Vec<Option<&str>> = members.iter().map(|m| m.address.as_deref()).collect();
+    assert_eq!(addresses, [Some("10.244.0.7"), None]);
+}
+
+#[tokio::test]
 async fn a_record_that_no_longer_fits_is_removed() {
     assert_eq!(
         record::last_cleaned_patch(&hash(1), None),
@@ -271,6 +362,7 @@ async fn cleanup_job_body() {
             rack: "a".into(),
             ring_hash: Some(h.clone()),
             keyspaces: Vec::new(),
+            mark_node_clean: false,
             labels: [(keys::TASK_LABEL.to_owned(), "basic-cleanup-1".to_owned())].into(),
         },
     );
@@ -445,6 +537,7 @@ async fn submitting_creates_one_automatic_task_owned_by_the_cluster_and_tells() 
     let plan = plan(vec![Action::SubmitCleanupTask {
         name: "basic-cleanup-1700000000".into(),
         nodes: vec!["basic-dc1-a-0".into(), "basic-dc1-a-1".into()],
+        per_node: Vec::new(),
         ring_hash: hash(6),
         retry_of: Some("basic-cleanup-1600000000".into()),
     }]);
@@ -489,6 +582,7 @@ async fn a_task_submitted_before_a_restart_is_not_an_error() {
     let plan = plan(vec![Action::SubmitCleanupTask {
         name: "basic-cleanup-1700000000".into(),
         nodes: vec!["basic-dc1-a-0".into()],
+        per_node: Vec::new(),
         ring_hash: hash(6),
         retry_of: None,
     }]);
@@ -569,13 +663,32 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
             Method::GET,
             "/api/v1/namespaces/scylla/secrets/basic-auth-token",
             200,
+            secret.clone(),
+        ),
+        // The token, read again for the ownership reads through the joined node's agent.
+        ex(
+            Method::GET,
+            "/api/v1/namespaces/scylla/secrets/basic-auth-token",
+            200,
             secret,
         ),
     ]);
-    let snapshot = observe::observe(&client, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
+    // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.
+    let config = ControllerConfig {
+        agent_endpoints: BTreeMap::from([(
+            "basic-dc1-a-0.scylla.svc".to_owned(),
+            ("127.0.0.1".to_owned(), 1),
+        )]),
+        ..ControllerConfig::default()
+    };
+    let ctx = Context::new(client, config, Arc::new(Metrics::new()));
+    let snapshot = observe::observe(&ctx, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap())
         .await
         .unwrap();
     server.await.unwrap();
+    let unknown = snapshot.ownership.clone().unwrap_err();
+    assert!(unknown.starts_with("through basic-dc1-a-0: "), "{unknown}");
+    assert_eq!(snapshot.members[0].address.as_deref(), Some("10.0.0.0"));
     assert_eq!(snapshot.cluster.generation, Some(2));
     assert_eq!(snapshot.cluster.observed_generation, Some(2));
     assert!(snapshot.cluster.single_datacenter);

@@ -67,6 +67,7 @@ fn member(rack: &str, ordinal: u32, current: Option<&str>, last: Option<&str>) -
         uid: Some(format!("uid-{rack}-{ordinal}")),
         datacenter: Some("dc1".into()),
         rack: Some(rack.into()),
+        address: Some(format!("10.0.{}.{ordinal}", rack.as_bytes()[0])),
         annotations,
     }
 }
@@ -113,6 +114,8 @@ fn snapshot(members: Vec<MemberFacts>, tasks: Vec<TaskFacts>) -> Snapshot {
         members,
         tasks,
         agent_token: SecretState::Present,
+        // These cases are the ring-hash rule's: ownership cases are in scylla_ownership_decide.rs.
+        ownership: Err("not read".into()),
         now: now(),
     }
 }
@@ -217,6 +220,7 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
             Expect::Contains(Action::SubmitCleanupTask {
                 name: format!("basic-cleanup-{}", now().as_second()),
                 nodes: nodes(&[("a", 0), ("a", 1), ("a", 2)]),
+                per_node: Vec::new(),
                 ring_hash: new.clone(),
                 retry_of: None,
             }),
@@ -307,6 +311,7 @@ fn scale_out_walk_reaches_quiet_with_one_task() {
                     t.progress = Some(nodes.join(","));
                     tasks.push(t);
                 }
+                Action::RecordOwnership { .. } => unreachable!("ownership is not read here"),
             }
         }
     }
@@ -472,6 +477,7 @@ fn tasks_queued_running_failed_and_retried() {
                 Expect::Contains(Action::SubmitCleanupTask {
                     name: format!("basic-cleanup-{}", now().as_second()),
                     nodes: every.clone(),
+                    per_node: Vec::new(),
                     ring_hash: new.clone(),
                     retry_of: Some("basic-cleanup-1".into()),
                 }),

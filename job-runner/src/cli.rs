@@ -72,6 +72,7 @@ impl Command {
                 auth_token_file: path_text(&args.auth_token_file),
                 agent_ca_file: args.agent_ca_file.as_deref().map(path_text),
                 keyspaces: args.keyspaces.clone(),
+                mark_node_clean: args.mark_node_clean,
             })),
             Command::Defrag(args) => Some(Operation::Defrag(DefragRequest {
                 etcd: etcd_target(&args.connection),
@@ -329,12 +330,14 @@ mod tests {
                 auth_token_file: "/etc/groundskeeper/agent/auth-token.yaml".into(),
                 agent_ca_file: None,
                 keyspaces: vec![],
+                mark_node_clean: false,
             }),
             Operation::Cleanup(CleanupRequest {
                 node_address: "10.0.0.5".into(),
                 auth_token_file: "/t.yaml".into(),
                 agent_ca_file: Some("/ca.pem".into()),
                 keyspaces: vec!["ks1".into(), "ks2".into()],
+                mark_node_clean: true,
             }),
             Operation::Defrag(DefragRequest {
                 etcd: etcd(true),

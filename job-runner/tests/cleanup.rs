@@ -653,3 +653,35 @@ async fn an_answer_that_is_not_json_is_retryable() {
     assert_eq!(error.kind, ErrorKind::Retryable);
     assert!(error.message.contains("unexpected response"), "{}", error.message);
 }
+
+/// The controller lists the keyspaces the node lost ranges of and says they are all: once they
+/// are clean, Scylla's own flag is reset as after a whole-node cleanup (through the binary, so
+/// the flag's spelling is checked too).
+#[tokio::test]
+async fn listed_keyspaces_said_to_be_all_mark_the_node_clean() {
+    let agent = ScyllaAgent::start(node()).await;
+    let files = Files::new();
+    let mut args = args(&agent, &files, &files.token(&agent.token()));
+    args.keyspaces = vec!["shop".into()];
+
+    let (code, output, result) = run_binary(&args, &["--mark-node-clean"]).await;
+
+    assert_eq!(code, exit::SUCCESS, "{}", stderr(&output));
+    let result = result.unwrap();
+    assert_eq!(statuses(&result), owned(&[("shop", KeyspaceStatus::Cleaned)]));
+    assert!(cleanup_report(&result).marked_node_clean && agent.marked_clean());
+}
+
+#[tokio::test]
+async fn a_failed_listed_keyspace_leaves_the_flag_set_even_when_said_to_be_all() {
+    let agent = ScyllaAgent::start(node().failing_task("shop")).await;
+    let files = Files::new();
+    let mut args = args(&agent, &files, &files.token(&agent.token()));
+    args.keyspaces = vec!["shop".into()];
+    args.mark_node_clean = true;
+
+    let result = cleanup::run(&args).await;
+
+    assert_eq!(result.outcome, Outcome::Failed);
+    assert!(!cleanup_report(&result).marked_node_clean && !agent.marked_clean());
+}

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use groundskeeper_e2e::scylla_agent::cluster::{Cluster, Strategy};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
 use groundskeeper_job::scylla::agent::{
     AgentClient, AgentConfig, AgentError, KeyspaceType, Replication, TaskState,
@@ -156,4 +157,79 @@ async fn an_old_node_offers_neither_the_task_api_nor_mark_node_as_clean() {
     assert!(!client.mark_node_as_clean().await.unwrap());
     client.keyspace_cleanup_blocking("system_traces").await.unwrap();
     assert_eq!(agent.cleaned_keyspaces(), ["system_traces"]);
+}
+
+/// Two nodes of one modelled cluster: both see the same ring, scale-out and replication change
+/// included, and answer `describe_ring` and `ownership` for it.
+#[tokio::test]
+async fn nodes_of_one_cluster_answer_the_ring_and_ownership_from_one_model() {
+    let cluster = Cluster::new(11, 4);
+    cluster.join("10.0.0.1", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.2", "dc1", "r2").unwrap();
+    cluster.create_keyspace("shop", Strategy::nts(&[("dc1", 1)]));
+    cluster.create_keyspace("events", Strategy::tablets(&[("dc1", 2)]));
+    let one = ScyllaAgent::start(AgentSpec::default().member_of(&cluster, "10.0.0.1")).await;
+    let two = ScyllaAgent::start(AgentSpec::default().member_of(&cluster, "10.0.0.2")).await;
+    let (one, two) = (
+        client(&one, &one.token(), false),
+        client(&two, &two.token(), false),
+    );
+
+    let ring = one.tokens().await.unwrap();
+    assert_eq!(ring.len(), 8);
+    assert_eq!(two.tokens().await.unwrap(), ring);
+    assert_eq!(
+        one.keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes)
+            .await
+            .unwrap(),
+        ["system_distributed", "system_traces", "shop"]
+    );
+
+    let rows = one.describe_ring("shop").await.unwrap();
+    assert_eq!(rows.len(), 8);
+    for row in &rows {
+        assert_eq!(row.endpoints.len(), 1, "RF 1: {row:?}");
+        let owner = &row.endpoints[0];
+        assert!(
+            two.node_tokens(owner).await.unwrap().contains(&row.end_token),
+            "{row:?}"
+        );
+        assert_eq!(row.endpoint_details[0].host, *owner);
+        assert_eq!(row.endpoint_details[0].datacenter, "dc1");
+    }
+    let shares = two.effective_ownership("shop").await.unwrap();
+    let total: f64 = shares.iter().map(|m| m.value.parse::<f64>().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-5, "{shares:?}");
+
+    cluster.join("10.0.0.3", "dc1", "r3").unwrap();
+    cluster
+        .alter_keyspace("shop", Strategy::nts(&[("dc1", 2)]))
+        .unwrap();
+    assert_eq!(two.tokens().await.unwrap().len(), 12);
+    let rows = two.describe_ring("shop").await.unwrap();
+    assert!(rows.iter().all(|r| r.endpoints.len() == 2), "{rows:?}");
+
+    let err = one.describe_ring("events").await.unwrap_err();
+    assert!(
+        matches!(&err, AgentError::Server { status: 500, message, .. } if message.contains("per-table")),
+        "{err:?}"
+    );
+    let err = one.describe_ring("nope").await.unwrap_err();
+    assert!(matches!(err, AgentError::Server { status: 400, .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_node_without_describe_ring_answers_404() {
+    let cluster = Cluster::new(1, 2);
+    cluster.join("10.0.0.1", "dc1", "r1").unwrap();
+    let agent = ScyllaAgent::start(
+        AgentSpec::default()
+            .member_of(&cluster, "10.0.0.1")
+            .without_describe_ring(),
+    )
+    .await;
+    let client = client(&agent, &agent.token(), false);
+    let err = client.describe_ring("system_traces").await.unwrap_err();
+    assert!(matches!(err, AgentError::NotFound { .. }), "{err:?}");
+    assert!(!err.is_retryable());
 }

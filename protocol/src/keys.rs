@@ -53,6 +53,10 @@ pub const NODE_LABEL: &str = "groundskeeper.dev/node";
 /// "members": [UIDs of every member Service]}` when every member agreed on that ring. Lets the
 /// controller tell a scale-in (nodes only left: nobody lost ranges) from a change that needs cleanup.
 pub const CLEANED_FOR_MEMBERS: &str = "groundskeeper.dev/cleaned-for-members";
+/// On a member Service: what the node replicated, per vnode keyspace, when it was last cleaned
+/// (JSON: keyspaces grouped by identical range sets, each set delta-encoded). Written only after
+/// a cleanup succeeded; the ownership rule compares it with what the node replicates now.
+pub const OWNED_AT_LAST_CLEANUP: &str = "groundskeeper.dev/owned-at-last-cleanup";
 /// On a member Service: when groundskeeper's ring observer last wrote `current-token-ring-hash`
 /// (RFC 3339). Marks the hash as groundskeeper's to keep up to date.
 pub const RING_HASH_OBSERVED_AT: &str = "groundskeeper.dev/ring-hash-observed-at";

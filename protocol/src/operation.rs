@@ -58,6 +58,9 @@ pub struct CleanupRequest {
     pub agent_ca_file: Option<String>,
     /// Only these keyspaces; empty: every keyspace that can hold stale data.
     pub keyspaces: Vec<String>,
+    /// The keyspaces listed are all the node holds stale data for: reset Scylla's own cleanup
+    /// flag once they are clean.
+    pub mark_node_clean: bool,
 }
 
 /// Where an etcd cluster is and the mounted client TLS files, if any.
@@ -181,6 +184,9 @@ impl CleanupRequest {
         }
         for keyspace in &self.keyspaces {
             args.value("keyspace", keyspace);
+        }
+        if self.mark_node_clean {
+            args.flag("mark-node-clean");
         }
     }
 }

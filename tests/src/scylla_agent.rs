@@ -83,6 +83,18 @@ pub const ROUTES: &[Route] = &[
         returns: "array<string>",
     },
     Route {
+        method: "GET",
+        path: "/storage_service/describe_ring/{keyspace}",
+        query: &[],
+        returns: "array<token_range>",
+    },
+    Route {
+        method: "GET",
+        path: "/storage_service/ownership/{keyspace}",
+        query: &[],
+        returns: "array<mapper>",
+    },
+    Route {
         method: "POST",
         path: "/storage_service/keyspace_cleanup/{keyspace}",
         query: &["cf"],
@@ -168,6 +180,10 @@ pub struct AgentSpec {
     pub wait_task_delay: Duration,
     /// What a proxy in front of the agent does to its answers.
     pub proxy: Proxy,
+    /// The cluster this node belongs to and its address there (see the module documentation).
+    pub member: Option<(cluster::Cluster, String)>,
+    /// The node answers `describe_ring` and `ownership/{keyspace}` (with a cluster model).
+    pub describe_ring: bool,
 }
 
 /// A proxy between the runner and the agent, as some are found in front of it.
@@ -203,11 +219,27 @@ impl Default for AgentSpec {
             node_tokens: BTreeMap::new(),
             wait_task_delay: Duration::ZERO,
             proxy: Proxy::None,
+            member: None,
+            describe_ring: true,
         }
     }
 }
 
 impl AgentSpec {
+    /// The node `endpoint` (its broadcast address) of `cluster`: ring, tokens, keyspaces and
+    /// `describe_ring` come from the shared model.
+    pub fn member_of(mut self, cluster: &cluster::Cluster, endpoint: &str) -> Self {
+        self.member = Some((cluster.clone(), endpoint.to_owned()));
+        self
+    }
+
+    /// A node that does not offer `describe_ring` nor `ownership/{keyspace}` (404), as an agent
+    /// or a proxy limiting the routes it passes on.
+    pub fn without_describe_ring(mut self) -> Self {
+        self.describe_ring = false;
+        self
+    }
+
     pub fn keyspace(mut self, name: &str, kind: KeyspaceKind) -> Self {
         self.keyspaces.push((name.to_owned(), kind));
         self
@@ -656,10 +688,13 @@ fn dispatch(
     let query_value = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let task_api = state.spec.task_api;
     match route.path {
-        "/storage_service/tokens" => ok(json!(state.spec.ring)),
-        "/storage_service/tokens/{endpoint}" => {
-            let tokens = state.spec.node_tokens.get(&param("endpoint")).cloned();
-            ok(json!(tokens.unwrap_or_default()))
+        "/storage_service/tokens" => ok(json!(ring(state))),
+        "/storage_service/tokens/{endpoint}" => ok(json!(node_tokens(state, &param("endpoint")))),
+        "/storage_service/describe_ring/{keyspace}" if state.spec.describe_ring => {
+            describe_ring(state, &param("keyspace"))
+        }
+        "/storage_service/ownership/{keyspace}" if state.spec.describe_ring => {
+            effective_ownership(state, &param("keyspace"))
         }
         "/storage_service/keyspaces" => keyspaces(
             state,
@@ -690,6 +725,66 @@ fn dispatch(
     }
 }
 
+fn ring(state: &State) -> Vec<String> {
+    match &state.spec.member {
+        Some((cluster, _)) => cluster.ring().iter().map(i64::to_string).collect(),
+        None => state.spec.ring.clone(),
+    }
+}
+
+fn node_tokens(state: &State, endpoint: &str) -> Vec<String> {
+    match &state.spec.member {
+        Some((cluster, _)) => cluster.node_tokens(endpoint).iter().map(i64::to_string).collect(),
+        None => state.spec.node_tokens.get(endpoint).cloned().unwrap_or_default(),
+    }
+}
+
+/// The keyspaces with their kinds, from the cluster model when there is one.
+fn keyspace_kinds(state: &State) -> Vec<(String, KeyspaceKind)> {
+    match &state.spec.member {
+        Some((cluster, _)) => cluster
+            .keyspaces()
+            .into_iter()
+            .map(|(name, strategy)| (name, strategy.kind()))
+            .collect(),
+        None => state.spec.keyspaces.clone(),
+    }
+}
+
+/// Scylla answers an unknown keyspace with 400 and a tablet keyspace (no per-keyspace ring)
+/// with an internal error, 500.
+fn describe_ring(state: &State, keyspace: &str) -> Response<Body> {
+    let Some((cluster, endpoint)) = &state.spec.member else {
+        return not_found();
+    };
+    match cluster.describe_ring_json(keyspace, endpoint) {
+        Ok(rows) => ok(rows),
+        Err(err @ cluster::ClusterError::PerTable(_)) => {
+            scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
+        }
+        Err(err) => scylla_error(StatusCode::BAD_REQUEST, &err.to_string()),
+    }
+}
+
+/// The `mapper` list Scylla answers: `{"key": address, "value": share}` by address.
+fn effective_ownership(state: &State, keyspace: &str) -> Response<Body> {
+    let Some((cluster, endpoint)) = &state.spec.member else {
+        return not_found();
+    };
+    match cluster.effective_ownership(keyspace, endpoint) {
+        Ok(shares) => ok(Value::Array(
+            shares
+                .into_iter()
+                .map(|(key, share)| json!({"key": key, "value": share.to_string()}))
+                .collect(),
+        )),
+        Err(err @ cluster::ClusterError::PerTable(_)) => {
+            scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
+        }
+        Err(err) => scylla_error(StatusCode::BAD_REQUEST, &err.to_string()),
+    }
+}
+
 fn keyspaces(state: &State, kind: Option<&str>, replication: Option<&str>) -> Response<Body> {
     let by_type = |name: &str, k: KeyspaceKind| match kind.unwrap_or("all") {
         "user" => !name.starts_with("system"),
@@ -702,10 +797,8 @@ fn keyspaces(state: &State, kind: Option<&str>, replication: Option<&str>) -> Re
         "tablets" => k == KeyspaceKind::Tablets,
         _ => true,
     };
-    let names: Vec<&String> = state
-        .spec
-        .keyspaces
-        .iter()
+    let names: Vec<String> = keyspace_kinds(state)
+        .into_iter()
         .filter(|(name, k)| by_type(name, *k) && by_replication(*k))
         .map(|(name, _)| name)
         .collect();
@@ -715,7 +808,8 @@ fn keyspaces(state: &State, kind: Option<&str>, replication: Option<&str>) -> Re
 /// Scylla's checks before any cleanup: the keyspace exists, and the ring is not moving. Keyspaces
 /// that need no cleanup are answered without doing any (as newer Scylla does).
 fn cleanup_preconditions(state: &State, keyspace: &str) -> Result<Option<KeyspaceKind>, ScyllaError> {
-    let Some((_, kind)) = state.spec.keyspaces.iter().find(|(n, _)| n == keyspace) else {
+    let kinds = keyspace_kinds(state);
+    let Some((_, kind)) = kinds.iter().find(|(n, _)| n == keyspace) else {
         return Err(ScyllaError::new(
             StatusCode::BAD_REQUEST,
             &format!("Keyspace {keyspace} Does not exist"),
@@ -736,12 +830,20 @@ fn cleanup_preconditions(state: &State, keyspace: &str) -> Result<Option<Keyspac
 fn cleanup_blocking(state: &mut State, keyspace: &str) -> Response<Body> {
     match cleanup_preconditions(state, keyspace) {
         Ok(Some(_)) => {
-            state.cleaned.push(keyspace.to_owned());
+            record_cleaned(state, keyspace);
             ok(json!(0))
         }
         Ok(None) => ok(json!(0)),
         Err(err) => err.response(),
     }
+}
+
+/// A cleanup finished: recorded, and in the cluster model the node keeps only what it replicates.
+fn record_cleaned(state: &mut State, keyspace: &str) {
+    if let Some((cluster, endpoint)) = &state.spec.member {
+        cluster.cleaned(endpoint, keyspace);
+    }
+    state.cleaned.push(keyspace.to_owned());
 }
 
 fn cleanup_async(state: &mut State, keyspace: &str) -> Response<Body> {
@@ -784,7 +886,7 @@ fn task_status(state: &mut State, id: &str, polls: u32) -> Response<Body> {
     let status = task_status_json(task, polls_until_done);
     if finished_now && status["state"] == "done" {
         let keyspace = task.keyspace.clone();
-        state.cleaned.push(keyspace);
+        record_cleaned(state, &keyspace);
     }
     ok(status)
 }
@@ -1008,6 +1110,8 @@ fn percent_decode(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+pub mod cluster;
 
 #[cfg(test)]
 mod contract;

@@ -305,6 +305,29 @@ pub struct CleanupConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_concurrent: Option<i32>,
+    /// Per node, what to clean there instead of `keyspaces` (the automatic task's ownership rule
+    /// fills it: each node cleans only the keyspaces it stopped replicating ranges of). A node
+    /// listed here must be in `nodes`; nodes not listed clean `keyspaces`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS))]
+    pub per_node: Vec<NodeCleanupConfig>,
+}
+
+/// What one node of a Cleanup task cleans.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCleanupConfig {
+    /// Member Service name of the node.
+    #[schemars(length(min = 1, max = MAX_NODE_NAME_LEN))]
+    pub node: String,
+    /// Keyspaces to clean on that node. Empty: every keyspace that can hold stale data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(min = 1, max = MAX_KEYSPACE_LEN)))]
+    pub keyspaces: Vec<String>,
+    /// The keyspaces are all the node holds stale data for: once they are clean, reset Scylla's
+    /// own "cleanup needed" flag (`mark_node_as_clean`, where the node offers it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mark_node_clean: bool,
 }
 
 /// Compaction of an etcd cluster's MVCC history. Give at most one of `retainRevisions` and

@@ -1,6 +1,9 @@
 //! A node's finished cleanup written back to the ScyllaCluster: its member Service's
-//! `last-cleaned-up-token-ring-hash` (and the members record beside it), and Events on the
-//! cluster naming the node.
+//! `last-cleaned-up-token-ring-hash` (and the members record beside it), its ownership record
+//! (what it replicates now, for the keyspaces it cleaned), and Events on the cluster naming the
+//! node.
+
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::api::{Patch, PatchParams};
@@ -15,7 +18,10 @@ use groundskeeper_protocol::result::{KeyspaceStatus, Report};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
-use crate::triggers::scylla_cleanup::decide::{MembersRecord, looks_like_ring_hash};
+use crate::triggers::scylla_cleanup::decide::{MemberFacts, MembersRecord, looks_like_ring_hash, owned_by};
+use crate::triggers::scylla_cleanup::ownership::{
+    OWNED_AT_LAST_CLEANUP, OwnershipRecord, RecordState, RingView,
+};
 
 /// What to record on a node whose cleanup Job for ring `job_hash` succeeded: the hash and the
 /// members record to write, or `None` when there is nothing to write — the Job knew no ring
@@ -33,6 +39,34 @@ pub fn cleaned_record(
     }
     let record = settled.filter(|r| r.ring_hash == job_hash).cloned();
     Some((job_hash.to_owned(), record))
+}
+
+/// The ownership record of a node whose cleanup of `cleaned` for ring `job_hash` succeeded, or
+/// why none is written: pure.
+pub fn ownership_after_cleanup(
+    views: &Result<Vec<RingView>, String>,
+    member: &MemberFacts,
+    job_hash: Option<&String>,
+    current: Option<&String>,
+    cleaned: &[String],
+) -> std::result::Result<String, String> {
+    if job_hash.is_none() || job_hash != current {
+        return Err("the node's ring changed since its Job was created".into());
+    }
+    let now = owned_by(views, member)?;
+    let previous =
+        match RecordState::from_annotation(member.annotations.get(OWNED_AT_LAST_CLEANUP).map(String::as_str))
+        {
+            RecordState::Present(record) => Some(record),
+            _ => None,
+        };
+    let cleaned: BTreeSet<String> = cleaned.iter().cloned().collect();
+    // What the node replicates now stands for what it replicated when the cleanup was decided:
+    // the ring is the same (same hash). A replication factor lowered while the Job ran, after it
+    // cleaned that keyspace, is the one change this cannot see (the decision's view is not kept).
+    OwnershipRecord::after_cleanup(previous.as_ref(), &now, &now, &cleaned)
+        .to_annotation()
+        .map_err(|err| err.to_string())
 }
 
 /// The keyspaces a cleanup result says were cleaned.
@@ -144,7 +178,7 @@ pub async fn publish(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use std::collections::BTreeMap;
 
     use super::*;
 
@@ -225,6 +259,81 @@ mod tests {
                 // The members record goes with the hash every member agreed on, and only then.
                 assert_eq!(record.is_some(), hash == settled.ring_hash, "{name}");
             }
+        }
+    }
+
+    /// A view where `ks` and `other` are replicated alike: node 10.0.0.1 holds (0, 100].
+    fn views() -> Result<Vec<RingView>, String> {
+        use crate::triggers::scylla_cleanup::ownership::{NodeRanges, RangeSet};
+        let nodes = BTreeMap::from([(
+            "10.0.0.1".to_owned(),
+            NodeRanges {
+                datacenter: "dc1".into(),
+                ranges: RangeSet::from_intervals(vec![(0, 100)]),
+            },
+        )]);
+        Ok(vec![RingView {
+            keyspaces: BTreeSet::from(["ks".to_owned(), "other".to_owned()]),
+            nodes,
+        }])
+    }
+
+    /// (case, the Job's ring, the node's current ring, the ring views read)
+    type RecordCase<'a> = (
+        &'a str,
+        Option<&'a String>,
+        Option<&'a String>,
+        Result<Vec<RingView>, String>,
+    );
+
+    #[test]
+    fn the_ownership_record_after_a_cleanup() {
+        use crate::triggers::scylla_cleanup::ownership::RangeSet;
+        let previous = OwnershipRecord {
+            keyspaces: BTreeMap::from([
+                ("ks".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
+                ("other".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
+            ]),
+        };
+        let member = MemberFacts {
+            service: "basic-dc1-a-0".into(),
+            address: Some("10.0.0.1".into()),
+            annotations: BTreeMap::from([(
+                OWNED_AT_LAST_CLEANUP.to_owned(),
+                previous.to_annotation().unwrap(),
+            )]),
+            ..MemberFacts::default()
+        };
+        let (h1, h2) = (h(1), h(2));
+        let cleaned = ["ks".to_owned()];
+        let written = ownership_after_cleanup(&views(), &member, Some(&h1), Some(&h1), &cleaned).unwrap();
+        let record = OwnershipRecord::from_annotation(&written).unwrap();
+        // The cleaned keyspace shrinks to what the node replicates; the other keeps what it held.
+        assert_eq!(record.keyspaces["ks"], RangeSet::from_intervals(vec![(0, 100)]));
+        assert_eq!(
+            record.keyspaces["other"],
+            RangeSet::from_intervals(vec![(-50, 100)])
+        );
+        let cases: Vec<RecordCase<'_>> = vec![
+            (
+                "the ring moved since the Job was made",
+                Some(&h1),
+                Some(&h2),
+                views(),
+            ),
+            ("a Job without a ring", None, Some(&h1), views()),
+            (
+                "ownership unknown",
+                Some(&h1),
+                Some(&h1),
+                Err("agent unreachable".into()),
+            ),
+        ];
+        for (name, job, current, views) in cases {
+            assert!(
+                ownership_after_cleanup(&views, &member, job, current, &cleaned).is_err(),
+                "{name}: the record is left as it was"
+            );
         }
     }
 }

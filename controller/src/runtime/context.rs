@@ -1,6 +1,7 @@
 //! What every reconciliation gets: the API client, the configuration, metrics and the Event
 //! recorder.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +97,11 @@ pub struct ControllerConfig {
     /// maintenance at once; the tasks of the others wait for a slot.
     #[arg(long, env = "GROUNDSKEEPER_FLEET_MAX_CONCURRENT", default_value_t = 1)]
     pub fleet_max_concurrent: usize,
+    /// Where the controller reaches a Scylla Manager Agent instead of its member Service's DNS
+    /// name (`<service>.<namespace>.svc` → host and port). Empty in a deployment; set by
+    /// scenarios whose agents listen elsewhere. Never a flag.
+    #[arg(skip)]
+    pub agent_endpoints: BTreeMap<String, (String, u16)>,
     #[command(flatten)]
     pub storage_clusters: StorageClusterDiscovery,
 }
@@ -168,6 +174,7 @@ impl Default for ControllerConfig {
             namespaces: Vec::new(),
             fleet_max_concurrent: 1,
             storage_clusters: StorageClusterDiscovery::default(),
+            agent_endpoints: BTreeMap::new(),
         }
     }
 }

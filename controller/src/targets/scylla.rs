@@ -186,6 +186,9 @@ pub struct NodeCleanup {
     pub ring_hash: Option<String>,
     /// Empty: every keyspace that can hold stale data.
     pub keyspaces: Vec<String>,
+    /// `keyspaces` are all the node holds stale data for: reset Scylla's own flag once they are
+    /// clean (`--mark-node-clean`).
+    pub mark_node_clean: bool,
     /// Labels tying the Job to its task.
     pub labels: BTreeMap<String, String>,
 }
@@ -206,6 +209,9 @@ pub fn cleanup_job(cluster: &ScyllaCluster, config: &ControllerConfig, node: Nod
             node_address: node_address(&namespace, &node.service),
             auth_token_file: AUTH_TOKEN_MOUNT_PATH.into(),
             agent_ca_file: None,
+            // A whole-node cleanup resets Scylla's flag by itself; a list of keyspaces does only
+            // when the task says they are all the node holds stale data for.
+            mark_node_clean: node.mark_node_clean && !node.keyspaces.is_empty(),
             keyspaces: node.keyspaces,
         }),
         target: name.clone(),

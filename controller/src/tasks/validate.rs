@@ -3,7 +3,7 @@
 //! rule existed) and what neither can say. Every mistake names the task and the field and says
 //! what to do; all of them are reported at once, so that one edit fixes the task.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use groundskeeper_job::etcd::compact::CompactTarget;
@@ -83,6 +83,26 @@ pub struct Cleanup {
     pub max_concurrent_per_rack: Option<u32>,
     /// `None`: the cluster's annotation, else no bound beyond the per-rack one.
     pub max_concurrent: Option<u32>,
+    /// Nodes that clean something else than `keyspaces`, by member Service name.
+    pub per_node: BTreeMap<String, NodeWork>,
+}
+
+/// What one node of a cleanup cleans.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeWork {
+    /// Empty: every keyspace that can hold stale data.
+    pub keyspaces: Vec<String>,
+    pub mark_node_clean: bool,
+}
+
+impl Cleanup {
+    /// What `node` cleans: its own entry, else the task's keyspaces (and Scylla's flag left).
+    pub fn work_of(&self, node: &str) -> NodeWork {
+        self.per_node.get(node).cloned().unwrap_or_else(|| NodeWork {
+            keyspaces: self.keyspaces.clone(),
+            mark_node_clean: false,
+        })
+    }
 }
 
 /// A compaction of an etcd cluster.
@@ -300,9 +320,11 @@ fn check_cleanup(check: &mut Check, config: &CleanupConfig) -> Cleanup {
             );
         }
     }
+    let per_node = check_per_node(check, config);
     Cleanup {
         keyspaces: config.keyspaces.clone(),
         nodes: config.nodes.clone(),
+        per_node,
         max_concurrent_per_rack: check_concurrency(
             check,
             "spec.config.cleanup.maxConcurrentPerRack",
@@ -310,6 +332,41 @@ fn check_cleanup(check: &mut Check, config: &CleanupConfig) -> Cleanup {
         ),
         max_concurrent: check_concurrency(check, "spec.config.cleanup.maxConcurrent", config.max_concurrent),
     }
+}
+
+/// `spec.config.cleanup.perNode`: each node once, named in `nodes`, its keyspaces a name list.
+fn check_per_node(check: &mut Check, config: &CleanupConfig) -> BTreeMap<String, NodeWork> {
+    let mut per_node = BTreeMap::new();
+    for (i, entry) in config.per_node.iter().enumerate() {
+        let field = format!("spec.config.cleanup.perNode[{i}]");
+        if !config.nodes.contains(&entry.node) {
+            check.error(
+                format!("{field}.node"),
+                format!(
+                    "{:?} is not listed in spec.config.cleanup.nodes: list the node there too, or remove its entry",
+                    entry.node
+                ),
+            );
+        }
+        check_name_list(
+            check,
+            &format!("{field}.keyspaces"),
+            &entry.keyspaces,
+            MAX_KEYSPACE_LEN,
+            "leave the list empty to clean every keyspace that needs it",
+        );
+        let work = NodeWork {
+            keyspaces: entry.keyspaces.clone(),
+            mark_node_clean: entry.mark_node_clean,
+        };
+        if per_node.insert(entry.node.clone(), work).is_some() {
+            check.error(
+                format!("{field}.node"),
+                format!("{:?} has two entries: give one", entry.node),
+            );
+        }
+    }
+    per_node
 }
 
 /// A list of names: bounded, none empty, too long or given twice.

@@ -209,6 +209,35 @@ pub struct CompactionSummary {
     pub unit: String,
 }
 
+/// `endpoint_detail` model of `storage_service.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct EndpointDetail {
+    pub host: String,
+    pub datacenter: String,
+    pub rack: String,
+}
+
+/// `token_range` model of `storage_service.json`: the range `(start_token, end_token]` (decimal
+/// tokens; `start > end` for the range wrapping past the largest token, `start == end` for the
+/// whole ring) and its replicas, primary first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct TokenRange {
+    pub start_token: String,
+    pub end_token: String,
+    pub endpoints: Vec<String>,
+    pub endpoint_details: Vec<EndpointDetail>,
+}
+
+/// `mapper` model of `storage_service.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Mapper {
+    pub key: String,
+    pub value: String,
+}
+
 /// Scylla's error body: `{"message": "...", "code": 500}` (the agent's own 401 has the same shape).
 #[derive(Deserialize)]
 struct ErrorBody {
@@ -288,6 +317,22 @@ impl AgentClient {
             ("replication", replication.as_param()),
         ];
         self.get(&["storage_service", "keyspaces"], &query).await
+    }
+
+    /// `GET /storage_service/describe_ring/{keyspace}`: every range of the ring with its replicas
+    /// for a vnode keyspace, in no particular order. One row per token of the cluster (25,600
+    /// for 100 nodes of 256 vnodes): fetch it once per replication, not per keyspace. A tablet
+    /// keyspace has no per-keyspace ring (Scylla answers HTTP 500).
+    pub async fn describe_ring(&self, keyspace: &str) -> Result<Vec<TokenRange>, AgentError> {
+        self.get(&["storage_service", "describe_ring", keyspace], &[])
+            .await
+    }
+
+    /// `GET /storage_service/ownership/{keyspace}`: per node address, the share of the ring it
+    /// replicates for `keyspace` (as Scylla formats a `float`). Small (one row per node), and the
+    /// same for keyspaces replicated alike.
+    pub async fn effective_ownership(&self, keyspace: &str) -> Result<Vec<Mapper>, AgentError> {
+        self.get(&["storage_service", "ownership", keyspace], &[]).await
     }
 
     /// `POST /tasks/compaction/keyspace_cleanup/{keyspace}`: starts a cleanup, returns its task

@@ -7,6 +7,20 @@
 //! progress, or with the blocking call where the node has no task API; stop at the first
 //! failure; finally reset Scylla's own "cleanup needed" flag where the node offers that.
 //!
+//! Scylla's flag (ScyllaDB 6.0 and later: the node cleans itself before a topology operation
+//! while it is set) is reset with `mark_node_as_clean` once every keyspace that can hold stale
+//! data is clean: after a whole-node cleanup, or after the listed keyspaces when the controller
+//! says they are all the node lost ranges of (`--mark-node-clean`, from the ownership rule). A
+//! node whose flag stayed set would clean every keyspace again on its own, undoing what cleaning
+//! only the keyspaces that lost ranges saves.
+//!
+//! `cleanup_all` is never called. Its local form (`?global=false`, 2026.1, 2025.1.10+, 2025.2.4+,
+//! 2025.3.5+, 2025.4+) also cleans the node and resets the flag, but as one blocking call with no
+//! progress, no keyspace selection and no task to abort; and on 6.x, which ignores the
+//! parameter, the same request cleans the whole cluster at once. Cleaning keyspace by keyspace
+//! then `mark_node_as_clean` does the same work with progress, on every version, and cannot
+//! reach another node.
+//!
 //! On SIGTERM or SIGINT the run stops at once (a cleanup can run for hours; no grace period
 //! covers it): the cleanup task in flight is aborted, `stop_compaction?type=CLEANUP` stops the
 //! compactions on the node (the blocking call's too), and the result says so.
@@ -50,6 +64,11 @@ pub struct CleanupArgs {
     /// Clean only these keyspaces (repeatable). Default: every keyspace that can hold stale data.
     #[arg(long = "keyspace", value_name = "KEYSPACE")]
     pub keyspaces: Vec<String>,
+    /// The listed keyspaces are all this node holds stale data for (the controller worked it out
+    /// from what the node owns): once they are clean, reset Scylla's own "cleanup needed" flag as
+    /// after a whole-node cleanup.
+    #[arg(long)]
+    pub mark_node_clean: bool,
     /// Where to write the result JSON.
     #[arg(long, default_value = DEFAULT_RESULT_FILE)]
     pub result_file: PathBuf,
@@ -74,6 +93,7 @@ impl CleanupArgs {
             auth_token_file: auth_token_file.into(),
             agent_ca_file: None,
             keyspaces: Vec::new(),
+            mark_node_clean: false,
             result_file: PathBuf::from(DEFAULT_RESULT_FILE),
             poll_interval: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
@@ -329,7 +349,7 @@ async fn clean_node(
     clean_keyspaces(&client, args, report, in_flight).await?;
 
     let whole_node = plan.iter().filter(|p| p.skip_reason.is_none()).count() == cleanable.len();
-    if whole_node {
+    if whole_node || args.mark_node_clean {
         report.marked_node_clean = mark_node_as_clean(&client).await.map_err(context)?;
     }
     Ok(())

@@ -189,3 +189,102 @@ fn routes_match_paths_and_extract_parameters() {
     assert!(super::route(&Method::GET, "/storage_service/tokens/").is_none());
     assert_eq!(percent_decode("a%2Fb%3A"), "a/b:");
 }
+
+/// Checks `value` against a model of `file` recursively: every property the model lists is
+/// present with the model's JSON type (nested models and arrays of them included), and nothing
+/// else is.
+fn assert_matches_model(value: &Value, file: &str, model: &str) {
+    let doc = reference(file);
+    let properties = doc["models"][model]["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{file}: no model {model}"));
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{model}: not an object: {value}"));
+    let mut names: Vec<&String> = object.keys().collect();
+    names.sort();
+    let mut expected: Vec<&String> = properties.keys().collect();
+    expected.sort();
+    assert_eq!(names, expected, "{model}: properties");
+    for (name, property) in properties {
+        let field = &object[name];
+        assert_matches_type(field, property, file, &format!("{model}.{name}"));
+    }
+}
+
+fn assert_matches_type(value: &Value, property: &Value, file: &str, what: &str) {
+    match property["type"].as_str().unwrap() {
+        "string" => assert!(value.is_string(), "{what}: {value} is not a string"),
+        "array" => {
+            let items = value.as_array().unwrap_or_else(|| panic!("{what}: not an array"));
+            for item in items {
+                assert_matches_type(item, &property["items"], file, what);
+            }
+        }
+        model => assert_matches_model(value, file, model),
+    }
+}
+
+#[test]
+fn describe_ring_answers_token_ranges_of_the_reference_model() {
+    let cluster = cluster::Cluster::new(3, 4);
+    cluster.join("10.0.0.1", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.2", "dc1", "r2").unwrap();
+    cluster.join("10.0.0.3", "dc2", "r1").unwrap();
+    cluster.create_keyspace("ks", cluster::Strategy::nts(&[("dc1", 2), ("dc2", 1)]));
+    let route = ROUTES
+        .iter()
+        .find(|r| r.path == "/storage_service/describe_ring/{keyspace}")
+        .unwrap();
+    assert_eq!(route.returns, "array<token_range>");
+    let rows = cluster.describe_ring_json("ks", "10.0.0.1").unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 12, "one row per token");
+    for row in rows {
+        assert_matches_model(row, "storage_service.json", "token_range");
+        for token in ["start_token", "end_token"] {
+            let text = row[token].as_str().unwrap();
+            assert_eq!(
+                text.parse::<i64>().unwrap().to_string(),
+                text,
+                "{token}: decimal int64"
+            );
+        }
+        assert_eq!(row["endpoints"].as_array().unwrap().len(), 3);
+    }
+}
+
+#[test]
+fn describe_ring_takes_only_the_reference_parameters() {
+    let op = operation(
+        ROUTES
+            .iter()
+            .find(|r| r.path == "/storage_service/describe_ring/{keyspace}")
+            .unwrap(),
+    );
+    // `table` (tablets of one table) is optional and groundskeeper never sends it: the stand-in
+    // refuses it like any parameter it does not serve.
+    assert_eq!(parameters(&op, "query"), [("table".to_owned(), false)]);
+}
+
+#[test]
+fn ownership_answers_mappers_of_the_reference_model() {
+    let cluster = cluster::Cluster::new(5, 8);
+    cluster.join("10.0.0.1", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.2", "dc1", "r1").unwrap();
+    cluster.join("10.0.0.3", "dc1", "r1").unwrap();
+    cluster.create_keyspace("ks", cluster::Strategy::Simple { rf: 2 });
+    let shares = cluster.effective_ownership("ks", "10.0.0.1").unwrap();
+    let total: f32 = shares.iter().map(|(_, s)| s).sum();
+    assert!(
+        (total - 2.0).abs() < 1e-5,
+        "RF 2: the shares add up to 2, got {total}"
+    );
+    let row = json!({"key": shares[0].0, "value": shares[0].1.to_string()});
+    assert_matches_model(&row, "storage_service.json", "mapper");
+    let route = ROUTES
+        .iter()
+        .find(|r| r.path == "/storage_service/ownership/{keyspace}")
+        .unwrap();
+    assert_eq!(route.returns, "array<mapper>");
+}

@@ -9,6 +9,7 @@ fn member(rack: &str, ordinal: u32) -> MemberFacts {
         uid: Some(format!("uid-{rack}-{ordinal}")),
         datacenter: Some("dc".into()),
         rack: Some(rack.into()),
+        address: None,
         annotations: BTreeMap::new(),
     }
 }

@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use groundskeeper_protocol::{OperationKind, keys};
 
 use super::{NOT_SUPPORTED, Target, owner_of, step_job_name, step_of, task_jobs, task_label, write_status};
-use crate::api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus};
+use crate::api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, NodeProgress};
 use crate::api::scylla::ScyllaCluster;
 use crate::execution::{self, JobObservation, JobState};
 use crate::results::scylla_cleanup as record;
@@ -20,7 +20,11 @@ use crate::targets::scylla::{self as scylla, NodeCleanup};
 use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
-use crate::triggers::scylla_cleanup::decide::{MemberFacts, settled_record};
+use crate::triggers::scylla_cleanup::apply::patch_ownership_record;
+use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, settled_record};
+use crate::triggers::scylla_cleanup::observe::fill_pod_addresses;
+use crate::triggers::scylla_cleanup::ownership::RingView;
+use crate::triggers::scylla_cleanup::ownership_reader::read_cluster_views;
 
 /// One step forward for a running Cleanup task.
 pub(super) async fn advance(
@@ -98,6 +102,8 @@ pub(super) async fn advance(
         |index| step_job_name(&name, index),
         now,
     );
+    // Read once per pass, and only when a node finished.
+    let mut views = None;
     for &index in &pass.succeeded {
         let node = &pass.nodes[index];
         let job = node.job.as_deref().unwrap_or_default();
@@ -118,6 +124,10 @@ pub(super) async fn advance(
             )
         });
         record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
+        if let Some(member) = member {
+            let views = views.get_or_insert(read_views(ctx, cluster, facts, members).await);
+            record_ownership_after_cleanup(ctx, facts, member, job_hash, node, views).await?;
+        }
         ctx.metrics
             .job_finished(OperationKind::Cleanup.as_str(), "succeeded");
     }
@@ -154,6 +164,53 @@ pub(super) async fn advance(
         Some(End::Completed { summary }) => complete(status, &summary, generation, now),
         Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
     })
+}
+
+/// The cluster's ring views, read through a node's agent, for the ownership records.
+async fn read_views(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    facts: &ClusterFacts,
+    members: &[MemberFacts],
+) -> (Result<Vec<RingView>, String>, Vec<MemberFacts>) {
+    let mut members = members.to_vec();
+    if let Err(err) = fill_pod_addresses(&ctx.client, cluster, &mut members).await {
+        return (Err(err.to_string()), members);
+    }
+    let views = read_cluster_views(ctx, &facts.namespace, &facts.name, &members).await;
+    (views, members)
+}
+
+/// Writes what a node owned when its cleanup succeeded, only while its ring is still the one the
+/// Job cleaned for: after a ring change, the record stays as it was and the ring-hash rule or the
+/// next ownership decision sees the change.
+async fn record_ownership_after_cleanup(
+    ctx: &Context,
+    facts: &ClusterFacts,
+    member: &MemberFacts,
+    job_hash: Option<&String>,
+    node: &NodeProgress,
+    (views, addressed): &(Result<Vec<RingView>, String>, Vec<MemberFacts>),
+) -> Result<()> {
+    let current = member.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
+    let member = addressed
+        .iter()
+        .find(|m| m.service == member.service)
+        .unwrap_or(member);
+    let value = match record::ownership_after_cleanup(
+        views,
+        member,
+        job_hash,
+        current,
+        &node.keyspaces_cleaned,
+    ) {
+        Ok(value) => value,
+        Err(why) => {
+            tracing::info!(namespace = %facts.namespace, node = %member.service, "ownership record left as it was: {why}");
+            return Ok(());
+        }
+    };
+    patch_ownership_record(&ctx.client, &facts.namespace, &member.service, &value).await
 }
 
 /// Each node's Job (by the step label: the node's index) as the pure step reads it.
@@ -198,6 +255,7 @@ async fn create_node_job(
 ) -> Result<()> {
     let owner = owner_of(task)?;
     let member = members.iter().find(|m| m.service == service);
+    let work = cleanup.work_of(service);
     let job = scylla::cleanup_job(
         cluster,
         &ctx.config,
@@ -207,7 +265,8 @@ async fn create_node_job(
             service: service.to_owned(),
             rack: member.and_then(|m| m.rack.clone()).unwrap_or_default(),
             ring_hash: member.and_then(|m| m.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned()),
-            keyspaces: cleanup.keyspaces.clone(),
+            keyspaces: work.keyspaces,
+            mark_node_clean: work.mark_node_clean,
             labels: BTreeMap::from([
                 (keys::TASK_LABEL.to_owned(), task_label(task)),
                 (keys::TASK_STEP_LABEL.to_owned(), index.to_string()),

@@ -39,6 +39,7 @@ fn every_type_with_its_defaults_is_valid() {
                 nodes: vec![],
                 max_concurrent_per_rack: None,
                 max_concurrent: None,
+                per_node: Default::default(),
             }),
         ),
         (
@@ -103,8 +104,24 @@ fn settings_given_are_carried_over() {
             nodes: vec!["sc-dc1-r1-0".into()],
             max_concurrent_per_rack: Some(2),
             max_concurrent: Some(3),
+            per_node: Default::default(),
         })
     );
+    let valid = validate(&scylla(
+        json!({"cleanup": {"keyspaces": ["ks1"], "nodes": ["a-0", "a-1"],
+        "perNode": [{"node": "a-1", "keyspaces": ["ks2"], "markNodeClean": true}]}}),
+    ))
+    .unwrap();
+    let Work::Cleanup(cleanup) = valid.work else {
+        panic!("{:?}", valid.work)
+    };
+    // A node with an entry cleans its own keyspaces; the others the task's, Scylla's flag left.
+    let work = |keyspaces: &[&str], mark_node_clean| crate::tasks::validate::NodeWork {
+        keyspaces: keyspaces.iter().map(|k| (*k).to_owned()).collect(),
+        mark_node_clean,
+    };
+    assert_eq!(cleanup.work_of("a-1"), work(&["ks2"], true));
+    assert_eq!(cleanup.work_of("a-0"), work(&["ks1"], false));
     let valid = validate(&etcd(
         "Maintenance",
         json!({"maintenance": {"compact": {"revision": 42, "physical": true}, "defragment": {"minDefragBytes": 5, "maxFragmentedPercent": 45.5}}}),
@@ -260,6 +277,20 @@ fn every_mistake_names_the_task_the_field_and_what_to_do() {
         (
             scylla(json!({"cleanup": {"nodes": vec!["n"; 1001]}})),
             "spec.config.cleanup.nodes: lists 1001 names; the most is 1000",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-1", "keyspaces": ["ks"]}]}})),
+            "spec.config.cleanup.perNode[0].node: \"a-1\" is not listed in spec.config.cleanup.nodes",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-0"}, {"node": "a-0"}]}})),
+            "spec.config.cleanup.perNode[1].node: \"a-0\" has two entries",
+        ),
+        (
+            scylla(
+                json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-0", "keyspaces": ["ks", "ks"]}]}}),
+            ),
+            "spec.config.cleanup.perNode[0].keyspaces[1]: \"ks\" is listed twice",
         ),
         (
             scylla(json!({"cleanup": {"maxConcurrentPerRack": 0}})),

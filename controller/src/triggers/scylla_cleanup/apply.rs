@@ -4,16 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
 use groundskeeper_protocol::keys;
 
 use super::decide::{Action, ConditionPlan, Plan, SeedReason};
+use super::ownership::OWNED_AT_LAST_CLEANUP;
 use crate::api::maintenance_task::{
-    CleanupConfig, DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind,
-    TaskConfig, TaskTarget, TaskType,
+    CleanupConfig, DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec,
+    NodeCleanupConfig, TargetKind, TaskConfig, TaskTarget, TaskType,
 };
 use crate::api::scylla::ScyllaCluster;
 use crate::conditions::{self, Condition};
@@ -52,17 +53,29 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
                 SeedReason::OnlyNodesLeft => {
                     "only nodes left the ring since its last cleanup: it lost no ranges"
                 }
+                SeedReason::NoRangeLost => "it still replicates every range it replicated when last cleaned",
             };
             tracing::info!(%namespace, %service, "seeded last-cleaned ring hash: {why}");
+            Ok(())
+        }
+        Action::RecordOwnership {
+            service,
+            value,
+            seeded,
+        } => {
+            patch_ownership_record(&ctx.client, &namespace, service, value).await?;
+            let what = if *seeded { "seeded" } else { "widened" };
+            tracing::info!(%namespace, %service, bytes = value.len(), "{what} the node's ownership record");
             Ok(())
         }
         Action::SubmitCleanupTask {
             name,
             nodes,
+            per_node,
             ring_hash,
             retry_of,
         } => {
-            let task = cleanup_task(cluster, name, nodes, ring_hash)?;
+            let task = cleanup_task(cluster, name, nodes, per_node, ring_hash)?;
             let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &namespace);
             match api.create(&PostParams::default(), &task).await {
                 Ok(_) => {}
@@ -81,7 +94,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             let note = format!(
                 "submitted cleanup task {name} for {} node(s){after}: {}",
                 nodes.len(),
-                nodes.join(", ")
+                describe_nodes(nodes, per_node)
             );
             tracing::info!(%namespace, task = %name, nodes = nodes.len(), "submitted an automatic cleanup task");
             let submitted = related("groundskeeper.dev/v1alpha1", "MaintenanceTask", &namespace, name);
@@ -105,6 +118,7 @@ pub fn cleanup_task(
     cluster: &ScyllaCluster,
     name: &str,
     nodes: &[String],
+    per_node: &[NodeCleanupConfig],
     ring_hash: &str,
 ) -> Result<MaintenanceTask> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
@@ -140,6 +154,7 @@ pub fn cleanup_task(
             config: TaskConfig {
                 cleanup: Some(CleanupConfig {
                     nodes: nodes.to_vec(),
+                    per_node: per_node.to_vec(),
                     ..CleanupConfig::default()
                 }),
                 ..TaskConfig::default()
@@ -149,6 +164,43 @@ pub fn cleanup_task(
         },
         status: None,
     })
+}
+
+/// Each node with what it cleans: `a-0 (ks1, ks2)`, or the bare name for every keyspace.
+fn describe_nodes(nodes: &[String], per_node: &[NodeCleanupConfig]) -> String {
+    nodes
+        .iter()
+        .map(|node| match per_node.iter().find(|p| &p.node == node) {
+            Some(only) => format!("{node} ({})", only.keyspaces.join(", ")),
+            None => node.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The merge patch writing a node's ownership record.
+pub fn ownership_record_patch(value: &str) -> serde_json::Value {
+    serde_json::json!({ "metadata": { "annotations": { OWNED_AT_LAST_CLEANUP: value } } })
+}
+
+/// Writes `value` as member Service `service`'s ownership record.
+pub async fn patch_ownership_record(
+    client: &kube::Client,
+    namespace: &str,
+    service: &str,
+    value: &str,
+) -> Result<()> {
+    let api: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        service,
+        &PatchParams::default(),
+        &Patch::Merge(&ownership_record_patch(value)),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "patch annotation {OWNED_AT_LAST_CLEANUP} of Service {namespace}/{service}"
+    )))?;
+    Ok(())
 }
 
 /// The plan's conditions as the shared writer takes them.

@@ -20,6 +20,13 @@
 //!   deletes the failed task (or its time to live ends). A task for a ring that has moved on is
 //!   followed at once.
 //!
+//! Ownership (see [`super::ownership`]): where the ring views could be read and the node carries
+//! its ownership record, a node is cleaned only for the keyspaces it stopped replicating ranges
+//! of since its last cleanup, whether or not its ring hash moved (a lowered replication factor
+//! moves no hash); a node whose hash moved but that lost nothing is recorded clean for the new
+//! ring. The record is seeded when a node joins and widened on every pass. Where ownership
+//! cannot decide, the ring-hash rule below does, and the condition says why.
+//!
 //! Scale-in: when nodes only left the ring, the remaining nodes gained ranges and lost none, so
 //! they hold no stale data; scylla-operator cleans them anyway. Here, next to `last-cleaned-…`,
 //! each node carries [`keys::CLEANED_FOR_MEMBERS`]: the ring hash and the UIDs of every member
@@ -38,7 +45,11 @@ use std::time::Duration;
 use groundskeeper_protocol::keys;
 use serde::{Deserialize, Serialize};
 
-use crate::api::maintenance_task::TaskState;
+use super::ownership::{
+    CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet, RecordState,
+    RingView, decide_node, node_ownership, plan_node,
+};
+use crate::api::maintenance_task::{NodeCleanupConfig, TaskState};
 pub use crate::tasks::cleanup::BAD_INPUT;
 
 /// Wait between a cleanup task that failed in a way a retry may fix and the next one.
@@ -62,6 +73,8 @@ pub struct Snapshot {
     /// The cluster's Cleanup tasks, whoever asked for them.
     pub tasks: Vec<TaskFacts>,
     pub agent_token: SecretState,
+    /// What every node replicates now, read through one node's agent, or why that is unknown.
+    pub ownership: Result<Vec<RingView>, String>,
     pub now: jiff::Timestamp,
 }
 
@@ -94,6 +107,8 @@ pub struct MemberFacts {
     pub datacenter: Option<String>,
     /// `scylla/rack` label.
     pub rack: Option<String>,
+    /// The address Scylla knows the node by (its broadcast address), when known.
+    pub address: Option<String>,
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -150,6 +165,9 @@ pub enum SeedReason {
     Joined,
     /// Only nodes left the ring since the node was last cleaned: it lost no ranges.
     OnlyNodesLeft,
+    /// The ownership rule: the ring moved, the node replicates every range it replicated when
+    /// last cleaned.
+    NoRangeLost,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,14 +179,36 @@ pub enum Action {
         members: Option<MembersRecord>,
         reason: SeedReason,
     },
+    /// Write the node's ownership record ([`OWNED_AT_LAST_CLEANUP`]): `value` is the annotation.
+    /// `seeded`: the node had none (it just joined); otherwise it was widened with ranges or
+    /// keyspaces the node gained.
+    RecordOwnership {
+        service: String,
+        value: String,
+        seeded: bool,
+    },
     /// Create the cluster's automatic Cleanup task for `nodes` (member Service names, in
-    /// cleaning order), for ring `ring_hash`. `retry_of` names the failed task it follows.
+    /// cleaning order), for ring `ring_hash`. `per_node`: nodes that clean only some keyspaces
+    /// (the ownership rule), the others clean every keyspace. `retry_of` names the failed task
+    /// it follows.
     SubmitCleanupTask {
         name: String,
         nodes: Vec<String>,
+        per_node: Vec<NodeCleanupConfig>,
         ring_hash: String,
         retry_of: Option<String>,
     },
+}
+
+/// A node the automatic task cleans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub service: String,
+    /// Its current ring hash.
+    pub ring_hash: String,
+    /// `All` under the ring-hash rule; the keyspaces it lost ranges of under the ownership rule.
+    pub scope: CleanScope,
+    pub mark_node_clean: bool,
 }
 
 /// A condition as this trigger wants it.
@@ -244,12 +284,13 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
         let ring_hash = settled
             .as_ref()
             .map(|r| r.ring_hash.clone())
-            .unwrap_or_else(|| state.candidates[0].1.clone());
+            .unwrap_or_else(|| state.candidates[0].ring_hash.clone());
         match after_last_failure(snapshot, &ring_hash) {
             Gate::Go { retry_of } if blockers.is_empty() => {
                 state.actions.push(Action::SubmitCleanupTask {
                     name: automatic_task_name(&cluster.name, snapshot.now),
-                    nodes: state.candidates.iter().map(|(s, _)| s.clone()).collect(),
+                    nodes: state.candidates.iter().map(|c| c.service.clone()).collect(),
+                    per_node: per_node(&state.candidates),
                     ring_hash,
                     retry_of,
                 });
@@ -291,9 +332,28 @@ pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
 #[derive(Default)]
 struct PassState {
     actions: Vec<Action>,
-    /// Nodes needing cleanup, in cleaning order: (service, current hash).
-    candidates: Vec<(String, String)>,
+    /// Nodes needing cleanup, in cleaning order.
+    candidates: Vec<Candidate>,
     bootstrapping: Vec<String>,
+    /// Nodes whose ring moved and that the ownership rule found clean (no range lost).
+    lost_nothing: Vec<String>,
+    /// Nodes the ring-hash rule cleans because ownership could not decide: (service, why).
+    fallbacks: Vec<(String, String)>,
+}
+
+/// The `perNode` entries of the automatic task: the nodes cleaning only some keyspaces.
+fn per_node(candidates: &[Candidate]) -> Vec<NodeCleanupConfig> {
+    candidates
+        .iter()
+        .filter_map(|c| match &c.scope {
+            CleanScope::All => None,
+            CleanScope::Only(keyspaces) => Some(NodeCleanupConfig {
+                node: c.service.clone(),
+                keyspaces: keyspaces.iter().cloned().collect(),
+                mark_node_clean: c.mark_node_clean,
+            }),
+        })
+        .collect()
 }
 
 /// The Cleanup task that holds the cluster's queue: the running one, else the oldest waiting.
@@ -368,33 +428,128 @@ fn decide_member(
         state.bootstrapping.push(service.clone());
         return;
     };
-    let needs_cleanup = match &member.last {
+    let ring_changed = match &member.last {
         LastCleaned::Hash(last) => current != last,
         LastCleaned::NeverCleanedUp => true,
         LastCleaned::Absent => false,
     };
+    let mut record = RecordState::from_annotation(
+        member
+            .facts
+            .annotations
+            .get(OWNED_AT_LAST_CLEANUP)
+            .map(String::as_str),
+    );
+    let owned_now = owned_now(snapshot, member.facts);
+    if let Err(not_kept) = record_ownership(member, &record, owned_now.as_ref().ok(), state) {
+        // A record that cannot take the ranges the node gained would hide their loss.
+        record = RecordState::Unreadable(not_kept);
+    }
+    let seed = |reason| Action::SeedLastCleaned {
+        service: service.clone(),
+        hash: current.to_owned(),
+        members: record_for(settled, current),
+        reason,
+    };
     if member.last == LastCleaned::Absent {
-        state.actions.push(Action::SeedLastCleaned {
+        state.actions.push(seed(SeedReason::Joined));
+        return;
+    }
+    let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    if let NodeDecision::RingHash { reason } = &decision {
+        if !ring_changed {
+            return;
+        }
+        if only_nodes_left(snapshot, member, current, settled) {
+            state.actions.push(seed(SeedReason::OnlyNodesLeft));
+            return;
+        }
+        state.fallbacks.push((service.clone(), reason.to_string()));
+    }
+    match plan_node(&decision, ring_changed) {
+        NodePlan::Nothing if ring_changed => {
+            state.lost_nothing.push(service.clone());
+            state.actions.push(seed(SeedReason::NoRangeLost));
+        }
+        NodePlan::Nothing => {}
+        NodePlan::Clean {
+            scope,
+            mark_node_clean,
+            ..
+        } => state.candidates.push(Candidate {
             service: service.clone(),
-            hash: current.to_owned(),
-            members: record_for(settled, current),
-            reason: SeedReason::Joined,
-        });
-        return;
+            ring_hash: current.to_owned(),
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
+            mark_node_clean,
+        }),
     }
-    if !needs_cleanup {
-        return;
+}
+
+/// A node cleaning every keyspace it replicates is a whole-node cleanup: the task then names no
+/// keyspaces for it (a task lists a node's keyspaces only where it cleans fewer, which keeps the
+/// task small on large clusters), and the runner resets Scylla's flag by itself.
+fn whole_node_when_all(scope: CleanScope, owned_now: Option<&BTreeMap<String, RangeSet>>) -> CleanScope {
+    match (&scope, owned_now) {
+        (CleanScope::Only(keyspaces), Some(owned)) if owned.keys().all(|k| keyspaces.contains(k)) => {
+            CleanScope::All
+        }
+        _ => scope,
     }
-    if only_nodes_left(snapshot, member, current, settled) {
-        state.actions.push(Action::SeedLastCleaned {
-            service: service.clone(),
-            hash: current.to_owned(),
-            members: record_for(settled, current),
-            reason: SeedReason::OnlyNodesLeft,
-        });
-        return;
+}
+
+fn owned_now(snapshot: &Snapshot, member: &MemberFacts) -> Result<BTreeMap<String, RangeSet>, String> {
+    owned_by(&snapshot.ownership, member)
+}
+
+/// What `member` replicates now per vnode keyspace in the cluster's ring `views`, or why that is
+/// unknown.
+pub fn owned_by(
+    views: &Result<Vec<RingView>, String>,
+    member: &MemberFacts,
+) -> Result<BTreeMap<String, RangeSet>, String> {
+    let views = views.as_ref().map_err(Clone::clone)?;
+    let address = member
+        .address
+        .as_deref()
+        .ok_or("the node's broadcast address is not known yet")?;
+    if !views.is_empty() && !views.iter().any(|v| v.nodes.contains_key(address)) {
+        return Err(format!("the ring does not list the node's address {address} yet"));
     }
-    state.candidates.push((service.clone(), current.to_owned()));
+    Ok(node_ownership(views, address))
+}
+
+/// The record to write on a node: seeded when it has none and just joined, widened when it
+/// replicates ranges or keyspaces its record lacks. `Err`: the record the node needs is too
+/// large to keep, and why.
+fn record_ownership(
+    member: &Member<'_>,
+    record: &RecordState,
+    owned_now: Option<&BTreeMap<String, RangeSet>>,
+    state: &mut PassState,
+) -> Result<(), String> {
+    let Some(owned_now) = owned_now else {
+        return Ok(());
+    };
+    let (next, seeded) = match record {
+        RecordState::Present(record) => (record.widened(owned_now), false),
+        RecordState::Missing if member.last == LastCleaned::Absent => (
+            Some(OwnershipRecord {
+                keyspaces: owned_now.clone(),
+            }),
+            true,
+        ),
+        _ => (None, false),
+    };
+    let Some(next) = next else {
+        return Ok(());
+    };
+    let value = next.to_annotation().map_err(|err| err.to_string())?;
+    state.actions.push(Action::RecordOwnership {
+        service: member.facts.service.clone(),
+        value,
+        seeded,
+    });
+    Ok(())
 }
 
 fn retry_wait(now: jiff::Timestamp, finished_at: Option<jiff::Timestamp>) -> Duration {
@@ -759,6 +914,28 @@ fn progressing_condition(
         }
         None => (false, "AsExpected"),
     };
+    if !state.lost_nothing.is_empty() {
+        parts.push(format!(
+            "ownership rule: {} lost no range since the last cleanup, recorded clean for the new ring: {}",
+            plural(state.lost_nothing.len(), "node", "nodes"),
+            state.lost_nothing.join(", ")
+        ));
+    }
+    if !state.fallbacks.is_empty() {
+        let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (service, why) in &state.fallbacks {
+            by_reason.entry(why).or_default().push(service);
+        }
+        let each: Vec<String> = by_reason
+            .iter()
+            .map(|(why, services)| format!("{}: {why}", services.join(", ")))
+            .collect();
+        parts.push(format!(
+            "the ring-hash rule decides for {} where the ownership rule cannot ({})",
+            plural(state.fallbacks.len(), "node", "nodes"),
+            each.join("; ")
+        ));
+    }
     if !state.bootstrapping.is_empty() {
         parts.push(format!(
             "{} bootstrapping (no ring hash yet, not waited for): {}",

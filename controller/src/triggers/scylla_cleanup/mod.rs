@@ -5,6 +5,8 @@
 pub mod apply;
 pub mod decide;
 pub mod observe;
+pub mod ownership;
+pub mod ownership_reader;
 pub mod reconcile;
 pub mod ring_observer;
 

@@ -2,7 +2,7 @@
 //! into a [`Snapshot`]. The API reads are thin; [`build_snapshot`] is pure. Objects that make no
 //! sense are reported by `decide`, never panics.
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
@@ -10,8 +10,12 @@ use serde_json::Value;
 use groundskeeper_protocol::keys;
 
 use super::decide::{ClusterFacts, ConditionFacts, MemberFacts, SecretState, Snapshot, TaskFacts};
+use super::ownership::RingView;
+use super::ownership_reader::read_cluster_views;
+use super::ring_observer::broadcasts_pod_ip;
 use crate::api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
 use crate::api::scylla::ScyllaCluster;
+use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 
 /// Label selector of the member Services (one per node) of ScyllaCluster `cluster`.
@@ -71,17 +75,71 @@ pub fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
 }
 
 /// Reads everything the decision for `cluster` needs.
-pub async fn observe(
-    client: &kube::Client,
-    cluster: &ScyllaCluster,
-    now: jiff::Timestamp,
-) -> Result<Snapshot> {
+pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestamp) -> Result<Snapshot> {
+    let client = &ctx.client;
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let services = list_member_services(client, &namespace, &name).await?;
     let tasks = list_cleanup_tasks(client, &namespace, &name).await?;
     let agent_token = read_secret_state(client, &namespace, &name).await?;
-    Ok(build_snapshot(cluster, &services, &tasks, agent_token, now))
+    let mut snapshot = build_snapshot(cluster, &services, &tasks, agent_token, now);
+    fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
+    snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
+    Ok(snapshot)
+}
+
+/// The ring views, unless nothing can be cleaned anyway (turned off, no agent token).
+async fn read_ownership(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    snapshot: &Snapshot,
+) -> Result<Vec<RingView>, String> {
+    let disabled = snapshot
+        .cluster
+        .annotations
+        .get(keys::MAINTENANCE_ENABLED)
+        .is_some_and(|v| v == "false");
+    if disabled
+        || snapshot.agent_token != SecretState::Present
+        || cluster.metadata.deletion_timestamp.is_some()
+    {
+        return Err("not read: no cleanup can start".into());
+    }
+    read_cluster_views(
+        ctx,
+        &snapshot.cluster.namespace,
+        &snapshot.cluster.name,
+        &snapshot.members,
+    )
+    .await
+}
+
+/// Where the cluster's nodes broadcast their pod IP, each member's address is its pod's IP.
+pub async fn fill_pod_addresses(
+    client: &kube::Client,
+    cluster: &ScyllaCluster,
+    members: &mut [MemberFacts],
+) -> Result<()> {
+    if !broadcasts_pod_ip(cluster) {
+        return Ok(());
+    }
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let selector = format!("{}={name}", keys::SCYLLA_CLUSTER_LABEL);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pods = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube(format!("list Pods in {namespace} with {selector}")))?;
+    for member in members.iter_mut() {
+        // Pod name = member Service name.
+        let pod = pods
+            .items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&member.service));
+        member.address = pod.and_then(|p| p.status.as_ref()?.pod_ip.clone());
+    }
+    Ok(())
 }
 
 /// Whether the agent token Secret exists and holds its key. The token itself is not kept.
@@ -137,6 +195,7 @@ pub fn build_snapshot(
         members: current_members(services),
         tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),
         agent_token,
+        ownership: Err("not read".into()),
         now,
     }
 }
@@ -186,6 +245,12 @@ fn member_facts(service: &Service) -> MemberFacts {
         uid: service.metadata.uid.clone(),
         datacenter: labels.get(keys::SCYLLA_DATACENTER_LABEL).cloned(),
         rack: labels.get(keys::SCYLLA_RACK_LABEL).cloned(),
+        // scylla-operator's default broadcast address; the pod IP where the cluster says so.
+        address: service
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.clone())
+            .filter(|ip| !ip.is_empty() && ip != "None"),
         annotations: service.metadata.annotations.clone().unwrap_or_default(),
     }
 }

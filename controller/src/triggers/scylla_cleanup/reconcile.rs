@@ -85,7 +85,7 @@ pub async fn reconcile(
         // Its Jobs go with it (owner references); nothing to clean any more.
         return Ok(Action::await_change());
     }
-    let snapshot = observe::observe(&ctx.client, &cluster, jiff::Timestamp::now()).await?;
+    let snapshot = observe::observe(ctx, &cluster, jiff::Timestamp::now()).await?;
     let plan = decide::decide(&snapshot);
     tracing::debug!(
         cluster = %snapshot.cluster.name,

@@ -30,16 +30,16 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use groundskeeper_job::scylla::agent::{AgentClient, AgentConfig};
+use groundskeeper_job::scylla::agent::AgentClient;
 use groundskeeper_job::scylla::token::AuthToken;
 use groundskeeper_protocol::{keys, ring_hash};
 
 use super::observe::{get_agent_token_secret, list_member_services};
+use super::ownership_reader::agent_config;
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::scope;
-use crate::targets::scylla::node_address;
 
 /// Field manager of the observer's writes, as `metadata.managedFields` records it.
 pub const FIELD_MANAGER: &str = "groundskeeper-ring-observer";
@@ -112,7 +112,7 @@ pub fn broadcast_address(cluster: &ScyllaCluster, service: &Service, pod: Option
         .filter(|ip| !ip.is_empty() && ip != "None")
 }
 
-fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
+pub fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
     cluster
         .spec
         .expose_options
@@ -223,7 +223,7 @@ async fn observe_member(
         tracing::debug!(%namespace, service = %name, "no address for the node yet");
         return Ok(());
     };
-    let agent = AgentClient::new(AgentConfig::new(node_address(&namespace, &name), token.clone()))
+    let agent = AgentClient::new(agent_config(&ctx.config, &namespace, &name, token.clone()))
         .map_err(|err| upstream(&namespace, &name, err))?;
     let own = agent
         .node_tokens(&address)
