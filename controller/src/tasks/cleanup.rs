@@ -56,10 +56,27 @@ pub struct Pass {
 /// state; `racks` gives each current member's (datacenter, rack) — a planned node missing there
 /// has left the cluster; `job_name` names the Job of a node index.
 pub fn step(
+    nodes: Vec<NodeProgress>,
+    jobs: &BTreeMap<usize, (String, NodeJob)>,
+    racks: &BTreeMap<String, (String, String)>,
+    limits: Limits,
+    job_name: impl Fn(usize) -> String,
+    now: Timestamp,
+) -> Pass {
+    step_holding(nodes, jobs, racks, limits, &BTreeMap::new(), job_name, now)
+}
+
+/// [`step`] with some nodes held back: `held` maps a node to why it may not start now (e.g.
+/// scylla-operator cleans it or is about to: see
+/// [`crate::triggers::scylla_cleanup::coexistence::node_turn`]). A held node that has not
+/// started stays pending with that reason as its message, and takes no place within the bounds;
+/// a node already running is followed as ever.
+pub fn step_holding(
     mut nodes: Vec<NodeProgress>,
     jobs: &BTreeMap<usize, (String, NodeJob)>,
     racks: &BTreeMap<String, (String, String)>,
     limits: Limits,
+    held: &BTreeMap<String, String>,
     job_name: impl Fn(usize) -> String,
     now: Timestamp,
 ) -> Pass {
@@ -92,7 +109,23 @@ pub fn step(
             None => {}
         }
     }
-    for index in to_start(&nodes, racks, limits) {
+    for node in nodes.iter_mut().filter(|n| n.state == NodeState::Pending) {
+        if let Some(why) = held.get(&node.name) {
+            node.message = Some(why.clone());
+        }
+    }
+    // Held nodes are left out of the choice only: running ones still count within the bounds.
+    let choosable: Vec<NodeProgress> = nodes
+        .iter()
+        .map(|n| match n.state {
+            NodeState::Pending if held.contains_key(&n.name) => NodeProgress {
+                state: NodeState::Skipped,
+                ..n.clone()
+            },
+            _ => n.clone(),
+        })
+        .collect();
+    for index in to_start(&choosable, racks, limits) {
         let node = &mut nodes[index];
         node.state = NodeState::Running;
         node.job = Some(job_name(index));

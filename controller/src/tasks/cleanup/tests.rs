@@ -221,3 +221,56 @@ fn the_end_says_what_happened() {
     }
     let _ = Skipped;
 }
+
+/// Beside scylla-operator's own cleanup: a node it cleans (or is about to) waits with the reason
+/// as its message, takes no place in its rack, and starts once it is let go; a running node of
+/// ours is followed whatever the holds say.
+#[test]
+fn a_held_node_waits_with_its_reason_and_leaves_its_rack_to_the_others() {
+    use NodeState::*;
+    let racks = racks(&[("a0", "a"), ("a1", "a"), ("b0", "b")]);
+    let held = BTreeMap::from([(
+        "a0".to_string(),
+        "waiting for scylla-operator's cleanup Job cleanup-a0 (ring abc) to finish".to_string(),
+    )]);
+    let nodes = vec![node("a0", Pending), node("a1", Pending), node("b0", Pending)];
+    let pass = step_holding(
+        nodes,
+        &BTreeMap::new(),
+        &racks,
+        one_per_rack(),
+        &held,
+        job_name,
+        now(),
+    );
+    assert_eq!(pass.start, vec![1, 2], "a1 takes rack a while a0 waits");
+    assert_eq!(states(&pass), vec![Pending, Running, Running]);
+    assert_eq!(
+        pass.nodes[0].message.as_deref(),
+        Some("waiting for scylla-operator's cleanup Job cleanup-a0 (ring abc) to finish")
+    );
+    assert_eq!(pass.end, None, "a held node keeps the task open");
+
+    // Everything else done, a0 let go: it starts.
+    let mut nodes = pass.nodes;
+    nodes[1].state = Succeeded;
+    nodes[2].state = Succeeded;
+    let pass = step_holding(
+        nodes,
+        &BTreeMap::new(),
+        &racks,
+        one_per_rack(),
+        &BTreeMap::new(),
+        job_name,
+        now(),
+    );
+    assert_eq!(pass.start, vec![0]);
+    assert_eq!(pass.nodes[0].message.as_deref(), Some("cleaning"));
+
+    // A running node of ours counts in its rack even when held (scylla-operator started beside it).
+    let nodes = vec![node("a0", Running), node("a1", Pending)];
+    let jobs = BTreeMap::from([(0, ("t-0".to_string(), NodeJob::Running))]);
+    let pass = step_holding(nodes, &jobs, &racks, one_per_rack(), &held, job_name, now());
+    assert!(pass.start.is_empty(), "rack a is busy with a0: {pass:?}");
+    assert_eq!(states(&pass), vec![Running, Pending]);
+}

@@ -17,10 +17,12 @@ use crate::results::scylla_cleanup as record;
 use crate::runtime::context::Context;
 use crate::runtime::error::Result;
 use crate::targets::scylla::{self as scylla, NodeCleanup};
-use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
+use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step_holding};
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
+use crate::triggers::scylla_cleanup::coexistence::{NodeHashes, held_nodes};
 use crate::triggers::scylla_cleanup::decide::{MemberFacts, settled_record};
+use crate::triggers::scylla_cleanup::observe as scylla_observe;
 
 /// One step forward for a running Cleanup task.
 pub(super) async fn advance(
@@ -90,11 +92,22 @@ pub(super) async fn advance(
     let node_jobs = node_jobs(&jobs);
     let racks = scylla::racks(members);
     let name = task.name_any();
-    let pass = step(
+    // scylla-operator's own cleanup: a node it cleans or is about to clean waits (read only).
+    let operator_jobs =
+        scylla_observe::list_operator_cleanup_jobs(&ctx.client, &facts.namespace, &facts.name).await?;
+    let operator = scylla_observe::operator_cleanup(facts, &operator_jobs);
+    let held = held_nodes(
+        &operator,
+        members
+            .iter()
+            .map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))),
+    );
+    let pass = step_holding(
         status.nodes.clone(),
         &node_jobs,
         &racks,
         scylla::limits(&cleanup, facts),
+        &held,
         |index| step_job_name(&name, index),
         now,
     );
@@ -107,7 +120,9 @@ pub(super) async fn advance(
             .and_then(|j| j.annotations.get(keys::CLEANUP_TOKEN_RING_HASH));
         let member = members.iter().find(|m| m.service == node.name);
         let settled = settled_record(facts, members);
-        let recorded = member.and_then(|m| {
+        // Where scylla-operator cleans too, last-cleaned is its to write: a node of ours started
+        // only when it was clean for its ring, so there is nothing to record anyway.
+        let recorded = member.filter(|_| operator.active.is_none()).and_then(|m| {
             let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
             let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
             record::cleaned_record(

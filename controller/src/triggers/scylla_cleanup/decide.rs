@@ -38,6 +38,7 @@ use std::time::Duration;
 use groundskeeper_protocol::keys;
 use serde::{Deserialize, Serialize};
 
+use super::coexistence::{self, OperatorCleanup};
 use crate::api::maintenance_task::TaskState;
 pub use crate::tasks::cleanup::BAD_INPUT;
 
@@ -62,6 +63,8 @@ pub struct Snapshot {
     /// The cluster's Cleanup tasks, whoever asked for them.
     pub tasks: Vec<TaskFacts>,
     pub agent_token: SecretState,
+    /// scylla-operator's own cleanup of the cluster (see [`coexistence`]).
+    pub scylla_operator: OperatorCleanup,
     pub now: jiff::Timestamp,
 }
 
@@ -230,6 +233,9 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
             Err(message) => problems.push(("InvalidAnnotation", message)),
         }
     }
+    if snapshot.scylla_operator.active.is_some() {
+        return stand_back_plan(snapshot, &members, &problems);
+    }
     let settled = settled_record(cluster, &snapshot.members);
 
     let mut state = PassState::default();
@@ -281,11 +287,49 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     }
 }
 
+/// Where scylla-operator cleans the cluster itself ([`coexistence`]): no task, no seeding (the
+/// annotation is scylla-operator's to seed), and the condition says why and what it is doing.
+fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'static str, String)]) -> Plan {
+    let operator = &snapshot.scylla_operator;
+    let due: Vec<String> = members
+        .iter()
+        .filter(|m| match (&m.current, &m.last) {
+            (Some(current), LastCleaned::Hash(last)) => current != last,
+            (Some(_), LastCleaned::NeverCleanedUp) => true,
+            _ => false,
+        })
+        .map(|m| m.facts.service.clone())
+        .collect();
+    let running = operator
+        .jobs
+        .iter()
+        .any(|j| j.phase == coexistence::JobPhase::Running);
+    let busy = running || !due.is_empty();
+    Plan {
+        actions: Vec::new(),
+        progressing: ConditionPlan {
+            type_: PROGRESSING,
+            status: busy,
+            reason: coexistence::SCYLLA_OPERATOR_CLEANS_UP.into(),
+            message: coexistence::stand_back_message(operator, &due),
+        },
+        degraded: degraded_condition(problems),
+        requeue_after: busy.then_some(REQUEUE_WHILE_RUNNING),
+    }
+}
+
 /// Name of the automatic Cleanup task submitted at `now`: `<cluster>-cleanup-<unix seconds>`,
 /// shortened with a hash when too long. One per pass at most, and none while another is queued
-/// or running, so the second is enough to keep them apart.
+/// or running, so the second is enough to keep them apart. A cluster whose name starts with
+/// `cleanup-` gets `auto-` in front: its tasks' Jobs would otherwise take names of the form
+/// scylla-operator uses ([`coexistence::is_reserved_job_name`]).
 pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
-    crate::execution::bounded_name(cluster, &format!("-cleanup-{}", now.as_second()))
+    let suffix = format!("-cleanup-{}", now.as_second());
+    let name = crate::execution::bounded_name(cluster, &suffix);
+    if coexistence::is_reserved_job_name(&name) {
+        return crate::execution::bounded_name(&format!("auto-{cluster}"), &suffix);
+    }
+    name
 }
 
 #[derive(Default)]
