@@ -1129,8 +1129,9 @@ fn app_cleanups(scenario: &Scenario) -> BTreeMap<String, usize> {
 /// groundskeeper beside scylla-operator's own cleanup controller (`seeding` as its version does)
 /// through a 3 → 6 → 3 scale: the ring-hash trigger stands back and says so, scylla-operator
 /// cleans every node it owes a cleanup exactly once per ring change, a manual task created while
-/// scylla-operator's Jobs run waits for each node scylla-operator cleans or is about to, then
-/// cleans it once, and no Job of either is touched by the other or overlaps the other's on a node.
+/// scylla-operator's Jobs run waits for each node scylla-operator cleans or is about to and then
+/// skips it (cleaned for that ring already) while cleaning the others, and no Job of either is
+/// touched by the other or overlaps the other's on a node.
 async fn beside_scylla_operators_cleanup(seeding: Seeding) {
     let operator = ScyllaOperator {
         cleanup: Some(seeding),
@@ -1243,14 +1244,45 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
     let status = scenario.task("clean-now")["status"].clone();
     assert_eq!(status["progress"], "6/6", "{status:#}");
     let after_scale_out = app_cleanups(&scenario);
+    let manual = status["nodes"].as_array().unwrap();
+    let mut waited = 0;
     for node in &all_nodes {
-        let wanted = usize::from(owed.contains(node)) + 1;
+        let entry = manual.iter().find(|n| n["name"] == node.as_str()).unwrap();
+        let cleaned_by_task = entry["state"] == "Succeeded";
+        if entry["waitedForRing"].is_string() {
+            // It waited for scylla-operator's cleanup of this very ring: no second one.
+            waited += 1;
+            assert_eq!(entry["waitedForRing"], h6.as_str(), "{entry:#}");
+            assert_eq!(entry["state"], "Skipped", "{entry:#}");
+            assert!(
+                entry["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cleaned by scylla-operator"),
+                "{entry:#}"
+            );
+        } else {
+            assert_eq!(entry["state"], "Succeeded", "{entry:#}");
+        }
+        let wanted = usize::from(owed.contains(node)) + usize::from(cleaned_by_task);
         assert_eq!(
             after_scale_out[node], wanted,
-            "{node}: scylla-operator's cleanup for the new ring (if owed) plus the manual task's, \
-             never two of one side: {after_scale_out:?}"
+            "{node}: scylla-operator's cleanup for the new ring (if owed), the manual task's \
+             only where it did not wait for that one: {after_scale_out:?}"
         );
     }
+    assert!(
+        waited > 0,
+        "the task was created while scylla-operator cleaned: {status:#}"
+    );
+    let manual_jobs = manual.iter().filter(|n| n["state"] == "Succeeded").count();
+    assert!(
+        status["lastOperation"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("cleaned by scylla-operator meanwhile"),
+        "{status:#}"
+    );
 
     // 6 → 3: scylla-operator cleans the remaining nodes once more; groundskeeper still stands back.
     scenario
@@ -1288,7 +1320,11 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
         "the ring-hash trigger submitted no task of its own"
     );
     let seen = check_jobs_untouched_and_never_overlapping(&watch, &operator_log.deleted);
-    assert_eq!(seen, owed.len() + 3 + 6, "every Job of both sides was watched");
+    assert_eq!(
+        seen,
+        owed.len() + 3 + manual_jobs,
+        "every Job of both sides was watched"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

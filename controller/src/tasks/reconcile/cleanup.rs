@@ -17,10 +17,10 @@ use crate::results::scylla_cleanup as record;
 use crate::runtime::context::Context;
 use crate::runtime::error::Result;
 use crate::targets::scylla::{self as scylla, NodeCleanup};
-use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step_holding};
+use crate::tasks::cleanup::{End, Holds, NODE_NOT_FOUND, NodeJob, step_holding};
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
-use crate::triggers::scylla_cleanup::coexistence::{NodeHashes, held_nodes};
+use crate::triggers::scylla_cleanup::coexistence::{NodeHashes, cleaned_while_waiting, held_nodes};
 use crate::triggers::scylla_cleanup::decide::{MemberFacts, settled_record};
 use crate::triggers::scylla_cleanup::observe as scylla_observe;
 
@@ -102,12 +102,28 @@ pub(super) async fn advance(
             .iter()
             .map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))),
     );
+    let cleaned_by_other = status
+        .nodes
+        .iter()
+        .filter(|n| !held.contains_key(&n.name))
+        .filter(|n| {
+            members.iter().any(|m| {
+                m.service == n.name
+                    && cleaned_while_waiting(n.waited_for_ring.as_deref(), NodeHashes::of(&m.annotations))
+            })
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    let holds = Holds {
+        held,
+        cleaned_by_other,
+    };
     let pass = step_holding(
         status.nodes.clone(),
         &node_jobs,
         &racks,
         scylla::limits(&cleanup, facts),
-        &held,
+        &holds,
         |index| step_job_name(&name, index),
         now,
     );

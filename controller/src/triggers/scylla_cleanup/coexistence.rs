@@ -165,6 +165,33 @@ pub enum NodeTurn {
     Wait(String),
 }
 
+/// A node held back for scylla-operator: why, and the ring it cleans (or is about to clean) the
+/// node for, when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub why: String,
+    pub ring: Option<String>,
+}
+
+/// Whether scylla-operator did the cleanup a node waited for: it recorded the ring the node
+/// waited for as the node's last-cleaned one. Such a node needs no second cleanup for that ring.
+pub fn cleaned_while_waiting(waited_for_ring: Option<&str>, hashes: NodeHashes<'_>) -> bool {
+    waited_for_ring.is_some() && waited_for_ring == hashes.last_cleaned
+}
+
+/// The ring scylla-operator cleans (or is about to clean) `node` for, when it holds the node.
+fn held_for_ring(operator: &OperatorCleanup, node: &str, hashes: NodeHashes<'_>) -> Option<String> {
+    let job = operator
+        .jobs
+        .iter()
+        .find(|j| j.node == node && j.ring_hash.as_deref() != hashes.last_cleaned);
+    match job {
+        Some(job) => job.ring_hash.clone(),
+        None if hashes.last_cleaned.is_some() => hashes.current.map(str::to_owned),
+        None => None,
+    }
+}
+
 /// Whether groundskeeper may start cleaning `node` now, beside scylla-operator's cleanup.
 ///
 /// Where scylla-operator's cleanup is active the node waits while scylla-operator's Job for it
@@ -217,16 +244,22 @@ pub fn node_turn(operator: &OperatorCleanup, node: &str, hashes: NodeHashes<'_>)
     }
 }
 
-/// The nodes of `nodes` that must wait for scylla-operator, each with why.
+/// The nodes of `nodes` that must wait for scylla-operator, each with why and for which ring.
 pub fn held_nodes<'a>(
     operator: &OperatorCleanup,
     nodes: impl IntoIterator<Item = (&'a str, NodeHashes<'a>)>,
-) -> BTreeMap<String, String> {
+) -> BTreeMap<String, Hold> {
     nodes
         .into_iter()
         .filter_map(|(node, hashes)| match node_turn(operator, node, hashes) {
             NodeTurn::Free => None,
-            NodeTurn::Wait(why) => Some((node.to_owned(), why)),
+            NodeTurn::Wait(why) => Some((
+                node.to_owned(),
+                Hold {
+                    why,
+                    ring: held_for_ring(operator, node, hashes),
+                },
+            )),
         })
         .collect()
 }

@@ -170,8 +170,29 @@ fn held_nodes_name_each_waiting_node_with_its_reason() {
         ],
     );
     assert_eq!(held.keys().collect::<Vec<_>>(), ["n1", "n2"]);
-    assert!(held["n1"].contains("cleanup-n1"), "{held:?}");
-    assert!(held["n2"].contains("about to clean"), "{held:?}");
+    assert!(held["n1"].why.contains("cleanup-n1"), "{held:?}");
+    assert_eq!(held["n1"].ring.as_deref(), Some(H2), "its Job's ring");
+    assert!(held["n2"].why.contains("about to clean"), "{held:?}");
+    assert_eq!(held["n2"].ring.as_deref(), Some(H2), "the node's current ring");
+    let unseeded = held_nodes(&operator, [("n3", hashes(Some(H2), None))]);
+    assert_eq!(unseeded["n3"].ring, None, "not known until it is seeded");
+}
+
+#[test]
+fn a_node_is_clean_once_scylla_operator_recorded_the_ring_it_waited_for() {
+    for (waited, last, done) in [
+        (Some(H2), Some(H2), true),
+        (Some(H2), Some(H1), false),
+        (Some(H2), Some("NeverCleanedUp"), false),
+        (None, Some(H2), false),
+        (None, None, false),
+    ] {
+        assert_eq!(
+            cleaned_while_waiting(waited, hashes(Some(H2), last)),
+            done,
+            "waited for {waited:?}, last cleaned {last:?}"
+        );
+    }
 }
 
 #[test]
