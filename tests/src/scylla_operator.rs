@@ -7,7 +7,7 @@
 //! scylla-operator's own cleanup controller (1.10+) beside groundskeeper. Scylla itself is played
 //! by `scylla_agent`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -554,11 +554,6 @@ impl ScyllaOperator {
             }
         })
     }
-}
-
-/// The names of a set of Jobs, for assertions.
-pub fn names(jobs: &[(String, String)]) -> BTreeSet<String> {
-    jobs.iter().map(|(name, _)| name.clone()).collect()
 }
 
 pub fn members(racks: &Racks) -> i64 {

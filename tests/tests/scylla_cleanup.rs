@@ -1070,6 +1070,12 @@ fn check_jobs_untouched_and_never_overlapping(watch: &JobWatch, pruned: &[String
             theirs,
             "{name}: cleanup-… is scylla-operator's name space, and only its"
         );
+        // scylla-operator selects the Jobs it claims (adopts when orphaned) and prunes by
+        // `scylla/cluster`: groundskeeper's never carry it.
+        assert!(
+            theirs || job["metadata"]["labels"][keys::SCYLLA_CLUSTER_LABEL].is_null(),
+            "{name}: outside scylla-operator's Job selector: {job:#}"
+        );
         match change.kind {
             groundskeeper_e2e::apiserver::ChangeKind::Added => {
                 lives.insert(uid, (theirs, node_label(job).to_owned(), change.revision, None));
