@@ -925,6 +925,7 @@ fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
             vec![
                 "JobControllerProgressing",
                 "nodes it has to clean: basic-dc1-a-0, basic-dc1-a-1",
+                "until every node has both ring hashes, missing on: basic-dc1-b-0",
             ],
         ),
         (

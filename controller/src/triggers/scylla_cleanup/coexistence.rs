@@ -265,8 +265,10 @@ pub fn held_nodes<'a>(
 }
 
 /// What the ring-hash trigger says while it stands back: the signal, then what scylla-operator
-/// is doing. `due` are the nodes whose hashes differ (scylla-operator cleans them).
-pub fn stand_back_message(operator: &OperatorCleanup, due: &[String]) -> String {
+/// is doing. `due` are the nodes whose hashes differ (scylla-operator cleans them); `unknown`
+/// those missing either hash, for which scylla-operator holds back every cleanup Job of the
+/// cluster.
+pub fn stand_back_message(operator: &OperatorCleanup, due: &[String], unknown: &[String]) -> String {
     let signal = operator.active.as_ref().map(Signal::describe).unwrap_or_default();
     let mut parts = vec![format!(
         "scylla-operator cleans this cluster's nodes after ring changes itself ({signal}): the \
@@ -283,6 +285,12 @@ pub fn stand_back_message(operator: &OperatorCleanup, due: &[String]) -> String 
     }
     if !due.is_empty() {
         parts.push(format!("nodes it has to clean: {}", due.join(", ")));
+    }
+    if !unknown.is_empty() && !due.is_empty() {
+        parts.push(format!(
+            "it starts no cleanup Job until every node has both ring hashes, missing on: {}",
+            unknown.join(", ")
+        ));
     }
     parts.join("; ")
 }

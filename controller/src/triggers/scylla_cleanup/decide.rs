@@ -300,6 +300,11 @@ fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'s
         })
         .map(|m| m.facts.service.clone())
         .collect();
+    let unknown: Vec<String> = members
+        .iter()
+        .filter(|m| m.current.is_none() || m.last == LastCleaned::Absent)
+        .map(|m| m.facts.service.clone())
+        .collect();
     let running = operator
         .jobs
         .iter()
@@ -311,7 +316,7 @@ fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'s
             type_: PROGRESSING,
             status: busy,
             reason: coexistence::SCYLLA_OPERATOR_CLEANS_UP.into(),
-            message: coexistence::stand_back_message(operator, &due),
+            message: coexistence::stand_back_message(operator, &due, &unknown),
         },
         degraded: degraded_condition(problems),
         requeue_after: busy.then_some(REQUEUE_WHILE_RUNNING),

@@ -219,9 +219,22 @@ fn the_stand_back_message_names_the_signal_the_running_jobs_and_the_due_nodes() 
         job("n0", H2, JobPhase::Running),
         job("n1", H2, JobPhase::Completed),
     ]);
-    let message = stand_back_message(&operator, &["n0".into(), "n2".into()]);
+    let message = stand_back_message(&operator, &["n0".into(), "n2".into()], &[]);
     assert!(message.contains("JobControllerProgressing"), "{message}");
     assert!(message.contains("stands back"), "{message}");
     assert!(message.contains("running: cleanup-n0;"), "{message}");
     assert!(message.contains("nodes it has to clean: n0, n2"), "{message}");
+    assert!(!message.contains("missing on"), "{message}");
+
+    // One node without its hashes holds back every cleanup Job of scylla-operator's.
+    let blocked = stand_back_message(&active(vec![]), &["n0".into()], &["n5".into()]);
+    assert!(
+        blocked.ends_with("it starts no cleanup Job until every node has both ring hashes, missing on: n5"),
+        "{blocked}"
+    );
+    let nothing_due = stand_back_message(&active(vec![]), &[], &["n5".into()]);
+    assert!(
+        !nothing_due.contains("missing on"),
+        "nothing waits on it: {nothing_due}"
+    );
 }
