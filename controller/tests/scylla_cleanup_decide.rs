@@ -973,16 +973,3 @@ fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
     let plan = decide(&snapshot(scale_out, vec![]));
     assert_eq!(submits(&plan), nodes(&[("a", 0), ("a", 1)]));
 }
-
-/// Task names starting with `cleanup-` are refused (their Jobs would take scylla-operator's
-/// names), so the automatic task of a cluster named `cleanup-…` is named otherwise.
-#[test]
-fn the_automatic_task_of_a_cluster_named_cleanup_avoids_scylla_operators_names() {
-    let name = automatic_task_name("cleanup-store", now());
-    assert!(!name.starts_with("cleanup-"), "{name}");
-    assert!(name.starts_with("auto-cleanup-store-cleanup-"), "{name}");
-    assert_eq!(
-        automatic_task_name("basic", now()),
-        format!("basic-cleanup-{}", now().as_second())
-    );
-}

@@ -1133,7 +1133,8 @@ fn app_cleanups(scenario: &Scenario) -> BTreeMap<String, usize> {
 }
 
 /// groundskeeper beside scylla-operator's own cleanup controller (`seeding` as its version does)
-/// through a 3 → 6 → 3 scale: the ring-hash trigger stands back and says so, scylla-operator
+/// through a 3 → 6 → 3 scale (the manual task named `cleanup-now`, in scylla-operator's Job
+/// name space): the ring-hash trigger stands back and says so, scylla-operator
 /// cleans every node it owes a cleanup exactly once per ring change, a manual task created while
 /// scylla-operator's Jobs run waits for each node scylla-operator cleans or is about to and then
 /// skips it (cleaned for that ring already) while cleaning the others, and no Job of either is
@@ -1194,12 +1195,12 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
         .create(
             &maintenance_tasks(),
             Some(NAMESPACE),
-            manual_cleanup("clean-now", json!({})),
+            manual_cleanup("cleanup-now", json!({})),
         )
         .unwrap();
     scenario
         .wait_for("a node of the manual task waiting for scylla-operator", |s| {
-            s.task("clean-now")["status"]["nodes"]
+            s.task("cleanup-now")["status"]["nodes"]
                 .as_array()
                 .is_some_and(|nodes| {
                     nodes.iter().any(|n| {
@@ -1216,7 +1217,7 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
         all_nodes
             .iter()
             .all(|n| s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(h6.as_str()))
-            && s.task("clean-now")["status"]["state"] == "Completed"
+            && s.task("cleanup-now")["status"]["state"] == "Completed"
             && !s
                 .server
                 .list(&jobs(), Some(NAMESPACE))
@@ -1247,7 +1248,7 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
         owed.len(),
         "one scylla-operator Job per node for the ring change: {operator_log:#?}"
     );
-    let status = scenario.task("clean-now")["status"].clone();
+    let status = scenario.task("cleanup-now")["status"].clone();
     assert_eq!(status["progress"], "6/6", "{status:#}");
     let after_scale_out = app_cleanups(&scenario);
     let manual = status["nodes"].as_array().unwrap();
@@ -1322,7 +1323,7 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
     assert_eq!(operator_log.created.len(), owed.len() + 3, "{operator_log:#?}");
     assert_eq!(
         scenario.task_names(),
-        ["clean-now"],
+        ["cleanup-now"],
         "the ring-hash trigger submitted no task of its own"
     );
     let seen = check_jobs_untouched_and_never_overlapping(&watch, &operator_log.deleted);

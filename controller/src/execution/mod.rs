@@ -15,5 +15,5 @@ pub use observe::{
     observe, observe_job, read_result,
 };
 pub use spec::{
-    CONTAINER_NAME, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job, job_selector,
+    CONTAINER_NAME, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job, job_selector, name_hash,
 };

@@ -115,7 +115,6 @@ pub fn validate(task: &MaintenanceTask) -> Result<ValidTask, Vec<FieldError>> {
         errors: Vec::new(),
     };
     let spec = &task.spec;
-    check_task_name(&mut check, &task.name_any());
     check_type(&mut check, &spec.task_type);
     check_target(&mut check, &spec.target, &spec.task_type);
     check_config_union(&mut check, spec);
@@ -148,22 +147,6 @@ impl Check {
             field: field.into(),
             message: message.into(),
         });
-    }
-}
-
-/// A task's Jobs are named `<task>-<index>`: a task named `cleanup-…` would make Jobs of the
-/// form scylla-operator gives its own cleanup Jobs (`cleanup-<member service>`) in the same
-/// namespace, where one could take the other's name.
-fn check_task_name(check: &mut Check, name: &str) {
-    use crate::triggers::scylla_cleanup::coexistence::{RESERVED_JOB_PREFIX, is_reserved_job_name};
-    if is_reserved_job_name(name) {
-        check.error(
-            "metadata.name",
-            format!(
-                "starts with {RESERVED_JOB_PREFIX:?}, the prefix of scylla-operator's cleanup Job names \
-                 (a task's Jobs are named after it): create the task under another name"
-            ),
-        );
     }
 }
 

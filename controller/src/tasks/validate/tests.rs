@@ -363,23 +363,3 @@ fn service_names_are_dns_labels() {
         assert_eq!(is_dns_label(name), ok, "{name}");
     }
 }
-
-/// A task's Jobs are `<task>-<index>`: a task named `cleanup-…` would make Jobs named like
-/// scylla-operator's (`cleanup-<member service>`), so it is refused, whatever its type.
-#[test]
-fn a_task_name_in_scylla_operators_job_namespace_is_refused() {
-    let named = |name: &str, task: MaintenanceTask| {
-        let mut task = task;
-        task.metadata.name = Some(name.into());
-        task
-    };
-    let errors = errors_of(&named("cleanup-basic-us-east-1-a", scylla(json!({}))));
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(
-        errors[0].contains("metadata.name: starts with \"cleanup-\", the prefix of scylla-operator's"),
-        "{errors:?}"
-    );
-    assert!(validate(&named("cleanup-etcd", etcd("Defragment", json!({})))).is_err());
-    assert!(validate(&named("clean-now", scylla(json!({})))).is_ok());
-    assert!(validate(&named("nightly-cleanup-1", scylla(json!({})))).is_ok());
-}

@@ -27,8 +27,10 @@
 //!   only when scylla-operator neither cleans it nor is about to ([`node_turn`]): two cleanups of
 //!   one ring change are never run, and scylla-operator's Job never stops ours half-way;
 //! * scylla-operator's Jobs are only read, never adopted, changed or deleted, and no
-//!   groundskeeper Job takes a name of theirs: groundskeeper's Jobs are `<task>-<index>` and a
-//!   task name starting with [`RESERVED_JOB_PREFIX`] is refused ([`is_reserved_job_name`]).
+//!   groundskeeper Job takes a name of theirs: groundskeeper's Jobs are `<task>-<index>`, and
+//!   `gk-<hash>-<task>-<index>` where that would start with [`RESERVED_JOB_PREFIX`]
+//!   ([`is_reserved_job_name`], used by `tasks::reconcile::step_job_name`). They carry no
+//!   `scylla/cluster` label, the one scylla-operator selects the Jobs it adopts and prunes by.
 //!
 //! Signals that scylla-operator's cleanup is active ([`detect`]), both observable through what
 //! groundskeeper already reads:

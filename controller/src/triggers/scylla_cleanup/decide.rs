@@ -325,16 +325,9 @@ fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'s
 
 /// Name of the automatic Cleanup task submitted at `now`: `<cluster>-cleanup-<unix seconds>`,
 /// shortened with a hash when too long. One per pass at most, and none while another is queued
-/// or running, so the second is enough to keep them apart. A cluster whose name starts with
-/// `cleanup-` gets `auto-` in front: its tasks' Jobs would otherwise take names of the form
-/// scylla-operator uses ([`coexistence::is_reserved_job_name`]).
+/// or running, so the second is enough to keep them apart.
 pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
-    let suffix = format!("-cleanup-{}", now.as_second());
-    let name = crate::execution::bounded_name(cluster, &suffix);
-    if coexistence::is_reserved_job_name(&name) {
-        return crate::execution::bounded_name(&format!("auto-{cluster}"), &suffix);
-    }
-    name
+    crate::execution::bounded_name(cluster, &format!("-cleanup-{}", now.as_second()))
 }
 
 #[derive(Default)]
