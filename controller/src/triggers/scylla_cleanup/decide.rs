@@ -1,6 +1,9 @@
 //! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
 //! Rules (see DESIGN.md, "Scylla"):
+//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), none of what
+//!   follows: the trigger submits no task and seeds nothing, and says why
+//!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
 //! * a node without a current hash is bootstrapping: it is not cleaned and blocks nobody;
