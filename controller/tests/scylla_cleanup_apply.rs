@@ -13,6 +13,7 @@ use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::{AUTH_TOKEN_MOUNT_PATH, NodeCleanup, cleanup_job};
 use groundskeeper_controller::triggers::scylla_cleanup::apply;
+use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{JobPhase, OperatorJob, Signal};
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
     Action, ConditionPlan, DEGRADED, MemberFacts, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
 };
@@ -649,6 +650,15 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
     ]});
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "basic-auth-token", "namespace": NS},
         "data": {"auth-token.yaml": "YXV0aF90b2tlbjogczNjcjN0"}});
+    // scylla-operator's own cleanup Job of node 0, still running.
+    let operator_jobs = json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": [
+        {"metadata": {"name": "cleanup-basic-dc1-a-0", "namespace": NS,
+            "labels": {"scylla-operator.scylladb.com/node-job-type": "Cleanup", "scylla/cluster": "basic",
+                       "scylla-operator.scylladb.com/node-job": "basic-dc1-a-0"},
+            "annotations": {keys::CLEANUP_TOKEN_RING_HASH: hash(2)}},
+         "spec": {"template": {"spec": {"containers": []}}},
+         "status": {"active": 1}},
+    ]});
     let (client, server) = scripted(vec![
         ex(
             Method::GET,
@@ -671,6 +681,12 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
             "/api/v1/namespaces/scylla/secrets/basic-auth-token",
             200,
             secret,
+        ),
+        ex(
+            Method::GET,
+            "/apis/batch/v1/namespaces/scylla/jobs?&labelSelector=scylla-operator.scylladb.com%2Fnode-job-type%3DCleanup%2Cscylla%2Fcluster%3Dbasic",
+            200,
+            operator_jobs,
         ),
     ]);
     // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.
@@ -709,6 +725,20 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
     assert_eq!(task.ring_hash, Some(hash(2)));
     assert_eq!(task.progress.as_deref(), Some("1/2"));
     assert_eq!(snapshot.agent_token, SecretState::Present);
+    assert_eq!(
+        snapshot.scylla_operator.jobs,
+        vec![OperatorJob {
+            name: "cleanup-basic-dc1-a-0".into(),
+            node: "basic-dc1-a-0".into(),
+            ring_hash: Some(hash(2)),
+            phase: JobPhase::Running,
+        }],
+        "scylla-operator's cleanup Jobs are read"
+    );
+    assert_eq!(
+        snapshot.scylla_operator.active,
+        Some(Signal::CleanupJob("cleanup-basic-dc1-a-0".into()))
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use groundskeeper_controller::api::maintenance_task::TaskState;
+use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{
+    JobPhase, OperatorCleanup, OperatorJob, SCYLLA_OPERATOR_CLEANS_UP,
+};
 use groundskeeper_controller::triggers::scylla_cleanup::decide::*;
 use groundskeeper_protocol::{keys, ring_hash};
 
@@ -116,6 +119,7 @@ fn snapshot(members: Vec<MemberFacts>, tasks: Vec<TaskFacts>) -> Snapshot {
         agent_token: SecretState::Present,
         // These cases are the ring-hash rule's: ownership cases are in scylla_ownership_decide.rs.
         ownership: Err("not read".into()),
+        scylla_operator: OperatorCleanup::default(),
         now: now(),
     }
 }
@@ -871,4 +875,107 @@ fn members_record_round_trips_and_orders_uids() {
     assert!(looks_like_ring_hash(&h(1)));
     assert!(!looks_like_ring_hash("abc"));
     assert!(!looks_like_ring_hash(&h(1).replace('=', "!")));
+}
+
+/// scylla-operator 1.10+ cleans the cluster itself (its Job controller's condition is in the
+/// status, or one of its cleanup Jobs exists): the ring-hash trigger submits nothing and seeds
+/// nothing (NeverCleanedUp, missing or a stale hash alike: the annotation is scylla-operator's),
+/// and its condition says so, naming the running Jobs and the nodes still due.
+#[test]
+fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
+    let (old, new) = (h(1), h(2));
+    let scale_out = vec![
+        member("a", 0, Some(&new), Some(&old)),
+        member("a", 1, Some(&new), Some("NeverCleanedUp")),
+        member("b", 0, Some(&new), None),
+        member("b", 1, Some(&new), Some(&new)),
+    ];
+    let running = OperatorJob {
+        name: format!("cleanup-{}", svc("a", 0)),
+        node: svc("a", 0),
+        ring_hash: Some(new.clone()),
+        phase: JobPhase::Running,
+    };
+    let by_condition = |jobs: Vec<OperatorJob>| {
+        let mut cluster = settled_cluster();
+        cluster
+            .conditions
+            .push(condition("JobControllerProgressing", "False"));
+        let types: Vec<String> = cluster.conditions.iter().map(|c| c.type_.clone()).collect();
+        (
+            cluster,
+            OperatorCleanup::observed(types.iter().map(String::as_str), jobs),
+        )
+    };
+    let by_job_only = {
+        let cluster = settled_cluster();
+        let types: Vec<String> = cluster.conditions.iter().map(|c| c.type_.clone()).collect();
+        (
+            cluster,
+            OperatorCleanup::observed(types.iter().map(String::as_str), vec![running.clone()]),
+        )
+    };
+    #[allow(clippy::type_complexity)] // a table of cases
+    let cases: Vec<(
+        &str,
+        (ClusterFacts, OperatorCleanup),
+        Vec<MemberFacts>,
+        bool,
+        Vec<&str>,
+    )> = vec![
+        (
+            "ring moved, no Job yet",
+            by_condition(vec![]),
+            scale_out.clone(),
+            true,
+            vec![
+                "JobControllerProgressing",
+                "nodes it has to clean: basic-dc1-a-0, basic-dc1-a-1",
+                "until every node has both ring hashes, missing on: basic-dc1-b-0",
+            ],
+        ),
+        (
+            "its Job runs",
+            by_condition(vec![running.clone()]),
+            scale_out.clone(),
+            true,
+            vec!["its cleanup Jobs running: cleanup-basic-dc1-a-0"],
+        ),
+        (
+            "seen by its Job alone",
+            by_job_only,
+            scale_out.clone(),
+            true,
+            vec!["its cleanup Job cleanup-basic-dc1-a-0 exists"],
+        ),
+        (
+            "all clean",
+            by_condition(vec![]),
+            vec![member("a", 0, Some(&new), Some(&new))],
+            false,
+            vec!["stands back"],
+        ),
+    ];
+    for (name, (cluster, operator), members, busy, says) in cases {
+        let snapshot = Snapshot {
+            cluster,
+            scylla_operator: operator,
+            ..snapshot(members, vec![])
+        };
+        let plan = decide(&snapshot);
+        assert!(plan.actions.is_empty(), "{name}: no task, no seeding: {plan:#?}");
+        assert_eq!(plan.progressing.reason, SCYLLA_OPERATOR_CLEANS_UP, "{name}");
+        assert_eq!(plan.progressing.status, busy, "{name}: {plan:#?}");
+        for part in says {
+            assert!(
+                plan.progressing.message.contains(part),
+                "{name}: {part:?} in {plan:#?}"
+            );
+        }
+        assert!(!plan.degraded.status, "{name}: standing back is no fault");
+    }
+
+    // Without any sign of scylla-operator's cleanup the same cluster gets a task as ever.
+    let plan = decide(&snapshot(scale_out, vec![]));
+    assert_eq!(submits(&plan), nodes(&[("a", 0), ("a", 1)]));
 }

@@ -151,6 +151,7 @@ impl Sim {
             tasks: Vec::new(),
             agent_token: SecretState::Present,
             ownership: self.views(),
+            scylla_operator: Default::default(),
             now: now(),
         }
     }

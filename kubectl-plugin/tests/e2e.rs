@@ -563,6 +563,7 @@ async fn scylla_cleanup_status_tells_the_jobs_apart() {
         namespace: "scylla".into(),
         cluster: "db".into(),
         datacenter: "dc".into(),
+        cleanup: None,
     };
     let before: &[(&str, i64)] = &[("a", 2)];
     let after: &[(&str, i64)] = &[("a", 3)];

@@ -2,14 +2,19 @@
 //! (the ScyllaCluster and its status, the ScyllaDBDatacenter, the member Services with the ring
 //! hashes its sidecar reports, the agent token Secret) and what a scale-out changes in them.
 //!
-//! Nothing here reconciles anything: it writes what scylla-operator would have written by the
-//! time a cluster is settled. Scylla itself is played by `scylla_agent`.
+//! The objects are written as scylla-operator would have written them by the time a cluster is
+//! settled. Where a scenario asks for it, [`ScyllaOperator::run_cleanup_controller`] also plays
+//! scylla-operator's own cleanup controller (1.10+) beside groundskeeper. Scylla itself is played
+//! by `scylla_agent`.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::ring_hash::ring_hash;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use serde_json::{Value, json};
 
@@ -43,12 +48,27 @@ pub fn ring_hash_of(nodes: i64) -> String {
     ring_hash(&ring(nodes)).expect("the stand-in ring is valid")
 }
 
+/// How scylla-operator's cleanup controller seeds `last-cleaned-up-token-ring-hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seeding {
+    /// v1.10 up to v1.21: a member Service with a current hash and no last-cleaned hash gets
+    /// `last-cleaned = current` (a node that just joined is taken as clean).
+    CurrentHash,
+    /// Since scylla-operator PR #3574 (2026-08): every member Service gets `NeverCleanedUp`, so
+    /// every node is cleaned once; a Service without the annotation is waited for.
+    NeverCleanedUp,
+}
+
 /// One ScyllaCluster (one datacenter) as scylla-operator manages it.
 #[derive(Debug, Clone)]
 pub struct ScyllaOperator {
     pub namespace: String,
     pub cluster: String,
     pub datacenter: String,
+    /// scylla-operator's own cleanup controller (1.10 and later) and how it seeds; `None`: a
+    /// version before 1.10, without one. With one, the cluster's status carries its Job
+    /// controller's conditions.
+    pub cleanup: Option<Seeding>,
 }
 
 impl ScyllaOperator {
@@ -81,7 +101,7 @@ impl ScyllaOperator {
         if with_datacenter {
             server.create(&scylla_datacenters(), ns, self.datacenter_object(racks))?;
             let status =
-                json!({ "status": { "observedGeneration": 1, "conditions": settled_conditions(1) } });
+                json!({ "status": { "observedGeneration": 1, "conditions": self.settled_conditions(1) } });
             server.patch(
                 &scylla_datacenters(),
                 ns,
@@ -128,15 +148,54 @@ impl ScyllaOperator {
                     let name = self.member_name(rack, ordinal);
                     server.patch(&services(), ns, &name, PatchFormat::Merge, &sidecar, false)?;
                 } else {
+                    // Newer versions create the Service seeded with NeverCleanedUp.
+                    let seed =
+                        (self.cleanup == Some(Seeding::NeverCleanedUp)).then_some(keys::NEVER_CLEANED_UP);
                     server.create(
                         &services(),
                         ns,
-                        self.member_service(rack, ordinal, &new_hash, None),
+                        self.member_service(rack, ordinal, &new_hash, seed),
                     )?;
                 }
             }
         }
         self.write_status(server, 2, after)
+    }
+
+    /// What scylla-operator does on a scale-in from `before` to `after` (`generation` is the new
+    /// spec's): the new spec, the highest ordinals of each rack decommissioned (their member
+    /// Services deleted), the remaining nodes' sidecars reporting the smaller ring, then the status.
+    pub fn scale_in(
+        &self,
+        server: &ApiServer,
+        before: &Racks,
+        after: &Racks,
+        generation: i64,
+    ) -> Result<(), ApiError> {
+        let ns = Some(self.namespace.as_str());
+        let spec = json!({ "spec": self.cluster_object(after)["spec"] });
+        server.patch(
+            &scylla_clusters(),
+            ns,
+            &self.cluster,
+            PatchFormat::Merge,
+            &spec,
+            false,
+        )?;
+        let new_hash = ring_hash_of(members(after));
+        for (rack, count) in before {
+            let kept = after.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
+            for ordinal in kept..*count {
+                server.delete(&services(), ns, &self.member_name(rack, ordinal))?;
+            }
+            for ordinal in 0..kept {
+                let sidecar =
+                    json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: new_hash } } });
+                let name = self.member_name(rack, ordinal);
+                server.patch(&services(), ns, &name, PatchFormat::Merge, &sidecar, false)?;
+            }
+        }
+        self.write_status(server, generation, after)
     }
 
     fn write_status(&self, server: &ApiServer, generation: i64, racks: &Racks) -> Result<(), ApiError> {
@@ -193,8 +252,19 @@ impl ScyllaOperator {
             "members": members, "readyMembers": members, "availableMembers": members,
             "rackCount": racks.len(),
             "racks": rack_status,
-            "conditions": settled_conditions(generation),
+            "conditions": self.settled_conditions(generation),
         }})
+    }
+
+    /// [`settled_conditions`], with its Job controller's where it has the cleanup controller.
+    pub fn settled_conditions(&self, generation: i64) -> Value {
+        let mut conditions = settled_conditions(generation);
+        if self.cleanup.is_some() {
+            let list = conditions.as_array_mut().expect("a list");
+            list.push(condition("JobControllerProgressing", "False", generation));
+            list.push(condition("JobControllerDegraded", "False", generation));
+        }
+        conditions
     }
 
     pub fn datacenter_object(&self, racks: &Racks) -> Value {
@@ -262,6 +332,227 @@ impl ScyllaOperator {
             type_: Some("Opaque".into()),
             ..Default::default()
         }
+    }
+}
+
+/// Label and annotation keys of scylla-operator's cleanup Jobs.
+pub const NODE_JOB_TYPE_LABEL: &str = "scylla-operator.scylladb.com/node-job-type";
+pub const NODE_JOB_LABEL: &str = "scylla-operator.scylladb.com/node-job";
+pub const POD_TYPE_LABEL: &str = "scylla-operator.scylladb.com/pod-type";
+/// Where its cleanup Job mounts the agent token file.
+pub const CLEANUP_JOB_TOKEN_PATH: &str = "/etc/scylla-cleanup-job/auth-token.yaml";
+
+/// What scylla-operator's cleanup controller stand-in did to Jobs, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupControllerLog {
+    /// Jobs it created: (name, ring hash).
+    pub created: Vec<(String, String)>,
+    /// Jobs it deleted (pruned).
+    pub deleted: Vec<String>,
+}
+
+/// scylla-operator's cleanup controller, running until dropped.
+pub struct CleanupController {
+    log: Arc<Mutex<CleanupControllerLog>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CleanupController {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CleanupController {
+    pub fn log(&self) -> CleanupControllerLog {
+        self.log.lock().expect("log lock").clone()
+    }
+}
+
+impl ScyllaOperator {
+    /// Plays scylla-operator's cleanup controller (`MakeJobs`, `syncJobs` and the member Service
+    /// annotations of its ScyllaDBDatacenter controller) for this cluster, every 20 ms:
+    /// 1. seeds `last-cleaned-…` as [`Seeding`] says and records each completed Job's
+    ///    `cleanup-token-ring-hash` as its node's `last-cleaned-…`;
+    /// 2. while any member Service lacks either hash, does nothing more (it waits for them);
+    /// 3. prunes (deletes) its Jobs for nodes that no longer need one;
+    /// 4. when the cluster is settled (observed generation, StatefulSetControllerProgressing not
+    ///    True, Available True, Degraded False), creates `cleanup-<service>` for every node whose
+    ///    hashes differ, all at once.
+    ///
+    /// Its Jobs are selected by its labels only; it never looks at groundskeeper's.
+    pub fn run_cleanup_controller(&self, server: Arc<ApiServer>) -> CleanupController {
+        let seeding = self.cleanup.expect("a scylla-operator with a cleanup controller");
+        let log = Arc::new(Mutex::new(CleanupControllerLog::default()));
+        let operator = self.clone();
+        let written = log.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                operator.sync_cleanup(&server, seeding, &written);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        CleanupController { log, task }
+    }
+
+    fn sync_cleanup(&self, server: &ApiServer, seeding: Seeding, log: &Mutex<CleanupControllerLog>) {
+        let ns = Some(self.namespace.as_str());
+        let members: Vec<Value> = server
+            .list(&services(), ns)
+            .into_iter()
+            .filter(|s| {
+                let labels = &s["metadata"]["labels"];
+                labels[keys::SCYLLA_CLUSTER_LABEL] == self.cluster.as_str()
+                    && labels[keys::SCYLLA_SERVICE_TYPE_LABEL] == keys::SCYLLA_SERVICE_TYPE_MEMBER
+            })
+            .collect();
+        let jobs: BTreeMap<String, Value> = server
+            .list(&ResourceId::of::<Job>(), ns)
+            .into_iter()
+            .filter(|j| {
+                let labels = &j["metadata"]["labels"];
+                labels[NODE_JOB_TYPE_LABEL] == "Cleanup"
+                    && labels[keys::SCYLLA_CLUSTER_LABEL] == self.cluster.as_str()
+            })
+            .map(|j| (j["metadata"]["name"].as_str().unwrap_or_default().to_owned(), j))
+            .collect();
+        // 1. The member Services' annotations.
+        let mut hashes: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
+        for service in &members {
+            let name = service["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let annotations = &service["metadata"]["annotations"];
+            let current = annotations[keys::CURRENT_TOKEN_RING_HASH]
+                .as_str()
+                .map(str::to_owned);
+            let mut last = annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH]
+                .as_str()
+                .map(str::to_owned);
+            if last.is_none() {
+                last = match seeding {
+                    Seeding::NeverCleanedUp => Some(keys::NEVER_CLEANED_UP.to_owned()),
+                    Seeding::CurrentHash => current.clone(),
+                };
+            }
+            if let Some(job) = jobs.get(&format!("cleanup-{name}"))
+                && job["status"]["completionTime"].is_string()
+                && let Some(hash) = job["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH].as_str()
+            {
+                last = Some(hash.to_owned());
+            }
+            let found = annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH].as_str();
+            if let Some(last) = last.as_deref().filter(|l| Some(*l) != found) {
+                let patch =
+                    json!({ "metadata": { "annotations": { keys::LAST_CLEANED_UP_TOKEN_RING_HASH: last } } });
+                let _ = server.patch(&services(), ns, &name, PatchFormat::Merge, &patch, false);
+            }
+            hashes.insert(name, (current, last));
+        }
+        // 2. Every node's state must be known.
+        if hashes
+            .values()
+            .any(|(current, last)| current.is_none() || last.is_none())
+        {
+            return;
+        }
+        let required: BTreeMap<String, String> = hashes
+            .iter()
+            .filter_map(|(name, (current, last))| {
+                let current = current.clone()?;
+                (Some(&current) != last.as_ref()).then(|| (format!("cleanup-{name}"), current))
+            })
+            .collect();
+        // 3. Prune.
+        for name in jobs.keys().filter(|j| !required.contains_key(*j)) {
+            if server.delete(&ResourceId::of::<Job>(), ns, name).is_ok() {
+                log.lock().expect("log lock").deleted.push(name.clone());
+            }
+        }
+        // 4. Create, once settled.
+        if !self.settled(server) {
+            return;
+        }
+        for (job, hash) in &required {
+            if jobs.contains_key(job) {
+                continue;
+            }
+            let node = job.trim_start_matches("cleanup-");
+            if server
+                .create(&ResourceId::of::<Job>(), ns, self.cleanup_job(node, hash))
+                .is_ok()
+            {
+                log.lock()
+                    .expect("log lock")
+                    .created
+                    .push((job.clone(), hash.clone()));
+            }
+        }
+    }
+
+    /// scylla-operator's gate for cleanup Jobs, read from the ScyllaCluster's status.
+    fn settled(&self, server: &ApiServer) -> bool {
+        let Some(sc) = server.get(&scylla_clusters(), Some(&self.namespace), &self.cluster) else {
+            return false;
+        };
+        let status = &sc["status"];
+        let is = |type_: &str, value: &str| {
+            status["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == type_ && c["status"] == value))
+        };
+        sc["metadata"]["generation"] == status["observedGeneration"]
+            && !is("StatefulSetControllerProgressing", "True")
+            && is("Available", "True")
+            && is("Degraded", "False")
+    }
+
+    /// The cleanup Job scylla-operator makes for `node` (`MakeJobs`): its labels and annotation,
+    /// the agent token mounted, `cleanup-job --node-address=…` (here the member Service's DNS
+    /// name, where scylla-operator passes the node's broadcast address).
+    pub fn cleanup_job(&self, node: &str, ring_hash: &str) -> Value {
+        let labels = json!({
+            keys::SCYLLA_CLUSTER_LABEL: self.cluster,
+            NODE_JOB_LABEL: node,
+            NODE_JOB_TYPE_LABEL: "Cleanup",
+        });
+        let mut pod_labels = labels.clone();
+        pod_labels[POD_TYPE_LABEL] = "cleanup-job".into();
+        let annotations = json!({ keys::CLEANUP_TOKEN_RING_HASH: ring_hash });
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {
+                "name": format!("cleanup-{node}"), "namespace": self.namespace,
+                "labels": labels, "annotations": annotations,
+            },
+            "spec": {
+                "manualSelector": false,
+                "template": {
+                    "metadata": { "labels": pod_labels, "annotations": annotations },
+                    "spec": {
+                        "restartPolicy": "OnFailure",
+                        "containers": [{
+                            "name": "cleanup", "image": "scylladb/scylla-operator:latest",
+                            "imagePullPolicy": "IfNotPresent",
+                            "args": [
+                                "cleanup-job",
+                                format!("--manager-auth-config-path={CLEANUP_JOB_TOKEN_PATH}"),
+                                format!("--node-address={node}.{}.svc", self.namespace),
+                            ],
+                            "volumeMounts": [{
+                                "name": "scylla-manager-agent-token", "readOnly": true,
+                                "mountPath": CLEANUP_JOB_TOKEN_PATH, "subPath": keys::SCYLLA_AGENT_TOKEN_SECRET_KEY,
+                            }],
+                        }],
+                        "volumes": [{
+                            "name": "scylla-manager-agent-token",
+                            "secret": { "secretName": format!("{}-auth-token", self.cluster) },
+                        }],
+                    }
+                }
+            }
+        })
     }
 }
 

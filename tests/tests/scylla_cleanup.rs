@@ -8,7 +8,9 @@
 //! - the controller: `triggers::scylla_cleanup::run` and `tasks::reconcile::run`, unchanged,
 //!   over a kube client;
 //! - scylla-operator: this test, writing the ScyllaCluster's spec and status and the member
-//!   Services' `current-token-ring-hash` as its sidecar would;
+//!   Services' `current-token-ring-hash` as its sidecar would; in the scenarios beside
+//!   scylla-operator's own cleanup, also its cleanup controller (`ScyllaOperator::run_cleanup_controller`),
+//!   whose Jobs the same Job simulator runs;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`, running each
 //!   Job's container with the runner's library;
 //! - each Scylla node: a `ScyllaAgent` stand-in (HTTPS, bearer token, Scylla's REST API).
@@ -25,9 +27,11 @@ use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
 use groundskeeper_e2e::scylla_operator::{
-    Racks, ScyllaOperator, ring, ring_hash_of, scylla_clusters, scylla_datacenters, services,
+    self, CleanupController, Racks, ScyllaOperator, Seeding, ring, ring_hash_of, scylla_clusters,
+    scylla_datacenters, services,
 };
 use groundskeeper_job::cli::{Cli, Command};
+use groundskeeper_job::scylla::cleanup::CleanupArgs;
 use groundskeeper_protocol::keys;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -65,12 +69,14 @@ fn condition(type_: &str, status: &str, reason: &str) -> Value {
     })
 }
 
-/// scylla-operator's objects of the scenario's one ScyllaCluster.
+/// scylla-operator's objects of the scenario's one ScyllaCluster, a version without a cleanup
+/// controller of its own.
 fn operator() -> ScyllaOperator {
     ScyllaOperator {
         namespace: NAMESPACE.into(),
         cluster: CLUSTER.into(),
         datacenter: DATACENTER.into(),
+        cleanup: None,
     }
 }
 
@@ -87,11 +93,16 @@ async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String,
         .unwrap_or_default()
         .to_string();
     let args = container.args;
-    let parsed = Cli::try_parse_args(args.clone()).unwrap_or_else(|e| {
-        panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
-    });
-    let Command::Cleanup(mut cleanup) = parsed.command else {
-        panic!("Job {job_name}: {args:?} is not a cleanup");
+    let mut cleanup = if args.first().map(String::as_str) == Some("cleanup-job") {
+        scylla_operator_cleanup(&job_name, &args)
+    } else {
+        let parsed = Cli::try_parse_args(args.clone()).unwrap_or_else(|e| {
+            panic!("Job {job_name}: its args {args:?} do not parse as groundskeeper-job's: {e}")
+        });
+        let Command::Cleanup(cleanup) = parsed.command else {
+            panic!("Job {job_name}: {args:?} is not a cleanup");
+        };
+        cleanup
     };
     let (host, port) = agents.get(&cleanup.node_address).cloned().unwrap_or_else(|| {
         panic!(
@@ -113,11 +124,21 @@ async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String,
     }
 }
 
+/// scylla-operator's `cleanup-job --manager-auth-config-path=… --node-address=…`, played by the
+/// runner's cleanup of every keyspace of the node (what its cleanup-job does through the agent).
+fn scylla_operator_cleanup(job_name: &str, args: &[String]) -> CleanupArgs {
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+            .unwrap_or_else(|| panic!("Job {job_name}: no --{name} in {args:?}"))
+            .to_owned()
+    };
+    CleanupArgs::new(flag("node-address"), flag("manager-auth-config-path"))
+}
+
 /// The rack of a cleanup Job's node, from its member Service.
 fn rack_of_job(server: &ApiServer, job: &Value) -> String {
-    let node = job["metadata"]["labels"][keys::NODE_LABEL]
-        .as_str()
-        .unwrap_or_default();
+    let node = node_label(job);
     server
         .get(&services(), Some(NAMESPACE), node)
         .and_then(|svc| {
@@ -126,6 +147,16 @@ fn rack_of_job(server: &ApiServer, job: &Value) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| format!("<no member Service {node:?}>"))
+}
+
+/// The node a cleanup Job works on: groundskeeper's `groundskeeper.dev/node` label, or
+/// scylla-operator's `scylla-operator.scylladb.com/node-job`.
+fn node_label(job: &Value) -> &str {
+    let labels = &job["metadata"]["labels"];
+    labels[keys::NODE_LABEL]
+        .as_str()
+        .or_else(|| labels[scylla_operator::NODE_JOB_LABEL].as_str())
+        .unwrap_or_default()
 }
 
 /// Plays the Job controller and the kubelet; each Job's pods run the cleanup runner against the
@@ -148,6 +179,9 @@ struct Scenario {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     ctx: Arc<Context>,
     with_datacenter: bool,
+    operator: ScyllaOperator,
+    /// scylla-operator's own cleanup controller, where the scenario runs one.
+    operator_cleanup: Option<CleanupController>,
 }
 
 impl Drop for Scenario {
@@ -191,6 +225,18 @@ impl Scenario {
         secret_token: &str,
         agent: impl Fn(AgentSpec) -> AgentSpec,
     ) -> Scenario {
+        Self::start_beside(mode, with_datacenter, secret_token, agent, operator()).await
+    }
+
+    /// [`Scenario::start_in`] for the scylla-operator `operator`: with its own cleanup controller
+    /// running beside groundskeeper's when it has one.
+    async fn start_beside(
+        mode: Mode,
+        with_datacenter: bool,
+        secret_token: &str,
+        agent: impl Fn(AgentSpec) -> AgentSpec,
+        operator: ScyllaOperator,
+    ) -> Scenario {
         let (grants, namespaces) = match mode {
             Mode::ClusterWide => (controller_grants(), Vec::new()),
             Mode::Namespaced => (controller_grants_namespaced(), vec![NAMESPACE.to_owned()]),
@@ -224,7 +270,7 @@ impl Scenario {
                 agents.insert(service, agent);
             }
         }
-        operator()
+        operator
             .create(&server, BEFORE, with_datacenter, secret_token)
             .unwrap();
         if with_datacenter {
@@ -251,6 +297,9 @@ impl Scenario {
                 .unwrap();
         }
         let jobs = job_simulator(server.clone(), addresses.clone());
+        let operator_cleanup = operator
+            .cleanup
+            .map(|_| operator.run_cleanup_controller(server.clone()));
         let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
@@ -274,6 +323,8 @@ impl Scenario {
             tasks: vec![trigger, tasks],
             ctx,
             with_datacenter,
+            operator,
+            operator_cleanup,
         }
     }
 
@@ -338,7 +389,7 @@ impl Scenario {
     /// What scylla-operator does on a scale-out: the new spec (generation 2), new member Services,
     /// every node's sidecar reporting the new ring, then the status catching up.
     fn scale_out(&self) {
-        operator().scale_out(&self.server, BEFORE, AFTER).unwrap();
+        self.operator.scale_out(&self.server, BEFORE, AFTER).unwrap();
     }
 
     fn old_nodes() -> Vec<String> {
@@ -946,4 +997,358 @@ async fn namespaced_mode_cleans_its_namespace_and_reaches_no_other() {
             .map(|_| ()),
         "list Services across namespaces",
     );
+}
+
+/// Every change to a Job in the scenario's namespace, in order, from before the scale-out on.
+struct JobWatch {
+    changes: Arc<std::sync::Mutex<Vec<Arc<groundskeeper_e2e::apiserver::Change>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for JobWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl JobWatch {
+    fn start(server: &ApiServer) -> JobWatch {
+        let mut feed = server.subscribe();
+        let changes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = changes.clone();
+        let task = tokio::spawn(async move {
+            while let Ok(Some(change)) = feed.next().await {
+                if change.resource == jobs() {
+                    seen.lock().unwrap().push(change);
+                }
+            }
+        });
+        JobWatch { changes, task }
+    }
+
+    fn changes(&self) -> Vec<Arc<groundskeeper_e2e::apiserver::Change>> {
+        self.changes.lock().unwrap().clone()
+    }
+}
+
+fn is_scylla_operators(job: &Value) -> bool {
+    job["metadata"]["labels"][scylla_operator::NODE_JOB_TYPE_LABEL] == "Cleanup"
+}
+
+fn is_groundskeepers(job: &Value) -> bool {
+    job["metadata"]["labels"][keys::MANAGED_BY_LABEL] == keys::MANAGED_BY
+}
+
+fn job_finished(job: &Value) -> bool {
+    job["status"]["completionTime"].is_string()
+        || job["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"))
+}
+
+/// What a Job's owner alone may set: everything but its status and the server's bookkeeping.
+fn owned_part(job: &Value) -> Value {
+    let metadata = &job["metadata"];
+    json!({
+        "name": metadata["name"], "labels": metadata["labels"], "annotations": metadata["annotations"],
+        "ownerReferences": metadata["ownerReferences"], "finalizers": metadata["finalizers"],
+        "spec": job["spec"],
+    })
+}
+
+/// Checks the Job history of a scenario beside scylla-operator's cleanup controller: neither side
+/// changed, adopted or deleted a Job of the other (after its creation a Job only changes status;
+/// the only deletions are scylla-operator pruning its own), names never collide, and on each node
+/// no Job of one side ran while one of the other did (from its creation to its end).
+fn check_jobs_untouched_and_never_overlapping(watch: &JobWatch, pruned: &[String]) -> usize {
+    let changes = watch.changes();
+    // uid (a name comes back: scylla-operator's for the next ring change) → (owner is
+    // scylla-operator, node, created at, finished at)
+    let mut lives: BTreeMap<String, (bool, String, u64, Option<u64>)> = BTreeMap::new();
+    for change in &changes {
+        let job = &change.object;
+        let name = job["metadata"]["name"].as_str().unwrap().to_owned();
+        let uid = job["metadata"]["uid"].as_str().unwrap().to_owned();
+        let theirs = is_scylla_operators(job);
+        assert!(
+            theirs != is_groundskeepers(job),
+            "{name}: exactly one of the two makes each Job: {job:#}"
+        );
+        assert_eq!(
+            name.starts_with("cleanup-"),
+            theirs,
+            "{name}: cleanup-… is scylla-operator's name space, and only its"
+        );
+        // scylla-operator selects the Jobs it claims (adopts when orphaned) and prunes by
+        // `scylla/cluster`: groundskeeper's never carry it.
+        assert!(
+            theirs || job["metadata"]["labels"][keys::SCYLLA_CLUSTER_LABEL].is_null(),
+            "{name}: outside scylla-operator's Job selector: {job:#}"
+        );
+        match change.kind {
+            groundskeeper_e2e::apiserver::ChangeKind::Added => {
+                lives.insert(uid, (theirs, node_label(job).to_owned(), change.revision, None));
+            }
+            groundskeeper_e2e::apiserver::ChangeKind::Modified => {
+                let before = change.previous.as_ref().unwrap();
+                assert_eq!(
+                    owned_part(before),
+                    owned_part(job),
+                    "{name}: after its creation only its status changes"
+                );
+                if job_finished(job) {
+                    let life = lives.get_mut(&uid).unwrap();
+                    life.3.get_or_insert(change.revision);
+                }
+            }
+            groundskeeper_e2e::apiserver::ChangeKind::Deleted => {
+                assert!(theirs, "{name}: no groundskeeper Job is deleted here");
+                assert!(
+                    pruned.contains(&name),
+                    "{name}: deleted by scylla-operator's own pruning"
+                );
+                assert!(job_finished(job), "{name}: pruned once done");
+            }
+        }
+    }
+    let by_node = |ours: bool| {
+        lives
+            .values()
+            .filter(move |(theirs, ..)| *theirs != ours)
+            .map(|(_, node, from, to)| (node.clone(), *from, to.unwrap_or(u64::MAX)))
+            .collect::<Vec<_>>()
+    };
+    for (node, from, to) in by_node(true) {
+        for (other, their_from, their_to) in by_node(false) {
+            assert!(
+                node != other || to < their_from || their_to < from,
+                "{node}: a groundskeeper Job (revisions {from}..{to}) overlapped scylla-operator's ({their_from}..{their_to})"
+            );
+        }
+    }
+    lives.len()
+}
+
+/// How many times each node's agent cleaned keyspace `app`.
+fn app_cleanups(scenario: &Scenario) -> BTreeMap<String, usize> {
+    scenario
+        .agents
+        .iter()
+        .map(|(node, agent)| {
+            let count = agent.cleaned_keyspaces().iter().filter(|k| *k == "app").count();
+            (node.clone(), count)
+        })
+        .collect()
+}
+
+/// groundskeeper beside scylla-operator's own cleanup controller (`seeding` as its version does)
+/// through a 3 → 6 → 3 scale (the manual task named `cleanup-now`, in scylla-operator's Job
+/// name space): the ring-hash trigger stands back and says so, scylla-operator
+/// cleans every node it owes a cleanup exactly once per ring change, a manual task created while
+/// scylla-operator's Jobs run waits for each node scylla-operator cleans or is about to and then
+/// skips it (cleaned for that ring already) while cleaning the others, and no Job of either is
+/// touched by the other or overlaps the other's on a node.
+async fn beside_scylla_operators_cleanup(seeding: Seeding) {
+    let operator = ScyllaOperator {
+        cleanup: Some(seeding),
+        ..operator()
+    };
+    let scenario = Scenario::start_beside(
+        Mode::ClusterWide,
+        true,
+        AGENT_TOKEN,
+        // Each keyspace's cleanup takes a few status polls: Jobs last long enough to be seen.
+        |spec| AgentSpec {
+            polls_until_done: 8,
+            ..spec
+        },
+        operator,
+    )
+    .await;
+    let watch = JobWatch::start(&scenario.server);
+    let stands_back = |s: &Scenario| {
+        s.condition("CleanupControllerProgressing")
+            .is_some_and(|c| c["reason"] == "ScyllaOperatorCleansUp")
+    };
+    scenario
+        .wait_for("the trigger stands back for scylla-operator", stands_back)
+        .await;
+    let (h3, h6) = (ring_hash_of(3), ring_hash_of(6));
+    let all_nodes: Vec<String> = Scenario::old_nodes()
+        .into_iter()
+        .chain(Scenario::new_nodes())
+        .collect();
+
+    // 3 → 6, and a manual task while scylla-operator's Jobs run.
+    scenario.scale_out();
+    let operator_job_running = |s: &Scenario| {
+        s.server
+            .list(&jobs(), Some(NAMESPACE))
+            .iter()
+            .any(|j| is_scylla_operators(j) && !job_finished(j))
+    };
+    scenario
+        .wait_for("a scylla-operator cleanup Job running", operator_job_running)
+        .await;
+    let progressing = scenario.condition("CleanupControllerProgressing").unwrap();
+    assert_eq!(progressing["reason"], "ScyllaOperatorCleansUp", "{progressing:#}");
+    assert!(
+        progressing["message"]
+            .as_str()
+            .unwrap()
+            .contains("JobControllerProgressing"),
+        "the condition names the signal: {progressing:#}"
+    );
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("cleanup-now", json!({})),
+        )
+        .unwrap();
+    scenario
+        .wait_for("a node of the manual task waiting for scylla-operator", |s| {
+            s.task("cleanup-now")["status"]["nodes"]
+                .as_array()
+                .is_some_and(|nodes| {
+                    nodes.iter().any(|n| {
+                        n["state"] == "Pending"
+                            && n["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("scylla-operator"))
+                    })
+                })
+        })
+        .await;
+    let phase_one_done = |s: &Scenario| {
+        // Either way every node ends clean for the new ring: new nodes seeded or cleaned.
+        all_nodes
+            .iter()
+            .all(|n| s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(h6.as_str()))
+            && s.task("cleanup-now")["status"]["state"] == "Completed"
+            && !s
+                .server
+                .list(&jobs(), Some(NAMESPACE))
+                .iter()
+                .any(is_scylla_operators)
+    };
+    scenario
+        .wait_for(
+            "3 → 6 cleaned, the manual task done, scylla-operator's Jobs pruned",
+            phase_one_done,
+        )
+        .await;
+    let operator_log = scenario.operator_cleanup.as_ref().unwrap().log();
+    let by_scylla_operator: BTreeSet<String> = operator_log
+        .created
+        .iter()
+        .map(|(job, _)| job.trim_start_matches("cleanup-").to_owned())
+        .collect();
+    let owed: BTreeSet<String> = match seeding {
+        // NeverCleanedUp: every node, the new ones too, once.
+        Seeding::NeverCleanedUp => all_nodes.iter().cloned().collect(),
+        // Older versions seed new nodes as clean.
+        Seeding::CurrentHash => Scenario::old_nodes().into_iter().collect(),
+    };
+    assert_eq!(by_scylla_operator, owed, "{operator_log:#?}");
+    assert_eq!(
+        operator_log.created.len(),
+        owed.len(),
+        "one scylla-operator Job per node for the ring change: {operator_log:#?}"
+    );
+    let status = scenario.task("cleanup-now")["status"].clone();
+    assert_eq!(status["progress"], "6/6", "{status:#}");
+    let after_scale_out = app_cleanups(&scenario);
+    let manual = status["nodes"].as_array().unwrap();
+    let mut waited = 0;
+    for node in &all_nodes {
+        let entry = manual.iter().find(|n| n["name"] == node.as_str()).unwrap();
+        let cleaned_by_task = entry["state"] == "Succeeded";
+        if entry["waitedForRing"].is_string() {
+            // It waited for scylla-operator's cleanup of this very ring: no second one.
+            waited += 1;
+            assert_eq!(entry["waitedForRing"], h6.as_str(), "{entry:#}");
+            assert_eq!(entry["state"], "Skipped", "{entry:#}");
+            assert!(
+                entry["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cleaned by scylla-operator"),
+                "{entry:#}"
+            );
+        } else {
+            assert_eq!(entry["state"], "Succeeded", "{entry:#}");
+        }
+        let wanted = usize::from(owed.contains(node)) + usize::from(cleaned_by_task);
+        assert_eq!(
+            after_scale_out[node], wanted,
+            "{node}: scylla-operator's cleanup for the new ring (if owed), the manual task's \
+             only where it did not wait for that one: {after_scale_out:?}"
+        );
+    }
+    assert!(
+        waited > 0,
+        "the task was created while scylla-operator cleaned: {status:#}"
+    );
+    let manual_jobs = manual.iter().filter(|n| n["state"] == "Succeeded").count();
+    assert!(
+        status["lastOperation"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("cleaned by scylla-operator meanwhile"),
+        "{status:#}"
+    );
+
+    // 6 → 3: scylla-operator cleans the remaining nodes once more; groundskeeper still stands back.
+    scenario
+        .operator
+        .scale_in(&scenario.server, AFTER, BEFORE, 3)
+        .unwrap();
+    let phase_two_done = |s: &Scenario| {
+        Scenario::old_nodes()
+            .iter()
+            .all(|n| s.annotation(n, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(h3.as_str()))
+            && !s
+                .server
+                .list(&jobs(), Some(NAMESPACE))
+                .iter()
+                .any(is_scylla_operators)
+    };
+    scenario
+        .wait_for(
+            "6 → 3 cleaned by scylla-operator, its Jobs pruned",
+            phase_two_done,
+        )
+        .await;
+    scenario.reconcile_once_more().await;
+    assert!(stands_back(&scenario));
+    let after_scale_in = app_cleanups(&scenario);
+    for node in &all_nodes {
+        let wanted = after_scale_out[node] + usize::from(Scenario::old_nodes().contains(node));
+        assert_eq!(after_scale_in[node], wanted, "{node}: {after_scale_in:?}");
+    }
+    let operator_log = scenario.operator_cleanup.as_ref().unwrap().log();
+    assert_eq!(operator_log.created.len(), owed.len() + 3, "{operator_log:#?}");
+    assert_eq!(
+        scenario.task_names(),
+        ["cleanup-now"],
+        "the ring-hash trigger submitted no task of its own"
+    );
+    let seen = check_jobs_untouched_and_never_overlapping(&watch, &operator_log.deleted);
+    assert_eq!(
+        seen,
+        owed.len() + 3 + manual_jobs,
+        "every Job of both sides was watched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_scylla_operator_seeding_never_cleaned_up_3_to_6_to_3() {
+    beside_scylla_operators_cleanup(Seeding::NeverCleanedUp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_scylla_operator_seeding_the_current_hash_3_to_6_to_3() {
+    beside_scylla_operators_cleanup(Seeding::CurrentHash).await;
 }

@@ -47,6 +47,7 @@ fn operator() -> ScyllaOperator {
         namespace: NAMESPACE.into(),
         cluster: CLUSTER.into(),
         datacenter: DATACENTER.into(),
+        cleanup: None,
     }
 }
 

@@ -620,6 +620,11 @@ pub struct NodeProgress {
     /// Cleanup: the keyspaces cleaned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keyspaces_cleaned: Vec<String>,
+    /// Cleanup beside scylla-operator's own: the ring hash scylla-operator was cleaning (or about
+    /// to clean) the node for while the node waited. Once scylla-operator records that hash as
+    /// the node's last-cleaned one, the node is skipped: cleaned for that ring already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for_ring: Option<String>,
     /// Defragmentation: bytes given back to the disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_reclaimed: Option<i64>,

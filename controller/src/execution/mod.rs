@@ -16,5 +16,5 @@ pub use observe::{
 };
 pub use spec::{
     CONTAINER_NAME, ClaimVolume, MaintenanceJob, Scheduling, SecretFile, bounded_name, build_job,
-    job_selector,
+    job_selector, name_hash,
 };

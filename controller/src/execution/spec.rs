@@ -127,6 +127,11 @@ pub fn bounded_name(base: &str, suffix: &str) -> String {
     format!("{prefix}{hash}{suffix}")
 }
 
+/// Eight hex digits of a stable hash of `text`, to keep derived names apart.
+pub fn name_hash(text: &str) -> String {
+    format!("{:08x}", fnv1a(text))
+}
+
 /// FNV-1a, 32 bits: stable across versions and platforms, unlike `std`'s hasher.
 fn fnv1a(text: &str) -> u32 {
     text.bytes().fold(0x811c_9dc5_u32, |hash, byte| {

@@ -6,13 +6,14 @@
 //! never cleaned twice by one task; the plan is written to the task's status before any Job
 //! exists, so a restarted controller finds the same plan and the same Jobs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::maintenance_task::{NodeProgress, NodeState};
 use crate::targets::scylla::to_start;
+use crate::triggers::scylla_cleanup::coexistence::Hold;
 use crate::triggers::scylla_cleanup::decide::Limits;
 
 /// `lastErrors[].code` of a Cleanup task one of whose nodes failed in a way no retry can fix
@@ -56,10 +57,38 @@ pub struct Pass {
 /// state; `racks` gives each current member's (datacenter, rack) — a planned node missing there
 /// has left the cluster; `job_name` names the Job of a node index.
 pub fn step(
+    nodes: Vec<NodeProgress>,
+    jobs: &BTreeMap<usize, (String, NodeJob)>,
+    racks: &BTreeMap<String, (String, String)>,
+    limits: Limits,
+    job_name: impl Fn(usize) -> String,
+    now: Timestamp,
+) -> Pass {
+    step_holding(nodes, jobs, racks, limits, &Holds::default(), job_name, now)
+}
+
+/// Nodes of a Cleanup task that another cleaner looks after (see
+/// [`crate::triggers::scylla_cleanup::coexistence`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// Nodes that may not start now: why, and the ring the other cleaner cleans them for.
+    pub held: BTreeMap<String, Hold>,
+    /// Nodes the other cleaner has cleaned for the ring they waited for: nothing left to do.
+    pub cleaned_by_other: BTreeSet<String>,
+}
+
+/// [`step`] beside another cleaner: a held node (scylla-operator cleans it or is about to: see
+/// [`crate::triggers::scylla_cleanup::coexistence::node_turn`]) that has not started stays
+/// pending with the reason as its message and the ring it waits for in `waitedForRing`, and
+/// takes no place within the bounds; a pending node the other cleaner has since cleaned for that
+/// ring is skipped (a second cleanup for one ring change is never run); a node already running
+/// is followed as ever.
+pub fn step_holding(
     mut nodes: Vec<NodeProgress>,
     jobs: &BTreeMap<usize, (String, NodeJob)>,
     racks: &BTreeMap<String, (String, String)>,
     limits: Limits,
+    holds: &Holds,
     job_name: impl Fn(usize) -> String,
     now: Timestamp,
 ) -> Pass {
@@ -92,7 +121,39 @@ pub fn step(
             None => {}
         }
     }
-    for index in to_start(&nodes, racks, limits) {
+    let held = &holds.held;
+    for node in nodes.iter_mut().filter(|n| n.state == NodeState::Pending) {
+        if let Some(hold) = held.get(&node.name) {
+            node.message = Some(hold.why.clone());
+            if hold.ring.is_some() {
+                node.waited_for_ring = hold.ring.clone();
+            }
+        } else if holds.cleaned_by_other.contains(&node.name) {
+            node.state = NodeState::Skipped;
+            node.completed_at = Some(Time(now));
+            node.message = Some(format!(
+                "cleaned by scylla-operator for the ring it waited for ({}…): no second cleanup",
+                node.waited_for_ring
+                    .as_deref()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(12)
+                    .collect::<String>()
+            ));
+        }
+    }
+    // Held nodes are left out of the choice only: running ones still count within the bounds.
+    let choosable: Vec<NodeProgress> = nodes
+        .iter()
+        .map(|n| match n.state {
+            NodeState::Pending if held.contains_key(&n.name) => NodeProgress {
+                state: NodeState::Skipped,
+                ..n.clone()
+            },
+            _ => n.clone(),
+        })
+        .collect();
+    for index in to_start(&choosable, racks, limits) {
         let node = &mut nodes[index];
         node.state = NodeState::Running;
         node.job = Some(job_name(index));
@@ -183,7 +244,13 @@ fn summary(nodes: &[NodeProgress]) -> String {
         .filter(|n| n.state == NodeState::Succeeded)
         .map(|n| n.name.as_str())
         .collect();
-    let skipped = nodes.iter().filter(|n| n.state == NodeState::Skipped).count();
+    let skipped = |by_operator: bool| {
+        nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Skipped && n.waited_for_ring.is_some() == by_operator)
+            .count()
+    };
+    let (skipped, by_operator) = (skipped(false), skipped(true));
     let mut keyspaces: Vec<&str> = nodes
         .iter()
         .flat_map(|n| n.keyspaces_cleaned.iter().map(String::as_str))
@@ -196,6 +263,9 @@ fn summary(nodes: &[NodeProgress]) -> String {
     };
     if !keyspaces.is_empty() {
         line.push_str(&format!(" (keyspaces {})", keyspaces.join(", ")));
+    }
+    if by_operator > 0 {
+        line.push_str(&format!("; {by_operator} cleaned by scylla-operator meanwhile"));
     }
     if skipped > 0 {
         line.push_str(&format!("; {skipped} skipped (left the cluster)"));

@@ -45,6 +45,7 @@ use crate::targets::etcd::{SnapshotNaming, Step};
 use crate::triggers::etcd::policy::Policy;
 use crate::triggers::etcd::reconcile as etcd_trigger;
 use crate::triggers::etcd::reconcile::{EtcdJob, etcd_job, job_limits};
+use crate::triggers::scylla_cleanup::coexistence::is_reserved_job_name;
 use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, SecretState};
 use crate::triggers::scylla_cleanup::observe as scylla_observe;
 
@@ -548,9 +549,17 @@ fn task_label(task: &MaintenanceTask) -> String {
     bounded_name(&task.name_any(), "")
 }
 
-/// `<task>-<step>`, shortened with a hash of the task's name when too long.
+/// `<task>-<step>`, shortened with a hash of the task's name when too long. Never a name of
+/// scylla-operator's cleanup Jobs (`cleanup-<member service>`, in the same namespace): a task
+/// named `cleanup-…` gets `gk-<hash of its name>-<task>-<step>` instead. Its Jobs are found by
+/// their labels, not their names, so tasks that started under the plain form keep theirs.
 pub fn step_job_name(task: &str, step: usize) -> String {
-    bounded_name(task, &format!("-{step}"))
+    let suffix = format!("-{step}");
+    let name = bounded_name(task, &suffix);
+    if !is_reserved_job_name(&name) {
+        return name;
+    }
+    bounded_name(&format!("gk-{}-{task}", execution::name_hash(task)), &suffix)
 }
 
 /// Per-member progress from the results of the finished step Jobs, later steps' entries
@@ -704,4 +713,35 @@ fn finished_metrics(
     ctx.metrics
         .tasks
         .finished(&task.spec.task_type.to_string(), &state, seconds);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task's Jobs never take a name of scylla-operator's cleanup Jobs, whatever the task is
+    /// called, and two tasks never share one.
+    #[test]
+    fn step_job_names_stay_out_of_scylla_operators_names() {
+        assert_eq!(step_job_name("clean-now", 2), "clean-now-2");
+        let tasks = [
+            "cleanup-now",
+            "cleanup-basic-us-east-1-a",
+            "gk-cleanup-now",
+            "cleanup",
+            "cleanup-a-very-long-task-name-that-goes-on-and-on-and-on-until-it-is-cut",
+        ];
+        let mut names = std::collections::BTreeSet::new();
+        for task in tasks {
+            for step in [0, 1, 12] {
+                let name = step_job_name(task, step);
+                assert!(!is_reserved_job_name(&name), "{task}/{step}: {name}");
+                assert!(name.len() <= 63, "{name}");
+                assert!(name.ends_with(&format!("-{step}")), "{name}");
+                assert!(names.insert(name.clone()), "{task}/{step}: {name} taken twice");
+            }
+        }
+        assert!(step_job_name("cleanup-now", 0).starts_with("gk-"));
+        assert!(step_job_name("cleanup-now", 0).contains("-cleanup-now-0"));
+    }
 }

@@ -100,6 +100,7 @@ async fn walk_through() -> Result<(), String> {
         namespace: "scylla".into(),
         cluster: "basic".into(),
         datacenter: "us-east-1".into(),
+        cleanup: None,
     };
     say::line(format!(
         "starting the in-memory Kubernetes API, a 3-member etcd ({}), 6 Scylla agent stand-ins, \

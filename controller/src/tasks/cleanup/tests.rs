@@ -1,4 +1,6 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::triggers::scylla_cleanup::coexistence::Hold;
 
 use super::*;
 
@@ -220,4 +222,88 @@ fn the_end_says_what_happened() {
         other => panic!("{other:?}"),
     }
     let _ = Skipped;
+}
+
+/// Beside scylla-operator's own cleanup: a node it cleans (or is about to) waits with the reason
+/// as its message and the ring in `waitedForRing`, takes no place in its rack, and starts once it
+/// is let go, or is skipped when scylla-operator has cleaned it for that ring meanwhile; a running
+/// node of ours is followed whatever the holds say.
+#[test]
+fn a_held_node_waits_with_its_reason_and_leaves_its_rack_to_the_others() {
+    use NodeState::*;
+    let racks = racks(&[("a0", "a"), ("a1", "a"), ("b0", "b")]);
+    let held = Holds {
+        held: BTreeMap::from([(
+            "a0".to_string(),
+            Hold {
+                why: "waiting for scylla-operator's cleanup Job cleanup-a0 (ring abc) to finish".into(),
+                ring: Some("abc".into()),
+            },
+        )]),
+        cleaned_by_other: BTreeSet::new(),
+    };
+    let nodes = vec![node("a0", Pending), node("a1", Pending), node("b0", Pending)];
+    let no_jobs = BTreeMap::new();
+    let pass = step_holding(nodes, &no_jobs, &racks, one_per_rack(), &held, job_name, now());
+    assert_eq!(pass.start, vec![1, 2], "a1 takes rack a while a0 waits");
+    assert_eq!(states(&pass), vec![Pending, Running, Running]);
+    assert_eq!(
+        pass.nodes[0].message.as_deref(),
+        Some("waiting for scylla-operator's cleanup Job cleanup-a0 (ring abc) to finish")
+    );
+    assert_eq!(pass.nodes[0].waited_for_ring.as_deref(), Some("abc"));
+    assert_eq!(pass.end, None, "a held node keeps the task open");
+
+    // Everything else done, a0 let go: it starts.
+    let mut nodes = pass.nodes;
+    nodes[1].state = Succeeded;
+    nodes[2].state = Succeeded;
+    let free = Holds::default();
+    let released = step_holding(
+        nodes.clone(),
+        &no_jobs,
+        &racks,
+        one_per_rack(),
+        &free,
+        job_name,
+        now(),
+    );
+    assert_eq!(released.start, vec![0]);
+    assert_eq!(released.nodes[0].message.as_deref(), Some("cleaning"));
+
+    // ...unless scylla-operator has cleaned it for the ring it waited for: skipped, task done.
+    let cleaned = Holds {
+        cleaned_by_other: BTreeSet::from(["a0".to_string()]),
+        ..Holds::default()
+    };
+    let pass = step_holding(nodes, &no_jobs, &racks, one_per_rack(), &cleaned, job_name, now());
+    assert!(pass.start.is_empty());
+    assert_eq!(pass.nodes[0].state, Skipped);
+    assert!(
+        pass.nodes[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("cleaned by scylla-operator"),
+        "{pass:?}"
+    );
+    let Some(End::Completed { summary }) = &pass.end else {
+        panic!("{pass:?}")
+    };
+    assert!(
+        summary.contains("1 cleaned by scylla-operator meanwhile"),
+        "{summary}"
+    );
+    assert!(!summary.contains("left the cluster"), "{summary}");
+
+    // A running node of ours counts in its rack even when held (scylla-operator started beside it).
+    let nodes = vec![node("a0", Running), node("a1", Pending)];
+    let jobs = BTreeMap::from([(0, ("t-0".to_string(), NodeJob::Running))]);
+    let pass = step_holding(nodes, &jobs, &racks, one_per_rack(), &held, job_name, now());
+    assert!(pass.start.is_empty(), "rack a is busy with a0: {pass:?}");
+    assert_eq!(states(&pass), vec![Running, Pending]);
+    assert_eq!(
+        pass.nodes[0].waited_for_ring, None,
+        "a running node does not wait"
+    );
 }

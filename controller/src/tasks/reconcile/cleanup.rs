@@ -17,11 +17,13 @@ use crate::results::scylla_cleanup as record;
 use crate::runtime::context::Context;
 use crate::runtime::error::Result;
 use crate::targets::scylla::{self as scylla, NodeCleanup};
-use crate::tasks::cleanup::{End, NODE_NOT_FOUND, NodeJob, step};
+use crate::tasks::cleanup::{End, Holds, NODE_NOT_FOUND, NodeJob, step_holding};
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::validate::{Cleanup, Work, describe_errors, validate};
 use crate::triggers::scylla_cleanup::apply::patch_ownership_record;
+use crate::triggers::scylla_cleanup::coexistence::{NodeHashes, cleaned_while_waiting, held_nodes};
 use crate::triggers::scylla_cleanup::decide::{ClusterFacts, MemberFacts, settled_record};
+use crate::triggers::scylla_cleanup::observe as scylla_observe;
 use crate::triggers::scylla_cleanup::observe::fill_pod_addresses;
 use crate::triggers::scylla_cleanup::ownership::RingView;
 use crate::triggers::scylla_cleanup::ownership_reader::read_cluster_views;
@@ -94,11 +96,38 @@ pub(super) async fn advance(
     let node_jobs = node_jobs(&jobs);
     let racks = scylla::racks(members);
     let name = task.name_any();
-    let pass = step(
+    // scylla-operator's own cleanup: a node it cleans or is about to clean waits (read only).
+    let operator_jobs =
+        scylla_observe::list_operator_cleanup_jobs(&ctx.client, &facts.namespace, &facts.name).await?;
+    let operator = scylla_observe::operator_cleanup(facts, &operator_jobs);
+    let held = held_nodes(
+        &operator,
+        members
+            .iter()
+            .map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))),
+    );
+    let cleaned_by_other = status
+        .nodes
+        .iter()
+        .filter(|n| !held.contains_key(&n.name))
+        .filter(|n| {
+            members.iter().any(|m| {
+                m.service == n.name
+                    && cleaned_while_waiting(n.waited_for_ring.as_deref(), NodeHashes::of(&m.annotations))
+            })
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    let holds = Holds {
+        held,
+        cleaned_by_other,
+    };
+    let pass = step_holding(
         status.nodes.clone(),
         &node_jobs,
         &racks,
         scylla::limits(&cleanup, facts),
+        &holds,
         |index| step_job_name(&name, index),
         now,
     );
@@ -113,7 +142,9 @@ pub(super) async fn advance(
             .and_then(|j| j.annotations.get(keys::CLEANUP_TOKEN_RING_HASH));
         let member = members.iter().find(|m| m.service == node.name);
         let settled = settled_record(facts, members);
-        let recorded = member.and_then(|m| {
+        // Where scylla-operator cleans too, last-cleaned is its to write: a node of ours started
+        // only when it was clean for its ring, so there is nothing to record anyway.
+        let recorded = member.filter(|_| operator.active.is_none()).and_then(|m| {
             let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
             let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
             record::cleaned_record(

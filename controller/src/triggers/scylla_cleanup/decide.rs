@@ -1,6 +1,9 @@
 //! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
 //! Rules (see DESIGN.md, "Scylla"):
+//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), none of what
+//!   follows: the trigger submits no task and seeds nothing, and says why
+//!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
 //! * a node without a current hash is bootstrapping: it is not cleaned and blocks nobody;
@@ -45,6 +48,7 @@ use std::time::Duration;
 use groundskeeper_protocol::keys;
 use serde::{Deserialize, Serialize};
 
+use super::coexistence::{self, OperatorCleanup};
 use super::ownership::{
     CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet, RecordState,
     RingView, decide_node, node_ownership, plan_node,
@@ -75,6 +79,8 @@ pub struct Snapshot {
     pub agent_token: SecretState,
     /// What every node replicates now, read through one node's agent, or why that is unknown.
     pub ownership: Result<Vec<RingView>, String>,
+    /// scylla-operator's own cleanup of the cluster (see [`coexistence`]).
+    pub scylla_operator: OperatorCleanup,
     pub now: jiff::Timestamp,
 }
 
@@ -270,6 +276,9 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
             Err(message) => problems.push(("InvalidAnnotation", message)),
         }
     }
+    if snapshot.scylla_operator.active.is_some() {
+        return stand_back_plan(snapshot, &members, &problems);
+    }
     let settled = settled_record(cluster, &snapshot.members);
 
     let mut state = PassState::default();
@@ -319,6 +328,42 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
         progressing,
         degraded,
         requeue_after,
+    }
+}
+
+/// Where scylla-operator cleans the cluster itself ([`coexistence`]): no task, no seeding (the
+/// annotation is scylla-operator's to seed), and the condition says why and what it is doing.
+fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'static str, String)]) -> Plan {
+    let operator = &snapshot.scylla_operator;
+    let due: Vec<String> = members
+        .iter()
+        .filter(|m| match (&m.current, &m.last) {
+            (Some(current), LastCleaned::Hash(last)) => current != last,
+            (Some(_), LastCleaned::NeverCleanedUp) => true,
+            _ => false,
+        })
+        .map(|m| m.facts.service.clone())
+        .collect();
+    let unknown: Vec<String> = members
+        .iter()
+        .filter(|m| m.current.is_none() || m.last == LastCleaned::Absent)
+        .map(|m| m.facts.service.clone())
+        .collect();
+    let running = operator
+        .jobs
+        .iter()
+        .any(|j| j.phase == coexistence::JobPhase::Running);
+    let busy = running || !due.is_empty();
+    Plan {
+        actions: Vec::new(),
+        progressing: ConditionPlan {
+            type_: PROGRESSING,
+            status: busy,
+            reason: coexistence::SCYLLA_OPERATOR_CLEANS_UP.into(),
+            message: coexistence::stand_back_message(operator, &due, &unknown),
+        },
+        degraded: degraded_condition(problems),
+        requeue_after: busy.then_some(REQUEUE_WHILE_RUNNING),
     }
 }
 

@@ -3,6 +3,7 @@
 //! The ring observer writes `current-token-ring-hash` where nothing else does.
 
 pub mod apply;
+pub mod coexistence;
 pub mod decide;
 pub mod observe;
 pub mod ownership;

@@ -2,6 +2,7 @@
 //! into a [`Snapshot`]. The API reads are thin; [`build_snapshot`] is pure. Objects that make no
 //! sense are reported by `decide`, never panics.
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
@@ -9,6 +10,7 @@ use serde_json::Value;
 
 use groundskeeper_protocol::keys;
 
+use super::coexistence::{self, JobPhase, OperatorCleanup, OperatorJob};
 use super::decide::{ClusterFacts, ConditionFacts, MemberFacts, SecretState, Snapshot, TaskFacts};
 use super::ownership::RingView;
 use super::ownership_reader::read_cluster_views;
@@ -82,8 +84,10 @@ pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestam
     let services = list_member_services(client, &namespace, &name).await?;
     let tasks = list_cleanup_tasks(client, &namespace, &name).await?;
     let agent_token = read_secret_state(client, &namespace, &name).await?;
+    let operator_jobs = list_operator_cleanup_jobs(client, &namespace, &name).await?;
     let mut snapshot = build_snapshot(cluster, &services, &tasks, agent_token, now);
     fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
+    snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &operator_jobs);
     snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
     Ok(snapshot)
 }
@@ -142,6 +146,68 @@ pub async fn fill_pod_addresses(
     Ok(())
 }
 
+/// Label selector of scylla-operator's cleanup Jobs of ScyllaCluster `cluster`.
+pub fn operator_cleanup_selector(cluster: &str) -> String {
+    format!(
+        "{}={},{}={cluster}",
+        coexistence::NODE_JOB_TYPE_LABEL,
+        coexistence::NODE_JOB_TYPE_CLEANUP,
+        keys::SCYLLA_CLUSTER_LABEL
+    )
+}
+
+/// scylla-operator's cleanup Jobs of ScyllaCluster `namespace/cluster`: read, never written.
+pub async fn list_operator_cleanup_jobs(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<Job>> {
+    let selector = operator_cleanup_selector(cluster);
+    crate::execution::list_jobs(client, namespace, &selector).await
+}
+
+/// What groundskeeper knows of scylla-operator's cleanup of a cluster: its Job controller's
+/// conditions in the cluster's status, and its cleanup Jobs.
+pub fn operator_cleanup(cluster: &ClusterFacts, jobs: &[Job]) -> OperatorCleanup {
+    OperatorCleanup::observed(
+        cluster.conditions.iter().map(|c| c.type_.as_str()),
+        jobs.iter().filter_map(operator_job).collect(),
+    )
+}
+
+/// One of scylla-operator's cleanup Jobs as the coexistence rules read it; `None` for a Job being
+/// deleted or one not named `cleanup-<node>`.
+pub fn operator_job(job: &Job) -> Option<OperatorJob> {
+    if job.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let name = job.metadata.name.clone()?;
+    let labels = job.metadata.labels.clone().unwrap_or_default();
+    let node = labels
+        .get(coexistence::NODE_JOB_LABEL)
+        .cloned()
+        .or_else(|| coexistence::node_of_job(&name).map(str::to_owned))?;
+    let status = job.status.clone().unwrap_or_default();
+    let failed = status
+        .conditions
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Failed" && c.status == "True");
+    let phase = if status.completion_time.is_some() {
+        JobPhase::Completed
+    } else if failed {
+        JobPhase::Failed
+    } else {
+        JobPhase::Running
+    };
+    Some(OperatorJob {
+        name,
+        node,
+        ring_hash: job.annotations().get(keys::CLEANUP_TOKEN_RING_HASH).cloned(),
+        phase,
+    })
+}
+
 /// Whether the agent token Secret exists and holds its key. The token itself is not kept.
 pub async fn read_secret_state(client: &kube::Client, namespace: &str, cluster: &str) -> Result<SecretState> {
     let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
@@ -190,8 +256,10 @@ pub fn build_snapshot(
     agent_token: SecretState,
     now: jiff::Timestamp,
 ) -> Snapshot {
+    let cluster = cluster_facts(cluster);
     Snapshot {
-        cluster: cluster_facts(cluster),
+        scylla_operator: operator_cleanup(&cluster, &[]),
+        cluster,
         members: current_members(services),
         tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),
         agent_token,

@@ -1,9 +1,11 @@
 //! The cleanup trigger loop: one reconciliation per ScyllaCluster (observe → decide → apply),
-//! woken by the ScyllaCluster, its member Services and its Cleanup tasks.
+//! woken by the ScyllaCluster, its member Services, its Cleanup tasks and scylla-operator's own
+//! cleanup Jobs (read only: see [`super::coexistence`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
 
 use kube::runtime::controller::{Action, Controller};
@@ -12,7 +14,7 @@ use kube::runtime::watcher;
 
 use groundskeeper_protocol::keys;
 
-use super::{apply, decide, observe};
+use super::{apply, coexistence, decide, observe};
 use crate::api::maintenance_task::{MaintenanceTask, TargetKind};
 use crate::api::scylla::ScyllaCluster;
 use crate::runtime::context::Context;
@@ -37,6 +39,11 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
         keys::SCYLLA_SERVICE_TYPE_LABEL,
         keys::SCYLLA_SERVICE_TYPE_MEMBER
     );
+    let operator_jobs_selector = format!(
+        "{}={}",
+        coexistence::NODE_JOB_TYPE_LABEL,
+        coexistence::NODE_JOB_TYPE_CLEANUP
+    );
     let controller = Controller::new(
         scope::api::<ScyllaCluster>(&client, namespace),
         watcher::Config::default(),
@@ -50,6 +57,11 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
         scope::api::<MaintenanceTask>(&client, namespace),
         watcher::Config::default(),
         cluster_of_task,
+    )
+    .watches(
+        scope::api::<Job>(&client, namespace),
+        watcher::Config::default().labels(&operator_jobs_selector),
+        cluster_of_operator_job,
     );
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
@@ -62,6 +74,13 @@ pub fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
         .as_ref()?
         .get(keys::SCYLLA_CLUSTER_LABEL)?;
     let namespace = service.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(cluster).within(namespace))
+}
+
+/// The ScyllaCluster one of scylla-operator's cleanup Jobs works for (`scylla/cluster` label).
+pub fn cluster_of_operator_job(job: Job) -> Option<ObjectRef<ScyllaCluster>> {
+    let cluster = job.metadata.labels.as_ref()?.get(keys::SCYLLA_CLUSTER_LABEL)?;
+    let namespace = job.metadata.namespace.as_deref()?;
     Some(ObjectRef::new(cluster).within(namespace))
 }
 
