@@ -675,18 +675,18 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
             200,
             secret.clone(),
         ),
+        ex(
+            Method::GET,
+            "/apis/batch/v1/namespaces/scylla/jobs?&labelSelector=scylla-operator.scylladb.com%2Fnode-job-type%3DCleanup%2Cscylla%2Fcluster%3Dbasic",
+            200,
+            operator_jobs,
+        ),
         // The token, read again for the ownership reads through the joined node's agent.
         ex(
             Method::GET,
             "/api/v1/namespaces/scylla/secrets/basic-auth-token",
             200,
             secret,
-        ),
-        ex(
-            Method::GET,
-            "/apis/batch/v1/namespaces/scylla/jobs?&labelSelector=scylla-operator.scylladb.com%2Fnode-job-type%3DCleanup%2Cscylla%2Fcluster%3Dbasic",
-            200,
-            operator_jobs,
         ),
     ]);
     // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.

@@ -20,11 +20,12 @@ use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, TaskState
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants, controller_grants, load_manifests};
-use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
+use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_operator::{ScyllaOperator, scylla_clusters};
 use groundskeeper_job::cli::{Cli, Command};
+use groundskeeper_protocol::keys;
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
@@ -571,6 +572,24 @@ async fn scylla_cleanup_status_tells_the_jobs_apart() {
         .create(&server, before, true, "token")
         .expect("the cluster");
     operator.scale_out(&server, before, after).expect("the scale-out");
+    // The second node is already clean for the new ring, so it is not scylla-operator's to clean
+    // and a manual task may clean it again beside scylla-operator's Job on the first node (a node
+    // scylla-operator still owes a cleanup waits for it instead).
+    let services = ResourceId::of::<k8s_openapi::api::core::v1::Service>();
+    let second = server
+        .get(&services, Some("scylla"), "db-dc-a-1")
+        .expect("the second member Service");
+    let current = second["metadata"]["annotations"][keys::CURRENT_TOKEN_RING_HASH].clone();
+    server
+        .patch(
+            &services,
+            Some("scylla"),
+            "db-dc-a-1",
+            PatchFormat::Merge,
+            &json!({"metadata": {"annotations": {keys::LAST_CLEANED_UP_TOKEN_RING_HASH: current}}}),
+            false,
+        )
+        .expect("the second node recorded clean");
     // scylla-operator's own cleanup Job for the first node, as its controller names and labels it.
     let theirs = json!({
         "apiVersion": "batch/v1", "kind": "Job",
@@ -626,7 +645,14 @@ async fn scylla_cleanup_status_tells_the_jobs_apart() {
         out.starts_with("ScyllaCluster scylla/db\n  Cleanup may start: yes"),
         "{out}"
     );
-    assert!(out.contains("  Nodes needing cleanup: 2 of 3\n"), "{out}");
+    assert!(
+        out.contains(
+            "  Cleaned by: scylla-operator's own cleanup controller (its cleanup Job \
+             cleanup-db-dc-a-0 exists): groundskeeper's automatic ring-hash trigger stands back"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  Nodes needing cleanup: 1 of 3\n"), "{out}");
     let node = |name: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("  {name} ")))

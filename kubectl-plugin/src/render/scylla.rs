@@ -8,10 +8,15 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    MemberFacts, looks_like_ring_hash, precondition_failures, sorted_members,
+use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{
+    NODE_JOB_TYPE_CLEANUP, NODE_JOB_TYPE_LABEL,
 };
-use groundskeeper_controller::triggers::scylla_cleanup::observe::{cluster_facts, current_members};
+use groundskeeper_controller::triggers::scylla_cleanup::decide::{
+    ClusterFacts, MemberFacts, looks_like_ring_hash, precondition_failures, sorted_members,
+};
+use groundskeeper_controller::triggers::scylla_cleanup::observe::{
+    cluster_facts, current_members, operator_cleanup,
+};
 use groundskeeper_protocol::keys;
 
 use super::{age, indent, table};
@@ -61,6 +66,9 @@ pub struct CleanupStatus {
     pub cluster: String,
     /// Why no cleanup may start now (empty: it may).
     pub blocked_by: Vec<String>,
+    /// Who cleans the cluster after a ring change: scylla-operator's own cleanup controller
+    /// (groundskeeper's automatic trigger then stands back), or groundskeeper.
+    pub cleaned_by: String,
     pub nodes: Vec<NodeCleanup>,
     pub jobs: Vec<CleanupJob>,
 }
@@ -157,6 +165,7 @@ pub fn cleanup_jobs(cluster: &str, jobs: &[Job]) -> Vec<CleanupJob> {
 pub fn cleanup_status(cluster: &ScyllaCluster, services: &[Service], jobs: &[Job]) -> CleanupStatus {
     let facts = cluster_facts(cluster);
     let members = current_members(services);
+    let all_jobs = jobs;
     let jobs = cleanup_jobs(&facts.name, jobs);
     let nodes = sorted_members(&members)
         .into_iter()
@@ -185,8 +194,30 @@ pub fn cleanup_status(cluster: &ScyllaCluster, services: &[Service], jobs: &[Job
         namespace: facts.namespace.clone(),
         cluster: facts.name.clone(),
         blocked_by: precondition_failures(&facts),
+        cleaned_by: cleaned_by(&facts, all_jobs),
         nodes,
         jobs,
+    }
+}
+
+/// Who cleans `cluster` after a ring change, as the controller's coexistence rules see it.
+fn cleaned_by(cluster: &ClusterFacts, jobs: &[Job]) -> String {
+    let theirs: Vec<Job> = jobs
+        .iter()
+        .filter(|job| {
+            let labels = job.labels();
+            labels.get(NODE_JOB_TYPE_LABEL).map(String::as_str) == Some(NODE_JOB_TYPE_CLEANUP)
+                && labels.get(keys::SCYLLA_CLUSTER_LABEL) == Some(&cluster.name)
+        })
+        .cloned()
+        .collect();
+    match operator_cleanup(cluster, &theirs).active {
+        Some(signal) => format!(
+            "scylla-operator's own cleanup controller ({}): groundskeeper's automatic ring-hash \
+             trigger stands back; manual tasks wait for the nodes it still owes",
+            signal.describe()
+        ),
+        None => "groundskeeper (no sign of scylla-operator's own cleanup controller)".to_owned(),
     }
 }
 
@@ -210,6 +241,7 @@ pub fn render(view: &CleanupStatus, now: Timestamp) -> String {
             view.blocked_by.join("; ")
         ));
     }
+    out.push_str(&format!("  Cleaned by: {}\n", view.cleaned_by));
     let needing = view.nodes.iter().filter(|n| n.needs_cleanup == "yes").count();
     out.push_str(&format!(
         "  Nodes needing cleanup: {needing} of {}\n",
@@ -401,6 +433,7 @@ mod tests {
             namespace: "scylla".into(),
             cluster: "db".into(),
             blocked_by: vec![],
+            cleaned_by: "groundskeeper".into(),
             nodes: vec![NodeCleanup {
                 node: "db-dc-a-0".into(),
                 datacenter: "dc".into(),
@@ -427,6 +460,7 @@ mod tests {
             "\
 ScyllaCluster scylla/db
   Cleanup may start: yes (the cluster is settled)
+  Cleaned by: groundskeeper
   Nodes needing cleanup: 1 of 1
 
 Nodes:
