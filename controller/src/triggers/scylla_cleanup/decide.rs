@@ -1,8 +1,12 @@
 //! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
 //! Rules (see DESIGN.md, "Scylla"):
-//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), none of what
-//!   follows: the trigger submits no task and seeds nothing, and says why
+//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), the ring-hash
+//!   rule below stands back: no `last-cleaned-…` is seeded, and a node whose hashes differ (or is
+//!   `NeverCleanedUp`, or not seeded yet) is scylla-operator's to clean whole. The ownership rule
+//!   still runs: records are seeded, widened, and reset once scylla-operator has cleaned a node
+//!   for its current ring; a task is submitted only for nodes whose hash did not move but that
+//!   stopped replicating ranges, the cases scylla-operator does not see. The condition says both
 //!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
