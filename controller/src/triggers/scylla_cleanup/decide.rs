@@ -797,6 +797,10 @@ fn record_ownership(
         keyspaces: owned_now.clone(),
         last_cleaned: basis.map(str::to_owned),
     };
+    // Beside scylla-operator a node without a record gets one when scylla-operator is about to
+    // clean or seed it (the record then follows that cleanup: reset). One already clean for its
+    // ring is not taken as holding only what it replicates: it gets its record at its next
+    // cleanup by scylla-operator.
     let seeds = match (&member.last, member.current) {
         (LastCleaned::Absent, _) => true,
         (LastCleaned::NeverCleanedUp, _) => outside_cleaner,

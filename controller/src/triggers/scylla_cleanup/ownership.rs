@@ -510,8 +510,8 @@ pub enum BasisChange {
     /// cleanup the record should follow yet.
     Same,
     /// Take the annotation as the record's basis and keep every range: it moved without a
-    /// cleanup that shrinks the record (a seed, groundskeeper's own bookkeeping, or a record
-    /// from before the basis was kept).
+    /// cleanup that shrinks the record (a seed by scylla-operator, or a record from before the
+    /// basis was kept).
     Rebase,
     /// Someone else cleaned the whole node for its current ring: the record becomes what the
     /// node replicates now.
@@ -523,20 +523,22 @@ pub enum BasisChange {
 /// runs for the cluster, so groundskeeper writes no `last-cleaned-…` and every change of it is
 /// scylla-operator's (or a person's): it writes a ring there only after a Job that cleaned every
 /// keyspace of the node for that ring. Where groundskeeper writes `last-cleaned-…` itself (its
-/// seeds, its Jobs' results, which shrink the record themselves), a change is never taken for
-/// someone else's cleanup. A record never shrinks on a guess: only a move from a known basis to
-/// the node's current ring counts, a move from no basis (a seed by scylla-operator, an old
-/// record) is a rebase, and a move to an older ring waits for the cleanup of the current one.
+/// seeds, its Jobs' results, which shrink the record and write its basis themselves), a change
+/// is never taken for someone else's cleanup and the record is left to those writes: a rewrite
+/// here could overwrite the shrunk record a Job's result has just written. A record never
+/// shrinks on a guess: only a move from a known basis to the node's current ring counts, a move
+/// from no basis (a seed by scylla-operator, an old record) is a rebase, and a move to an older
+/// ring waits for the cleanup of the current one.
 pub fn basis_change(
     basis: Option<&str>,
     last_cleaned: Option<&str>,
     current: Option<&str>,
     outside_cleaner: bool,
 ) -> BasisChange {
-    if last_cleaned.is_none() || last_cleaned == basis {
+    if !outside_cleaner || last_cleaned.is_none() || last_cleaned == basis {
         return BasisChange::Same;
     }
-    if !outside_cleaner || basis.is_none() {
+    if basis.is_none() {
         return BasisChange::Rebase;
     }
     if current.is_some() && last_cleaned == current {

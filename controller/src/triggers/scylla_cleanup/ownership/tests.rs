@@ -503,7 +503,15 @@ fn a_record_is_reset_only_after_someone_else_cleaned_the_node_for_its_current_ri
             Some("h2"),
             Some("h2"),
             false,
-            BasisChange::Rebase,
+            BasisChange::Same,
+        ),
+        (
+            "groundskeeper's own seed of a joined node, no basis: left to its own writes",
+            None,
+            Some("h2"),
+            Some("h2"),
+            false,
+            BasisChange::Same,
         ),
         (
             "groundskeeper, unchanged",
