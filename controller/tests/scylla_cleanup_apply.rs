@@ -15,7 +15,8 @@ use groundskeeper_controller::targets::scylla::{AUTH_TOKEN_MOUNT_PATH, NodeClean
 use groundskeeper_controller::triggers::scylla_cleanup::apply;
 use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{JobPhase, OperatorJob, Signal};
 use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    Action, ConditionPlan, DEGRADED, MemberFacts, MembersRecord, PROGRESSING, Plan, SecretState, SeedReason,
+    Action, ConditionPlan, DEGRADED, MemberFacts, MembersRecord, PROGRESSING, Plan, RecordChange,
+    SecretState, SeedReason,
 };
 use groundskeeper_controller::triggers::scylla_cleanup::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::triggers::scylla_cleanup::{observe, ring_observer};
@@ -260,7 +261,7 @@ async fn an_ownership_record_is_a_merge_patch_of_its_annotation_and_a_task_names
         Action::RecordOwnership {
             service: "basic-dc1-a-3".into(),
             value: "{\"version\":1,\"groups\":[]}".into(),
-            seeded: true,
+            change: RecordChange::Seeded,
         },
         Action::SubmitCleanupTask {
             name: "basic-cleanup-1700000000".into(),

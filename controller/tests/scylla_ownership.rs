@@ -81,7 +81,7 @@ impl Records {
     fn clean(&mut self, cluster: &Cluster, endpoint: &str) {
         let (views, _) = views(cluster, endpoint);
         let now = node_ownership(&views, endpoint);
-        let record = OwnershipRecord::after_cleanup(None, &now, &now, &now.keys().cloned().collect());
+        let record = OwnershipRecord::after_cleanup(None, &now, &now, &now.keys().cloned().collect(), None);
         self.0
             .insert(endpoint.to_owned(), record.to_annotation().unwrap());
         for keyspace in now.keys() {
@@ -421,8 +421,12 @@ fn the_record_of_every_node_fits_for_100_nodes_256_vnodes_and_500_keyspaces() {
     for (endpoint, _, _) in &nodes {
         let now = node_ownership(&views, endpoint);
         assert_eq!(now.len(), 502);
-        // Right after a cleanup of everything the record is what the node replicates.
-        let record = OwnershipRecord { keyspaces: now };
+        // Right after a cleanup of everything the record is what the node replicates, standing
+        // for the ring it was cleaned for (a SHA-512 in base64: 88 characters).
+        let record = OwnershipRecord {
+            keyspaces: now,
+            last_cleaned: Some(format!("{}==", "A".repeat(86))),
+        };
         let text = record.to_annotation().unwrap();
         assert!(
             text.len() <= RECORD_SIZE_LIMIT,
@@ -589,7 +593,8 @@ impl Policy {
             if self.ownership {
                 let now = node_ownership(&views, &node);
                 let cleaned: BTreeSet<String> = keyspaces.iter().cloned().collect();
-                let record = OwnershipRecord::after_cleanup(self.records.get(&node), &now, &now, &cleaned);
+                let record =
+                    OwnershipRecord::after_cleanup(self.records.get(&node), &now, &now, &cleaned, None);
                 self.records.insert(node.clone(), record);
             }
             self.last_cleaned.insert(node.clone(), ring.clone());

@@ -7,6 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use groundskeeper_controller::results::scylla_cleanup::{cleaned_record, ownership_after_cleanup};
+use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{
+    JOB_CONTROLLER_PROGRESSING, OperatorCleanup, SCYLLA_OPERATOR_CLEANS_UP,
+};
 use groundskeeper_controller::triggers::scylla_cleanup::decide::*;
 use groundskeeper_controller::triggers::scylla_cleanup::ownership::{
     OWNED_AT_LAST_CLEANUP, RingView, replication_groups,
@@ -38,6 +41,10 @@ struct Sim {
     unknown: Option<String>,
     node_cleanups: usize,
     keyspace_cleanups: usize,
+    /// scylla-operator's own cleanup runs for the cluster (its Job controller's condition).
+    operator: bool,
+    /// Whole-node cleanups scylla-operator's stand-in ran, per node.
+    operator_cleanups: BTreeMap<String, usize>,
 }
 
 fn vnode_keyspaces(model: &Cluster) -> Vec<String> {
@@ -91,6 +98,8 @@ impl Sim {
             unknown: None,
             node_cleanups: 0,
             keyspace_cleanups: 0,
+            operator: false,
+            operator_cleanups: BTreeMap::new(),
         }
     }
 
@@ -137,13 +146,18 @@ impl Sim {
     }
 
     fn snapshot(&self) -> Snapshot {
+        let mut conditions = vec![condition("Available", "True"), condition("Degraded", "False")];
+        if self.operator {
+            conditions.push(condition(JOB_CONTROLLER_PROGRESSING, "False"));
+        }
+        let types: Vec<String> = conditions.iter().map(|c| c.type_.clone()).collect();
         Snapshot {
             cluster: ClusterFacts {
                 namespace: "scylla".into(),
                 name: "basic".into(),
                 generation: Some(1),
                 observed_generation: Some(1),
-                conditions: vec![condition("Available", "True"), condition("Degraded", "False")],
+                conditions,
                 annotations: BTreeMap::new(),
                 single_datacenter: self.model.endpoints().len() == self.nodes().len(),
             },
@@ -151,7 +165,7 @@ impl Sim {
             tasks: Vec::new(),
             agent_token: SecretState::Present,
             ownership: self.views(),
-            scylla_operator: Default::default(),
+            scylla_operator: OperatorCleanup::observed(types.iter().map(String::as_str), vec![]),
             now: now(),
         }
     }
@@ -228,16 +242,68 @@ impl Sim {
                 .annotations
                 .get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
                 .cloned();
-            if let Some((hash, _)) =
-                cleaned_record(Some(ring_hash), current.as_deref(), last.as_deref(), None)
-            {
-                self.annotate(node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH, Some(hash));
+            // Beside scylla-operator, last-cleaned is its to write (the task controller writes none).
+            let recorded = cleaned_record(Some(ring_hash), current.as_deref(), last.as_deref(), None)
+                .filter(|_| !self.operator)
+                .map(|(hash, _)| hash);
+            if let Some(hash) = &recorded {
+                self.annotate(node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH, Some(hash.clone()));
             }
+            let last_after = recorded.or(last);
             let views = self.views();
-            if let Ok(value) =
-                ownership_after_cleanup(&views, &member, Some(ring_hash), current.as_ref(), &keyspaces)
-            {
+            if let Ok(value) = ownership_after_cleanup(
+                &views,
+                &member,
+                Some(ring_hash),
+                current.as_ref(),
+                &keyspaces,
+                last_after.as_deref(),
+            ) {
                 self.annotate(node, OWNED_AT_LAST_CLEANUP, Some(value));
+            }
+        }
+    }
+
+    /// scylla-operator's cleanup controller (1.10 – 1.21: a node without last-cleaned is seeded
+    /// with its current hash): every node whose hashes differ is cleaned whole and recorded
+    /// clean for the current ring. Returns the nodes it cleaned.
+    fn operator_cleans(&mut self) -> Vec<String> {
+        let mut cleaned = Vec::new();
+        for member in self.members() {
+            let current = member.annotations[keys::CURRENT_TOKEN_RING_HASH].clone();
+            let last = member.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
+            if last.is_some_and(|last| *last != current) {
+                let endpoint = self.endpoint_of(&member.service);
+                for keyspace in vnode_keyspaces(&self.model) {
+                    self.model.cleaned(&endpoint, &keyspace);
+                }
+                *self.operator_cleanups.entry(member.service.clone()).or_default() += 1;
+                cleaned.push(member.service.clone());
+            }
+            if last != Some(&current) {
+                self.annotate(
+                    &member.service,
+                    keys::LAST_CLEANED_UP_TOKEN_RING_HASH,
+                    Some(current),
+                );
+            }
+        }
+        cleaned
+    }
+
+    /// scylla-operator (1.10 – 1.21) seeding a node without last-cleaned with its current hash.
+    fn operator_seeds(&mut self) {
+        for member in self.members() {
+            if !member
+                .annotations
+                .contains_key(keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
+            {
+                let current = member.annotations[keys::CURRENT_TOKEN_RING_HASH].clone();
+                self.annotate(
+                    &member.service,
+                    keys::LAST_CLEANED_UP_TOKEN_RING_HASH,
+                    Some(current),
+                );
             }
         }
     }
@@ -451,7 +517,9 @@ fn a_joined_node_is_seeded_with_its_ownership_and_records_grow_with_what_nodes_g
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::RecordOwnership { service, seeded, .. } => Some((service.as_str(), *seeded)),
+            Action::RecordOwnership { service, change, .. } => {
+                Some((service.as_str(), *change == RecordChange::Seeded))
+            }
             _ => None,
         })
         .collect();
@@ -474,7 +542,15 @@ fn a_joined_node_is_seeded_with_its_ownership_and_records_grow_with_what_nodes_g
     let widened = plan
         .actions
         .iter()
-        .filter(|a| matches!(a, Action::RecordOwnership { seeded: false, .. }))
+        .filter(|a| {
+            matches!(
+                a,
+                Action::RecordOwnership {
+                    change: RecordChange::Widened,
+                    ..
+                }
+            )
+        })
         .count();
     assert_eq!(widened, 3, "{plan:#?}");
     assert_ne!(before, sim.annotations);
@@ -572,4 +648,160 @@ fn in_two_datacenters_with_nts_only_the_other_one_cleans_nothing() {
     dc2.run_task(&plan2);
     dc2.settle();
     assert!(model.stale().is_empty(), "{:?}", model.stale());
+}
+
+/// The record writes of a plan: (node, why).
+fn record_writes(plan: &Plan) -> Vec<(String, RecordChange)> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RecordOwnership { service, change, .. } => Some((service.clone(), *change)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn writes_of(plan: &Plan, change: RecordChange) -> BTreeSet<String> {
+    record_writes(plan)
+        .into_iter()
+        .filter(|(_, c)| *c == change)
+        .map(|(service, _)| service)
+        .collect()
+}
+
+/// Beside scylla-operator's own cleanup, a scale 3 → 6 → 3: the nodes whose hash moved are
+/// scylla-operator's (no task of the ownership rule), the records are seeded and widened all
+/// along, and once scylla-operator has cleaned a node its record is reset to what it replicates
+/// now, so no pass cleans it a second time for ranges already cleaned.
+#[test]
+fn beside_scylla_operator_a_scale_is_left_to_it_and_the_records_follow_its_cleanups() {
+    let mut sim = three_nodes();
+    sim.operator = true;
+    let old: BTreeSet<String> = sim.nodes().iter().map(|e| service(e)).collect();
+    for i in 3..6 {
+        sim.model.join(&endpoint(1, i), "dc1", rack(i)).unwrap();
+        let plan = sim.pass();
+        assert!(submitted(&plan).is_empty(), "joining {i}: {plan:#?}");
+        assert_eq!(
+            writes_of(&plan, RecordChange::Seeded),
+            BTreeSet::from([service(&endpoint(1, i))]),
+            "the node that joined gets its record: {plan:#?}"
+        );
+        // scylla-operator seeds the new node's last-cleaned; its cleanup waits for the scale.
+        sim.operator_seeds();
+    }
+    let plan = sim.pass();
+    assert!(submitted(&plan).is_empty(), "{plan:#?}");
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| !matches!(a, Action::SeedLastCleaned { .. })),
+        "last-cleaned is scylla-operator's: {plan:#?}"
+    );
+    assert_eq!(plan.progressing.reason, SCYLLA_OPERATOR_CLEANS_UP);
+    assert!(!sim.stale().is_empty(), "the old nodes handed ranges over");
+
+    let cleaned: BTreeSet<String> = sim.operator_cleans().into_iter().collect();
+    assert!(old.is_subset(&cleaned), "{cleaned:?}");
+    assert!(sim.stale().is_empty(), "{:?}", sim.stale());
+    let plan = sim.pass();
+    assert!(submitted(&plan).is_empty(), "no second cleanup: {plan:#?}");
+    assert_eq!(writes_of(&plan, RecordChange::ResetAfterOutsideCleanup), cleaned);
+    assert!(
+        plan.progressing.message.contains(
+            "ownership records reset to what the nodes replicate now after scylla-operator cleaned them"
+        ),
+        "{}",
+        plan.progressing.message
+    );
+    let quiet = sim.pass();
+    assert!(quiet.actions.is_empty(), "{quiet:#?}");
+    assert!(!quiet.progressing.status, "{quiet:#?}");
+
+    // Scale-in: the remaining nodes gain ranges: their records widen, and scylla-operator cleans
+    // them (needlessly: its rule); the next passes clean nothing again.
+    for i in (3..6).rev() {
+        sim.model.decommission(&endpoint(1, i)).unwrap();
+    }
+    let plan = sim.pass();
+    assert!(submitted(&plan).is_empty(), "{plan:#?}");
+    assert_eq!(writes_of(&plan, RecordChange::Widened), old, "{plan:#?}");
+    sim.operator_cleans();
+    let plan = sim.pass();
+    assert!(submitted(&plan).is_empty(), "{plan:#?}");
+    assert_eq!(writes_of(&plan, RecordChange::ResetAfterOutsideCleanup), old);
+    assert!(sim.pass().actions.is_empty());
+    assert!(sim.stale().is_empty(), "{:?}", sim.stale());
+    assert_eq!(sim.node_cleanups, 0, "groundskeeper cleaned nobody");
+    // One whole-node cleanup per node and ring change: two for the old nodes (out, in), one for
+    // the nodes that joined and handed ranges to later ones.
+    assert!(
+        sim.operator_cleanups.values().all(|n| *n <= 2),
+        "{:?}",
+        sim.operator_cleanups
+    );
+}
+
+/// Beside scylla-operator, a replication factor lowered without any ring change: scylla-operator
+/// sees nothing (the hashes are equal), so the ownership rule submits a task for the nodes that
+/// lost replicas, listing that keyspace, and says so; once run, nothing is stale and no further
+/// task follows. With a scale at the same time, the nodes whose hash moved are left to
+/// scylla-operator's whole-node cleanup, and nobody cleans them twice.
+#[test]
+fn beside_scylla_operator_a_lowered_replication_factor_is_cleaned_by_the_ownership_rule() {
+    let mut sim = three_nodes();
+    sim.operator = true;
+    sim.model
+        .alter_keyspace("shrinking", Strategy::nts(&[("dc1", 2)]))
+        .unwrap();
+    let plan = sim.pass();
+    let expected = expected_from(&sim.stale());
+    assert!(!expected.is_empty());
+    assert!(
+        expected
+            .values()
+            .all(|k| *k == BTreeSet::from(["shrinking".to_owned()]))
+    );
+    assert_eq!(submitted(&plan), expected, "{plan:#?}");
+    assert_eq!(plan.progressing.reason, SCYLLA_OPERATOR_CLEANS_UP);
+    assert!(plan.progressing.status);
+    for phrase in [
+        "the ring-hash trigger stands back",
+        "ownership rule: submitted cleanup task basic-cleanup-",
+        "which scylla-operator does not clean",
+        "(shrinking)",
+    ] {
+        assert!(
+            plan.progressing.message.contains(phrase),
+            "{phrase:?} in {:?}",
+            plan.progressing.message
+        );
+    }
+    assert!(sim.operator_cleans().is_empty(), "nothing for scylla-operator");
+    sim.run_task(&plan);
+    let quiet = sim.settle();
+    assert!(submitted(&quiet).is_empty());
+    assert!(sim.stale().is_empty(), "{:?}", sim.stale());
+    assert_eq!(sim.node_cleanups, expected.len());
+
+    // RF 2 → 1 together with a node joining: every old node's hash moves, so they are all
+    // scylla-operator's, even those that also lost replicas of `shrinking`.
+    let mut sim = three_nodes();
+    sim.operator = true;
+    sim.model
+        .alter_keyspace("shrinking", Strategy::nts(&[("dc1", 1)]))
+        .unwrap();
+    sim.model.join(&endpoint(1, 3), "dc1", rack(3)).unwrap();
+    let plan = sim.pass();
+    assert!(submitted(&plan).is_empty(), "{plan:#?}");
+    sim.operator_cleans();
+    let plan = sim.settle();
+    assert!(submitted(&plan).is_empty(), "{plan:#?}");
+    assert!(sim.stale().is_empty(), "{:?}", sim.stale());
+    assert_eq!(sim.node_cleanups, 0);
+    assert!(
+        sim.operator_cleanups.values().all(|n| *n == 1),
+        "{:?}",
+        sim.operator_cleanups
+    );
 }

@@ -42,13 +42,16 @@ pub fn cleaned_record(
 }
 
 /// The ownership record of a node whose cleanup of `cleaned` for ring `job_hash` succeeded, or
-/// why none is written: pure.
+/// why none is written: pure. `last_cleaned`: the node's `last-cleaned-…` once this cleanup is
+/// recorded (the hash written for it, else the one it carries), kept in the record so that the
+/// trigger tells this write from a cleanup by someone else.
 pub fn ownership_after_cleanup(
     views: &Result<Vec<RingView>, String>,
     member: &MemberFacts,
     job_hash: Option<&String>,
     current: Option<&String>,
     cleaned: &[String],
+    last_cleaned: Option<&str>,
 ) -> std::result::Result<String, String> {
     if job_hash.is_none() || job_hash != current {
         return Err("the node's ring changed since its Job was created".into());
@@ -64,7 +67,7 @@ pub fn ownership_after_cleanup(
     // What the node replicates now stands for what it replicated when the cleanup was decided:
     // the ring is the same (same hash). A replication factor lowered while the Job ran, after it
     // cleaned that keyspace, is the one change this cannot see (the decision's view is not kept).
-    OwnershipRecord::after_cleanup(previous.as_ref(), &now, &now, &cleaned)
+    OwnershipRecord::after_cleanup(previous.as_ref(), &now, &now, &cleaned, last_cleaned)
         .to_annotation()
         .map_err(|err| err.to_string())
 }
@@ -294,6 +297,7 @@ mod tests {
                 ("ks".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
                 ("other".to_owned(), RangeSet::from_intervals(vec![(-50, 100)])),
             ]),
+            last_cleaned: Some(h(0)),
         };
         let member = MemberFacts {
             service: "basic-dc1-a-0".into(),
@@ -306,8 +310,11 @@ mod tests {
         };
         let (h1, h2) = (h(1), h(2));
         let cleaned = ["ks".to_owned()];
-        let written = ownership_after_cleanup(&views(), &member, Some(&h1), Some(&h1), &cleaned).unwrap();
+        let written =
+            ownership_after_cleanup(&views(), &member, Some(&h1), Some(&h1), &cleaned, Some(&h1)).unwrap();
         let record = OwnershipRecord::from_annotation(&written).unwrap();
+        // It stands for the cleanup just recorded, so the trigger takes it for no one else's.
+        assert_eq!(record.last_cleaned.as_deref(), Some(h1.as_str()));
         // The cleaned keyspace shrinks to what the node replicates; the other keeps what it held.
         assert_eq!(record.keyspaces["ks"], RangeSet::from_intervals(vec![(0, 100)]));
         assert_eq!(
@@ -331,7 +338,15 @@ mod tests {
         ];
         for (name, job, current, views) in cases {
             assert!(
-                ownership_after_cleanup(&views, &member, job, current, &cleaned).is_err(),
+                ownership_after_cleanup(
+                    &views,
+                    &member,
+                    job,
+                    current,
+                    &cleaned,
+                    current.map(|h| h.as_str())
+                )
+                .is_err(),
                 "{name}: the record is left as it was"
             );
         }

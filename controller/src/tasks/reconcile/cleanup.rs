@@ -154,10 +154,17 @@ pub(super) async fn advance(
                 settled.as_ref(),
             )
         });
+        let last_cleaned = recorded.as_ref().map(|(hash, _)| hash.clone()).or_else(|| {
+            member.and_then(|m| m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH).cloned())
+        });
         record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
         if let Some(member) = member {
             let views = views.get_or_insert(read_views(ctx, cluster, facts, members).await);
-            record_ownership_after_cleanup(ctx, facts, member, job_hash, node, views).await?;
+            let cleaned = Cleaned {
+                job_hash,
+                last_cleaned: last_cleaned.as_deref(),
+            };
+            record_ownership_after_cleanup(ctx, facts, member, cleaned, node, views).await?;
         }
         ctx.metrics
             .job_finished(OperationKind::Cleanup.as_str(), "succeeded");
@@ -212,6 +219,13 @@ async fn read_views(
     (views, members)
 }
 
+/// A node's succeeded cleanup: the ring its Job cleaned for, and the node's `last-cleaned-…` once
+/// the cleanup is recorded.
+struct Cleaned<'a> {
+    job_hash: Option<&'a String>,
+    last_cleaned: Option<&'a str>,
+}
+
 /// Writes what a node owned when its cleanup succeeded, only while its ring is still the one the
 /// Job cleaned for: after a ring change, the record stays as it was and the ring-hash rule or the
 /// next ownership decision sees the change.
@@ -219,7 +233,10 @@ async fn record_ownership_after_cleanup(
     ctx: &Context,
     facts: &ClusterFacts,
     member: &MemberFacts,
-    job_hash: Option<&String>,
+    Cleaned {
+        job_hash,
+        last_cleaned,
+    }: Cleaned<'_>,
     node: &NodeProgress,
     (views, addressed): &(Result<Vec<RingView>, String>, Vec<MemberFacts>),
 ) -> Result<()> {
@@ -234,6 +251,7 @@ async fn record_ownership_after_cleanup(
         job_hash,
         current,
         &node.keyspaces_cleaned,
+        last_cleaned,
     ) {
         Ok(value) => value,
         Err(why) => {

@@ -10,7 +10,7 @@ use kube::{Api, Resource};
 
 use groundskeeper_protocol::keys;
 
-use super::decide::{Action, ConditionPlan, Plan, SeedReason};
+use super::decide::{Action, ConditionPlan, Plan, RecordChange, SeedReason};
 use super::ownership::OWNED_AT_LAST_CLEANUP;
 use crate::api::maintenance_task::{
     CleanupConfig, DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec,
@@ -61,10 +61,17 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
         Action::RecordOwnership {
             service,
             value,
-            seeded,
+            change,
         } => {
             patch_ownership_record(&ctx.client, &namespace, service, value).await?;
-            let what = if *seeded { "seeded" } else { "widened" };
+            let what = match change {
+                RecordChange::Seeded => "seeded",
+                RecordChange::Widened => "widened",
+                RecordChange::Rebased => "kept for the node's new last-cleaned ring hash",
+                RecordChange::ResetAfterOutsideCleanup => {
+                    "reset to what the node replicates now, after scylla-operator cleaned it"
+                }
+            };
             tracing::info!(%namespace, %service, bytes = value.len(), "{what} the node's ownership record");
             Ok(())
         }

@@ -19,10 +19,13 @@
 //!   cleaned once; a Service without the annotation is "not known yet" and waited for.
 //!
 //! groundskeeper's policy where scylla-operator's cleanup is active for a cluster:
-//! * the automatic ring-hash trigger stands back: it submits no task and seeds no annotation
-//!   (seeding is scylla-operator's, and a groundskeeper seed could exempt a node from the
-//!   cleanup scylla-operator owes it), and says so in `CleanupControllerProgressing` with reason
-//!   [`SCYLLA_OPERATOR_CLEANS_UP`];
+//! * the automatic ring-hash trigger stands back: it cleans no node whose hashes differ and seeds
+//!   no annotation (seeding is scylla-operator's, and a groundskeeper seed could exempt a node
+//!   from the cleanup scylla-operator owes it), and says so in `CleanupControllerProgressing`
+//!   with reason [`SCYLLA_OPERATOR_CLEANS_UP`]; the ownership rule still submits tasks for nodes
+//!   whose hashes are equal (scylla-operator sees nothing there) but that stopped replicating
+//!   ranges, and resets a node's ownership record once scylla-operator has cleaned it for its
+//!   current ring (`ownership::basis_change`), so no node is cleaned twice for one change;
 //! * tasks (manual ones, and rules that look beyond the ring hash) still run, but a node starts
 //!   only when scylla-operator neither cleans it nor is about to ([`node_turn`]): two cleanups of
 //!   one ring change are never run, and scylla-operator's Job never stops ours half-way;

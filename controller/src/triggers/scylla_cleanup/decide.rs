@@ -1,8 +1,12 @@
 //! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
 //! Rules (see DESIGN.md, "Scylla"):
-//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), none of what
-//!   follows: the trigger submits no task and seeds nothing, and says why
+//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), the ring-hash
+//!   rule below stands back: no `last-cleaned-…` is seeded, and a node whose hashes differ (or is
+//!   `NeverCleanedUp`, or not seeded yet) is scylla-operator's to clean whole. The ownership rule
+//!   still runs: records are seeded, widened, and reset once scylla-operator has cleaned a node
+//!   for its current ring; a task is submitted only for nodes whose hash did not move but that
+//!   stopped replicating ranges, the cases scylla-operator does not see. The condition says both
 //!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
@@ -50,8 +54,8 @@ use serde::{Deserialize, Serialize};
 
 use super::coexistence::{self, OperatorCleanup};
 use super::ownership::{
-    CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet, RecordState,
-    RingView, decide_node, node_ownership, plan_node,
+    BasisChange, CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet,
+    RecordState, RingView, basis_change, decide_node, node_ownership, plan_node,
 };
 use crate::api::maintenance_task::{NodeCleanupConfig, TaskState};
 pub use crate::tasks::cleanup::BAD_INPUT;
@@ -176,6 +180,22 @@ pub enum SeedReason {
     NoRangeLost,
 }
 
+/// Why a node's ownership record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordChange {
+    /// The node had none: it just joined (or, beside scylla-operator, is about to be cleaned or
+    /// seeded by it): what it replicates now.
+    Seeded,
+    /// It replicates ranges or keyspaces the record lacks.
+    Widened,
+    /// Its `last-cleaned-…` moved without a cleanup that shrinks the record: kept (and widened),
+    /// now standing for the new value.
+    Rebased,
+    /// scylla-operator (or someone else) cleaned the whole node for its current ring: the record
+    /// is what the node replicates now.
+    ResetAfterOutsideCleanup,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Write `last-cleaned-… = hash` (and the members record, or remove it when `None`).
@@ -185,13 +205,12 @@ pub enum Action {
         members: Option<MembersRecord>,
         reason: SeedReason,
     },
-    /// Write the node's ownership record ([`OWNED_AT_LAST_CLEANUP`]): `value` is the annotation.
-    /// `seeded`: the node had none (it just joined); otherwise it was widened with ranges or
-    /// keyspaces the node gained.
+    /// Write the node's ownership record ([`OWNED_AT_LAST_CLEANUP`]): `value` is the annotation,
+    /// `change` why it is written.
     RecordOwnership {
         service: String,
         value: String,
-        seeded: bool,
+        change: RecordChange,
     },
     /// Create the cluster's automatic Cleanup task for `nodes` (member Service names, in
     /// cleaning order), for ring `ring_hash`. `per_node`: nodes that clean only some keyspaces
@@ -243,6 +262,17 @@ enum LastCleaned {
     Hash(String),
 }
 
+impl LastCleaned {
+    /// The annotation's value.
+    fn annotation(&self) -> Option<&str> {
+        match self {
+            LastCleaned::Absent => None,
+            LastCleaned::NeverCleanedUp => Some(keys::NEVER_CLEANED_UP),
+            LastCleaned::Hash(hash) => Some(hash),
+        }
+    }
+}
+
 struct Member<'a> {
     facts: &'a MemberFacts,
     current: Option<&'a str>,
@@ -276,8 +306,9 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
             Err(message) => problems.push(("InvalidAnnotation", message)),
         }
     }
+    let invalid_settings = enabled.is_err() || limits.is_err();
     if snapshot.scylla_operator.active.is_some() {
-        return stand_back_plan(snapshot, &members, &problems);
+        return beside_scylla_operator(snapshot, &members, problems, invalid_settings);
     }
     let settled = settled_record(cluster, &snapshot.members);
 
@@ -286,48 +317,206 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
         decide_member(snapshot, member, &settled, &mut state);
     }
     let active = active_task(&snapshot.tasks);
-    let invalid_settings = enabled.is_err() || limits.is_err();
     let blockers = blockers(snapshot, invalid_settings);
-    let mut retry_in = None;
-    if active.is_none() && !state.candidates.is_empty() {
-        let ring_hash = settled
-            .as_ref()
-            .map(|r| r.ring_hash.clone())
-            .unwrap_or_else(|| state.candidates[0].ring_hash.clone());
-        match after_last_failure(snapshot, &ring_hash) {
-            Gate::Go { retry_of } if blockers.is_empty() => {
-                state.actions.push(Action::SubmitCleanupTask {
-                    name: automatic_task_name(&cluster.name, snapshot.now),
-                    nodes: state.candidates.iter().map(|c| c.service.clone()).collect(),
-                    per_node: per_node(&state.candidates),
-                    ring_hash,
-                    retry_of,
-                });
-            }
-            Gate::Go { .. } => {}
-            Gate::RetryIn { wait, problem } => {
-                retry_in = Some(wait);
-                problems.push(("CleanupTaskFailed", problem));
-            }
-            Gate::Blocked { problem } => problems.push(("CleanupTaskFailed", problem)),
-        }
-    }
-    let submitted = state
-        .actions
-        .iter()
-        .any(|a| matches!(a, Action::SubmitCleanupTask { .. }));
+    let ring_hash = settled.as_ref().map(|r| r.ring_hash.clone());
+    let retry_in = submit_when_due(snapshot, &mut state, active, ring_hash, &blockers, &mut problems);
+    let submitted = state.submitted().is_some();
     let progressing = progressing_condition(&members, &state, active, submitted, &blockers, retry_in);
     let degraded = degraded_condition(&problems);
     let busy = (active.is_some() || submitted).then_some(REQUEUE_WHILE_RUNNING);
-    let requeue_after = match (busy, retry_in) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
     Plan {
         actions: state.actions,
         progressing,
         degraded,
-        requeue_after,
+        requeue_after: soonest(busy, retry_in),
+    }
+}
+
+fn soonest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Submits the automatic task for the pass's candidates when no task holds the queue, nothing
+/// blocks, and the last failure allows; returns when to look again for a retry. `ring_hash`: the
+/// ring every member agrees on, if any (else the first candidate's).
+fn submit_when_due(
+    snapshot: &Snapshot,
+    state: &mut PassState,
+    active: Option<&TaskFacts>,
+    ring_hash: Option<String>,
+    blockers: &[String],
+    problems: &mut Vec<(&'static str, String)>,
+) -> Option<Duration> {
+    if active.is_some() || state.candidates.is_empty() {
+        return None;
+    }
+    let ring_hash = ring_hash.unwrap_or_else(|| state.candidates[0].ring_hash.clone());
+    match after_last_failure(snapshot, &ring_hash) {
+        Gate::Go { retry_of } if blockers.is_empty() => {
+            state.actions.push(Action::SubmitCleanupTask {
+                name: automatic_task_name(&snapshot.cluster.name, snapshot.now),
+                nodes: state.candidates.iter().map(|c| c.service.clone()).collect(),
+                per_node: per_node(&state.candidates),
+                ring_hash,
+                retry_of,
+            });
+            None
+        }
+        Gate::Go { .. } => None,
+        Gate::RetryIn { wait, problem } => {
+            problems.push(("CleanupTaskFailed", problem));
+            Some(wait)
+        }
+        Gate::Blocked { problem } => {
+            problems.push(("CleanupTaskFailed", problem));
+            None
+        }
+    }
+}
+
+/// Where scylla-operator cleans the cluster itself ([`coexistence`]): the ring-hash rule stands
+/// back (no seeding of `last-cleaned-…`, the annotation is scylla-operator's; no cleanup of a
+/// node whose hashes differ, scylla-operator cleans it whole), while the ownership rule keeps
+/// the records (seeded, widened, reset once scylla-operator cleaned a node) and submits a task
+/// for the nodes scylla-operator does not clean: those whose ring hash did not move but that
+/// stopped replicating ranges (a replication factor lowered, a datacenter dropped).
+fn beside_scylla_operator(
+    snapshot: &Snapshot,
+    members: &[Member<'_>],
+    mut problems: Vec<(&'static str, String)>,
+    invalid_settings: bool,
+) -> Plan {
+    let mut state = PassState::default();
+    for member in members {
+        decide_member_beside_operator(snapshot, member, &mut state);
+    }
+    let active = active_task(&snapshot.tasks);
+    let blockers = blockers(snapshot, invalid_settings);
+    let settled = settled_record(&snapshot.cluster, &snapshot.members).map(|r| r.ring_hash);
+    let retry_in = submit_when_due(snapshot, &mut state, active, settled, &blockers, &mut problems);
+    let mut plan = stand_back_plan(snapshot, members, &problems);
+    let ours = ownership_beside_operator(&state, active, &blockers, retry_in);
+    if !ours.is_empty() {
+        plan.progressing.message = format!("{}; {}", plan.progressing.message, ours.join("; "));
+    }
+    let busy = active.is_some() || !state.candidates.is_empty();
+    plan.progressing.status |= busy;
+    plan.requeue_after = soonest(
+        plan.requeue_after.or(busy.then_some(REQUEUE_WHILE_RUNNING)),
+        retry_in,
+    );
+    plan.actions = state.actions;
+    plan
+}
+
+/// One node beside scylla-operator: its record kept, and a cleanup only where its ring hash did
+/// not move (scylla-operator sees nothing to do there) but it lost ranges.
+fn decide_member_beside_operator(snapshot: &Snapshot, member: &Member<'_>, state: &mut PassState) {
+    let Some(current) = member.current else {
+        return;
+    };
+    let owned_now = owned_now(snapshot, member.facts);
+    let record = record_ownership(
+        member,
+        current_record(member),
+        owned_now.as_ref().ok(),
+        true,
+        state,
+    );
+    if member.last != LastCleaned::Hash(current.to_owned()) {
+        // Hashes differ, NeverCleanedUp or not seeded yet: scylla-operator's to clean (whole).
+        return;
+    }
+    let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    if let NodeDecision::RingHash { reason } = &decision {
+        state
+            .fallbacks
+            .push((member.facts.service.clone(), reason.to_string()));
+    }
+    if let NodePlan::Clean {
+        scope,
+        mark_node_clean,
+        ..
+    } = plan_node(&decision, false)
+    {
+        state.candidates.push(Candidate {
+            service: member.facts.service.clone(),
+            ring_hash: current.to_owned(),
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
+            mark_node_clean,
+        });
+    }
+}
+
+/// What the ownership rule does beside scylla-operator, for the condition: the nodes it cleans
+/// and why scylla-operator does not, the records reset after scylla-operator's cleanups, the
+/// nodes it cannot judge.
+fn ownership_beside_operator(
+    state: &PassState,
+    active: Option<&TaskFacts>,
+    blockers: &[String],
+    retry_in: Option<Duration>,
+) -> Vec<String> {
+    let mut parts = Vec::new();
+    if !state.candidates.is_empty() {
+        let nodes: Vec<String> = state.candidates.iter().map(describe_candidate).collect();
+        let what = match (state.submitted(), active) {
+            (Some(task), _) => format!("submitted cleanup task {task} for"),
+            (None, Some(task)) => format!("cleanup task {} holds the queue; next for", task.name),
+            (None, None) => "waiting to clean".to_owned(),
+        };
+        parts.push(format!(
+            "ownership rule: {what} {}, which scylla-operator does not clean (their ring hash did              not move, yet they stopped replicating ranges: a replication factor lowered or a              datacenter dropped): {}",
+            plural(nodes.len(), "node", "nodes"),
+            nodes.join(", ")
+        ));
+        if state.submitted().is_none() && active.is_none() {
+            if let Some(wait) = retry_in {
+                parts.push(format!("the next cleanup task follows in {}s", wait.as_secs()));
+            }
+            parts.extend(blockers.iter().cloned());
+        }
+    } else if let Some(task) = active {
+        let doing = if task.state == TaskState::InProgress {
+            "is running"
+        } else {
+            "is queued"
+        };
+        parts.push(format!("cleanup task {} {doing}", task.name));
+    }
+    if !state.reset.is_empty() {
+        parts.push(format!(
+            "ownership records reset to what the nodes replicate now after scylla-operator cleaned them: {}",
+            state.reset.join(", ")
+        ));
+    }
+    if !state.fallbacks.is_empty() {
+        let each: Vec<String> = state
+            .fallbacks
+            .iter()
+            .map(|(service, why)| format!("{service}: {why}"))
+            .collect();
+        parts.push(format!(
+            "the ownership rule cannot tell whether {} stopped replicating ranges ({})",
+            plural(state.fallbacks.len(), "node", "nodes"),
+            each.join("; ")
+        ));
+    }
+    parts
+}
+
+/// `node (ks1, ks2)`, or the bare node when it cleans every keyspace.
+fn describe_candidate(candidate: &Candidate) -> String {
+    match &candidate.scope {
+        CleanScope::All => format!("{} (every keyspace)", candidate.service),
+        CleanScope::Only(keyspaces) => format!(
+            "{} ({})",
+            candidate.service,
+            keyspaces.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
@@ -384,6 +573,18 @@ struct PassState {
     lost_nothing: Vec<String>,
     /// Nodes the ring-hash rule cleans because ownership could not decide: (service, why).
     fallbacks: Vec<(String, String)>,
+    /// Nodes whose ownership record was reset after someone else cleaned them.
+    reset: Vec<String>,
+}
+
+impl PassState {
+    /// The name of the task this pass submits, if any.
+    fn submitted(&self) -> Option<&str> {
+        self.actions.iter().find_map(|a| match a {
+            Action::SubmitCleanupTask { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+    }
 }
 
 /// The `perNode` entries of the automatic task: the nodes cleaning only some keyspaces.
@@ -478,18 +679,14 @@ fn decide_member(
         LastCleaned::NeverCleanedUp => true,
         LastCleaned::Absent => false,
     };
-    let mut record = RecordState::from_annotation(
-        member
-            .facts
-            .annotations
-            .get(OWNED_AT_LAST_CLEANUP)
-            .map(String::as_str),
-    );
     let owned_now = owned_now(snapshot, member.facts);
-    if let Err(not_kept) = record_ownership(member, &record, owned_now.as_ref().ok(), state) {
-        // A record that cannot take the ranges the node gained would hide their loss.
-        record = RecordState::Unreadable(not_kept);
-    }
+    let record = record_ownership(
+        member,
+        current_record(member),
+        owned_now.as_ref().ok(),
+        false,
+        state,
+    );
     let seed = |reason| Action::SeedLastCleaned {
         service: service.clone(),
         hash: current.to_owned(),
@@ -563,38 +760,89 @@ pub fn owned_by(
     Ok(node_ownership(views, address))
 }
 
-/// The record to write on a node: seeded when it has none and just joined, widened when it
-/// replicates ranges or keyspaces its record lacks. `Err`: the record the node needs is too
-/// large to keep, and why.
+/// The node's ownership record as found on its member Service.
+fn current_record(member: &Member<'_>) -> RecordState {
+    RecordState::from_annotation(
+        member
+            .facts
+            .annotations
+            .get(OWNED_AT_LAST_CLEANUP)
+            .map(String::as_str),
+    )
+}
+
+/// Keeps the node's ownership record and returns the one this pass decides on. Seeded when the
+/// node has none and just joined (beside scylla-operator also when scylla-operator is about to
+/// clean or seed it: the record then follows that); widened when it replicates ranges or
+/// keyspaces the record lacks; reset to what it replicates now when someone else cleaned the
+/// whole node for its current ring ([`basis_change`], `outside_cleaner`: scylla-operator's
+/// cleanup runs for the cluster). A record the node needs that is too large to keep is
+/// returned unreadable: it would hide the loss of the ranges it cannot take.
 fn record_ownership(
     member: &Member<'_>,
-    record: &RecordState,
+    record: RecordState,
     owned_now: Option<&BTreeMap<String, RangeSet>>,
+    outside_cleaner: bool,
     state: &mut PassState,
-) -> Result<(), String> {
+) -> RecordState {
     let Some(owned_now) = owned_now else {
-        return Ok(());
+        return record;
     };
-    let (next, seeded) = match record {
-        RecordState::Present(record) => (record.widened(owned_now), false),
-        RecordState::Missing if member.last == LastCleaned::Absent => (
-            Some(OwnershipRecord {
-                keyspaces: owned_now.clone(),
-            }),
-            true,
-        ),
-        _ => (None, false),
+    let last = member.last.annotation();
+    // A seed stands for the `last-cleaned-…` the node carries after this pass: the current hash
+    // groundskeeper seeds in this same pass, or beside scylla-operator the value found (whose
+    // move to the current ring then tells of scylla-operator's cleanup).
+    let seed_basis = if outside_cleaner { last } else { member.current };
+    let fresh = |basis: Option<&str>| OwnershipRecord {
+        keyspaces: owned_now.clone(),
+        last_cleaned: basis.map(str::to_owned),
     };
-    let Some(next) = next else {
-        return Ok(());
+    // Beside scylla-operator a node without a record gets one when scylla-operator is about to
+    // clean or seed it (the record then follows that cleanup: reset). One already clean for its
+    // ring is not taken as holding only what it replicates: it gets its record at its next
+    // cleanup by scylla-operator.
+    let seeds = match (&member.last, member.current) {
+        (LastCleaned::Absent, _) => true,
+        (LastCleaned::NeverCleanedUp, _) => outside_cleaner,
+        (LastCleaned::Hash(last), Some(current)) => outside_cleaner && last != current,
+        (LastCleaned::Hash(_), None) => false,
     };
-    let value = next.to_annotation().map_err(|err| err.to_string())?;
+    let next = match &record {
+        RecordState::Present(held) => {
+            match basis_change(
+                held.last_cleaned.as_deref(),
+                last,
+                member.current,
+                outside_cleaner,
+            ) {
+                BasisChange::CleanedElsewhere => Some((fresh(last), RecordChange::ResetAfterOutsideCleanup)),
+                BasisChange::Rebase => {
+                    let mut next = held.widened(owned_now).unwrap_or_else(|| held.clone());
+                    next.last_cleaned = last.map(str::to_owned);
+                    Some((next, RecordChange::Rebased))
+                }
+                BasisChange::Same => held.widened(owned_now).map(|next| (next, RecordChange::Widened)),
+            }
+        }
+        RecordState::Missing if seeds => Some((fresh(seed_basis), RecordChange::Seeded)),
+        _ => None,
+    };
+    let Some((next, change)) = next else {
+        return record;
+    };
+    let value = match next.to_annotation() {
+        Ok(value) => value,
+        Err(err) => return RecordState::Unreadable(err.to_string()),
+    };
+    if change == RecordChange::ResetAfterOutsideCleanup {
+        state.reset.push(member.facts.service.clone());
+    }
     state.actions.push(Action::RecordOwnership {
         service: member.facts.service.clone(),
         value,
-        seeded,
+        change,
     });
-    Ok(())
+    RecordState::Present(next)
 }
 
 fn retry_wait(now: jiff::Timestamp, finished_at: Option<jiff::Timestamp>) -> Duration {

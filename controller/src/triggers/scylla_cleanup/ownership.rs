@@ -343,12 +343,22 @@ pub fn node_ownership(views: &[RingView], endpoint: &str) -> BTreeMap<String, Ra
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnershipRecord {
     pub keyspaces: BTreeMap<String, RangeSet>,
+    /// The node's `last-cleaned-up-token-ring-hash` (a hash or `NeverCleanedUp`) when the record
+    /// was seeded, shrunk after a cleanup or reset: the record stands for that cleanup. `None`:
+    /// the node had none then, or the record was written before this was kept. A later
+    /// `last-cleaned-…` that groundskeeper did not write tells of a cleanup by someone else
+    /// ([`basis_change`]).
+    pub last_cleaned: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct RecordJson {
     version: u32,
     groups: Vec<GroupJson>,
+    /// Added in version 1 without a version change: older readers ignore it, and a record
+    /// without it is read as "not known" ([`BasisChange::Rebase`], never a reset).
+    #[serde(default, rename = "lastCleaned", skip_serializing_if = "Option::is_none")]
+    last_cleaned: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -387,6 +397,7 @@ impl OwnershipRecord {
         let text = serde_json::to_string(&RecordJson {
             version: RECORD_VERSION,
             groups,
+            last_cleaned: self.last_cleaned.clone(),
         })
         .expect("records always serialise");
         if text.len() > RECORD_SIZE_LIMIT {
@@ -418,7 +429,10 @@ impl OwnershipRecord {
                 keyspaces.insert(keyspace, ranges.clone());
             }
         }
-        Ok(Self { keyspaces })
+        Ok(Self {
+            keyspaces,
+            last_cleaned: json.last_cleaned,
+        })
     }
 
     /// The record to write once a node's cleanup of `cleaned` succeeded. `decided` is what the
@@ -427,12 +441,14 @@ impl OwnershipRecord {
     /// which lies in `decided ∪ now` (Scylla refuses to clean while the ring moves); a keyspace
     /// not cleaned still holds what it held, plus what it gained. Keeping the union never misses
     /// a range, at worst cleans once more. Keyspaces no longer in `now` (dropped, or moved to
-    /// tablets) are left out.
+    /// tablets) are left out. `last_cleaned`: the node's `last-cleaned-…` once this cleanup is
+    /// recorded (see [`OwnershipRecord::last_cleaned`]).
     pub fn after_cleanup(
         previous: Option<&OwnershipRecord>,
         decided: &BTreeMap<String, RangeSet>,
         now: &BTreeMap<String, RangeSet>,
         cleaned: &BTreeSet<String>,
+        last_cleaned: Option<&str>,
     ) -> OwnershipRecord {
         let keyspaces = now
             .iter()
@@ -449,7 +465,10 @@ impl OwnershipRecord {
                 (keyspace.clone(), held)
             })
             .collect();
-        OwnershipRecord { keyspaces }
+        OwnershipRecord {
+            keyspaces,
+            last_cleaned: last_cleaned.map(str::to_owned),
+        }
     }
 }
 
@@ -476,7 +495,56 @@ impl OwnershipRecord {
                 }
             }
         }
-        changed.then_some(OwnershipRecord { keyspaces })
+        changed.then_some(OwnershipRecord {
+            keyspaces,
+            last_cleaned: self.last_cleaned.clone(),
+        })
+    }
+}
+
+/// What a change of the node's `last-cleaned-…` since its record was written means for the
+/// record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BasisChange {
+    /// Nothing to do: the annotation is the one the record stands for, or it tells of no
+    /// cleanup the record should follow yet.
+    Same,
+    /// Take the annotation as the record's basis and keep every range: it moved without a
+    /// cleanup that shrinks the record (a seed by scylla-operator, or a record from before the
+    /// basis was kept).
+    Rebase,
+    /// Someone else cleaned the whole node for its current ring: the record becomes what the
+    /// node replicates now.
+    CleanedElsewhere,
+}
+
+/// How a record whose basis is `basis` follows the node's `last_cleaned` (the annotation, a hash
+/// or `NeverCleanedUp`) and `current` ring hash. `outside_cleaner`: scylla-operator's cleanup
+/// runs for the cluster, so groundskeeper writes no `last-cleaned-…` and every change of it is
+/// scylla-operator's (or a person's): it writes a ring there only after a Job that cleaned every
+/// keyspace of the node for that ring. Where groundskeeper writes `last-cleaned-…` itself (its
+/// seeds, its Jobs' results, which shrink the record and write its basis themselves), a change
+/// is never taken for someone else's cleanup and the record is left to those writes: a rewrite
+/// here could overwrite the shrunk record a Job's result has just written. A record never
+/// shrinks on a guess: only a move from a known basis to the node's current ring counts, a move
+/// from no basis (a seed by scylla-operator, an old record) is a rebase, and a move to an older
+/// ring waits for the cleanup of the current one.
+pub fn basis_change(
+    basis: Option<&str>,
+    last_cleaned: Option<&str>,
+    current: Option<&str>,
+    outside_cleaner: bool,
+) -> BasisChange {
+    if !outside_cleaner || last_cleaned.is_none() || last_cleaned == basis {
+        return BasisChange::Same;
+    }
+    if basis.is_none() {
+        return BasisChange::Rebase;
+    }
+    if current.is_some() && last_cleaned == current {
+        BasisChange::CleanedElsewhere
+    } else {
+        BasisChange::Same
     }
 }
 

@@ -108,6 +108,7 @@ fn records_group_keyspaces_with_identical_ranges_and_round_trip() {
             ("c".to_owned(), set(&[(5, 50)])),
             ("d".to_owned(), RangeSet::default()),
         ]),
+        last_cleaned: None,
     };
     let text = record.to_annotation().unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -137,7 +138,12 @@ fn a_record_over_the_limit_is_refused_with_its_size() {
     let keyspaces = (0..10_000)
         .map(|i| (format!("{i:0>48}"), set(&[(i, i + 1)])))
         .collect();
-    let err = OwnershipRecord { keyspaces }.to_annotation().unwrap_err();
+    let err = OwnershipRecord {
+        keyspaces,
+        last_cleaned: None,
+    }
+    .to_annotation()
+    .unwrap_err();
     let RecordError::TooLarge { bytes, limit } = err else {
         panic!("{err:?}")
     };
@@ -217,6 +223,7 @@ fn the_decision_says_why_ownership_cannot_decide() {
     ]);
     let record = OwnershipRecord {
         keyspaces: BTreeMap::from([("a".to_owned(), set(&[(0, 20)]))]),
+        last_cleaned: None,
     };
     let cases: Vec<(RecordState, Now, NodeDecision)> = vec![
         (
@@ -274,6 +281,7 @@ fn the_record_after_a_cleanup_never_forgets_data_still_held() {
             ("kept".to_owned(), set(&[(0, 30)])),
             ("dropped".to_owned(), set(&[(0, 30)])),
         ]),
+        last_cleaned: None,
     };
     let decided = BTreeMap::from([
         ("cleaned".to_owned(), set(&[(0, 10)])),
@@ -285,7 +293,7 @@ fn the_record_after_a_cleanup_never_forgets_data_still_held() {
         ("new".to_owned(), set(&[(100, 200)])),
     ]);
     let cleaned = BTreeSet::from(["cleaned".to_owned()]);
-    let after = OwnershipRecord::after_cleanup(Some(&previous), &decided, &now, &cleaned);
+    let after = OwnershipRecord::after_cleanup(Some(&previous), &decided, &now, &cleaned, Some("h2"));
     assert_eq!(
         after.keyspaces,
         BTreeMap::from([
@@ -407,6 +415,7 @@ fn ownership_and_the_ring_hash_rule_together() {
 fn a_record_grows_with_what_the_node_gains_and_seeds_new_keyspaces() {
     let record = OwnershipRecord {
         keyspaces: BTreeMap::from([("a".to_owned(), set(&[(0, 10)]))]),
+        last_cleaned: None,
     };
     let same = BTreeMap::from([("a".to_owned(), set(&[(2, 8)]))]);
     assert_eq!(record.widened(&same), None, "nothing gained");
@@ -422,4 +431,115 @@ fn a_record_grows_with_what_the_node_gains_and_seeds_new_keyspaces() {
             ("b".to_owned(), set(&[(1, 2)]))
         ])
     );
+}
+
+/// How a record follows its node's last-cleaned annotation: only a move from the record's basis
+/// to the current ring, beside scylla-operator, is someone else's whole-node cleanup; a seed,
+/// groundskeeper's own writes and a move to an older ring never shrink a record.
+#[test]
+fn a_record_is_reset_only_after_someone_else_cleaned_the_node_for_its_current_ring() {
+    let never = groundskeeper_protocol::keys::NEVER_CLEANED_UP;
+    #[allow(clippy::type_complexity)] // a table of cases
+    let cases: Vec<(&str, Option<&str>, Option<&str>, Option<&str>, bool, BasisChange)> = vec![
+        (
+            "unchanged",
+            Some("h1"),
+            Some("h1"),
+            Some("h2"),
+            true,
+            BasisChange::Same,
+        ),
+        (
+            "scylla-operator cleaned it for the current ring",
+            Some("h1"),
+            Some("h2"),
+            Some("h2"),
+            true,
+            BasisChange::CleanedElsewhere,
+        ),
+        (
+            "NeverCleanedUp, then cleaned by scylla-operator",
+            Some(never),
+            Some("h2"),
+            Some("h2"),
+            true,
+            BasisChange::CleanedElsewhere,
+        ),
+        (
+            "recorded for an older ring: wait for the current one's cleanup",
+            Some("h1"),
+            Some("h2"),
+            Some("h3"),
+            true,
+            BasisChange::Same,
+        ),
+        (
+            "a person asks for a cleanup",
+            Some("h1"),
+            Some(never),
+            Some("h1"),
+            true,
+            BasisChange::Same,
+        ),
+        (
+            "annotation removed: nothing to follow",
+            Some("h1"),
+            None,
+            Some("h1"),
+            true,
+            BasisChange::Same,
+        ),
+        (
+            "seeded by scylla-operator after the record (no basis): no cleanup",
+            None,
+            Some("h2"),
+            Some("h2"),
+            true,
+            BasisChange::Rebase,
+        ),
+        (
+            "groundskeeper writes last-cleaned itself: never someone else's cleanup",
+            Some("h1"),
+            Some("h2"),
+            Some("h2"),
+            false,
+            BasisChange::Same,
+        ),
+        (
+            "groundskeeper's own seed of a joined node, no basis: left to its own writes",
+            None,
+            Some("h2"),
+            Some("h2"),
+            false,
+            BasisChange::Same,
+        ),
+        (
+            "groundskeeper, unchanged",
+            Some("h2"),
+            Some("h2"),
+            Some("h2"),
+            false,
+            BasisChange::Same,
+        ),
+    ];
+    for (name, basis, last, current, outside, expected) in cases {
+        assert_eq!(basis_change(basis, last, current, outside), expected, "{name}");
+    }
+}
+
+#[test]
+fn the_record_keeps_its_basis_through_the_annotation_and_widening() {
+    let record = OwnershipRecord {
+        keyspaces: BTreeMap::from([("a".to_owned(), set(&[(0, 10)]))]),
+        last_cleaned: Some("h1".into()),
+    };
+    let text = record.to_annotation().unwrap();
+    assert_eq!(OwnershipRecord::from_annotation(&text).unwrap(), record);
+    let wider = record
+        .widened(&BTreeMap::from([("a".to_owned(), set(&[(5, 20)]))]))
+        .unwrap();
+    assert_eq!(wider.last_cleaned.as_deref(), Some("h1"));
+    // A record written before the basis was kept reads as "not known".
+    let old = r#"{"version":1,"groups":[]}"#;
+    assert_eq!(OwnershipRecord::from_annotation(old).unwrap().last_cleaned, None);
 }
