@@ -10,21 +10,21 @@
 //! data of ranges the node no longer replicates once everything settled.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_controller::targets::scylla::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
-use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
+use groundskeeper_e2e::apiserver::{ApiServer, Changes, PatchFormat, ResourceId};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::cluster::{Cluster, Strategy};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, ScyllaAgent};
 use groundskeeper_e2e::scylla_operator::{ScyllaOperator, scylla_clusters, services, settled_conditions};
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::{keys, ring_hash};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const NAMESPACE: &str = "scylla";
 const CLUSTER: &str = "basic";
@@ -108,6 +108,9 @@ struct Scenario {
     members: Vec<Node>,
     /// The agents answer describe_ring.
     ownership: bool,
+    /// Every message the cluster's CleanupControllerProgressing condition has had, in order: a
+    /// message may last one trigger pass only, too short to be sure to catch by polling.
+    progressing_messages: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Scenario {
@@ -161,6 +164,11 @@ impl Scenario {
         let agents_of_jobs = Arc::new(addresses.clone());
         let jobs =
             JobSimulator::builder(server.clone(), move |c| run_cleanup(c, agents_of_jobs.clone())).spawn();
+        let progressing_messages = Arc::new(Mutex::new(Vec::new()));
+        let recorder = tokio::spawn(record_progressing_messages(
+            server.subscribe(),
+            progressing_messages.clone(),
+        ));
         let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
@@ -179,6 +187,7 @@ impl Scenario {
                 ctx.clone(),
             )),
             tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx.clone())),
+            recorder,
         ];
         Scenario {
             server,
@@ -189,6 +198,7 @@ impl Scenario {
             controllers,
             members: Vec::new(),
             ownership,
+            progressing_messages,
         }
     }
 
@@ -280,6 +290,7 @@ impl Scenario {
             .collect();
         self.change_spec(&racks_of(&after));
         for &(rack, ordinal, address) in nodes {
+            let seen_before = self.progressing_messages.lock().unwrap().len();
             self.model.decommission(address).unwrap();
             self.members.retain(|m| m.2 != address);
             let name = operator().member_name(rack, ordinal);
@@ -288,10 +299,10 @@ impl Scenario {
             if self.ownership {
                 // Each remaining node only gained ranges: recorded clean, and the condition says so.
                 self.wait_for("the condition saying no node lost a range", |s| {
-                    s.progressing_message().contains(&format!(
-                        "ownership rule: {} nodes lost no range",
-                        s.members.len()
-                    ))
+                    let expected = format!("ownership rule: {} nodes lost no range", s.members.len());
+                    s.progressing_messages.lock().unwrap()[seen_before..]
+                        .iter()
+                        .any(|message| message.contains(&expected))
                 })
                 .await;
             } else {
@@ -365,19 +376,31 @@ impl Scenario {
             missed: self.model.stale().len(),
         }
     }
+}
 
-    fn progressing_message(&self) -> String {
-        let sc = self
-            .server
-            .get(&scylla_clusters(), Some(NAMESPACE), CLUSTER)
-            .unwrap();
-        sc["status"]["conditions"]
+/// Records each new message of the ScyllaCluster's CleanupControllerProgressing condition.
+async fn record_progressing_messages(mut changes: Changes, messages: Arc<Mutex<Vec<String>>>) {
+    loop {
+        let change = match changes.next().await {
+            Ok(Some(change)) => change,
+            Ok(None) => return,
+            Err(lagged) => panic!("{lagged}: a condition message may have been missed"),
+        };
+        if change.resource != scylla_clusters() || change.object["metadata"]["name"] != CLUSTER {
+            continue;
+        }
+        let message = change.object["status"]["conditions"]
             .as_array()
             .into_iter()
             .flatten()
             .find(|c| c["type"] == "CleanupControllerProgressing")
-            .map(|c: &Value| c["message"].as_str().unwrap_or_default().to_owned())
-            .unwrap_or_default()
+            .and_then(|c| c["message"].as_str());
+        let mut seen = messages.lock().unwrap();
+        if let Some(message) = message
+            && seen.last().map(String::as_str) != Some(message)
+        {
+            seen.push(message.to_owned());
+        }
     }
 }
 
