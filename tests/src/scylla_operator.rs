@@ -124,29 +124,46 @@ impl ScyllaOperator {
         Ok(())
     }
 
-    /// What scylla-operator does on a scale-out from `before` to `after`: the new spec
-    /// (generation 2), new member Services (no last-cleaned hash yet), every node's sidecar
-    /// reporting the new ring, then the status catching up.
-    pub fn scale_out(&self, server: &ApiServer, before: &Racks, after: &Racks) -> Result<(), ApiError> {
-        let ns = Some(self.namespace.as_str());
+    /// scylla-operator takes a new spec for `after` (a new generation).
+    fn take_spec(&self, server: &ApiServer, after: &Racks) -> Result<(), ApiError> {
         let spec = json!({ "spec": self.cluster_object(after)["spec"] });
         server.patch(
             &scylla_clusters(),
-            ns,
+            Some(&self.namespace),
             &self.cluster,
             PatchFormat::Merge,
             &spec,
             false,
         )?;
+        Ok(())
+    }
+
+    /// Member `name`'s sidecar reports the ring it sees.
+    fn report_ring(&self, server: &ApiServer, name: &str, ring_hash: &str) -> Result<(), ApiError> {
+        let sidecar = json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: ring_hash } } });
+        server.patch(
+            &services(),
+            Some(&self.namespace),
+            name,
+            PatchFormat::Merge,
+            &sidecar,
+            false,
+        )?;
+        Ok(())
+    }
+
+    /// What scylla-operator does on a scale-out from `before` to `after`: the new spec
+    /// (generation 2), new member Services (no last-cleaned hash yet), every node's sidecar
+    /// reporting the new ring, then the status catching up.
+    pub fn scale_out(&self, server: &ApiServer, before: &Racks, after: &Racks) -> Result<(), ApiError> {
+        let ns = Some(self.namespace.as_str());
+        self.take_spec(server, after)?;
         let new_hash = ring_hash_of(members(after));
         for (rack, count) in after {
             let existing = before.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
             for ordinal in 0..*count {
                 if ordinal < existing {
-                    let sidecar =
-                        json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: new_hash } } });
-                    let name = self.member_name(rack, ordinal);
-                    server.patch(&services(), ns, &name, PatchFormat::Merge, &sidecar, false)?;
+                    self.report_ring(server, &self.member_name(rack, ordinal), &new_hash)?;
                 } else {
                     // Newer versions create the Service seeded with NeverCleanedUp.
                     let seed =
@@ -173,15 +190,7 @@ impl ScyllaOperator {
         generation: i64,
     ) -> Result<(), ApiError> {
         let ns = Some(self.namespace.as_str());
-        let spec = json!({ "spec": self.cluster_object(after)["spec"] });
-        server.patch(
-            &scylla_clusters(),
-            ns,
-            &self.cluster,
-            PatchFormat::Merge,
-            &spec,
-            false,
-        )?;
+        self.take_spec(server, after)?;
         let new_hash = ring_hash_of(members(after));
         for (rack, count) in before {
             let kept = after.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
@@ -189,10 +198,7 @@ impl ScyllaOperator {
                 server.delete(&services(), ns, &self.member_name(rack, ordinal))?;
             }
             for ordinal in 0..kept {
-                let sidecar =
-                    json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: new_hash } } });
-                let name = self.member_name(rack, ordinal);
-                server.patch(&services(), ns, &name, PatchFormat::Merge, &sidecar, false)?;
+                self.report_ring(server, &self.member_name(rack, ordinal), &new_hash)?;
             }
         }
         self.write_status(server, generation, after)
