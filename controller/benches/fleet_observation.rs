@@ -23,10 +23,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use groundskeeper_controller::api::etcd_cluster::{EtcdClusterSpec, EtcdClusterStatus};
-use groundskeeper_controller::triggers::etcd::decide::{Decision, Input, Observed, decide};
-use groundskeeper_controller::triggers::etcd::observe::observe_cluster;
-use groundskeeper_controller::triggers::etcd::policy::Policy;
+use groundskeeper_api::etcd_cluster::{EtcdClusterSpec, EtcdClusterStatus};
+use groundskeeper_controller::etcd::decide::{Decision, Input, Observed, decide};
+use groundskeeper_controller::etcd::observe::observe_cluster;
+use groundskeeper_controller::etcd::policy::Policy;
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
 use jiff::Timestamp;
 
@@ -40,11 +40,7 @@ const CLUSTER_DISK_GIB: f64 = 0.4;
 
 /// Free space of the temporary directory's file system, in GiB (`df -Pk`).
 fn free_gib() -> Option<f64> {
-    let output = std::process::Command::new("df")
-        .arg("-Pk")
-        .arg(std::env::temp_dir())
-        .output()
-        .ok()?;
+    let output = std::process::Command::new("df").arg("-Pk").arg(std::env::temp_dir()).output().ok()?;
     let text = String::from_utf8(output.stdout).ok()?;
     let available_kib: f64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
     Some(available_kib / (1024.0 * 1024.0))
@@ -65,14 +61,7 @@ fn proc_kib(field: &str) -> usize {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
-        .find_map(|line| {
-            line.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
+        .find_map(|line| line.strip_prefix(field)?.trim().strip_suffix("kB")?.trim().parse().ok())
         .unwrap_or(0)
 }
 
@@ -103,10 +92,7 @@ async fn observe_and_decide(name: &str, policy: &Policy, previous: &EtcdClusterS
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let clusters: usize = std::env::var("FLEET_CLUSTERS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(64);
+    let clusters: usize = std::env::var("FLEET_CLUSTERS").ok().and_then(|n| n.parse().ok()).unwrap_or(64);
     let binary = match find_etcd(EtcdVersion::V3_5) {
         Ok(binary) => binary,
         Err(why) => {
@@ -114,10 +100,7 @@ fn main() {
             return;
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
         let started = Instant::now();
         let mut fleet = Vec::with_capacity(clusters);

@@ -12,10 +12,10 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use groundskeeper_controller::api::maintenance_task::MaintenanceTask;
-use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::triggers::scylla_cleanup::decide::{Action, SecretState, decide};
-use groundskeeper_controller::triggers::scylla_cleanup::observe::build_snapshot;
+use groundskeeper_api::maintenance_task::MaintenanceTask;
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_controller::scylla::decide::{Action, SecretState, decide};
+use groundskeeper_controller::scylla::observe::build_snapshot;
 use groundskeeper_protocol::{keys, ring_hash};
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::{self, Store};
@@ -34,9 +34,8 @@ use common::{Counting, LIVE, PEAK};
 static ALLOCATOR: Counting = Counting;
 
 fn hash(seed: usize) -> String {
-    let tokens: Vec<String> = (0..256)
-        .map(|i| ((seed * 7919 + i) as i64 * 36_028_797_018_963).to_string())
-        .collect();
+    let tokens: Vec<String> =
+        (0..256).map(|i| ((seed * 7919 + i) as i64 * 36_028_797_018_963).to_string()).collect();
     ring_hash(&tokens).expect("decimal tokens")
 }
 
@@ -168,11 +167,7 @@ fn main() {
                 .state()
                 .iter()
                 .filter(|s| {
-                    s.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(keys::SCYLLA_CLUSTER_LABEL))
-                        == Some(&name)
+                    s.metadata.labels.as_ref().and_then(|l| l.get(keys::SCYLLA_CLUSTER_LABEL)) == Some(&name)
                 })
                 .map(|s| (**s).clone())
                 .collect();
@@ -195,11 +190,8 @@ fn main() {
         for (sc, services, tasks) in &per_cluster {
             let snapshot = build_snapshot(sc, services, tasks, SecretState::Present, now);
             let plan = decide(std::hint::black_box(&snapshot));
-            submitted += plan
-                .actions
-                .iter()
-                .filter(|a| matches!(a, Action::SubmitCleanupTask { .. }))
-                .count();
+            submitted +=
+                plan.actions.iter().filter(|a| matches!(a, Action::SubmitCleanupTask { .. })).count();
         }
         rounds.push(started.elapsed());
     }
@@ -211,10 +203,7 @@ fn main() {
     println!(
         "  objects cached: {n_clusters} ScyllaClusters, {n_services} member Services, {n_tasks} Cleanup tasks"
     );
-    println!(
-        "  memory held by the reflector stores: {:.1} MiB",
-        cached_bytes as f64 / (1024.0 * 1024.0)
-    );
+    println!("  memory held by the reflector stores: {:.1} MiB", cached_bytes as f64 / (1024.0 * 1024.0));
     println!(
         "  observe+decide for all {CLUSTERS} clusters: median {} (min {}, max {}) over {ROUNDS} rounds",
         ms(median),

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use groundskeeper_controller::api::maintenance_task::MaintenanceTask;
+use groundskeeper_api::maintenance_task::MaintenanceTask;
 use groundskeeper_controller::tasks::{Decision, TargetFacts, TargetTasks, decide, group_by_target};
 use jiff::Timestamp;
 use serde_json::json;
@@ -44,17 +44,9 @@ fn main() {
         let started = Instant::now();
         waiting = 0;
         for (key, views) in group_by_target(&tasks, now) {
-            let input = TargetTasks {
-                target: key.target,
-                facts: TargetFacts::Ready,
-                tasks: views,
-            };
+            let input = TargetTasks { target: key.target, facts: TargetFacts::Ready, tasks: views };
             let plan = decide(&input, now);
-            waiting += plan
-                .decisions
-                .iter()
-                .filter(|d| matches!(d.decision, Decision::Wait { .. }))
-                .count();
+            waiting += plan.decisions.iter().filter(|d| matches!(d.decision, Decision::Wait { .. })).count();
         }
         times.push(started.elapsed());
     }

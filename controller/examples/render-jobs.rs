@@ -11,13 +11,13 @@ use groundskeeper_protocol::operation::{
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use groundskeeper_controller::api::EtcdCluster;
-use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::execution::{ClaimVolume, build_job};
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_controller::etcd::job::{EtcdJob, etcd_job};
+use groundskeeper_controller::jobs::{ClaimVolume, build_job};
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::targets::scylla::{NodeCleanup, cleanup_job};
-use groundskeeper_controller::triggers::etcd::reconcile::{EtcdJob, etcd_job};
+use groundskeeper_controller::scylla::job::{NodeCleanup, cleanup_job};
 use groundskeeper_protocol::keys;
 use http::{Request, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -84,11 +84,7 @@ async fn main() {
     .expect("a valid EtcdCluster");
     // Rendering makes no API call: the client's service is never answered.
     let (service, _never_answered) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let ctx = Context::new(
-        kube::Client::new(service, "default"),
-        config.clone(),
-        Arc::new(Metrics::new()),
-    );
+    let ctx = Context::new(kube::Client::new(service, "default"), config.clone(), Arc::new(Metrics::new()));
     // The first step of an automatic Defragment task, as the task controller builds it.
     let task = "main-defragment-1767225600";
     let maintenance = etcd_job(
@@ -105,10 +101,7 @@ async fn main() {
             },
             name: format!("{task}-0"),
             operation: Operation::Defrag(DefragRequest {
-                etcd: EtcdTarget {
-                    endpoints: vec!["https://etcd-0.etcd:2379".into()],
-                    tls: None,
-                },
+                etcd: EtcdTarget { endpoints: vec!["https://etcd-0.etcd:2379".into()], tls: None },
                 min_defrag_bytes: 100_000_000,
                 max_fragmented_percent: 45.0,
                 ..DefragRequest::default()
@@ -140,10 +133,7 @@ async fn main() {
             },
             name: format!("{task}-0"),
             operation: Operation::Snapshot(SnapshotRequest {
-                etcd: EtcdTarget {
-                    endpoints: vec!["https://etcd-0.etcd:2379".into()],
-                    tls: None,
-                },
+                etcd: EtcdTarget { endpoints: vec!["https://etcd-0.etcd:2379".into()], tls: None },
                 output: "/snapshots/main-20260102T150405Z.db".into(),
                 retention: Some(SnapshotRetention {
                     retain: 5,

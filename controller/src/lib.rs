@@ -1,20 +1,46 @@
 //! groundskeeper's operator: observes Scylla and etcd clusters, decides what maintenance is due,
 //! and runs it as Jobs of `groundskeeper-job`.
 //!
-//! The folders follow the flow of work: `triggers` observe a data store, decide (pure) what is
-//! due and submit it as a MaintenanceTask; `tasks` holds the queue and lifecycle of tasks (pure)
-//! and the one controller that creates Jobs; `targets` says what a task's work means on each kind
-//! of cluster; `execution` turns a planned operation into a Job and reads a finished Job back;
-//! `results` writes what a finished Job did back to its task and target; `conditions` merges and
-//! writes status conditions; `api` holds the resource types; `runtime` what every controller runs
-//! on; `deploy` the manifests of the namespaced mode.
+//! Generic layers across, one folder per data store (see `docs/architecture.md`):
+//!
+//! * [`runtime`]: what every controller runs on (context, errors, leader election, metrics);
+//! * [`jobs`]: a planned operation turned into a Job, and a finished Job read back;
+//! * [`conditions`]: status conditions written beside other controllers';
+//! * [`tasks`]: the MaintenanceTask queue, lifecycle and the one controller that creates Jobs;
+//! * [`etcd`] and [`scylla`]: each data store's pipeline (observe → decide → apply), what a task
+//!   means on its clusters (`task.rs`, `job.rs`) and what a finished Job records (`record.rs`).
+//!
+//! The direction is one way: a data store uses the generic layers, never the other way round, and
+//! the two data stores never use each other. The one place that names both is this file, which
+//! hands each data store's [`tasks::target::Target`] to the task controller.
 
-pub mod api;
 pub mod conditions;
-pub mod deploy;
-pub mod execution;
-pub mod results;
+pub mod etcd;
+pub mod jobs;
 pub mod runtime;
-pub mod targets;
+pub mod scylla;
 pub mod tasks;
-pub mod triggers;
+
+use std::sync::Arc;
+
+use runtime::context::Context;
+
+/// Checks the controller's flags, the generic ones and each data store's: a wrong value stops the
+/// controller at start-up with the flag named.
+pub fn check_config(config: &runtime::context::ControllerConfig) -> runtime::error::Result<()> {
+    config.validate()?;
+    etcd::discovery::check_config(config)
+}
+
+/// Every kind of target the task controller runs tasks on.
+pub fn task_targets() -> tasks::target::Targets {
+    tasks::target::Targets::new([
+        Arc::new(etcd::task::EtcdTarget) as Arc<dyn tasks::target::Target>,
+        Arc::new(scylla::task::ScyllaTarget),
+    ])
+}
+
+/// Runs the task controller for every kind of target until the process is told to stop.
+pub async fn run_task_controller(ctx: Arc<Context>) {
+    tasks::controller::run(ctx, task_targets()).await;
+}

@@ -11,8 +11,7 @@ use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::http::{self, Readiness};
 use groundskeeper_controller::runtime::leader::{self, LeaderElectionConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::tasks;
-use groundskeeper_controller::triggers::{etcd, scylla_cleanup};
+use groundskeeper_controller::{etcd, run_task_controller, scylla};
 
 #[derive(Parser)]
 #[command(name = "groundskeeper-controller", version, about)]
@@ -34,11 +33,7 @@ struct Cli {
     #[arg(long, env = "POD_NAMESPACE", default_value = "groundskeeper")]
     leader_election_namespace: String,
     /// Name of the leader-election Lease.
-    #[arg(
-        long,
-        env = "GROUNDSKEEPER_LEADER_ELECTION_LEASE",
-        default_value = "groundskeeper-controller"
-    )]
+    #[arg(long, env = "GROUNDSKEEPER_LEADER_ELECTION_LEASE", default_value = "groundskeeper-controller")]
     leader_election_lease: String,
     /// This replica's identity in the Lease (the pod name).
     #[arg(long, env = "POD_NAME")]
@@ -81,7 +76,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
-    cli.config.validate()?;
+    groundskeeper_controller::check_config(&cli.config)?;
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
@@ -110,10 +105,10 @@ async fn run_until_shutdown(ctx: Arc<Context>, parts: Vec<Part>) {
     let controllers = parts.into_iter().map(|part| {
         let ctx = ctx.clone();
         let task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match part {
-            Part::ScyllaCleanup => Box::pin(scylla_cleanup::run(ctx)),
-            Part::RingObserver => Box::pin(scylla_cleanup::run_ring_observer(ctx)),
-            Part::Etcd => Box::pin(etcd::run(ctx)),
-            Part::Tasks => Box::pin(tasks::reconcile::run(ctx)),
+            Part::ScyllaCleanup => Box::pin(scylla::controller::run(ctx)),
+            Part::RingObserver => Box::pin(scylla::ring_observer::run_ring_observer(ctx)),
+            Part::Etcd => Box::pin(etcd::controller::run(ctx)),
+            Part::Tasks => Box::pin(run_task_controller(ctx)),
         };
         task
     });
@@ -151,12 +146,7 @@ fn init_tracing(json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
-    if json {
-        builder.json().init()
-    } else {
-        builder.init()
-    }
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
+    if json { builder.json().init() } else { builder.init() }
 }

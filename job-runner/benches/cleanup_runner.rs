@@ -39,12 +39,7 @@ async fn main() {
     let mut command = Command::new(runner);
     command
         .arg("cleanup")
-        .args([
-            "--node-address",
-            &agent.host(),
-            "--agent-port",
-            &agent.port().to_string(),
-        ])
+        .args(["--node-address", &agent.host(), "--agent-port", &agent.port().to_string()])
         .arg("--auth-token-file")
         .arg(&token_file)
         .arg("--agent-ca-file")
@@ -62,15 +57,10 @@ async fn main() {
         .expect("the runner starts");
     assert_eq!(measured.exit_code, 0, "the cleanup failed");
     let result = JobResult::parse(&std::fs::read_to_string(&result_file).unwrap()).unwrap();
-    let Report::Cleanup(report) = &result.report else {
-        panic!("not a cleanup result")
-    };
+    let Report::Cleanup(report) = &result.report else { panic!("not a cleanup result") };
 
     println!("groundskeeper-job cleanup benchmark");
-    println!(
-        "  binary size (release): {:.1} MiB ({size} bytes)",
-        size as f64 / (1024.0 * 1024.0)
-    );
+    println!("  binary size (release): {:.1} MiB ({size} bytes)", size as f64 / (1024.0 * 1024.0));
     println!(
         "  cleaned {} vnode keyspaces (+{TABLET_KEYSPACES} tablet keyspaces left alone), {POLLS_PER_TASK} status polls each",
         agent.cleaned_keyspaces().len()

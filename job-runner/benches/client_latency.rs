@@ -38,7 +38,7 @@
 //! sends each request to a member picked at random, so about a third of the requests reach the
 //! member being defragmented, as with kube-apiserver's round-robin.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -76,10 +76,7 @@ struct Config {
 
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?}: not a whole number")),
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?}: not a whole number")),
         Err(_) => default,
     }
 }
@@ -144,11 +141,7 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Contender; 3] = [
-        Contender::TransferDuring,
-        Contender::TransferAfter,
-        Contender::Sequential,
-    ];
+    const ALL: [Contender; 3] = [Contender::TransferDuring, Contender::TransferAfter, Contender::Sequential];
 
     fn name(self) -> &'static str {
         match self {
@@ -311,9 +304,7 @@ async fn one_run(
     for s in &samples {
         if let Some(error) = &s.error {
             let kind = if s.write { "write" } else { "read" };
-            *errors
-                .entry((PHASES[phase_of(s)], kind, error.clone()))
-                .or_default() += 1;
+            *errors.entry((PHASES[phase_of(s)], kind, error.clone())).or_default() += 1;
         }
     }
     Ok((
@@ -345,10 +336,7 @@ async fn preload(cluster: &EtcdCluster, config: &Config) -> Result<(), String> {
         let ops: Vec<TxnOp> = (key..(key + per_txn).min(config.keys))
             .map(|k| TxnOp::put(load_key(k), value.clone(), None))
             .collect();
-        client
-            .txn(Txn::new().and_then(ops))
-            .await
-            .map_err(|e| format!("preload: {e}"))?;
+        client.txn(Txn::new().and_then(ops)).await.map_err(|e| format!("preload: {e}"))?;
         key += per_txn;
     }
     Ok(())
@@ -375,9 +363,7 @@ async fn groundskeeper(
         return Err("the run returned no defrag report".into());
     };
     if result.outcome != Outcome::Succeeded || !report.members.iter().all(|m| m.defragmented) {
-        return Err(format!(
-            "the defrag run did not defragment every member: {result:?}"
-        ));
+        return Err(format!("the defrag run did not defragment every member: {result:?}"));
     }
     let defrags = report
         .members
@@ -398,10 +384,7 @@ async fn sequential(before: &[MemberState]) -> Result<(u64, Vec<(String, bool, D
             .await
             .map_err(|e| format!("{}: {e}", member.name))?;
         let started = Instant::now();
-        client
-            .defragment()
-            .await
-            .map_err(|e| format!("defragment {}: {e}", member.name))?;
+        client.defragment().await.map_err(|e| format!("defragment {}: {e}", member.name))?;
         defrags.push((member.name.clone(), member.is_leader(), started.elapsed()));
     }
     Ok((0, defrags))
@@ -463,9 +446,7 @@ async fn generate(client: KvClient, config: Config, stop: Arc<AtomicBool>) -> Ve
                     .await
                     .map(|r| r.map(|_| ()))
             } else {
-                tokio::time::timeout(timeout, client.get(key, None))
-                    .await
-                    .map(|r| r.map(|_| ()))
+                tokio::time::timeout(timeout, client.get(key, None)).await.map(|r| r.map(|_| ()))
             };
             let latency = due.elapsed();
             let error = match answered {
@@ -473,12 +454,7 @@ async fn generate(client: KvClient, config: Config, stop: Arc<AtomicBool>) -> Ve
                 Ok(Err(err)) => Some(err.to_string()),
                 Err(_) => Some(format!("no answer within {timeout:?}")),
             };
-            Sample {
-                due,
-                latency,
-                error,
-                write,
-            }
+            Sample { due, latency, error, write }
         });
         while let Some(done) = in_flight.try_join_next() {
             samples.push(done.expect("a request task"));
@@ -522,10 +498,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         config.request_timeout.as_secs(),
         config.phase.as_secs(),
     );
-    let all_sizes: Vec<(i64, i64)> = runs
-        .iter()
-        .flat_map(|(_, r)| r.db_sizes.iter().copied())
-        .collect();
+    let all_sizes: Vec<(i64, i64)> = runs.iter().flat_map(|(_, r)| r.db_sizes.iter().copied()).collect();
     println!(
         "  db size per member before the maintenance: {} .. {}; in use {} .. {}; live data written {}",
         mib(all_sizes.iter().map(|s| s.0).min().unwrap_or_default()),
@@ -546,11 +519,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         "max ms"
     );
     for contender in Contender::ALL {
-        let mine: Vec<&RunFigures> = runs
-            .iter()
-            .filter(|(c, _)| *c == contender)
-            .map(|(_, r)| r)
-            .collect();
+        let mine: Vec<&RunFigures> = runs.iter().filter(|(c, _)| *c == contender).map(|(_, r)| r).collect();
         for (p, phase) in PHASES.iter().enumerate() {
             let stat = |f: fn(&PhaseStats) -> Duration| median(mine.iter().map(|r| f(&r.phases[p])));
             println!(
@@ -571,11 +540,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
         "contender", "wall ms", "term changes", "transfers", "elections", "p99 dur/bef", "worst stall"
     );
     for contender in Contender::ALL {
-        let mine: Vec<&RunFigures> = runs
-            .iter()
-            .filter(|(c, _)| *c == contender)
-            .map(|(_, r)| r)
-            .collect();
+        let mine: Vec<&RunFigures> = runs.iter().filter(|(c, _)| *c == contender).map(|(_, r)| r).collect();
         let worst = mine.iter().map(|r| r.worst).max_by_key(|w| w.0).expect("a run");
         println!(
             "  {:<NAME$} {:>13} {:>13} {:>10} {:>10} {:>13.2}x {:>9} ms ({}, {})",
@@ -624,11 +589,7 @@ fn print_report(version: EtcdVersion, etcd_version: &str, config: &Config, runs:
     }
     println!("\n  goals (all runs):");
     for contender in Contender::ALL {
-        let mine: Vec<&RunFigures> = runs
-            .iter()
-            .filter(|(c, _)| *c == contender)
-            .map(|(_, r)| r)
-            .collect();
+        let mine: Vec<&RunFigures> = runs.iter().filter(|(c, _)| *c == contender).map(|(_, r)| r).collect();
         let failed: usize = mine.iter().flat_map(|r| r.phases.iter().map(|p| p.failed)).sum();
         let elections: u64 = mine.iter().map(|r| r.elections()).sum();
         let ratio = median(mine.iter().map(|r| r.p99_ratio()));

@@ -22,11 +22,7 @@ use groundskeeper_protocol::{JobResult, Report};
 const TARGET_RATIO: f64 = 1.15;
 
 fn env_mb(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-        * 1_000_000
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default) * 1_000_000
 }
 
 fn main() {
@@ -54,9 +50,7 @@ fn main() {
 const ROUNDS: usize = 3;
 
 async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
-    let cluster = EtcdCluster::start(binary, ClusterOptions::default())
-        .await
-        .expect("the cluster starts");
+    let cluster = EtcdCluster::start(binary, ClusterOptions::default()).await.expect("the cluster starts");
     cluster.fill(live).await.expect("fill");
 
     let mut raw_sums = Vec::new();
@@ -85,16 +79,12 @@ async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
         let (wall, rss) = run_runner(&cluster, &result_file);
         let result =
             JobResult::parse(&std::fs::read_to_string(&result_file).expect("result file")).expect("result");
-        let Report::Defrag(report) = &result.report else {
-            panic!("not a defrag report")
-        };
+        let Report::Defrag(report) = &result.report else { panic!("not a defrag report") };
         assert!(
             report.members.iter().all(|m| m.defragmented),
             "every member must be defragmented: {report:?}"
         );
-        runner_defrag_sums.push(Duration::from_millis(
-            report.members.iter().map(|m| m.duration_ms).sum(),
-        ));
+        runner_defrag_sums.push(Duration::from_millis(report.members.iter().map(|m| m.duration_ms).sum()));
         walls.push(wall);
         peak_rss_kib = peak_rss_kib.max(rss);
     }
@@ -112,22 +102,15 @@ async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
         db_sizes.iter().min().unwrap(),
         db_sizes.iter().max().unwrap()
     );
-    println!(
-        "  raw defrag sums (ms):          {:?}  median {} ms",
-        ms(&raw_sums),
-        raw.as_millis()
-    );
+    println!("  raw defrag sums (ms):          {:?}  median {} ms", ms(&raw_sums), raw.as_millis());
     println!("  runner's own defrag sums (ms): {:?}", ms(&runner_defrag_sums));
     println!(
         "  maintenance wall times (ms):   {:?}  median {} ms (whole process)",
         ms(&walls),
         wall.as_millis()
     );
-    let overheads: Vec<Duration> = walls
-        .iter()
-        .zip(&runner_defrag_sums)
-        .map(|(wall, defrag)| wall.saturating_sub(*defrag))
-        .collect();
+    let overheads: Vec<Duration> =
+        walls.iter().zip(&runner_defrag_sums).map(|(wall, defrag)| wall.saturating_sub(*defrag)).collect();
     println!(
         "  runner overhead outside its defrag calls (ms): {:?}  median {} ms",
         ms(&overheads),
@@ -135,11 +118,7 @@ async fn bench(version: EtcdVersion, binary: &Path, live: u64, db: i64) {
     );
     println!(
         "  ratio wall / raw sum:          {ratio:.3} (target ≤ {TARGET_RATIO}) {}",
-        if ratio <= TARGET_RATIO {
-            "ok"
-        } else {
-            "OVER TARGET"
-        }
+        if ratio <= TARGET_RATIO { "ok" } else { "OVER TARGET" }
     );
     println!("  runner peak RSS:               {peak_rss_kib} KiB");
 }
@@ -173,10 +152,6 @@ fn run_runner(cluster: &EtcdCluster, result_file: &Path) -> (Duration, i64) {
             .stderr(Stdio::null()),
     )
     .expect("the runner starts");
-    assert_eq!(
-        measured.exit_code, 0,
-        "the runner failed (exit status {})",
-        measured.exit_code
-    );
+    assert_eq!(measured.exit_code, 0, "the runner failed (exit status {})", measured.exit_code);
     (measured.wall, measured.peak_rss_kib)
 }

@@ -13,10 +13,10 @@
 use std::process::ExitCode;
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, MemberState, find_etcd};
-use groundskeeper_job::etcd::connect::EndpointArgs;
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, plan_table, run_defrag};
 use groundskeeper_protocol::Report;
 use groundskeeper_protocol::result::MemberDefrag;
+use groundskeeper_stores::etcd::connect::EndpointArgs;
 
 /// Live data a defrag has to copy, and how large the churn makes each db.
 const LIVE_BYTES: u64 = 8_000_000;
@@ -28,9 +28,7 @@ const MAX_FRAGMENTED_PERCENT: f64 = 45.0;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(binary) = [EtcdVersion::V3_5, EtcdVersion::V3_4]
-        .into_iter()
-        .find_map(|v| find_etcd(v).ok())
+    let Some(binary) = [EtcdVersion::V3_5, EtcdVersion::V3_4].into_iter().find_map(|v| find_etcd(v).ok())
     else {
         eprintln!(
             "no etcd binary found. Install Debian's etcd-server:\n\n    sudo apt-get install -y etcd-server\n\n\
@@ -65,10 +63,7 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
     let term_before = before.iter().map(|s| s.raft_term).max().unwrap_or_default();
 
     let args = DefragArgs {
-        connection: EndpointArgs {
-            endpoints: cluster.client_urls(),
-            ..EndpointArgs::default()
-        },
+        connection: EndpointArgs { endpoints: cluster.client_urls(), ..EndpointArgs::default() },
         min_defrag_bytes: MIN_DEFRAG_BYTES,
         max_fragmented_percent: MAX_FRAGMENTED_PERCENT,
         compact_retain_revisions: None,
@@ -89,11 +84,7 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
     let after = cluster.states().await?;
     let term_after = after.iter().map(|s| s.raft_term).max().unwrap_or_default();
     println!("\n{}", table(&before, &after, &report.members));
-    println!(
-        "outcome: {:?} — {}",
-        result.outcome,
-        result.message.as_deref().unwrap_or_default()
-    );
+    println!("outcome: {:?} — {}", result.outcome, result.message.as_deref().unwrap_or_default());
     let transfer = match &report.leader_moved_to {
         Some(to) => format!("leadership handed to {to}, one planned transfer"),
         None => "leadership not moved".to_owned(),
@@ -136,10 +127,9 @@ fn table(before: &[MemberState], after: &[MemberState], members: &[MemberDefrag]
         "duration ms"
     );
     for m in members {
-        let (Some(b), Some(a)) = (
-            before.iter().find(|s| s.name == m.name),
-            after.iter().find(|s| s.name == m.name),
-        ) else {
+        let (Some(b), Some(a)) =
+            (before.iter().find(|s| s.name == m.name), after.iter().find(|s| s.name == m.name))
+        else {
             continue;
         };
         let leader = match (b.is_leader(), a.is_leader()) {

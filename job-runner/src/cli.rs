@@ -11,7 +11,7 @@ use groundskeeper_protocol::operation::{
     SnapshotRequest, SnapshotRetention,
 };
 
-use crate::etcd::connect::EndpointArgs;
+use groundskeeper_stores::etcd::connect::EndpointArgs;
 
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::defrag::DefragArgs;
@@ -120,30 +120,22 @@ pub fn empty_report_for(args: &[String]) -> Option<Report> {
 
 /// The `--result-file` named in raw arguments, else the default (the termination message).
 pub fn result_file_in(args: &[String]) -> PathBuf {
-    let named = args
-        .iter()
-        .enumerate()
-        .find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
-            Some(rest) if rest.starts_with('=') => Some(rest[1..].to_owned()),
-            Some("") => args.get(i + 1).cloned(),
-            _ => None,
-        });
+    let named = args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
+        Some(rest) if rest.starts_with('=') => Some(rest[1..].to_owned()),
+        Some("") => args.get(i + 1).cloned(),
+        _ => None,
+    });
     PathBuf::from(named.unwrap_or_else(|| crate::run::DEFAULT_RESULT_FILE.to_owned()))
 }
 
 fn etcd_target(args: &EndpointArgs) -> EtcdTarget {
     let tls = match (&args.cacert, &args.cert, &args.key) {
-        (Some(ca), Some(cert), Some(key)) => Some(EtcdTlsFiles {
-            ca: path_text(ca),
-            cert: path_text(cert),
-            key: path_text(key),
-        }),
+        (Some(ca), Some(cert), Some(key)) => {
+            Some(EtcdTlsFiles { ca: path_text(ca), cert: path_text(cert), key: path_text(key) })
+        }
         _ => None,
     };
-    EtcdTarget {
-        endpoints: args.endpoints.clone(),
-        tls,
-    }
+    EtcdTarget { endpoints: args.endpoints.clone(), tls }
 }
 
 fn path_text(path: &Path) -> String {
@@ -168,29 +160,14 @@ mod tests {
     #[test]
     fn arguments_that_do_not_parse_still_name_their_report_and_result_file() {
         let args = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        assert!(matches!(
-            empty_report_for(&args("defrag --endpoints")),
-            Some(Report::Defrag(_))
-        ));
-        assert!(matches!(
-            empty_report_for(&args("cleanup")),
-            Some(Report::Cleanup(_))
-        ));
-        assert!(matches!(
-            empty_report_for(&args("snapshot --output")),
-            Some(Report::Snapshot(_))
-        ));
+        assert!(matches!(empty_report_for(&args("defrag --endpoints")), Some(Report::Defrag(_))));
+        assert!(matches!(empty_report_for(&args("cleanup")), Some(Report::Cleanup(_))));
+        assert!(matches!(empty_report_for(&args("snapshot --output")), Some(Report::Snapshot(_))));
         assert!(empty_report_for(&args("ring-hash")).is_none());
         assert!(empty_report_for(&args("revision decode -1")).is_none());
         assert!(empty_report_for(&[]).is_none());
-        assert_eq!(
-            result_file_in(&args("compact --result-file /r.json --port x")),
-            PathBuf::from("/r.json")
-        );
-        assert_eq!(
-            result_file_in(&args("compact --result-file=/r.json")),
-            PathBuf::from("/r.json")
-        );
+        assert_eq!(result_file_in(&args("compact --result-file /r.json --port x")), PathBuf::from("/r.json"));
+        assert_eq!(result_file_in(&args("compact --result-file=/r.json")), PathBuf::from("/r.json"));
         assert_eq!(
             result_file_in(&args("compact --revision x")),
             PathBuf::from(crate::run::DEFAULT_RESULT_FILE)
@@ -202,9 +179,7 @@ mod tests {
     #[test]
     fn snapshot_verify_is_a_subcommand_of_its_own() {
         let cli = Cli::try_parse_args(["snapshot", "verify", "/s.db"]).unwrap();
-        let Command::Snapshot(args) = &cli.command else {
-            panic!("a snapshot command")
-        };
+        let Command::Snapshot(args) = &cli.command else { panic!("a snapshot command") };
         assert!(args.check.is_some());
         assert_eq!(cli.command.operation(), None);
         for refused in [
@@ -213,10 +188,7 @@ mod tests {
             &["snapshot", "verify"],
             &["snapshot", "--endpoints", "http://a:2379", "verify", "/s.db"],
         ] {
-            assert!(
-                Cli::try_parse_args(refused.iter().copied()).is_err(),
-                "{refused:?}"
-            );
+            assert!(Cli::try_parse_args(refused.iter().copied()).is_err(), "{refused:?}");
         }
     }
 
@@ -224,39 +196,12 @@ mod tests {
     /// the parser (exit 2, see `main`); a template that does not name `--output` is bad input.
     #[test]
     fn retention_flags_are_checked() {
-        let base = [
-            "snapshot",
-            "--endpoints",
-            "http://a:2379",
-            "--output",
-            "/s/main-20260101T000000Z.db",
-        ];
+        let base = ["snapshot", "--endpoints", "http://a:2379", "--output", "/s/main-20260101T000000Z.db"];
         let parse = |extra: &[&str]| Cli::try_parse_args(base.iter().chain(extra).copied());
         for refused in [
-            &[
-                "--retain",
-                "0",
-                "--file-name-template",
-                "{cluster}-{time}.db",
-                "--cluster",
-                "main",
-            ][..],
-            &[
-                "--retain",
-                "-1",
-                "--file-name-template",
-                "{cluster}-{time}.db",
-                "--cluster",
-                "main",
-            ],
-            &[
-                "--retain",
-                "x",
-                "--file-name-template",
-                "{cluster}-{time}.db",
-                "--cluster",
-                "main",
-            ],
+            &["--retain", "0", "--file-name-template", "{cluster}-{time}.db", "--cluster", "main"][..],
+            &["--retain", "-1", "--file-name-template", "{cluster}-{time}.db", "--cluster", "main"],
+            &["--retain", "x", "--file-name-template", "{cluster}-{time}.db", "--cluster", "main"],
             &["--retain", "2"],
             &["--retain", "2", "--cluster", "main"],
             &["--file-name-template", "{cluster}-{time}.db", "--cluster", "main"],
@@ -264,55 +209,20 @@ mod tests {
             assert!(parse(refused).is_err(), "{refused:?}");
         }
         let retention = |extra: &[&str]| {
-            let Command::Snapshot(args) = parse(extra).unwrap().command else {
-                panic!("a snapshot command")
-            };
+            let Command::Snapshot(args) = parse(extra).unwrap().command else { panic!("a snapshot command") };
             args.retention()
         };
-        let ok = retention(&[
-            "--retain",
-            "2",
-            "--file-name-template",
-            "{cluster}-{time}.db",
-            "--cluster",
-            "main",
-        ]);
+        let ok =
+            retention(&["--retain", "2", "--file-name-template", "{cluster}-{time}.db", "--cluster", "main"]);
         assert_eq!(ok.unwrap().unwrap().retain, 2);
         assert_eq!(retention(&[]).unwrap(), None);
         for (extra, says) in [
             (
-                &[
-                    "--retain",
-                    "2",
-                    "--file-name-template",
-                    "{cluster}-{time}.db",
-                    "--cluster",
-                    "other",
-                ][..],
+                &["--retain", "2", "--file-name-template", "{cluster}-{time}.db", "--cluster", "other"][..],
                 "is not a name",
             ),
-            (
-                &[
-                    "--retain",
-                    "2",
-                    "--file-name-template",
-                    "{cluster}-{day}.db",
-                    "--cluster",
-                    "main",
-                ],
-                "brace",
-            ),
-            (
-                &[
-                    "--retain",
-                    "2",
-                    "--file-name-template",
-                    "a/{time}",
-                    "--cluster",
-                    "main",
-                ],
-                "'/'",
-            ),
+            (&["--retain", "2", "--file-name-template", "{cluster}-{day}.db", "--cluster", "main"], "brace"),
+            (&["--retain", "2", "--file-name-template", "a/{time}", "--cluster", "main"], "'/'"),
         ] {
             let failure = retention(extra).unwrap_err();
             assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
@@ -347,10 +257,7 @@ mod tests {
                 no_move_leader: true,
                 allow_single_member: true,
             }),
-            Operation::Defrag(DefragRequest {
-                etcd: etcd(false),
-                ..DefragRequest::default()
-            }),
+            Operation::Defrag(DefragRequest { etcd: etcd(false), ..DefragRequest::default() }),
             Operation::Compact(CompactRequest {
                 etcd: etcd(true),
                 to: CompactTo::Revision(77),

@@ -155,28 +155,14 @@ mod tests {
     #[test]
     fn out_of_range_arguments_do_not_parse_and_say_why() {
         for (line, expected) in [
-            (
-                "revision encode --timestamp-ms 0 --cluster-id 64 --event 0",
-                "cluster id 64",
-            ),
-            (
-                "revision encode --timestamp-ms 0 --cluster-id -1 --event 0",
-                "cluster id -1",
-            ),
-            (
-                "revision encode --timestamp-ms 0 --cluster-id 0 --event 8192",
-                "event number 8192",
-            ),
-            (
-                "revision encode --timestamp-ms 17592186044416 --cluster-id 0 --event 0",
-                "timestamp in ms",
-            ),
+            ("revision encode --timestamp-ms 0 --cluster-id 64 --event 0", "cluster id 64"),
+            ("revision encode --timestamp-ms 0 --cluster-id -1 --event 0", "cluster id -1"),
+            ("revision encode --timestamp-ms 0 --cluster-id 0 --event 8192", "event number 8192"),
+            ("revision encode --timestamp-ms 17592186044416 --cluster-id 0 --event 0", "timestamp in ms"),
             ("revision decode -1", "revision -1 is out of range"),
             ("revision decode x", "revision \"x\" is not a whole number"),
         ] {
-            let err = Cli::try_parse_args(line.split(' '))
-                .err()
-                .unwrap_or_else(|| panic!("{line}"));
+            let err = Cli::try_parse_args(line.split(' ')).err().unwrap_or_else(|| panic!("{line}"));
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{line}");
             assert!(err.to_string().contains(expected), "{line}: {err}");
         }

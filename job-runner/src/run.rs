@@ -5,33 +5,10 @@ use std::time::{Duration, Instant};
 
 use groundskeeper_protocol::result::{ErrorKind, ResultError};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
+pub use groundskeeper_stores::Failure;
 
 /// Default `--result-file`: the kubelet copies it into the pod's termination message.
 pub const DEFAULT_RESULT_FILE: &str = "/dev/termination-log";
-
-/// A failure with its retry class, as every subcommand reports it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct Failure {
-    pub kind: ErrorKind,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn bad_input(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::BadInput,
-            message: message.into(),
-        }
-    }
-
-    pub fn retryable(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::Retryable,
-            message: message.into(),
-        }
-    }
-}
 
 /// Longest wait any flag may set: beyond it a deadline would overflow the clock, and no real
 /// cleanup or defrag call needs more.
@@ -56,30 +33,20 @@ pub struct RunClock {
 
 impl RunClock {
     pub fn start() -> Self {
-        Self {
-            started_at: jiff::Timestamp::now(),
-            started: Instant::now(),
-        }
+        Self { started_at: jiff::Timestamp::now(), started: Instant::now() }
     }
 
     /// The result of a run that ended with `report`, either well or with `failure`.
     pub fn finish(&self, report: Report, outcome: Outcome, failure: Option<Failure>) -> JobResult {
         let mut result = JobResult::new(
             report,
-            if failure.is_some() {
-                Outcome::Failed
-            } else {
-                outcome
-            },
+            if failure.is_some() { Outcome::Failed } else { outcome },
             self.started_at.to_string(),
             self.started.elapsed().as_millis() as u64,
         );
         if let Some(failure) = failure {
             result.message = Some(failure.message.clone());
-            result.error = Some(ResultError {
-                kind: failure.kind,
-                message: failure.message,
-            });
+            result.error = Some(ResultError { kind: failure.kind, message: failure.message });
         }
         result
     }
@@ -176,11 +143,7 @@ impl StopSignal {
     pub async fn requested(&self) -> Stop {
         let mut receiver = self.receiver.clone();
         // The guard `wait_for` returns must not live across an await (the future stays Send).
-        let stop = receiver
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|stop| *stop);
+        let stop = receiver.wait_for(Option::is_some).await.ok().and_then(|stop| *stop);
         match stop {
             Some(stop) => stop,
             None => std::future::pending().await,
@@ -199,13 +162,7 @@ impl StopSignal {
 pub fn exit_code(result: &JobResult) -> i32 {
     match (&result.outcome, &result.error) {
         (Outcome::Succeeded | Outcome::Skipped, _) => exit::SUCCESS,
-        (
-            Outcome::Failed,
-            Some(ResultError {
-                kind: ErrorKind::BadInput,
-                ..
-            }),
-        ) => exit::BAD_INPUT,
+        (Outcome::Failed, Some(ResultError { kind: ErrorKind::BadInput, .. })) => exit::BAD_INPUT,
         (Outcome::Failed, _) => exit::RETRYABLE,
     }
 }
@@ -217,10 +174,7 @@ pub fn report(result: &JobResult, path: &Path) {
     if let Err(err) = std::fs::write(path, result.to_termination_message()) {
         tracing::warn!(path = %path.display(), error = %err, "could not write the result file");
     }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(result).expect("results always serialise")
-    );
+    println!("{}", serde_json::to_string_pretty(result).expect("results always serialise"));
 }
 
 #[cfg(test)]
@@ -241,11 +195,7 @@ mod tests {
             (Outcome::Succeeded, Some(Failure::retryable("x")), exit::RETRYABLE),
             (Outcome::Failed, None, exit::RETRYABLE),
         ] {
-            assert_eq!(
-                exit_code(&finished(outcome, failure.clone())),
-                code,
-                "{outcome:?} {failure:?}"
-            );
+            assert_eq!(exit_code(&finished(outcome, failure.clone())), code, "{outcome:?} {failure:?}");
         }
     }
 
@@ -266,10 +216,7 @@ mod tests {
 
     #[test]
     fn a_stopped_run_is_retryable_and_names_the_signal() {
-        let stop = Stop {
-            signal: "SIGTERM",
-            deadline: Instant::now(),
-        };
+        let stop = Stop { signal: "SIGTERM", deadline: Instant::now() };
         let result = finished(Outcome::Failed, Some(stop.failure("3 member(s) not reached")));
         assert_eq!(exit_code(&result), exit::RETRYABLE);
         let message = result.message.unwrap();

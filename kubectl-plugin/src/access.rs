@@ -26,10 +26,7 @@ impl Access {
     /// and without a kubeconfig, the in-cluster service account.
     pub async fn connect(global: &Global) -> Result<Access, Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let options = KubeConfigOptions {
-            context: global.context.clone(),
-            ..KubeConfigOptions::default()
-        };
+        let options = KubeConfigOptions { context: global.context.clone(), ..KubeConfigOptions::default() };
         let config = match (&global.kubeconfig, &global.context) {
             (Some(path), _) => {
                 let file = Kubeconfig::read_from(path).map_err(|e| {
@@ -39,9 +36,9 @@ impl Access {
                     .await
                     .map_err(|e| kubeconfig_error(&global.context, e))?
             }
-            (None, Some(_)) => Config::from_kubeconfig(&options)
-                .await
-                .map_err(|e| kubeconfig_error(&global.context, e))?,
+            (None, Some(_)) => {
+                Config::from_kubeconfig(&options).await.map_err(|e| kubeconfig_error(&global.context, e))?
+            }
             (None, None) => Config::infer().await.map_err(|e| {
                 Error::Kubeconfig(format!(
                     "no cluster to talk to: {e}. Set KUBECONFIG or --kubeconfig to a kubeconfig file \
@@ -49,17 +46,10 @@ impl Access {
                 ))
             })?,
         };
-        let namespace = global
-            .namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
+        let namespace = global.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
         let client = Client::try_from(config)
             .map_err(|e| Error::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?;
-        Ok(Access {
-            client,
-            namespace,
-            all_namespaces: global.all_namespaces,
-        })
+        Ok(Access { client, namespace, all_namespaces: global.all_namespaces })
     }
 
     pub fn api<K>(&self, namespace: Option<&str>) -> Api<K>
@@ -77,11 +67,7 @@ impl Access {
         let kube::Error::Api(status) = &err else {
             return Error::transport(&request, &err);
         };
-        let served = if status.code == 404 {
-            self.serves(&request).await
-        } else {
-            None
-        };
+        let served = if status.code == 404 { self.serves(&request).await } else { None };
         explain(&request, status, served)
     }
 
@@ -108,9 +94,7 @@ impl Access {
     {
         match self.api::<K>(Some(namespace)).get(name).await {
             Ok(object) => Ok(object),
-            Err(err) => Err(self
-                .explain(Request::of::<K>("get", Some(namespace), Some(name)), err)
-                .await),
+            Err(err) => Err(self.explain(Request::of::<K>("get", Some(namespace), Some(name)), err).await),
         }
     }
 
@@ -140,15 +124,9 @@ impl Access {
             + Serialize
             + std::fmt::Debug,
     {
-        match self
-            .api::<K>(Some(namespace))
-            .create(&PostParams::default(), object)
-            .await
-        {
+        match self.api::<K>(Some(namespace)).create(&PostParams::default(), object).await {
             Ok(created) => Ok(created),
-            Err(err) => Err(self
-                .explain(Request::of::<K>("create", Some(namespace), None), err)
-                .await),
+            Err(err) => Err(self.explain(Request::of::<K>("create", Some(namespace), None), err).await),
         }
     }
 
@@ -160,15 +138,9 @@ impl Access {
             + DeserializeOwned
             + std::fmt::Debug,
     {
-        match self
-            .api::<K>(Some(namespace))
-            .delete(name, &DeleteParams::background())
-            .await
-        {
+        match self.api::<K>(Some(namespace)).delete(name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
-            Err(err) => Err(self
-                .explain(Request::of::<K>("delete", Some(namespace), Some(name)), err)
-                .await),
+            Err(err) => Err(self.explain(Request::of::<K>("delete", Some(namespace), Some(name)), err).await),
         }
     }
 }

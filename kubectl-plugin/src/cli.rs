@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use groundskeeper_controller::api::maintenance_task::{TargetKind, TaskType};
+use groundskeeper_api::maintenance_task::{TargetKind, TaskType};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -131,12 +131,7 @@ pub fn parse_task_type(text: &str) -> Result<TaskType, String> {
         .iter()
         .find(|known| known.eq_ignore_ascii_case(text))
         .map(|known| TaskType::parse(known))
-        .ok_or_else(|| {
-            format!(
-                "unknown task type {text:?}: one of {}",
-                TaskType::KNOWN.join(", ")
-            )
-        })
+        .ok_or_else(|| format!("unknown task type {text:?}: one of {}", TaskType::KNOWN.join(", ")))
 }
 
 /// A target kind as kubectl users write it: the kind, its plural or short name, any case.
@@ -174,9 +169,7 @@ pub fn parse_target(text: &str, task_type: &TaskType) -> Result<(TargetKind, Str
     if let Some(wanted) = task_type.target_kind()
         && wanted != kind
     {
-        return Err(format!(
-            "--target {text}: a {task_type} task works on a {wanted}, not a {kind}"
-        ));
+        return Err(format!("--target {text}: a {task_type} task works on a {wanted}, not a {kind}"));
     }
     Ok((kind, name.to_owned()))
 }
@@ -189,26 +182,10 @@ mod tests {
     fn targets_as_people_write_them() {
         type Wanted = Result<(TargetKind, &'static str), &'static str>;
         let cases: &[(&str, TaskType, Wanted)] = &[
-            (
-                "main",
-                TaskType::Defragment,
-                Ok((TargetKind::EtcdCluster, "main")),
-            ),
-            (
-                "etcdcluster/main",
-                TaskType::Compact,
-                Ok((TargetKind::EtcdCluster, "main")),
-            ),
-            (
-                "EtcdCluster/main",
-                TaskType::Snapshot,
-                Ok((TargetKind::EtcdCluster, "main")),
-            ),
-            (
-                "scyllaclusters/db",
-                TaskType::Cleanup,
-                Ok((TargetKind::ScyllaCluster, "db")),
-            ),
+            ("main", TaskType::Defragment, Ok((TargetKind::EtcdCluster, "main"))),
+            ("etcdcluster/main", TaskType::Compact, Ok((TargetKind::EtcdCluster, "main"))),
+            ("EtcdCluster/main", TaskType::Snapshot, Ok((TargetKind::EtcdCluster, "main"))),
+            ("scyllaclusters/db", TaskType::Cleanup, Ok((TargetKind::ScyllaCluster, "db"))),
             ("db", TaskType::Cleanup, Ok((TargetKind::ScyllaCluster, "db"))),
             (
                 "scyllacluster/db",
@@ -216,11 +193,7 @@ mod tests {
                 Err("a Defragment task works on a EtcdCluster, not a ScyllaCluster"),
             ),
             ("pod/x", TaskType::Compact, Err("unknown kind \"pod\"")),
-            (
-                "etcdcluster/",
-                TaskType::Compact,
-                Err("expected KIND/NAME or NAME"),
-            ),
+            ("etcdcluster/", TaskType::Compact, Err("expected KIND/NAME or NAME")),
         ];
         for (text, task_type, wanted) in cases {
             let got = parse_target(text, task_type);
@@ -239,9 +212,6 @@ mod tests {
         assert_eq!(parse_task_type("defragment"), Ok(TaskType::Defragment));
         assert_eq!(parse_task_type("Snapshot"), Ok(TaskType::Snapshot));
         let err = parse_task_type("defrag").unwrap_err();
-        assert!(
-            err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot"),
-            "{err}"
-        );
+        assert!(err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot"), "{err}");
     }
 }

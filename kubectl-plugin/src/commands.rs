@@ -9,16 +9,16 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use serde::Serialize;
 
-use groundskeeper_controller::api::EtcdCluster;
-use groundskeeper_controller::api::maintenance_task::{
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::maintenance_task::{
     DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskState,
     TaskTarget, TaskType,
 };
-use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::execution::bounded_name;
-use groundskeeper_controller::tasks::validate::{describe_errors, validate};
-use groundskeeper_controller::triggers::scylla_cleanup::observe::member_selector;
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::facts::member_selector;
+use groundskeeper_api::validate::{describe_errors, validate};
 use groundskeeper_protocol::keys;
+use groundskeeper_protocol::names::bounded_name;
 
 use crate::access::Access;
 use crate::cli::{
@@ -53,9 +53,7 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
 /// The object as JSON or YAML.
 pub fn print_object<T: Serialize>(format: Output, object: &T) -> Result<(), Error> {
     let text = match format {
-        Output::Json => serde_json::to_string_pretty(object)
-            .map(|t| t + "\n")
-            .map_err(|e| e.to_string()),
+        Output::Json => serde_json::to_string_pretty(object).map(|t| t + "\n").map_err(|e| e.to_string()),
         Output::Yaml => serde_saphyr::to_string(object).map_err(|e| e.to_string()),
     }
     .map_err(|e| Error::Invalid(format!("cannot print the object: {e}")))?;
@@ -86,10 +84,7 @@ pub fn new_task(
     let task = MaintenanceTask {
         metadata: ObjectMeta {
             name: args.name.clone(),
-            generate_name: args
-                .name
-                .is_none()
-                .then(|| bounded_name(&target, &format!("-{type_name}-"))),
+            generate_name: args.name.is_none().then(|| bounded_name(&target, &format!("-{type_name}-"))),
             namespace: Some(namespace.to_owned()),
             labels: Some([(keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_MANUAL.to_owned())].into()),
             ..ObjectMeta::default()
@@ -184,10 +179,7 @@ async fn list(access: &Access, args: ListArgs, output: Option<Output>) -> Result
     }
     match output {
         Some(format) => print_object(format, &list_of(&tasks))?,
-        None => print!(
-            "{}",
-            render::task::list(&tasks, Timestamp::now(), access.all_namespaces)
-        ),
+        None => print!("{}", render::task::list(&tasks, Timestamp::now(), access.all_namespaces)),
     }
     Ok(0)
 }
@@ -295,10 +287,7 @@ async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Res
     match output {
         Some(format) => print_object(
             format,
-            &EtcdStatusView {
-                cluster: &cluster,
-                tasks: render::etcd::tasks_of(&cluster, &tasks),
-            },
+            &EtcdStatusView { cluster: &cluster, tasks: render::etcd::tasks_of(&cluster, &tasks) },
         )?,
         None => print!("{}", render::etcd::status(&cluster, &tasks, Timestamp::now())),
     }
@@ -311,9 +300,7 @@ async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> 
         .get(&namespace, name)
         .await
         .map_err(|e| e.with_hint(not_found_hint("ScyllaCluster", "scyllaclusters", &namespace)))?;
-    let services: Vec<Service> = access
-        .list(Some(&namespace), Some(&member_selector(name)))
-        .await?;
+    let services: Vec<Service> = access.list(Some(&namespace), Some(&member_selector(name))).await?;
     let jobs: Vec<Job> = access.list(Some(&namespace), None).await?;
     let view = render::scylla::cleanup_status(&cluster, &services, &jobs);
     match output {
@@ -341,31 +328,16 @@ mod tests {
     #[test]
     fn a_new_task_is_manual_named_after_its_target_and_checked() {
         let task = new_task(
-            &create_args(&[
-                "defragment",
-                "--target",
-                "main",
-                "--config",
-                "maxFragmentedPercent=20",
-            ]),
+            &create_args(&["defragment", "--target", "main", "--config", "maxFragmentedPercent=20"]),
             "etcd",
             None,
         )
         .unwrap();
         assert_eq!(task.metadata.generate_name.as_deref(), Some("main-defragment-"));
-        assert_eq!(
-            task.labels().get(keys::ORIGIN_LABEL).map(String::as_str),
-            Some("manual")
-        );
+        assert_eq!(task.labels().get(keys::ORIGIN_LABEL).map(String::as_str), Some("manual"));
         assert_eq!(task.spec.config.defragment.unwrap().max_fragmented_percent, 20.0);
         let named = new_task(
-            &create_args(&[
-                "snapshot",
-                "--target",
-                "etcdcluster/main",
-                "--name",
-                "before-upgrade",
-            ]),
+            &create_args(&["snapshot", "--target", "etcdcluster/main", "--name", "before-upgrade"]),
             "etcd",
             None,
         )

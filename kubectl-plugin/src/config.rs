@@ -5,7 +5,7 @@
 use kube::CustomResourceExt;
 use serde_json::{Map, Value};
 
-use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, TaskConfig, TaskType};
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskConfig, TaskType};
 
 /// The `spec.config.<member>` schema of `task_type`, from the CRD.
 fn member_schema(member: &str) -> Value {
@@ -90,10 +90,7 @@ fn check_document(value: &Value, schema: &Value, path: &str) -> Result<(), Strin
 /// Applies one `key=value` (key with dots for nested fields) to `config`.
 fn set(config: &mut Value, schema: &Value, path: &str, setting: &str) -> Result<(), String> {
     let Some((key, text)) = setting.split_once('=') else {
-        return Err(format!(
-            "--config {setting}: expected KEY=VALUE, e.g. {}",
-            example(schema)
-        ));
+        return Err(format!("--config {setting}: expected KEY=VALUE, e.g. {}", example(schema)));
     };
     let parts: Vec<&str> = key.split('.').collect();
     let mut field_schema = schema;
@@ -115,9 +112,7 @@ fn set(config: &mut Value, schema: &Value, path: &str, setting: &str) -> Result<
         .map_err(|wanted| format!("--config {setting}: {field_path} takes {wanted}, not {text:?}"))?;
     let mut target = config;
     for part in &parts[..parts.len() - 1] {
-        target = object_of(target)
-            .entry(part.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
+        target = object_of(target).entry(part.to_string()).or_insert_with(|| Value::Object(Map::new()));
     }
     object_of(target).insert(parts[parts.len() - 1].to_owned(), value);
     Ok(())
@@ -134,10 +129,7 @@ fn object_of(value: &mut Value) -> &mut Map<String, Value> {
 /// `text` as the schema's type, or what it takes.
 fn typed(field: &Value, text: &str) -> Result<Value, String> {
     match type_of(field) {
-        "integer" => text
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| "an integer".to_owned()),
+        "integer" => text.parse::<i64>().map(Value::from).map_err(|_| "an integer".to_owned()),
         "number" => text
             .parse::<f64>()
             .ok()
@@ -150,30 +142,21 @@ fn typed(field: &Value, text: &str) -> Result<Value, String> {
             _ => Err("true or false".to_owned()),
         },
         "array" => Ok(Value::Array(
-            text.split(',')
-                .filter(|s| !s.is_empty())
-                .map(|s| Value::String(s.to_owned()))
-                .collect(),
+            text.split(',').filter(|s| !s.is_empty()).map(|s| Value::String(s.to_owned())).collect(),
         )),
-        "object" => Err(format!(
-            "fields of its own (KEY.FIELD=VALUE: {})",
-            fields_of(field).join(", ")
-        )),
+        "object" => Err(format!("fields of its own (KEY.FIELD=VALUE: {})", fields_of(field).join(", "))),
         _ => Ok(Value::String(text.to_owned())),
     }
 }
 
 fn example(schema: &Value) -> String {
-    fields_of(schema)
-        .first()
-        .map(|f| format!("{f}=…"))
-        .unwrap_or_else(|| "field=value".to_owned())
+    fields_of(schema).first().map(|f| format!("{f}=…")).unwrap_or_else(|| "field=value".to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use groundskeeper_controller::api::maintenance_task::{CompactConfig, DefragmentConfig, SnapshotConfig};
+    use groundskeeper_api::maintenance_task::{CompactConfig, DefragmentConfig, SnapshotConfig};
 
     fn settings(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -181,39 +164,22 @@ mod tests {
 
     #[test]
     fn settings_take_the_schema_types() {
-        let config = task_config(
-            &TaskType::Compact,
-            None,
-            &settings(&["retainRevisions=1000", "physical=true"]),
-        )
-        .unwrap();
+        let config =
+            task_config(&TaskType::Compact, None, &settings(&["retainRevisions=1000", "physical=true"]))
+                .unwrap();
         assert_eq!(
             config.compact,
-            Some(CompactConfig {
-                retain_revisions: Some(1000),
-                revision: None,
-                physical: true
-            })
+            Some(CompactConfig { retain_revisions: Some(1000), revision: None, physical: true })
         );
-        let config = task_config(
-            &TaskType::Defragment,
-            None,
-            &settings(&["maxFragmentedPercent=30.5"]),
-        )
-        .unwrap();
+        let config =
+            task_config(&TaskType::Defragment, None, &settings(&["maxFragmentedPercent=30.5"])).unwrap();
         assert_eq!(
             config.defragment,
-            Some(DefragmentConfig {
-                min_defrag_bytes: 0,
-                max_fragmented_percent: 30.5
-            })
+            Some(DefragmentConfig { min_defrag_bytes: 0, max_fragmented_percent: 30.5 })
         );
-        let config = task_config(
-            &TaskType::Cleanup,
-            None,
-            &settings(&["keyspaces=ks1,ks2", "maxConcurrent=2"]),
-        )
-        .unwrap();
+        let config =
+            task_config(&TaskType::Cleanup, None, &settings(&["keyspaces=ks1,ks2", "maxConcurrent=2"]))
+                .unwrap();
         let cleanup = config.cleanup.unwrap();
         assert_eq!(cleanup.keyspaces, vec!["ks1", "ks2"]);
         assert_eq!(cleanup.max_concurrent, Some(2));
@@ -232,13 +198,7 @@ mod tests {
     fn nothing_given_is_the_types_defaults() {
         assert!(task_config(&TaskType::Defragment, None, &[]).unwrap().is_empty());
         let config = task_config(&TaskType::Snapshot, None, &settings(&["retain=3"])).unwrap();
-        assert_eq!(
-            config.snapshot,
-            Some(SnapshotConfig {
-                retain: 3,
-                ..SnapshotConfig::default()
-            })
-        );
+        assert_eq!(config.snapshot, Some(SnapshotConfig { retain: 3, ..SnapshotConfig::default() }));
     }
 
     #[test]
@@ -268,18 +228,8 @@ mod tests {
                 &["retainRevisions=many"],
                 "spec.config.compact.retainRevisions takes an integer, not \"many\"",
             ),
-            (
-                TaskType::Compact,
-                None,
-                &["physical=yes"],
-                "spec.config.compact.physical takes true or false",
-            ),
-            (
-                TaskType::Defragment,
-                None,
-                &["maxFragmentedPercent"],
-                "expected KEY=VALUE",
-            ),
+            (TaskType::Compact, None, &["physical=yes"], "spec.config.compact.physical takes true or false"),
+            (TaskType::Defragment, None, &["maxFragmentedPercent"], "expected KEY=VALUE"),
             (
                 TaskType::Maintenance,
                 None,
@@ -299,12 +249,7 @@ mod tests {
                 "--config-file: spec.config.snapshot has no field \"retian\"",
             ),
             (TaskType::Snapshot, Some("- a"), &[], "must be a mapping"),
-            (
-                TaskType::Snapshot,
-                Some("retain: x"),
-                &[],
-                "spec.config.snapshot: ",
-            ),
+            (TaskType::Snapshot, Some("retain: x"), &[], "spec.config.snapshot: "),
         ];
         for (task_type, document, given, wanted) in cases {
             let err = task_config(task_type, *document, &settings(given)).unwrap_err();

@@ -18,20 +18,11 @@ pub enum Error {
     #[error(
         "the {kind} resource type is not served by this cluster: the CRD {crd} is not installed. {install}"
     )]
-    CrdMissing {
-        kind: String,
-        crd: String,
-        install: String,
-    },
+    CrdMissing { kind: String, crd: String, install: String },
     #[error(
         "not allowed to {verb} {resource} {scope}: {message}. Ask your cluster admin for a Role that grants `{verb}` on `{resource}` (for the plugin's commands: bind the ClusterRole groundskeeper-plugin-user, manifests/rbac/kubectl-plugin-user.yaml)"
     )]
-    Forbidden {
-        verb: String,
-        resource: String,
-        scope: String,
-        message: String,
-    },
+    Forbidden { verb: String, resource: String, scope: String, message: String },
     #[error(
         "the API server did not accept the credentials of the kubeconfig context ({0}): log in again or pick another --context"
     )]
@@ -74,11 +65,7 @@ impl Request {
     }
 
     fn qualified_plural(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
     }
 
     fn action(&self) -> String {
@@ -151,17 +138,9 @@ impl Error {
     /// Adds what to do to a NotFound.
     pub fn with_hint(self, hint: String) -> Error {
         match self {
-            Error::NotFound {
-                kind,
-                namespace,
-                name,
-                ..
-            } => Error::NotFound {
-                kind,
-                namespace,
-                name,
-                hint: format!(": {hint}"),
-            },
+            Error::NotFound { kind, namespace, name, .. } => {
+                Error::NotFound { kind, namespace, name, hint: format!(": {hint}") }
+            }
             other => other,
         }
     }
@@ -170,7 +149,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use groundskeeper_controller::api::EtcdCluster;
+    use groundskeeper_api::EtcdCluster;
 
     fn status(code: u16, reason: &str, message: &str) -> Status {
         Status::failure(message, reason).with_code(code)
@@ -184,44 +163,28 @@ mod tests {
             (
                 "missing object",
                 get.clone(),
-                status(
-                    404,
-                    "NotFound",
-                    "etcdclusters.groundskeeper.dev \"main\" not found",
-                ),
+                status(404, "NotFound", "etcdclusters.groundskeeper.dev \"main\" not found"),
                 Some(true),
                 "EtcdCluster \"main\" not found in namespace \"etcd\"",
             ),
             (
                 "missing CRD on get",
                 get.clone(),
-                status(
-                    404,
-                    "NotFound",
-                    "the server could not find the requested resource",
-                ),
+                status(404, "NotFound", "the server could not find the requested resource"),
                 Some(false),
                 "the CRD etcdclusters.groundskeeper.dev is not installed. Install groundskeeper's CRDs: `kubectl apply -f manifests/crds/`",
             ),
             (
                 "missing CRD on list",
                 list.clone(),
-                status(
-                    404,
-                    "NotFound",
-                    "the server could not find the requested resource",
-                ),
+                status(404, "NotFound", "the server could not find the requested resource"),
                 None,
                 "the CRD etcdclusters.groundskeeper.dev is not installed",
             ),
             (
                 "forbidden",
                 get.clone(),
-                status(
-                    403,
-                    "Forbidden",
-                    "etcdclusters.groundskeeper.dev \"main\" is forbidden",
-                ),
+                status(403, "Forbidden", "etcdclusters.groundskeeper.dev \"main\" is forbidden"),
                 Some(true),
                 "not allowed to get etcdclusters.groundskeeper.dev in namespace etcd: etcdclusters.groundskeeper.dev \"main\" is forbidden. Ask your cluster admin for a Role that grants `get` on `etcdclusters.groundskeeper.dev`",
             ),
@@ -255,13 +218,9 @@ mod tests {
 
     #[test]
     fn scylla_clusters_come_with_scylla_operator() {
-        let request =
-            Request::of::<groundskeeper_controller::api::scylla::ScyllaCluster>("get", Some("s"), Some("db"));
+        let request = Request::of::<groundskeeper_api::scylla::ScyllaCluster>("get", Some("s"), Some("db"));
         let got = explain(&request, &status(404, "NotFound", ""), Some(false)).to_string();
-        assert!(
-            got.contains("scyllaclusters.scylla.scylladb.com is not installed"),
-            "{got}"
-        );
+        assert!(got.contains("scyllaclusters.scylla.scylladb.com is not installed"), "{got}");
         assert!(got.contains("install scylla-operator"), "{got}");
     }
 }

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
-use groundskeeper_controller::api::maintenance_task::MaintenanceTask;
+use groundskeeper_api::maintenance_task::MaintenanceTask;
 
 use crate::access::Access;
 use crate::error::{Error, Request};
@@ -32,12 +32,7 @@ impl Display {
         } else {
             (Box::new(std::io::stdout()), std::io::stdout().is_terminal())
         };
-        Display {
-            out,
-            terminal,
-            drawn: 0,
-            seen: None,
-        }
+        Display { out, terminal, drawn: 0, seen: None }
     }
 
     fn show(&mut self, task: &MaintenanceTask, now: Timestamp) {

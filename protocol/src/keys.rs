@@ -72,3 +72,7 @@ pub const ORIGIN_MANUAL: &str = "manual";
 pub const TASK_LABEL: &str = "groundskeeper.dev/task";
 /// Label on a task's Job: which step of the task it runs, from 0.
 pub const TASK_STEP_LABEL: &str = "groundskeeper.dev/task-step";
+/// Prefix of Job names another controller owns in the namespaces groundskeeper creates Jobs in:
+/// scylla-operator's cleanup Jobs are `cleanup-<member Service>`. groundskeeper never gives a Job
+/// such a name.
+pub const RESERVED_JOB_NAME_PREFIX: &str = "cleanup-";

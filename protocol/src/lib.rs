@@ -6,6 +6,7 @@
 
 pub mod exit;
 pub mod keys;
+pub mod names;
 pub mod operation;
 pub mod result;
 pub mod revision;

@@ -253,23 +253,13 @@ mod tests {
     #[test]
     fn rendering_puts_the_subcommand_first_and_omits_what_is_unset() {
         let compact = Operation::Compact(CompactRequest {
-            etcd: EtcdTarget {
-                endpoints: vec!["http://a:2379".into(), "http://b:2379".into()],
-                tls: None,
-            },
+            etcd: EtcdTarget { endpoints: vec!["http://a:2379".into(), "http://b:2379".into()], tls: None },
             to: CompactTo::Revision(42),
             physical: true,
         });
         assert_eq!(
             compact.to_args(),
-            [
-                "compact",
-                "--endpoints",
-                "http://a:2379,http://b:2379",
-                "--physical",
-                "--revision",
-                "42"
-            ]
+            ["compact", "--endpoints", "http://a:2379,http://b:2379", "--physical", "--revision", "42"]
         );
         let cleanup = Operation::Cleanup(CleanupRequest {
             node_address: "n.ns.svc".into(),
@@ -278,13 +268,7 @@ mod tests {
         });
         assert_eq!(
             cleanup.to_args(),
-            [
-                "cleanup",
-                "--node-address",
-                "n.ns.svc",
-                "--auth-token-file",
-                "/t.yaml"
-            ]
+            ["cleanup", "--node-address", "n.ns.svc", "--auth-token-file", "/t.yaml"]
         );
     }
 }

@@ -339,10 +339,7 @@ impl JobResult {
             result.truncated = true;
             // Entries go in batches worth the excess, not one serialisation per entry: a result
             // of 20,000 keyspaces would otherwise take quadratic time to shrink.
-            if result
-                .report
-                .drop_entries_worth(json.len() - TERMINATION_MESSAGE_LIMIT)
-            {
+            if result.report.drop_entries_worth(json.len() - TERMINATION_MESSAGE_LIMIT) {
                 continue;
             }
             let message = result.message.get_or_insert_default();
@@ -397,11 +394,7 @@ fn drop_worth<T: Serialize>(items: &mut Vec<T>, excess: usize, rank: impl Fn(&T)
     if items.is_empty() {
         return false;
     }
-    let mut order: Vec<(u8, usize)> = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| (rank(item), i))
-        .collect();
+    let mut order: Vec<(u8, usize)> = items.iter().enumerate().map(|(i, item)| (rank(item), i)).collect();
     order.sort_unstable();
     let mut dropped = vec![false; items.len()];
     let mut freed = 0;
@@ -433,18 +426,9 @@ mod tests {
         let Report::Cleanup(report) = JobResult::parse(&message).unwrap().report else {
             panic!("a cleanup report")
         };
-        assert!(
-            report
-                .keyspaces
-                .iter()
-                .any(|k| k.status == KeyspaceStatus::Failed)
-        );
+        assert!(report.keyspaces.iter().any(|k| k.status == KeyspaceStatus::Failed));
         // Not more dropped than needed: the room left is less than two entries.
-        assert!(
-            message.len() > TERMINATION_MESSAGE_LIMIT - 2 * 150,
-            "{}",
-            message.len()
-        );
+        assert!(message.len() > TERMINATION_MESSAGE_LIMIT - 2 * 150, "{}", message.len());
     }
 
     fn cleanup(keyspaces: usize) -> JobResult {
@@ -453,11 +437,7 @@ mod tests {
             keyspaces: (0..keyspaces)
                 .map(|i| KeyspaceCleanup {
                     name: format!("keyspace_with_a_rather_long_name_{i:04}"),
-                    status: if i == 7 {
-                        KeyspaceStatus::Failed
-                    } else {
-                        KeyspaceStatus::Cleaned
-                    },
+                    status: if i == 7 { KeyspaceStatus::Failed } else { KeyspaceStatus::Cleaned },
                     duration_ms: 1234,
                     mode: Some("async".into()),
                     message: None,
@@ -465,12 +445,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        JobResult::new(
-            Report::Cleanup(report),
-            Outcome::Failed,
-            "2026-11-21T12:00:00Z".into(),
-            99,
-        )
+        JobResult::new(Report::Cleanup(report), Outcome::Failed, "2026-11-21T12:00:00Z".into(), 99)
     }
 
     #[test]
@@ -559,13 +534,7 @@ mod tests {
     fn older_results_still_parse() {
         let compact = r#"{"apiVersion":"groundskeeper.dev/result/v1","operation":"compact","currentRevision":10,"compactedRevision":5,"outcome":"succeeded","startedAt":"t","durationMs":3}"#;
         let result = JobResult::parse(compact).unwrap();
-        assert!(matches!(
-            result.report,
-            Report::Compact(CompactReport {
-                compacted_revision: 5,
-                ..
-            })
-        ));
+        assert!(matches!(result.report, Report::Compact(CompactReport { compacted_revision: 5, .. })));
         // The least a snapshot result may carry: everything else has a default.
         let snapshot = r#"{"apiVersion":"groundskeeper.dev/result/v1","operation":"snapshot","path":"/s.db","outcome":"failed","startedAt":"t","durationMs":3}"#;
         let Report::Snapshot(report) = JobResult::parse(snapshot).unwrap().report else {
@@ -579,9 +548,7 @@ mod tests {
     /// revision and what could not be deleted stay.
     #[test]
     fn a_snapshot_result_with_many_deletions_fits_keeping_what_matters() {
-        let names: Vec<String> = (0..300)
-            .map(|i| format!("main-2026010{}T0000{i:02}Z.db", i % 10))
-            .collect();
+        let names: Vec<String> = (0..300).map(|i| format!("main-2026010{}T0000{i:02}Z.db", i % 10)).collect();
         let report = SnapshotReport {
             path: "/snapshots/main-20260201T000000Z.db".into(),
             size_bytes: 1024 + 32,
@@ -600,9 +567,7 @@ mod tests {
         assert!(message.len() <= TERMINATION_MESSAGE_LIMIT, "{}", message.len());
         let parsed = JobResult::parse(&message).unwrap();
         assert!(parsed.truncated);
-        let Report::Snapshot(report) = parsed.report else {
-            panic!("a snapshot report")
-        };
+        let Report::Snapshot(report) = parsed.report else { panic!("a snapshot report") };
         assert!(report.deleted.len() < names.len());
         assert_eq!(report.deleted_count, 300);
         assert_eq!(report.revision, Some(77));
@@ -622,15 +587,8 @@ mod tests {
         assert!(message.len() <= TERMINATION_MESSAGE_LIMIT);
         let parsed = JobResult::parse(&message).unwrap();
         assert!(parsed.truncated);
-        let Report::Cleanup(report) = parsed.report else {
-            panic!()
-        };
-        assert!(
-            report
-                .keyspaces
-                .iter()
-                .any(|k| k.status == KeyspaceStatus::Failed)
-        );
+        let Report::Cleanup(report) = parsed.report else { panic!() };
+        assert!(report.keyspaces.iter().any(|k| k.status == KeyspaceStatus::Failed));
     }
 
     #[test]

@@ -86,10 +86,7 @@ impl Field {
     pub fn parse(self, text: &str) -> Result<u64, RevisionError> {
         let digits = text.strip_prefix('-').unwrap_or(text);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(RevisionError::NotANumber {
-                field: self,
-                text: text.to_owned(),
-            });
+            return Err(RevisionError::NotANumber { field: self, text: text.to_owned() });
         }
         match text.parse::<i128>() {
             Ok(value) if (0..=i128::from(self.max())).contains(&value) => Ok(value as u64),
@@ -99,18 +96,11 @@ impl Field {
     }
 
     fn check(self, value: u64) -> Result<u64, RevisionError> {
-        if value <= self.max() {
-            Ok(value)
-        } else {
-            Err(self.out_of_range(value))
-        }
+        if value <= self.max() { Ok(value) } else { Err(self.out_of_range(value)) }
     }
 
     fn out_of_range(self, value: impl ToString) -> RevisionError {
-        RevisionError::OutOfRange {
-            field: self,
-            value: value.to_string(),
-        }
+        RevisionError::OutOfRange { field: self, value: value.to_string() }
     }
 }
 
@@ -197,9 +187,7 @@ impl TryFrom<i64> for CompositeRevision {
 pub fn busiest_millisecond(
     revisions: impl IntoIterator<Item = CompositeRevision>,
 ) -> Option<CompositeRevision> {
-    revisions
-        .into_iter()
-        .max_by_key(|revision| (revision.event, revision.timestamp_ms, revision.cluster_id))
+    revisions.into_iter().max_by_key(|revision| (revision.event, revision.timestamp_ms, revision.cluster_id))
 }
 
 /// The revision to compact a partitioned cluster to so that it keeps `retention_ms` of history:
@@ -223,12 +211,7 @@ pub fn compaction_target(
         return Err(RevisionError::RetentionLongerThanNow { retention_ms, now_ms });
     };
     CompositeRevision::decode(current_revision)?;
-    let target = CompositeRevision {
-        timestamp_ms: target_ms,
-        cluster_id,
-        event: 0,
-    }
-    .encode()?;
+    let target = CompositeRevision { timestamp_ms: target_ms, cluster_id, event: 0 }.encode()?;
     Ok((target <= current_revision).then_some(target))
 }
 
@@ -237,11 +220,7 @@ mod tests {
     use super::*;
 
     fn rev(timestamp_ms: u64, cluster_id: u8, event: u16) -> CompositeRevision {
-        CompositeRevision {
-            timestamp_ms,
-            cluster_id,
-            event,
-        }
+        CompositeRevision { timestamp_ms, cluster_id, event }
     }
 
     /// 2025-01-01T00:00:00Z.
@@ -295,11 +274,7 @@ mod tests {
             let any = (next() >> 1) as i64;
             assert_eq!(CompositeRevision::decode(any).unwrap().encode(), Ok(any));
             if let Some((before, before_revision)) = previous {
-                assert_eq!(
-                    before.cmp(&parts),
-                    before_revision.cmp(&revision),
-                    "{before:?} {parts:?}"
-                );
+                assert_eq!(before.cmp(&parts), before_revision.cmp(&revision), "{before:?} {parts:?}");
             }
             previous = Some((parts, revision));
         }
@@ -312,38 +287,18 @@ mod tests {
             (rev(0, u8::MAX, 0), Field::ClusterId, "255", "0 to 63"),
             (rev(0, 0, 8192), Field::Event, "8192", "0 to 8191"),
             (rev(0, 0, u16::MAX), Field::Event, "65535", "0 to 8191"),
-            (
-                rev(1 << 44, 0, 0),
-                Field::TimestampMs,
-                "17592186044416",
-                "0 to 17592186044415",
-            ),
-            (
-                rev(u64::MAX, 0, 0),
-                Field::TimestampMs,
-                "18446744073709551615",
-                "0 to 17592186044415",
-            ),
+            (rev(1 << 44, 0, 0), Field::TimestampMs, "17592186044416", "0 to 17592186044415"),
+            (rev(u64::MAX, 0, 0), Field::TimestampMs, "18446744073709551615", "0 to 17592186044415"),
         ] {
             let err = parts.encode().unwrap_err();
-            assert_eq!(
-                err,
-                RevisionError::OutOfRange {
-                    field,
-                    value: value.into()
-                },
-                "{parts:?}"
-            );
+            assert_eq!(err, RevisionError::OutOfRange { field, value: value.into() }, "{parts:?}");
             let message = err.to_string();
             assert!(message.contains(field.name()), "{message}");
             assert!(message.contains(range), "{message}");
         }
         for revision in [-1, i64::MIN] {
             let message = CompositeRevision::decode(revision).unwrap_err().to_string();
-            assert!(
-                message.starts_with(&format!("revision {revision} is out of range")),
-                "{message}"
-            );
+            assert!(message.starts_with(&format!("revision {revision} is out of range")), "{message}");
             assert!(message.contains("0 to 9223372036854775807"), "{message}");
         }
     }
@@ -364,13 +319,7 @@ mod tests {
             (Field::Revision, "-5"),
             (Field::Revision, "99999999999999999999999999999999999999999999"),
         ] {
-            assert_eq!(
-                field.parse(text),
-                Err(RevisionError::OutOfRange {
-                    field,
-                    value: text.into()
-                })
-            );
+            assert_eq!(field.parse(text), Err(RevisionError::OutOfRange { field, value: text.into() }));
         }
         for (field, text) in [
             (Field::Revision, ""),
@@ -383,10 +332,7 @@ mod tests {
             (Field::Event, "0x10"),
         ] {
             let err = field.parse(text).unwrap_err();
-            assert!(
-                matches!(err, RevisionError::NotANumber { .. }),
-                "{text:?}: {err:?}"
-            );
+            assert!(matches!(err, RevisionError::NotANumber { .. }), "{text:?}: {err:?}");
             assert!(err.to_string().contains(&field.range()), "{err}");
         }
     }
@@ -402,30 +348,18 @@ mod tests {
             (MAX_TIMESTAMP_MS, 0, MAX_TIMESTAMP_MS as i64),
             (0, u64::MAX, i64::MIN),
         ] {
-            assert_eq!(
-                rev(timestamp_ms, 7, 3).clock_skew_ms(now_ms),
-                skew,
-                "{timestamp_ms} {now_ms}"
-            );
+            assert_eq!(rev(timestamp_ms, 7, 3).clock_skew_ms(now_ms), skew, "{timestamp_ms} {now_ms}");
         }
     }
 
     #[test]
     fn the_busiest_millisecond_is_the_highest_event_number() {
         assert_eq!(busiest_millisecond([]), None);
-        let revisions = [
-            rev(NOW_MS, 1, 12),
-            rev(NOW_MS + 1, 2, 4_095),
-            rev(NOW_MS + 2, 1, 7),
-        ];
+        let revisions = [rev(NOW_MS, 1, 12), rev(NOW_MS + 1, 2, 4_095), rev(NOW_MS + 2, 1, 7)];
         let busiest = busiest_millisecond(revisions).unwrap();
         assert_eq!(busiest, rev(NOW_MS + 1, 2, 4_095));
         // Among equals, the latest.
-        let tied = [
-            rev(NOW_MS + 5, 0, 9),
-            rev(NOW_MS + 9, 0, 9),
-            rev(NOW_MS + 1, 3, 9),
-        ];
+        let tied = [rev(NOW_MS + 5, 0, 9), rev(NOW_MS + 9, 0, 9), rev(NOW_MS + 1, 3, 9)];
         assert_eq!(busiest_millisecond(tied), Some(rev(NOW_MS + 9, 0, 9)));
         // (event, fraction of the 8,191 limit)
         for (event, used) in [(0, 0.0), (4_095, 4_095.0 / 8_191.0), (8_191, 1.0)] {
@@ -469,34 +403,19 @@ mod tests {
     fn compaction_targets_that_cannot_be_are_refused() {
         let current = rev(NOW_MS, 5, 0).encode().unwrap();
         let err = compaction_target(NOW_MS, NOW_MS + 1, 5, current).unwrap_err();
-        assert_eq!(
-            err,
-            RevisionError::RetentionLongerThanNow {
-                retention_ms: NOW_MS + 1,
-                now_ms: NOW_MS
-            }
-        );
+        assert_eq!(err, RevisionError::RetentionLongerThanNow { retention_ms: NOW_MS + 1, now_ms: NOW_MS });
         assert!(err.to_string().contains("retention of 1735689600001 ms"), "{err}");
         assert_eq!(
             compaction_target(NOW_MS, 0, 64, current),
-            Err(RevisionError::OutOfRange {
-                field: Field::ClusterId,
-                value: "64".into()
-            })
+            Err(RevisionError::OutOfRange { field: Field::ClusterId, value: "64".into() })
         );
         assert_eq!(
             compaction_target(1 << 44, 0, 5, i64::MAX),
-            Err(RevisionError::OutOfRange {
-                field: Field::TimestampMs,
-                value: "17592186044416".into()
-            })
+            Err(RevisionError::OutOfRange { field: Field::TimestampMs, value: "17592186044416".into() })
         );
         assert_eq!(
             compaction_target(NOW_MS, 0, 5, -1),
-            Err(RevisionError::OutOfRange {
-                field: Field::Revision,
-                value: "-1".into()
-            })
+            Err(RevisionError::OutOfRange { field: Field::Revision, value: "-1".into() })
         );
     }
 }

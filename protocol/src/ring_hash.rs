@@ -22,10 +22,7 @@ pub fn ring_hash<S: AsRef<str>>(tokens: &[S]) -> Result<String, RingHashError> {
     for (index, token) in tokens.iter().enumerate() {
         let token = token.as_ref();
         if token.parse::<i64>().is_err() || token.starts_with('+') {
-            return Err(RingHashError::NotAToken {
-                index,
-                token: token.to_owned(),
-            });
+            return Err(RingHashError::NotAToken { index, token: token.to_owned() });
         }
     }
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();

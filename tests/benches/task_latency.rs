@@ -44,16 +44,14 @@ async fn measure() {
         let cluster = json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
             "metadata": {"name": format!("c{i}"), "namespace": NAMESPACE},
             "spec": {"endpoints": ["http://127.0.0.1:1"], "policy": {"enabled": false}}});
-        server
-            .create(&clusters, Some(NAMESPACE), cluster)
-            .expect("an EtcdCluster");
+        server.create(&clusters, Some(NAMESPACE), cluster).expect("an EtcdCluster");
     }
     let ctx = Arc::new(Context::new(
         server.client_with_token(CONTROLLER_TOKEN),
         ControllerConfig::default(),
         Arc::new(Metrics::new()),
     ));
-    let controller = tokio::spawn(groundskeeper_controller::tasks::reconcile::run(ctx));
+    let controller = tokio::spawn(groundskeeper_controller::run_task_controller(ctx));
     tokio::time::sleep(Duration::from_millis(500)).await; // its watches are up
     let jobs = ResourceId::of::<Job>();
     let mut latencies = Vec::with_capacity(TASKS);
@@ -65,10 +63,7 @@ async fn measure() {
         let created = Instant::now();
         let job = format!("t{i}-0");
         while server.get(&jobs, Some(NAMESPACE), &job).is_none() {
-            assert!(
-                created.elapsed() < Duration::from_secs(30),
-                "no Job for task t{i}"
-            );
+            assert!(created.elapsed() < Duration::from_secs(30), "no Job for task t{i}");
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         latencies.push(created.elapsed());

@@ -102,10 +102,7 @@ pub struct Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            types: builtin_types()
-                .into_iter()
-                .chain(groundskeeper_custom_types())
-                .collect(),
+            types: builtin_types().into_iter().chain(groundskeeper_custom_types()).collect(),
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(5),
             tokens: Default::default(),
@@ -165,11 +162,7 @@ impl Builder {
                 tracing::error!(%error, "in-memory API server stopped");
             }
         });
-        Ok(ApiServer {
-            address,
-            store,
-            server,
-        })
+        Ok(ApiServer { address, store, server })
     }
 }
 
@@ -249,9 +242,7 @@ impl ApiServer {
 
     /// Every change committed from now on, in resourceVersion order.
     pub fn subscribe(&self) -> Changes {
-        Changes {
-            receiver: self.store.subscribe(),
-        }
+        Changes { receiver: self.store.subscribe() }
     }
 
     /// Forgets the change history and ends every open watch with 410 Gone (like an etcd
@@ -274,10 +265,7 @@ impl ApiServer {
         let Ok(rt) = self.resource(id) else {
             return Vec::new();
         };
-        self.store
-            .list(&rt, ns, &ListOptions::default())
-            .map(|page| page.items)
-            .unwrap_or_default()
+        self.store.list(&rt, ns, &ListOptions::default()).map(|page| page.items).unwrap_or_default()
     }
 
     pub fn create(&self, id: &ResourceId, ns: Option<&str>, object: Value) -> Result<Value, ApiError> {
@@ -292,8 +280,7 @@ impl ApiServer {
         name: &str,
         object: Value,
     ) -> Result<Value, ApiError> {
-        self.store
-            .update(&self.resource(id)?, ns, name, object, Target::Main)
+        self.store.update(&self.resource(id)?, ns, name, object, Target::Main)
     }
 
     /// PUT on `/status`.
@@ -304,8 +291,7 @@ impl ApiServer {
         name: &str,
         object: Value,
     ) -> Result<Value, ApiError> {
-        self.store
-            .update(&self.resource(id)?, ns, name, object, Target::Status)
+        self.store.update(&self.resource(id)?, ns, name, object, Target::Status)
     }
 
     /// PATCH on the main endpoint, or on `/status` when `status` is true.
@@ -319,14 +305,12 @@ impl ApiServer {
         status: bool,
     ) -> Result<Value, ApiError> {
         let target = if status { Target::Status } else { Target::Main };
-        self.store
-            .patch(&self.resource(id)?, ns, name, format, patch, target)
+        self.store.patch(&self.resource(id)?, ns, name, format, patch, target)
     }
 
     /// DELETE with the type's default propagation.
     pub fn delete(&self, id: &ResourceId, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        self.store
-            .delete(&self.resource(id)?, ns, name, &DeleteOptions::default())
+        self.store.delete(&self.resource(id)?, ns, name, &DeleteOptions::default())
     }
 
     /// [`ApiServer::get`] for a typed resource.

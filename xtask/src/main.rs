@@ -85,15 +85,7 @@ fn demo(extra: &[String]) -> ExitCode {
     };
     let mut cargo = cargo();
     cargo
-        .args([
-            "run",
-            "--locked",
-            "--package",
-            "groundskeeper-e2e",
-            "--example",
-            "demo",
-            "--",
-        ])
+        .args(["run", "--locked", "--package", "groundskeeper-e2e", "--example", "demo", "--"])
         .args(extra)
         .env(version.env_var(), binary);
     println!("xtask: building and running the demo (the first build takes a few minutes)");

@@ -28,38 +28,23 @@ pub fn run_to_end(mut command: Command) -> ExitCode {
 /// Runs `command` with its output captured; `Err` says what went wrong, output included.
 pub fn output(mut command: Command) -> Result<Output, String> {
     let what = describe(&command);
-    let output = command
-        .output()
-        .map_err(|err| format!("cannot start {what}: {err}"))?;
+    let output = command.output().map_err(|err| format!("cannot start {what}: {err}"))?;
     if output.status.success() {
         return Ok(output);
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    Err(format!(
-        "{what} failed ({}):\n{}{}",
-        output.status,
-        stdout.trim_end(),
-        stderr.trim_end()
-    ))
+    Err(format!("{what} failed ({}):\n{}{}", output.status, stdout.trim_end(), stderr.trim_end()))
 }
 
 /// `program arg arg…`, for messages.
 pub fn describe(command: &Command) -> String {
-    format!(
-        "{} {}",
-        command.get_program().to_string_lossy(),
-        arguments(command)
-    )
+    format!("{} {}", command.get_program().to_string_lossy(), arguments(command))
 }
 
 /// `arg arg…`, for messages.
 pub fn arguments(command: &Command) -> String {
-    command
-        .get_args()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
+    command.get_args().map(|arg| arg.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
 }
 
 /// The shell's convention: a child killed by signal N exits 128 + N.

@@ -8,9 +8,9 @@ fn main() -> std::io::Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crds")));
     std::fs::create_dir_all(&dir)?;
-    for (file, crd) in groundskeeper_controller::api::crds::all() {
+    for (file, crd) in groundskeeper_api::crds::all() {
         let path = dir.join(file);
-        std::fs::write(&path, groundskeeper_controller::api::crds::to_yaml(&crd))?;
+        std::fs::write(&path, groundskeeper_api::crds::to_yaml(&crd))?;
         println!("wrote {}", path.display());
     }
     Ok(())

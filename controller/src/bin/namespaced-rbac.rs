@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         println!("usage: namespaced-rbac NAMESPACE...  (prints the namespaced-mode manifests)");
         return ExitCode::SUCCESS;
     }
-    match groundskeeper_controller::deploy::namespaced_rbac(&namespaces) {
+    match groundskeeper_controller::runtime::deploy::namespaced_rbac(&namespaces) {
         Ok(yaml) => {
             print!("{yaml}");
             ExitCode::SUCCESS

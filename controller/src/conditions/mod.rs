@@ -1,12 +1,11 @@
-//! Status conditions: merged into lists other controllers share, written apart from the decisions.
+//! Status conditions: merged into lists other controllers share (the rules are the API's:
+//! [`groundskeeper_api::conditions`]), written apart from the decisions ([`writer`]).
 
-pub mod merge;
 pub mod writer;
 
-pub use merge::{
+pub use groundskeeper_api::conditions::{
     Condition, ConditionStatus, MESSAGE_MAX_LEN, condition_status, format_time, merge_conditions,
 };
 pub use writer::{
-    ConditionTarget, WriteOutcome, conditions_patch, scylla_condition_target, status_patch, write_conditions,
-    write_conditions_at,
+    ConditionTarget, WriteOutcome, conditions_patch, status_patch, write_conditions, write_conditions_at,
 };

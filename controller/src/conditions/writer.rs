@@ -10,8 +10,8 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::merge::{Condition, merge_conditions};
-use crate::api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
+use groundskeeper_api::conditions::{Condition, merge_conditions};
+
 use crate::runtime::error::{Error, Result};
 
 /// The object whose `status.conditions` we write.
@@ -32,20 +32,12 @@ impl ConditionTarget {
         }
     }
 
-    pub fn scylla_cluster(namespace: &str, name: &str) -> Self {
-        Self::of::<ScyllaCluster>(namespace, name)
-    }
-
-    pub fn scylla_datacenter(namespace: &str, name: &str) -> Self {
-        Self::of::<ScyllaDBDatacenter>(namespace, name)
-    }
-
     /// `Kind namespace/name`, for errors and logs.
     pub fn describe(&self) -> String {
         format!("{} {}/{}", self.resource.kind, self.namespace, self.name)
     }
 
-    fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+    pub fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
         Api::namespaced_with(client.clone(), &self.namespace, &self.resource)
     }
 }
@@ -57,26 +49,6 @@ pub enum WriteOutcome {
     Written,
     /// Our conditions were already as wanted: nothing was written.
     Unchanged,
-}
-
-/// Where the conditions of ScyllaCluster `namespace/name` go: its ScyllaDBDatacenter (same name)
-/// when there is one, because scylla-operator keeps foreign conditions there and copies them up;
-/// else the ScyllaCluster itself (older scylla-operators, without ScyllaDBDatacenters).
-pub async fn scylla_condition_target(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<ConditionTarget> {
-    let datacenter = ConditionTarget::scylla_datacenter(namespace, name);
-    match datacenter.api(client).get_metadata_opt(name).await {
-        Ok(Some(_)) => Ok(datacenter),
-        Ok(None) => Ok(ConditionTarget::scylla_cluster(namespace, name)),
-        // The CRD itself is not installed: the same answer as "no such object".
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            Ok(ConditionTarget::scylla_cluster(namespace, name))
-        }
-        Err(err) => Err(Error::kube(format!("get {}", datacenter.describe()))(err)),
-    }
 }
 
 /// Merges `ours` into the target's `status.conditions` and writes the list back, retrying on
@@ -100,34 +72,23 @@ pub async fn write_conditions_at(
 ) -> Result<WriteOutcome> {
     let api = target.api(client);
     for _ in 0..max_attempts {
-        let object = api
-            .get(&target.name)
-            .await
-            .map_err(Error::kube(format!("get {}", target.describe())))?;
+        let object =
+            api.get(&target.name).await.map_err(Error::kube(format!("get {}", target.describe())))?;
         let existing = existing_conditions(&object, target)?;
         let merged = merge_conditions(&existing, ours, object.metadata.generation, now());
         if merged == existing {
             return Ok(WriteOutcome::Unchanged);
         }
         let patch = conditions_patch(object.metadata.resource_version.as_deref(), &merged);
-        match api
-            .patch_status(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.patch_status(&target.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(WriteOutcome::Written),
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
             Err(err) => {
-                return Err(Error::kube(format!(
-                    "patch status.conditions of {}",
-                    target.describe()
-                ))(err));
+                return Err(Error::kube(format!("patch status.conditions of {}", target.describe()))(err));
             }
         }
     }
-    Err(Error::Conflict {
-        object: target.describe(),
-        attempts: max_attempts,
-    })
+    Err(Error::Conflict { object: target.describe(), attempts: max_attempts })
 }
 
 /// The JSON merge patch replacing `status.conditions` if, and only if, the object is still at

@@ -30,9 +30,7 @@ where
     K: Resource,
 {
     fn default() -> Self {
-        Self {
-            counts: Mutex::new(HashMap::new()),
-        }
+        Self { counts: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -56,9 +54,7 @@ where
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, u32>> {
         // A panic elsewhere while holding the lock leaves plain counters: still usable.
-        self.counts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -73,11 +69,7 @@ mod tests {
         let base = Duration::from_secs(30);
         let cases = [(0, 30), (1, 30), (2, 60), (3, 120), (5, 480), (6, 600), (40, 600)];
         for (failures, seconds) in cases {
-            assert_eq!(
-                error_backoff(base, failures),
-                Duration::from_secs(seconds),
-                "{failures}"
-            );
+            assert_eq!(error_backoff(base, failures), Duration::from_secs(seconds), "{failures}");
         }
     }
 

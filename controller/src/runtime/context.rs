@@ -8,9 +8,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder, Reporter};
 
-use crate::conditions::merge::truncate;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::metrics::Metrics;
+use groundskeeper_api::conditions::truncate;
 
 /// Longest Event note the API server accepts (bytes).
 pub const EVENT_NOTE_MAX: usize = 1024;
@@ -22,11 +22,7 @@ pub const CONTROLLER_NAME: &str = "groundskeeper";
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct JobLimits {
     /// Retries of a Job's pod before the Job fails (bad input fails it at once regardless).
-    #[arg(
-        long = "job-backoff-limit",
-        env = "GROUNDSKEEPER_JOB_BACKOFF_LIMIT",
-        default_value_t = 3
-    )]
+    #[arg(long = "job-backoff-limit", env = "GROUNDSKEEPER_JOB_BACKOFF_LIMIT", default_value_t = 3)]
     pub backoff_limit: i32,
     /// Wall-clock bound of one Job, all retries included, in seconds.
     #[arg(
@@ -46,11 +42,7 @@ pub struct JobLimits {
 
 impl Default for JobLimits {
     fn default() -> Self {
-        Self {
-            backoff_limit: 3,
-            active_deadline_seconds: 6 * 3600,
-            ttl_seconds_after_finished: 24 * 3600,
-        }
+        Self { backoff_limit: 3, active_deadline_seconds: 6 * 3600, ttl_seconds_after_finished: 24 * 3600 }
     }
 }
 
@@ -65,11 +57,7 @@ pub struct ControllerConfig {
     )]
     pub job_image: String,
     /// imagePullPolicy of maintenance Jobs: Always, IfNotPresent or Never.
-    #[arg(
-        long,
-        env = "GROUNDSKEEPER_JOB_IMAGE_PULL_POLICY",
-        default_value = "IfNotPresent"
-    )]
+    #[arg(long, env = "GROUNDSKEEPER_JOB_IMAGE_PULL_POLICY", default_value = "IfNotPresent")]
     pub job_image_pull_policy: String,
     #[command(flatten)]
     pub job_limits: JobLimits,
@@ -113,10 +101,7 @@ pub struct StorageClusterDiscovery {
     /// Maintain every StorageCluster as a Partitioned EtcdCluster (`storagecluster-<name>`,
     /// owned by it), with `storageClusterId` as its cluster id and `serviceAddress` as its
     /// endpoint. Needs the extra rules of manifests/rbac/storage-cluster-discovery/.
-    #[arg(
-        long = "discover-storage-clusters",
-        env = "GROUNDSKEEPER_DISCOVER_STORAGE_CLUSTERS"
-    )]
+    #[arg(long = "discover-storage-clusters", env = "GROUNDSKEEPER_DISCOVER_STORAGE_CLUSTERS")]
     pub enabled: bool,
     /// Namespace of the EtcdClusters made for StorageClusters (one the controller looks after).
     #[arg(
@@ -134,10 +119,7 @@ pub struct StorageClusterDiscovery {
     pub fleet: String,
     /// Client TLS Secret (in that namespace, keys ca.crt, tls.crt, tls.key) for their members,
     /// reached over https. Absent: plain http.
-    #[arg(
-        long = "storage-cluster-tls-secret",
-        env = "GROUNDSKEEPER_STORAGE_CLUSTER_TLS_SECRET"
-    )]
+    #[arg(long = "storage-cluster-tls-secret", env = "GROUNDSKEEPER_STORAGE_CLUSTER_TLS_SECRET")]
     pub tls_secret: Option<String>,
     /// History their compaction keeps, as a duration (`1h`): compaction by time. Absent:
     /// groundskeeper does not compact them (Arktos's API server does), it defragments only.
@@ -204,7 +186,7 @@ impl ControllerConfig {
         if let Some(bad) = self
             .namespaces
             .iter()
-            .find(|n| !n.trim().is_empty() && !crate::deploy::is_namespace_name(n.trim()))
+            .find(|n| !n.trim().is_empty() && !crate::runtime::deploy::is_namespace_name(n.trim()))
         {
             return Err(Error::Config(format!(
                 "--namespaces (GROUNDSKEEPER_NAMESPACES): {bad:?} is not a namespace name \
@@ -218,58 +200,8 @@ impl ControllerConfig {
                     .into(),
             ));
         }
-        self.check_storage_cluster_discovery()?;
         if self.status_write_attempts == 0 {
-            return Err(Error::Config(
-                "--status-write-attempts: must be at least 1".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl ControllerConfig {
-    fn check_storage_cluster_discovery(&self) -> Result<()> {
-        let discovery = &self.storage_clusters;
-        if !discovery.enabled {
-            return Ok(());
-        }
-        if !crate::deploy::is_namespace_name(&discovery.namespace) {
-            return Err(Error::Config(format!(
-                "--storage-cluster-namespace: {:?} is not a namespace name",
-                discovery.namespace
-            )));
-        }
-        let watched: Vec<&str> = self
-            .namespaces
-            .iter()
-            .map(|n| n.trim())
-            .filter(|n| !n.is_empty())
-            .collect();
-        if !watched.is_empty() && !watched.contains(&discovery.namespace.as_str()) {
-            return Err(Error::Config(format!(
-                "--storage-cluster-namespace {} is not among --namespaces ({}): the EtcdClusters \
-                 made for StorageClusters would not be maintained; add it to --namespaces",
-                discovery.namespace,
-                watched.join(",")
-            )));
-        }
-        if discovery.fleet.trim().is_empty() {
-            return Err(Error::Config(
-                "--storage-cluster-fleet: must name the fleet".into(),
-            ));
-        }
-        if let Some(retention) = &discovery.compaction_retention {
-            let min = crate::triggers::etcd::policy::MIN_PERIODIC_RETENTION;
-            match retention.trim().parse::<jiff::SignedDuration>() {
-                Ok(d) if d >= min => {}
-                _ => {
-                    return Err(Error::Config(format!(
-                        "--storage-cluster-compaction-retention: {retention:?} is not a duration \
-                         of at least {min:#} (write e.g. \"1h\")"
-                    )));
-                }
-            }
+            return Err(Error::Config("--status-write-attempts: must be at least 1".into()));
         }
         Ok(())
     }
@@ -296,12 +228,7 @@ impl Context {
     /// A context whose Events are reported by [`CONTROLLER_NAME`], instance = this pod's hostname.
     pub fn new(client: kube::Client, config: ControllerConfig, metrics: Arc<Metrics>) -> Self {
         let recorder = Recorder::new(client.clone(), Reporter::from(CONTROLLER_NAME));
-        Self {
-            client,
-            config,
-            metrics,
-            recorder,
-        }
+        Self { client, config, metrics, recorder }
     }
 
     /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`), its note
@@ -343,35 +270,17 @@ mod tests {
     #[test]
     fn namespaces_are_a_comma_separated_list_of_namespace_names() {
         let parse = |value: &str| {
-            Cli::try_parse_from(["groundskeeper-controller", "--namespaces", value])
-                .unwrap()
-                .config
+            Cli::try_parse_from(["groundskeeper-controller", "--namespaces", value]).unwrap().config
         };
         let config = parse("scylla,etcd");
         assert_eq!(config.namespaces, ["scylla", "etcd"]);
         config.validate().unwrap();
         let watched = |value: &str| crate::runtime::scope::watched(&parse(value));
-        assert_eq!(
-            watched("scylla,etcd,scylla"),
-            [Some("etcd".to_owned()), Some("scylla".to_owned())]
-        );
-        assert_eq!(
-            watched(" ,"),
-            [None],
-            "blank entries name no namespace: every namespace"
-        );
-        assert_eq!(
-            crate::runtime::scope::watched(&ControllerConfig::default()),
-            [None]
-        );
-        let err = parse("scylla,Not_A_Namespace")
-            .validate()
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("\"Not_A_Namespace\" is not a namespace name"),
-            "{err}"
-        );
+        assert_eq!(watched("scylla,etcd,scylla"), [Some("etcd".to_owned()), Some("scylla".to_owned())]);
+        assert_eq!(watched(" ,"), [None], "blank entries name no namespace: every namespace");
+        assert_eq!(crate::runtime::scope::watched(&ControllerConfig::default()), [None]);
+        let err = parse("scylla,Not_A_Namespace").validate().unwrap_err().to_string();
+        assert!(err.contains("\"Not_A_Namespace\" is not a namespace name"), "{err}");
     }
 
     #[test]
@@ -388,42 +297,17 @@ mod tests {
         assert_eq!(cli.config.job_limits.backoff_limit, 0);
         assert_eq!(cli.config.requeue_busy, Duration::from_secs(5));
         assert_eq!(cli.config.ring_observer_interval, Duration::from_secs(60));
-        assert!(
-            Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(),
-            "whole seconds only"
-        );
+        assert!(Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(), "whole seconds only");
     }
 
     #[test]
     fn invalid_configurations_name_the_flag() {
         type Breakage = fn(&mut ControllerConfig);
-        let cases: [(&str, Breakage); 9] = [
+        let cases: [(&str, Breakage); 6] = [
             ("--fleet-max-concurrent", |c| c.fleet_max_concurrent = 0),
-            (
-                "--storage-cluster-namespace groundskeeper is not among --namespaces (etcd)",
-                |c| {
-                    c.storage_clusters.enabled = true;
-                    c.namespaces = vec!["etcd".into()];
-                },
-            ),
-            (
-                "--storage-cluster-compaction-retention: \"5m\" is not a duration of at least 10m",
-                |c| {
-                    c.storage_clusters.enabled = true;
-                    c.storage_clusters.compaction_retention = Some("5m".into());
-                },
-            ),
-            ("--storage-cluster-fleet", |c| {
-                c.storage_clusters.enabled = true;
-                c.storage_clusters.fleet = " ".into();
-            }),
             ("--job-image", |c| c.job_image = " ".into()),
-            ("--job-image-pull-policy", |c| {
-                c.job_image_pull_policy = "always".into()
-            }),
-            ("activeDeadlineSeconds", |c| {
-                c.job_limits.active_deadline_seconds = 0
-            }),
+            ("--job-image-pull-policy", |c| c.job_image_pull_policy = "always".into()),
+            ("activeDeadlineSeconds", |c| c.job_limits.active_deadline_seconds = 0),
             ("backoffLimit", |c| c.job_limits.backoff_limit = -1),
             ("--status-write-attempts", |c| c.status_write_attempts = 0),
         ];
@@ -442,10 +326,7 @@ mod tests {
             let mut handle = pin!(handle);
             let (request, send) = handle.next_request().await.unwrap();
             assert_eq!(request.method(), Method::POST);
-            assert_eq!(
-                request.uri().path(),
-                "/apis/events.k8s.io/v1/namespaces/scylla/events"
-            );
+            assert_eq!(request.uri().path(), "/apis/events.k8s.io/v1/namespaces/scylla/events");
             let body: serde_json::Value =
                 serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap()).unwrap();
             send.send_response(Response::new(Body::from(serde_json::to_vec(&body).unwrap())));

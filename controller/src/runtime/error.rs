@@ -28,12 +28,7 @@ pub enum Error {
 
     /// A finished Job's pod wrote a result that is not a groundskeeper result.
     #[error("Job {namespace}/{job}: pod {pod}: unreadable result in its termination message: {message}")]
-    MalformedResult {
-        namespace: String,
-        job: String,
-        pod: String,
-        message: String,
-    },
+    MalformedResult { namespace: String, job: String, pod: String, message: String },
 
     /// A status write kept conflicting with other writers.
     #[error("{object}: status.conditions: still conflicting after {attempts} attempts")]
@@ -94,10 +89,7 @@ impl Error {
     /// The HTTP status code the API server answered with, if this is an API error response.
     pub fn api_status_code(&self) -> Option<u16> {
         match self {
-            Error::Kube {
-                source: kube::Error::Api(status),
-                ..
-            } => Some(status.code),
+            Error::Kube { source: kube::Error::Api(status), .. } => Some(status.code),
             _ => None,
         }
     }
@@ -108,20 +100,14 @@ mod tests {
     use super::*;
 
     fn api_error(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(
-            kube::core::Status::failure("denied", "Forbidden").with_code(code),
-        ))
+        kube::Error::Api(Box::new(kube::core::Status::failure("denied", "Forbidden").with_code(code)))
     }
 
     #[test]
     fn labels_are_bounded_and_messages_name_the_object() {
         let json_error = serde_json::from_str::<u8>("x").unwrap_err();
         let cases = [
-            (
-                Error::kube("create Job ns/j")(api_error(403)),
-                "kube",
-                "create Job ns/j: ",
-            ),
+            (Error::kube("create Job ns/j")(api_error(403)), "kube", "create Job ns/j: "),
             (
                 Error::InvalidObject {
                     object: "ScyllaCluster ns/sc".into(),
@@ -142,31 +128,17 @@ mod tests {
                 "Job ns/j: pod j-x: ",
             ),
             (
-                Error::Conflict {
-                    object: "ScyllaDBDatacenter ns/sc".into(),
-                    attempts: 5,
-                },
+                Error::Conflict { object: "ScyllaDBDatacenter ns/sc".into(), attempts: 5 },
                 "conflict",
                 "ScyllaDBDatacenter ns/sc: status.conditions: still conflicting after 5 attempts",
             ),
             (
-                Error::Upstream {
-                    target: "etcd member m1".into(),
-                    message: "timeout".into(),
-                },
+                Error::Upstream { target: "etcd member m1".into(), message: "timeout".into() },
                 "upstream",
                 "etcd member m1: timeout",
             ),
-            (
-                Error::Config("--job-image: empty".into()),
-                "config",
-                "configuration: --job-image",
-            ),
-            (
-                Error::json("result of Job ns/j")(json_error),
-                "json",
-                "result of Job ns/j: ",
-            ),
+            (Error::Config("--job-image: empty".into()), "config", "configuration: --job-image"),
+            (Error::json("result of Job ns/j")(json_error), "json", "result of Job ns/j: "),
         ];
         for (error, label, prefix) in cases {
             assert_eq!(error.metric_label(), label);

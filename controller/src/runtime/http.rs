@@ -52,10 +52,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, readiness: Readiness
 
 async fn render_metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         state.metrics.encode(),
     )
 }
@@ -64,10 +61,7 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, &'static str) {
     if state.readiness.is_ready() {
         (StatusCode::OK, "ready")
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the API server has not been reached yet",
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready: the API server has not been reached yet")
     }
 }
 
@@ -79,11 +73,7 @@ mod tests {
     use tower::ServiceExt;
 
     async fn get(router: &Router, path: &str) -> (StatusCode, String) {
-        let response = router
-            .clone()
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let response = router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
         (status, String::from_utf8(bytes.to_vec()).unwrap())
@@ -102,10 +92,7 @@ mod tests {
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
         let (status, body) = get(&router, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
-        assert!(
-            body.contains("groundskeeper_jobs_created_total{operation=\"cleanup\"} 1"),
-            "{body}"
-        );
+        assert!(body.contains("groundskeeper_jobs_created_total{operation=\"cleanup\"} 1"), "{body}");
         assert!(body.ends_with("# EOF\n"));
     }
 }

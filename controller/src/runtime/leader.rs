@@ -45,11 +45,7 @@ impl LeaderElectionConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
     #[error("lost the leader lease {namespace}/{name}: {why}")]
-    Lost {
-        namespace: String,
-        name: String,
-        why: String,
-    },
+    Lost { namespace: String, name: String, why: String },
 }
 
 /// The Lease record as last seen, and when this replica first saw it (by its own clock).
@@ -67,11 +63,7 @@ impl Observation {
         let renew_time = spec.renew_time.map(|t| t.0);
         match previous {
             Some(p) if p.holder == holder && p.renew_time == renew_time => p.clone(),
-            _ => Observation {
-                holder,
-                renew_time,
-                seen_since: now,
-            },
+            _ => Observation { holder, renew_time, seen_since: now },
         }
     }
 }
@@ -112,11 +104,7 @@ pub fn next_step(
         .filter(|d| *d > 0)
         .map(|d| Duration::from_secs(d as u64))
         .unwrap_or(default_duration);
-    if now.duration_since(observed.seen_since) >= duration {
-        Step::Take
-    } else {
-        Step::Wait { holder }
-    }
+    if now.duration_since(observed.seen_since) >= duration { Step::Take } else { Step::Wait { holder } }
 }
 
 /// The Lease written when `identity` takes or renews it.
@@ -135,11 +123,7 @@ fn held_by(current: Option<&Lease>, config: &LeaderElectionConfig) -> Lease {
         spec: Some(LeaseSpec {
             holder_identity: Some(config.identity.clone()),
             lease_duration_seconds: Some(config.lease_duration.as_secs() as i32),
-            acquire_time: if already_ours {
-                spec.acquire_time
-            } else {
-                Some(now.clone())
-            },
+            acquire_time: if already_ours { spec.acquire_time } else { Some(now.clone()) },
             renew_time: Some(now),
             lease_transitions: Some(if already_ours || current.is_none() {
                 transitions
@@ -160,13 +144,7 @@ async fn try_take(
     let lease = api.get_opt(&config.lease_name).await?;
     let now = Instant::now();
     *observed = lease.as_ref().map(|l| Observation::of(l, observed.as_ref(), now));
-    let step = next_step(
-        lease.as_ref(),
-        observed.as_ref(),
-        &config.identity,
-        config.lease_duration,
-        now,
-    );
+    let step = next_step(lease.as_ref(), observed.as_ref(), &config.identity, config.lease_duration, now);
     let written = match step {
         Step::Wait { holder } => {
             tracing::debug!(%holder, "leader lease held by another replica");
@@ -174,12 +152,7 @@ async fn try_take(
         }
         Step::Create => api.create(&PostParams::default(), &held_by(None, config)).await,
         Step::Take => {
-            api.replace(
-                &config.lease_name,
-                &PostParams::default(),
-                &held_by(lease.as_ref(), config),
-            )
-            .await
+            api.replace(&config.lease_name, &PostParams::default(), &held_by(lease.as_ref(), config)).await
         }
     };
     match written {
@@ -248,26 +221,15 @@ enum RenewError {
 }
 
 async fn renew(api: &Api<Lease>, config: &LeaderElectionConfig) -> Result<(), RenewError> {
-    let lease = api
-        .get(&config.lease_name)
-        .await
-        .map_err(|e| RenewError::Failed(e.to_string()))?;
-    let holder = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .unwrap_or_default();
+    let lease = api.get(&config.lease_name).await.map_err(|e| RenewError::Failed(e.to_string()))?;
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()).unwrap_or_default();
     if holder != config.identity {
         return Err(RenewError::Taken(holder));
     }
-    api.replace(
-        &config.lease_name,
-        &PostParams::default(),
-        &held_by(Some(&lease), config),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| RenewError::Failed(e.to_string()))
+    api.replace(&config.lease_name, &PostParams::default(), &held_by(Some(&lease), config))
+        .await
+        .map(|_| ())
+        .map_err(|e| RenewError::Failed(e.to_string()))
 }
 
 /// Gives the Lease up on a clean shutdown, so the next replica need not wait for it to expire.
@@ -281,10 +243,7 @@ async fn release(api: &Api<Lease>, config: &LeaderElectionConfig) {
     }
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
-    if let Err(err) = api
-        .replace(&config.lease_name, &PostParams::default(), &lease)
-        .await
-    {
+    if let Err(err) = api.replace(&config.lease_name, &PostParams::default(), &lease).await {
         tracing::warn!(error = %err, "could not release the leader lease");
     }
 }
@@ -324,13 +283,7 @@ mod tests {
         }
         let other = || lease(Some("other"), 100, Some(15));
         let cases = [
-            Case {
-                name: "no lease",
-                lease: None,
-                seen_since: None,
-                now: t0,
-                want: Step::Create,
-            },
+            Case { name: "no lease", lease: None, seen_since: None, now: t0, want: Step::Create },
             Case {
                 name: "held by us",
                 lease: Some(lease(Some("me"), 100, Some(15))),
@@ -357,18 +310,14 @@ mod tests {
                 lease: Some(other()),
                 seen_since: Some(t0),
                 now: t0,
-                want: Step::Wait {
-                    holder: "other".into(),
-                },
+                want: Step::Wait { holder: "other".into() },
             },
             Case {
                 name: "held, unchanged for less than its duration",
                 lease: Some(other()),
                 seen_since: Some(t0),
                 now: later(14),
-                want: Step::Wait {
-                    holder: "other".into(),
-                },
+                want: Step::Wait { holder: "other".into() },
             },
             Case {
                 name: "held, unchanged for its duration",
@@ -382,9 +331,7 @@ mod tests {
                 lease: Some(lease(Some("other"), 100, Some(60))),
                 seen_since: Some(t0),
                 now: later(30),
-                want: Step::Wait {
-                    holder: "other".into(),
-                },
+                want: Step::Wait { holder: "other".into() },
             },
             Case {
                 name: "no duration on the lease: ours",
@@ -410,11 +357,8 @@ mod tests {
         let t0 = Instant::now();
         let first = Observation::of(&lease(Some("other"), 100, Some(15)), None, t0);
         // Same record seen again later: still counted from t0.
-        let same = Observation::of(
-            &lease(Some("other"), 100, Some(15)),
-            Some(&first),
-            t0 + Duration::from_secs(10),
-        );
+        let same =
+            Observation::of(&lease(Some("other"), 100, Some(15)), Some(&first), t0 + Duration::from_secs(10));
         assert_eq!(same.seen_since, t0);
         // Renewed: counted from when the new record was first seen.
         let renewed_at = t0 + Duration::from_secs(12);
@@ -427,12 +371,7 @@ mod tests {
             DURATION,
             t0 + Duration::from_secs(20),
         );
-        assert_eq!(
-            step,
-            Step::Wait {
-                holder: "other".into()
-            }
-        );
+        assert_eq!(step, Step::Wait { holder: "other".into() });
     }
 
     #[test]

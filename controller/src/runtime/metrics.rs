@@ -2,8 +2,13 @@
 //!
 //! One [`Metrics`] per process, shared through [`crate::runtime::context::Context`]. Each controller
 //! labels its series with its own name (`cleanup`, `etcd`, …), so that one registry serves them
-//! all. To add a metric: add a field, register it in [`Metrics::new`].
+//! all. The series every controller shares are fields here; a layer or data store with series of
+//! its own defines them as a [`MetricFamily`] in its folder and reaches them with
+//! [`Metrics::family`], so that this module knows no data store.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -40,18 +45,24 @@ pub struct JobOutcomeLabels {
     pub outcome: String,
 }
 
+/// Series of one layer or data store, registered into the process's registry the first time they
+/// are asked for ([`Metrics::family`]).
+pub trait MetricFamily: Send + Sync + 'static {
+    /// Creates the series and registers them.
+    fn register(registry: &mut Registry) -> Self
+    where
+        Self: Sized;
+}
+
 /// All of the controller's metrics, and the registry they are encoded from.
 pub struct Metrics {
-    registry: Registry,
+    registry: Mutex<Registry>,
+    families: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     pub reconciles: Family<ControllerLabels, Counter>,
     pub reconcile_failures: Family<ErrorLabels, Counter>,
     pub reconcile_duration: Family<ControllerLabels, Histogram>,
     pub jobs_created: Family<OperationLabels, Counter>,
     pub jobs_finished: Family<JobOutcomeLabels, Counter>,
-    /// The EtcdCluster controller's series (fragmentation, bytes reclaimed, defrag durations).
-    pub etcd: crate::triggers::etcd::metrics::EtcdMetrics,
-    /// The MaintenanceTask series (ended, durations, queued).
-    pub tasks: crate::tasks::metrics::TaskMetrics,
 }
 
 fn reconcile_duration_histogram() -> Histogram {
@@ -76,8 +87,6 @@ impl Metrics {
         );
         let jobs_created = Family::<OperationLabels, Counter>::default();
         let jobs_finished = Family::<JobOutcomeLabels, Counter>::default();
-        let etcd = crate::triggers::etcd::metrics::EtcdMetrics::register(&mut registry);
-        let tasks = crate::tasks::metrics::TaskMetrics::register(&mut registry);
         registry.register("reconciles", "Reconciliations started", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -96,22 +105,29 @@ impl Metrics {
             jobs_finished.clone(),
         );
         Self {
-            registry,
+            registry: Mutex::new(registry),
+            families: Mutex::new(HashMap::new()),
             reconciles,
             reconcile_failures,
             reconcile_duration,
             jobs_created,
             jobs_finished,
-            etcd,
-            tasks,
         }
+    }
+
+    /// The series of family `F`, registered on first use.
+    pub fn family<F: MetricFamily>(&self) -> Arc<F> {
+        let mut families = self.families.lock().expect("metric families lock");
+        let family = families.entry(TypeId::of::<F>()).or_insert_with(|| {
+            let mut registry = self.registry.lock().expect("metrics registry lock");
+            Arc::new(F::register(&mut registry))
+        });
+        family.clone().downcast::<F>().expect("a family is stored under its own type")
     }
 
     /// Counts a reconciliation and measures it until the returned guard is dropped.
     pub fn reconcile_started(&self, controller: &str) -> ReconcileTimer {
-        let labels = ControllerLabels {
-            controller: controller.to_owned(),
-        };
+        let labels = ControllerLabels { controller: controller.to_owned() };
         self.reconciles.get_or_create(&labels).inc();
         ReconcileTimer {
             histogram: self.reconcile_duration.get_or_create_owned(&labels),
@@ -122,41 +138,27 @@ impl Metrics {
     /// Counts a failed reconciliation under the error's [`Error::metric_label`].
     pub fn reconcile_failed(&self, controller: &str, error: &Error) {
         self.reconcile_failures
-            .get_or_create(&ErrorLabels {
-                controller: controller.to_owned(),
-                error: error.metric_label(),
-            })
+            .get_or_create(&ErrorLabels { controller: controller.to_owned(), error: error.metric_label() })
             .inc();
     }
 
     /// Counts a Job created for `operation`.
     pub fn job_created(&self, operation: &str) {
-        self.jobs_created
-            .get_or_create(&OperationLabels {
-                operation: operation.to_owned(),
-            })
-            .inc();
+        self.jobs_created.get_or_create(&OperationLabels { operation: operation.to_owned() }).inc();
     }
 
     /// Counts a Job seen finished; call once per Job (when its result is acted upon).
     pub fn job_finished(&self, operation: &str, outcome: &str) {
         self.jobs_finished
-            .get_or_create(&JobOutcomeLabels {
-                operation: operation.to_owned(),
-                outcome: outcome.to_owned(),
-            })
+            .get_or_create(&JobOutcomeLabels { operation: operation.to_owned(), outcome: outcome.to_owned() })
             .inc();
-    }
-
-    /// The registry, for metrics registered elsewhere at start-up.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
     }
 
     /// The OpenMetrics text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+        let registry = self.registry.lock().expect("metrics registry lock");
+        prometheus_client::encoding::text::encode(&mut out, &registry)
             .expect("writing to a String cannot fail");
         out
     }

@@ -27,11 +27,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone,
 {
     pub fn new(ctx: Arc<Context>, controller: &'static str) -> Self {
-        Self {
-            ctx,
-            controller,
-            failures: FailureCounts::default(),
-        }
+        Self { ctx, controller, failures: FailureCounts::default() }
     }
 
     /// A reconciliation of `object` went through: its next failure waits the base time again.

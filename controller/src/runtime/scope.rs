@@ -16,19 +16,11 @@ use super::context::{Context, ControllerConfig};
 /// The namespaces to watch: `[None]` for every namespace, else one entry per namespace.
 pub fn watched(config: &ControllerConfig) -> Vec<Option<String>> {
     // Blank entries (an empty GROUNDSKEEPER_NAMESPACES, a trailing comma) name no namespace.
-    let mut namespaces: Vec<String> = config
-        .namespaces
-        .iter()
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-        .collect();
+    let mut namespaces: Vec<String> =
+        config.namespaces.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();
     namespaces.sort_unstable();
     namespaces.dedup();
-    if namespaces.is_empty() {
-        vec![None]
-    } else {
-        namespaces.into_iter().map(Some).collect()
-    }
+    if namespaces.is_empty() { vec![None] } else { namespaces.into_iter().map(Some).collect() }
 }
 
 /// The API of `K` in `namespace`, or across every namespace for `None`.

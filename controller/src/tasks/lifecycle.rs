@@ -32,8 +32,8 @@ use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use super::queue::{self, Place, QueueEntry, Standing};
-use super::validate::{FieldError, describe_errors, validate};
-use crate::api::maintenance_task::{MaintenanceTask, TaskState, TaskTarget, TaskType};
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState, TaskTarget, TaskType};
+use groundskeeper_api::validate::{FieldError, describe_errors, validate};
 
 /// What the caller knows of a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,10 +103,8 @@ pub struct TargetKey {
 pub fn group_by_target(tasks: &[MaintenanceTask], now: Timestamp) -> BTreeMap<TargetKey, Vec<TaskView>> {
     let mut groups: BTreeMap<TargetKey, Vec<TaskView>> = BTreeMap::new();
     for task in tasks {
-        let key = TargetKey {
-            namespace: task.namespace().unwrap_or_default(),
-            target: task.spec.target.clone(),
-        };
+        let key =
+            TargetKey { namespace: task.namespace().unwrap_or_default(), target: task.spec.target.clone() };
         groups.entry(key).or_default().push(TaskView::of(task, now));
     }
     groups
@@ -210,17 +208,10 @@ impl WaitReason {
 impl fmt::Display for WaitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WaitReason::QueuedBehind {
-                task,
-                task_running,
-                ahead,
-            } => {
+            WaitReason::QueuedBehind { task, task_running, ahead } => {
                 let state = if *task_running { "InProgress" } else { "Pending" };
                 let tasks = if *ahead == 1 { "task" } else { "tasks" };
-                write!(
-                    f,
-                    "queued behind MaintenanceTask {task} ({state}); {ahead} {tasks} ahead of this one"
-                )
+                write!(f, "queued behind MaintenanceTask {task} ({state}); {ahead} {tasks} ahead of this one")
             }
             WaitReason::Target { target, reason } => {
                 write!(f, "waits for {} {}: {reason}", target.kind, target.name)
@@ -249,10 +240,8 @@ pub struct TargetPlan {
 /// One decision per task of the target.
 pub fn decide(input: &TargetTasks, now: Timestamp) -> TargetPlan {
     let tasks = &input.tasks;
-    let mut decisions: Vec<Option<Decision>> = tasks
-        .iter()
-        .map(|task| settle(task, &input.target, &input.facts, now))
-        .collect();
+    let mut decisions: Vec<Option<Decision>> =
+        tasks.iter().map(|task| settle(task, &input.target, &input.facts, now)).collect();
     let in_queue: Vec<usize> = (0..tasks.len()).filter(|&i| decisions[i].is_none()).collect();
     let entries: Vec<QueueEntry> = in_queue.iter().map(|&i| queue_entry(&tasks[i])).collect();
     for (&i, place) in in_queue.iter().zip(queue::place(&entries)) {
@@ -260,11 +249,7 @@ pub fn decide(input: &TargetTasks, now: Timestamp) -> TargetPlan {
     }
     let decided: Vec<(&TaskView, Decision)> = tasks
         .iter()
-        .zip(
-            decisions
-                .into_iter()
-                .map(|d| d.expect("every task is settled or queued")),
-        )
+        .zip(decisions.into_iter().map(|d| d.expect("every task is settled or queued")))
         .collect();
     plan(input.target.clone(), decided, now)
 }
@@ -281,18 +266,10 @@ fn settle(task: &TaskView, target: &TaskTarget, facts: &TargetFacts, now: Timest
     }
     let running = task.state == TaskState::InProgress;
     if !running && let Err(errors) = &task.validation {
-        return Some(Decision::Reject {
-            reason: Rejection::Invalid {
-                errors: errors.clone(),
-            },
-        });
+        return Some(Decision::Reject { reason: Rejection::Invalid { errors: errors.clone() } });
     }
     if !running && *facts == TargetFacts::Missing {
-        return Some(Decision::Reject {
-            reason: Rejection::TargetNotFound {
-                target: target.clone(),
-            },
-        });
+        return Some(Decision::Reject { reason: Rejection::TargetNotFound { target: target.clone() } });
     }
     if let Some(deadline) = deadline_of(task)
         && deadline <= now
@@ -300,9 +277,7 @@ fn settle(task: &TaskView, target: &TaskTarget, facts: &TargetFacts, now: Timest
         return Some(Decision::FailDeadline { deadline });
     }
     if running && *facts == TargetFacts::Missing {
-        return Some(Decision::FailTargetGone {
-            target: target.clone(),
-        });
+        return Some(Decision::FailTargetGone { target: target.clone() });
     }
     None
 }
@@ -319,11 +294,7 @@ fn queue_entry(task: &TaskView) -> QueueEntry {
         name: task.name.clone(),
         created: task.created,
         task_type: task.task_type.clone(),
-        standing: if task.state == TaskState::InProgress {
-            Standing::Running
-        } else {
-            Standing::Waiting
-        },
+        standing: if task.state == TaskState::InProgress { Standing::Running } else { Standing::Waiting },
     }
 }
 
@@ -331,11 +302,7 @@ fn from_place(place: Place, input: &TargetTasks) -> Decision {
     match place {
         Place::Running => Decision::KeepRunning,
         Place::Head => head_decision(input),
-        Place::Behind {
-            head,
-            head_running,
-            ahead,
-        } => Decision::Wait {
+        Place::Behind { head, head_running, ahead } => Decision::Wait {
             reason: WaitReason::QueuedBehind {
                 task: head,
                 // A head that is not running yet starts in this very pass when the target is
@@ -347,11 +314,7 @@ fn from_place(place: Place, input: &TargetTasks) -> Decision {
         Place::Duplicate { of, of_running } => Decision::Reject {
             reason: Rejection::Duplicate {
                 of,
-                of_state: if of_running {
-                    TaskState::InProgress
-                } else {
-                    TaskState::Pending
-                },
+                of_state: if of_running { TaskState::InProgress } else { TaskState::Pending },
             },
         },
     }
@@ -362,35 +325,24 @@ fn head_decision(input: &TargetTasks) -> Decision {
     match &input.facts {
         TargetFacts::Ready => Decision::Start,
         TargetFacts::Waiting { reason } => Decision::Wait {
-            reason: WaitReason::Target {
-                target: input.target.clone(),
-                reason: reason.clone(),
-            },
+            reason: WaitReason::Target { target: input.target.clone(), reason: reason.clone() },
         },
         // Settled before queueing; kept total rather than assumed.
-        TargetFacts::Missing => Decision::Reject {
-            reason: Rejection::TargetNotFound {
-                target: input.target.clone(),
-            },
-        },
+        TargetFacts::Missing => {
+            Decision::Reject { reason: Rejection::TargetNotFound { target: input.target.clone() } }
+        }
     }
 }
 
 /// The decisions in queue order, with the earliest time one of them is due.
 fn plan(target: TaskTarget, mut decided: Vec<(&TaskView, Decision)>, now: Timestamp) -> TargetPlan {
     decided.sort_by(|(a, _), (b, _)| queue::queue_order((&a.created, &a.name), (&b.created, &b.name)));
-    let requeue_at = decided
-        .iter()
-        .filter_map(|(task, decision)| due_at(task, decision, now))
-        .min();
+    let requeue_at = decided.iter().filter_map(|(task, decision)| due_at(task, decision, now)).min();
     TargetPlan {
         target,
         decisions: decided
             .into_iter()
-            .map(|(task, decision)| TaskDecision {
-                name: task.name.clone(),
-                decision,
-            })
+            .map(|(task, decision)| TaskDecision { name: task.name.clone(), decision })
             .collect(),
         requeue_at,
     }

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 
 use jiff::Timestamp;
 
-use crate::api::maintenance_task::TaskType;
+use groundskeeper_api::maintenance_task::TaskType;
 
 /// Where a task is before it is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +41,7 @@ pub enum Place {
     /// First in line and nothing runs: it may start.
     Head,
     /// Waits behind `head` (the running task, or the head), with `ahead` tasks in front of it.
-    Behind {
-        head: String,
-        head_running: bool,
-        ahead: usize,
-    },
+    Behind { head: String, head_running: bool, ahead: usize },
     /// Asks for what `of`, ahead of it and still waiting or running, will do.
     Duplicate { of: String, of_running: bool },
 }
@@ -59,10 +55,7 @@ pub fn queue_order(a: (&Timestamp, &str), b: (&Timestamp, &str)) -> Ordering {
 pub fn in_queue_order(entries: &[QueueEntry]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by(|&a, &b| {
-        queue_order(
-            (&entries[a].created, &entries[a].name),
-            (&entries[b].created, &entries[b].name),
-        )
+        queue_order((&entries[a].created, &entries[a].name), (&entries[b].created, &entries[b].name))
     });
     order
 }
@@ -72,15 +65,9 @@ pub fn place(entries: &[QueueEntry]) -> Vec<Place> {
     let order = in_queue_order(entries);
     let mut places = vec![Place::Running; entries.len()];
     // Tasks in front, in the order they will run: the running ones, then the accepted waiters.
-    let mut in_line: Vec<usize> = order
-        .iter()
-        .copied()
-        .filter(|&i| entries[i].standing == Standing::Running)
-        .collect();
-    for i in order
-        .into_iter()
-        .filter(|&i| entries[i].standing == Standing::Waiting)
-    {
+    let mut in_line: Vec<usize> =
+        order.iter().copied().filter(|&i| entries[i].standing == Standing::Running).collect();
+    for i in order.into_iter().filter(|&i| entries[i].standing == Standing::Waiting) {
         places[i] = place_waiting(entries, &in_line, i);
         if !matches!(places[i], Place::Duplicate { .. }) {
             in_line.push(i);
@@ -91,14 +78,8 @@ pub fn place(entries: &[QueueEntry]) -> Vec<Place> {
 
 fn place_waiting(entries: &[QueueEntry], in_line: &[usize], i: usize) -> Place {
     let running = |j: usize| entries[j].standing == Standing::Running;
-    if let Some(&j) = in_line
-        .iter()
-        .find(|&&j| entries[j].task_type == entries[i].task_type)
-    {
-        return Place::Duplicate {
-            of: entries[j].name.clone(),
-            of_running: running(j),
-        };
+    if let Some(&j) = in_line.iter().find(|&&j| entries[j].task_type == entries[i].task_type) {
+        return Place::Duplicate { of: entries[j].name.clone(), of_running: running(j) };
     }
     match in_line.first() {
         None => Place::Head,

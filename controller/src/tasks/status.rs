@@ -24,15 +24,12 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::lifecycle::Decision;
-use crate::api::maintenance_task::{
+use crate::conditions::MESSAGE_MAX_LEN;
+use groundskeeper_api::maintenance_task::{
     LastOperation, MAX_LAST_ERRORS, MaintenanceTaskStatus, NodeProgress, TaskError, TaskState,
 };
-use crate::conditions::MESSAGE_MAX_LEN;
+use groundskeeper_api::maintenance_task::{QUEUED, READY};
 
-/// Condition type: True while the task waits (for its turn or for its target).
-pub const QUEUED: &str = "Queued";
-/// Condition type: True once the task is Completed.
-pub const READY: &str = "Ready";
 /// `lastErrors[].code` of a task that did not finish by its deadline.
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 /// `lastErrors[].code` of a task whose target was deleted while it ran.
@@ -95,11 +92,7 @@ pub fn complete(
 ) -> MaintenanceTaskStatus {
     finish(
         status,
-        Ending {
-            state: TaskState::Completed,
-            error_code: None,
-            description: description.to_owned(),
-        },
+        Ending { state: TaskState::Completed, error_code: None, description: description.to_owned() },
         generation,
         now,
     )
@@ -114,12 +107,7 @@ pub fn fail(
     generation: Option<i64>,
     now: Timestamp,
 ) -> MaintenanceTaskStatus {
-    finish(
-        status,
-        Ending::failure(TaskState::Failed, code, description.to_owned()),
-        generation,
-        now,
-    )
+    finish(status, Ending::failure(TaskState::Failed, code, description.to_owned()), generation, now)
 }
 
 /// `errors` with a new entry at the end, the oldest dropped beyond [`MAX_LAST_ERRORS`].
@@ -153,11 +141,7 @@ struct Ending {
 
 impl Ending {
     fn failure(state: TaskState, code: &str, description: String) -> Self {
-        Ending {
-            state,
-            error_code: Some(code.to_owned()),
-            description,
-        }
+        Ending { state, error_code: Some(code.to_owned()), description }
     }
 }
 
@@ -175,24 +159,8 @@ fn wait(
     status.initiated_at.get_or_insert_with(|| time(now));
     status.observed_generation = generation;
     set_operation(&mut status, TaskState::Pending, message, now);
-    set_condition(
-        &mut status.conditions,
-        QUEUED,
-        true,
-        reason,
-        message,
-        generation,
-        now,
-    );
-    set_condition(
-        &mut status.conditions,
-        READY,
-        false,
-        "Pending",
-        message,
-        generation,
-        now,
-    );
+    set_condition(&mut status.conditions, QUEUED, true, reason, message, generation, now);
+    set_condition(&mut status.conditions, READY, false, "Pending", message, generation, now);
     status
 }
 
@@ -210,24 +178,8 @@ fn start(
     status.started_at = Some(time(now));
     status.observed_generation = generation;
     set_operation(&mut status, TaskState::InProgress, STARTED, now);
-    set_condition(
-        &mut status.conditions,
-        QUEUED,
-        false,
-        "Started",
-        STARTED,
-        generation,
-        now,
-    );
-    set_condition(
-        &mut status.conditions,
-        READY,
-        false,
-        "InProgress",
-        STARTED,
-        generation,
-        now,
-    );
+    set_condition(&mut status.conditions, QUEUED, false, "Started", STARTED, generation, now);
+    set_condition(&mut status.conditions, READY, false, "InProgress", STARTED, generation, now);
     status
 }
 
@@ -250,26 +202,10 @@ fn finish(
         push_error(&mut status.last_errors, code, description, now);
     }
     set_operation(&mut status, state, description, now);
-    set_condition(
-        &mut status.conditions,
-        QUEUED,
-        false,
-        state.as_str(),
-        description,
-        generation,
-        now,
-    );
+    set_condition(&mut status.conditions, QUEUED, false, state.as_str(), description, generation, now);
     let ready_reason = ending.error_code.as_deref().unwrap_or(state.as_str());
     let succeeded = state == TaskState::Completed;
-    set_condition(
-        &mut status.conditions,
-        READY,
-        succeeded,
-        ready_reason,
-        description,
-        generation,
-        now,
-    );
+    set_condition(&mut status.conditions, READY, succeeded, ready_reason, description, generation, now);
     status
 }
 
@@ -280,16 +216,10 @@ fn is_final(status: &MaintenanceTaskStatus) -> bool {
 
 fn set_operation(status: &mut MaintenanceTaskStatus, state: TaskState, description: &str, now: Timestamp) {
     let description = truncate(description);
-    let unchanged = status
-        .last_operation
-        .as_ref()
-        .is_some_and(|op| op.state == state && op.description == description);
+    let unchanged =
+        status.last_operation.as_ref().is_some_and(|op| op.state == state && op.description == description);
     if !unchanged {
-        status.last_operation = Some(LastOperation {
-            state,
-            description,
-            last_update_time: time(now),
-        });
+        status.last_operation = Some(LastOperation { state, description, last_update_time: time(now) });
     }
 }
 

@@ -4,7 +4,7 @@
 //! only once step `i` succeeded; a failed step fails the task. Job names are deterministic per
 //! task and step, so after a restart the same Jobs are found again and none is made twice.
 
-use crate::execution::JobState;
+use crate::jobs::JobState;
 
 /// What to do next with a running task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub fn steps_state(count: usize, jobs: &[(usize, &JobState)]) -> StepsState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execution::{Attempts, Finished, ResultError};
+    use crate::jobs::{Attempts, Finished, ResultError};
 
     fn finished() -> Finished {
         Finished {
@@ -55,26 +55,11 @@ mod tests {
             ("nothing yet", 2, vec![], StepsState::Start(0)),
             ("first runs", 2, vec![(0, &running)], StepsState::Running(0)),
             ("first done", 2, vec![(0, &ok)], StepsState::Start(1)),
-            (
-                "second runs",
-                2,
-                vec![(1, &running), (0, &ok)],
-                StepsState::Running(1),
-            ),
+            ("second runs", 2, vec![(1, &running), (0, &ok)], StepsState::Running(1)),
             ("all done", 2, vec![(0, &ok), (1, &ok)], StepsState::Done),
             ("first failed", 2, vec![(0, &failed)], StepsState::Failed(0)),
-            (
-                "second failed",
-                2,
-                vec![(0, &ok), (1, &failed)],
-                StepsState::Failed(1),
-            ),
-            (
-                "a stray later Job does not skip a step",
-                2,
-                vec![(1, &ok)],
-                StepsState::Start(0),
-            ),
+            ("second failed", 2, vec![(0, &ok), (1, &failed)], StepsState::Failed(1)),
+            ("a stray later Job does not skip a step", 2, vec![(1, &ok)], StepsState::Start(0)),
             ("no steps", 0, vec![], StepsState::Done),
         ];
         for (name, count, jobs, wanted) in cases {

@@ -68,9 +68,8 @@ impl<'a> Db<'a> {
 
     /// The highest revision in etcd's `key` bucket; `None` when the bucket is empty.
     pub fn max_revision(&self) -> Result<Option<i64>, String> {
-        let bucket = self
-            .bucket_root(self.meta.root, b"key")?
-            .ok_or("no `key` bucket: not an etcd database")?;
+        let bucket =
+            self.bucket_root(self.meta.root, b"key")?.ok_or("no `key` bucket: not an etcd database")?;
         let Some(key) = self.last_key(bucket)? else {
             return Ok(None);
         };
@@ -124,9 +123,7 @@ impl<'a> Db<'a> {
 
     /// A bucket from its value in the parent's leaf: a root page, or inline.
     fn bucket_node(&self, value: &[u8]) -> Result<Node, String> {
-        let header = value
-            .get(..BUCKET_HEADER)
-            .ok_or("a bucket value shorter than its header")?;
+        let header = value.get(..BUCKET_HEADER).ok_or("a bucket value shorter than its header")?;
         let root = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
         if root == 0 {
             return Page::parse(0, value[BUCKET_HEADER..].to_vec()).map(Node::Inline);
@@ -216,9 +213,7 @@ impl Page {
     }
 
     fn u32_at(&self, at: usize) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.bytes(at, 4)?.try_into().expect("4 bytes"),
-        ))
+        Ok(u32::from_le_bytes(self.bytes(at, 4)?.try_into().expect("4 bytes")))
     }
 
     /// Element `i` of a branch page: its key and child page id.
@@ -274,17 +269,13 @@ fn read_meta(file: &File, offset: u64, len: u64) -> Result<Meta, String> {
     if !(512..=1 << 20).contains(&page_size) || !page_size.is_power_of_two() {
         return Err(format!("bbolt page size {page_size} is not one bbolt uses"));
     }
-    Ok(Meta {
-        page_size,
-        root: u64_at(16),
-        txid: u64_at(48),
-    })
+    Ok(Meta { page_size, root: u64_at(16), txid: u64_at(48) })
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ *byte as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ *byte as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 #[cfg(test)]

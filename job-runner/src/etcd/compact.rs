@@ -11,8 +11,9 @@ use etcd_client::{Client, CompactionOptions};
 use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 
-use super::connect::{Connection, EndpointArgs, REQUEST_TIMEOUT};
 use crate::run::{self, Failure, RunClock, StopSignal};
+use groundskeeper_stores::etcd::connect::{Connection, EndpointArgs, REQUEST_TIMEOUT};
+pub use groundskeeper_stores::etcd::plan::CompactTarget;
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["retain_revisions", "revision"])))]
@@ -38,25 +39,14 @@ pub struct CompactArgs {
     pub grace_period_seconds: u64,
 }
 
-/// Which revision to compact to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactTarget {
-    RetainRevisions(i64),
-    Revision(i64),
-}
-
 impl CompactArgs {
     pub fn target(&self) -> Result<CompactTarget, Failure> {
         match (self.retain_revisions, self.revision) {
             (Some(n), None) if n >= 0 => Ok(CompactTarget::RetainRevisions(n)),
-            (Some(n), None) => Err(Failure::bad_input(format!(
-                "--retain-revisions {n}: must be 0 or more"
-            ))),
+            (Some(n), None) => Err(Failure::bad_input(format!("--retain-revisions {n}: must be 0 or more"))),
             (None, Some(r)) if r >= 1 => Ok(CompactTarget::Revision(r)),
             (None, Some(r)) => Err(Failure::bad_input(format!("--revision {r}: must be 1 or more"))),
-            _ => Err(Failure::bad_input(
-                "give exactly one of --retain-revisions and --revision",
-            )),
+            _ => Err(Failure::bad_input("give exactly one of --retain-revisions and --revision")),
         }
     }
 }
@@ -66,9 +56,9 @@ impl CompactArgs {
 pub fn target_revision(target: CompactTarget, current: i64) -> Result<Option<i64>, Failure> {
     match target {
         CompactTarget::RetainRevisions(n) => Ok(Some(current - n).filter(|r| *r >= 1)),
-        CompactTarget::Revision(r) if r > current => Err(Failure::bad_input(format!(
-            "revision {r} is a future revision (the store is at {current})"
-        ))),
+        CompactTarget::Revision(r) if r > current => {
+            Err(Failure::bad_input(format!("revision {r} is a future revision (the store is at {current})")))
+        }
         CompactTarget::Revision(r) => Ok(Some(r)),
     }
 }
@@ -127,10 +117,7 @@ pub async fn run_compact_until(
     stop: &StopSignal,
 ) -> JobResult {
     let clock = RunClock::start();
-    let mut report = CompactReport {
-        physical,
-        ..CompactReport::default()
-    };
+    let mut report = CompactReport { physical, ..CompactReport::default() };
     let outcome = tokio::select! {
         outcome = compact_with(connection, target, physical, &mut report) => outcome,
         given_up = stop.deadline_passed() => Err(given_up.failure(
@@ -147,10 +134,9 @@ pub async fn run_compact_until(
     }
     if result.message.is_none() {
         result.message = Some(match outcome {
-            Outcome::Skipped => format!(
-                "history is only {} revisions long: nothing to compact",
-                report.current_revision
-            ),
+            Outcome::Skipped => {
+                format!("history is only {} revisions long: nothing to compact", report.current_revision)
+            }
             _ if report.already_compacted => {
                 format!("revision {} was already compacted", report.compacted_revision)
             }
@@ -189,20 +175,15 @@ pub async fn first_answering_client(connection: &Connection) -> Result<Client, F
             Err(err) => errors.push(format!("{endpoint}: {err}")),
         }
     }
-    Err(Failure::retryable(format!(
-        "no etcd endpoint answered: {}",
-        errors.join("; ")
-    )))
+    Err(Failure::retryable(format!("no etcd endpoint answered: {}", errors.join("; "))))
 }
 
 /// `groundskeeper-job compact`: runs, reports, and returns the exit code.
 pub fn main(args: CompactArgs) -> i32 {
     let clock = RunClock::start();
     let prepared = args.target().and_then(|target| {
-        let grace = run::check_wait(
-            "--grace-period-seconds",
-            Duration::from_secs(args.grace_period_seconds),
-        )?;
+        let grace =
+            run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
         Ok((target, args.connection.connection()?, grace))
     });
     let result = match prepared {
@@ -210,11 +191,9 @@ pub fn main(args: CompactArgs) -> i32 {
             let stop = StopSignal::listen_or_warn(grace);
             run_compact_until(&connection, target, args.physical, &stop).await
         }),
-        Err(failure) => clock.finish(
-            Report::Compact(CompactReport::default()),
-            Outcome::Failed,
-            Some(failure),
-        ),
+        Err(failure) => {
+            clock.finish(Report::Compact(CompactReport::default()), Outcome::Failed, Some(failure))
+        }
     };
     run::report(&result, &args.result_file);
     run::exit_code(&result)
@@ -222,10 +201,7 @@ pub fn main(args: CompactArgs) -> i32 {
 
 /// One thread is plenty: the runner waits on a handful of members.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime can be built")
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime can be built")
 }
 
 #[cfg(test)]
@@ -264,17 +240,10 @@ mod tests {
                 Err(ErrorKind::BadInput),
             ),
             ("transport error: connection refused", Err(ErrorKind::Retryable)),
-            (
-                "grpc request error: status: Unavailable",
-                Err(ErrorKind::Retryable),
-            ),
+            ("grpc request error: status: Unavailable", Err(ErrorKind::Retryable)),
         ];
         for (message, want) in cases {
-            assert_eq!(
-                classify_compact_error(message).map_err(|f| f.kind),
-                want,
-                "{message}"
-            );
+            assert_eq!(classify_compact_error(message).map_err(|f| f.kind), want, "{message}");
         }
     }
 
@@ -288,17 +257,9 @@ mod tests {
             result_file: "/dev/null".into(),
             grace_period_seconds: 60,
         };
-        assert_eq!(
-            args(Some(5), None).target(),
-            Ok(CompactTarget::RetainRevisions(5))
-        );
+        assert_eq!(args(Some(5), None).target(), Ok(CompactTarget::RetainRevisions(5)));
         assert_eq!(args(None, Some(7)).target(), Ok(CompactTarget::Revision(7)));
-        for (retain, revision) in [
-            (Some(-1), None),
-            (None, Some(0)),
-            (None, None),
-            (Some(1), Some(1)),
-        ] {
+        for (retain, revision) in [(Some(-1), None), (None, Some(0)), (None, None), (Some(1), Some(1))] {
             assert_eq!(
                 args(retain, revision).target().map_err(|f| f.kind),
                 Err(ErrorKind::BadInput),

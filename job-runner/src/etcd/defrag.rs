@@ -1,7 +1,7 @@
 //! `groundskeeper-job defrag`: defragment the members that need it, one at a time, without an
 //! election.
 //!
-//! The decisions are in [`super::plan`]; this module observes, acts, and waits:
+//! The decisions are in [`groundskeeper_stores::etcd::plan`]; this module observes, acts, and waits:
 //! observe → (compact) → plan → for each member: observe again, re-check, maybe move leadership,
 //! defragment, wait until it has caught up → disarm `NOSPACE` alarms.
 
@@ -16,13 +16,13 @@ use groundskeeper_protocol::result::{
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 use super::compact::{self, Compacted};
-use super::connect::{Cluster, Connection, EndpointArgs};
 use super::lock::{Acquired, DefragLock};
-use super::plan::{
+use crate::run::{self, Failure, RunClock, StopSignal};
+use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
+use groundskeeper_stores::etcd::plan::{
     self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
     PlannedMember, Refusal, StepDecision, TransferSeen,
 };
-use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// How often the runner looks again while it waits for a member.
 /// Waits between polls start short, since most waits (a leader change, a member catching up)
@@ -59,10 +59,7 @@ enum DefragSeen {
 impl DefragCall {
     fn start(mut client: etcd_client::Client) -> Self {
         let task = tokio::spawn(async move { client.defragment().await.map(|_| ()) });
-        Self {
-            task: Some(task),
-            cut: false,
-        }
+        Self { task: Some(task), cut: false }
     }
 
     /// Waits for the call's end (cancel-safe: the task goes on when this future is dropped).
@@ -187,9 +184,7 @@ impl DefragArgs {
             )));
         }
         if let Some(n) = self.compact_retain_revisions.filter(|n| *n < 0) {
-            return Err(Failure::bad_input(format!(
-                "--compact-retain-revisions {n}: must be 0 or more"
-            )));
+            return Err(Failure::bad_input(format!("--compact-retain-revisions {n}: must be 0 or more")));
         }
         Ok(DefragOptions {
             connection: self.connection.connection()?,
@@ -253,17 +248,10 @@ pub async fn run_defrag_until(
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> JobResult {
     let clock = RunClock::start();
-    let mut report = DefragReport {
-        dry_run: options.dry_run,
-        ..DefragReport::default()
-    };
+    let mut report = DefragReport { dry_run: options.dry_run, ..DefragReport::default() };
     let result = {
-        let run = Run {
-            options,
-            report: RefCell::new(&mut report),
-            on_progress: RefCell::new(on_progress),
-            stop,
-        };
+        let run =
+            Run { options, report: RefCell::new(&mut report), on_progress: RefCell::new(on_progress), stop };
         tokio::select! {
             result = run.go() => result,
             // What is in flight is given up on here, so the result is written before SIGKILL;
@@ -368,11 +356,7 @@ impl Run<'_> {
         if self.options.dry_run || plan.is_empty() {
             self.report.borrow_mut().members = plan.members.iter().map(|m| not_done(m, &m.reason)).collect();
             let summary = if self.options.dry_run { "dry run: " } else { "" };
-            let outcome = if plan.is_empty() {
-                Outcome::Skipped
-            } else {
-                Outcome::Succeeded
-            };
+            let outcome = if plan.is_empty() { Outcome::Skipped } else { Outcome::Succeeded };
             let count = plan.members.iter().filter(|m| m.will_defrag()).count();
             // A compaction asked for with the defrag happened even when no member needs a defrag.
             let compacted = self
@@ -412,10 +396,8 @@ impl Run<'_> {
                         });
                     }
                 }
-                return Err(stop.failure(&format!(
-                    "{} member(s) defragmented, {left} not reached",
-                    defragmented.len()
-                )));
+                return Err(stop
+                    .failure(&format!("{} member(s) defragmented, {left} not reached", defragmented.len())));
             }
             let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
             // Touch nothing more on failure: the members not reached are listed as such.
@@ -423,18 +405,11 @@ impl Run<'_> {
             defragmented.push(member.id);
         }
         self.disarm_nospace(cluster, &defragmented).await?;
-        Ok((
-            Outcome::Succeeded,
-            format!("defragmented {} member(s)", defragmented.len()),
-        ))
+        Ok((Outcome::Succeeded, format!("defragmented {} member(s)", defragmented.len())))
     }
 
     async fn compact(&self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
-        let leader = cluster
-            .observe()
-            .await
-            .iter()
-            .find_map(|m| m.status.as_ref().ok().map(|s| s.leader));
+        let leader = cluster.observe().await.iter().find_map(|m| m.status.as_ref().ok().map(|s| s.leader));
         let mut client = cluster
             .client_of(leader.unwrap_or_default())
             .map_err(|e| Failure::retryable(format!("cannot reach the leader to compact: {e}")))?;
@@ -488,19 +463,14 @@ impl Run<'_> {
                 ))));
             }
             StepDecision::MoveLeaderTo { to } => {
-                self.transfer_leadership(cluster, member, to)
-                    .await
-                    .map_err(stopped_here)?;
+                self.transfer_leadership(cluster, member, to).await.map_err(stopped_here)?;
                 true
             }
             StepDecision::DefragLeader => true,
             StepDecision::Defrag => false,
         };
         self.progress(Progress::MemberStarted(member));
-        let before_status = observed
-            .iter()
-            .find(|m| m.id == member.id)
-            .and_then(|m| m.status.as_ref().ok());
+        let before_status = observed.iter().find(|m| m.id == member.id).and_then(|m| m.status.as_ref().ok());
         let before = before_status.map_or(member.db_size, |s| s.db_size);
         self.update_member(index, |m| {
             m.db_size_before = before;
@@ -512,10 +482,7 @@ impl Run<'_> {
         });
         let started = Instant::now();
         let (defragged, transferred) = match early {
-            None => (
-                self.defragment(cluster, index, member, before_status).await,
-                Ok(()),
-            ),
+            None => (self.defragment(cluster, index, member, before_status).await, Ok(())),
             Some((leader, to)) => {
                 // Both are awaited to their end: a defrag is never abandoned half-way by the
                 // client, even when the transfer fails.
@@ -574,10 +541,7 @@ impl Run<'_> {
         from: &PlannedMember,
         to: u64,
     ) -> Result<String, Failure> {
-        let to_name = cluster
-            .member(to)
-            .map(|m| m.name.clone())
-            .unwrap_or_else(|| format!("{to:x}"));
+        let to_name = cluster.member(to).map(|m| m.name.clone()).unwrap_or_else(|| format!("{to:x}"));
         self.check_stop(|| format!("leadership was not moved from {} to {to_name}", from.name))?;
         // MoveLeader must be sent to the leader itself.
         let mut client = cluster
@@ -596,20 +560,13 @@ impl Run<'_> {
         ));
         if let Err(err) = client.move_leader(to).await {
             let message = format!("moving leadership from {} to {to_name} failed: {err}", from.name);
-            let state = if is_timeout(&err) {
-                TransferState::Unknown
-            } else {
-                TransferState::Failed
-            };
+            let state = if is_timeout(&err) { TransferState::Unknown } else { TransferState::Failed };
             self.record_transfer(transfer(state, Some(message.clone())));
             return Err(Failure::retryable(message));
         }
         // etcd answers MoveLeader once the old leader follows the new one: leadership moved.
         self.record_transfer(transfer(TransferState::Moved, None));
-        self.progress(Progress::LeaderMoved {
-            from: &from.name,
-            to: &to_name,
-        });
+        self.progress(Progress::LeaderMoved { from: &from.name, to: &to_name });
         let deadline = Instant::now() + self.options.member_timeout;
         let mut unhealthy_since: Option<Instant> = None;
         let mut delay = PollDelay::new();
@@ -662,17 +619,11 @@ impl Run<'_> {
         let mut sent = false;
         for attempt in 1..=DEFRAG_ATTEMPTS {
             // After a first call whose end is unknown, a stop leaves the member unknown.
-            let unsent_state = if sent {
-                MemberDefragState::Unknown
-            } else {
-                MemberDefragState::Stopped
-            };
+            let unsent_state = if sent { MemberDefragState::Unknown } else { MemberDefragState::Stopped };
             self.check_stop(|| format!("member {} was not defragmented", member.name))
                 .map_err(|f| DefragFailure::new(unsent_state, f))?;
-            let client = self
-                .member_client(cluster, member)
-                .await
-                .map_err(|f| DefragFailure::new(unsent_state, f))?;
+            let client =
+                self.member_client(cluster, member).await.map_err(|f| DefragFailure::new(unsent_state, f))?;
             let mut call = DefragCall::start(client);
             sent = true;
             // Until the call's end is known, the report says so: a run given up on now reports it.
@@ -698,10 +649,7 @@ impl Run<'_> {
                     tracing::info!(member = %member.name, "defrag call outlived its timeout; polling the member")
                 }
             }
-            match self
-                .wait_defrag_over(cluster, member, before, &mut call, deadline)
-                .await?
-            {
+            match self.wait_defrag_over(cluster, member, before, &mut call, deadline).await? {
                 DefragSeen::Done => return Ok(()),
                 DefragSeen::NotEvident => continue,
             }
@@ -789,10 +737,7 @@ impl Run<'_> {
     async fn serves_reads(&self, cluster: &Cluster, id: u64) -> Result<(), String> {
         let mut client = cluster.client_of(id)?;
         client
-            .get(
-                "groundskeeper/defrag-probe",
-                Some(GetOptions::new().with_serializable()),
-            )
+            .get("groundskeeper/defrag-probe", Some(GetOptions::new().with_serializable()))
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -823,9 +768,7 @@ impl Run<'_> {
                     "member {} did not become healthy and caught up within {:?}: {}",
                     member.map(|m| m.name.as_str()).unwrap_or("?"),
                     self.options.member_timeout,
-                    member
-                        .and_then(|m| m.unhealthy_because())
-                        .unwrap_or_else(|| "lagging".into())
+                    member.and_then(|m| m.unhealthy_because()).unwrap_or_else(|| "lagging".into())
                 )));
             }
             delay.sleep().await;
@@ -865,11 +808,7 @@ impl Run<'_> {
 }
 
 fn member_caught_up(observed: &[MemberObservation], id: u64, max_apply_lag: u64) -> bool {
-    let leader = observed
-        .iter()
-        .find(|m| m.id == id)
-        .and_then(|m| m.status.as_ref().ok())
-        .map(|s| s.leader);
+    let leader = observed.iter().find(|m| m.id == id).and_then(|m| m.status.as_ref().ok()).map(|s| s.leader);
     let leader_index = observed
         .iter()
         .find(|m| Some(m.id) == leader)
@@ -882,11 +821,7 @@ fn member_caught_up(observed: &[MemberObservation], id: u64, max_apply_lag: u64)
 }
 
 fn status_size(observed: &[MemberObservation], id: u64) -> Option<i64> {
-    observed
-        .iter()
-        .find(|m| m.id == id)
-        .and_then(|m| m.status.as_ref().ok())
-        .map(|s| s.db_size)
+    observed.iter().find(|m| m.id == id).and_then(|m| m.status.as_ref().ok()).map(|s| s.db_size)
 }
 
 /// A member the run did not defragment and will not: skipped, or planned in a dry run.
@@ -935,10 +870,8 @@ fn is_timeout(err: &etcd_client::Error) -> bool {
 
 /// The plan as a table for people (`--dry-run` and the logs).
 pub fn plan_table(plan: &DefragPlan) -> String {
-    let mut out = format!(
-        "{:<20} {:<17} {:>14} {:>14} {:<8} action\n",
-        "member", "id", "dbSize", "inUse", "leader"
-    );
+    let mut out =
+        format!("{:<20} {:<17} {:>14} {:>14} {:<8} action\n", "member", "id", "dbSize", "inUse", "leader");
     for m in &plan.members {
         let action = match m.action {
             MemberAction::Defrag => "defrag",
@@ -966,10 +899,7 @@ pub fn main(args: DefragArgs) -> i32 {
             run_defrag_until(&options, &stop, &mut log_progress).await
         }),
         Err(failure) => RunClock::start().finish(
-            Report::Defrag(DefragReport {
-                dry_run: args.dry_run,
-                ..DefragReport::default()
-            }),
+            Report::Defrag(DefragReport { dry_run: args.dry_run, ..DefragReport::default() }),
             Outcome::Failed,
             Some(failure),
         ),
@@ -983,12 +913,9 @@ fn log_progress(progress: Progress<'_>) {
         Progress::Compacted { revision, already } => {
             tracing::info!(revision, already_compacted = already, "compacted")
         }
-        Progress::Planned(plan) => eprint!(
-            "plan (leader {:x}, raft term {}):\n{}",
-            plan.leader,
-            plan.raft_term,
-            plan_table(plan)
-        ),
+        Progress::Planned(plan) => {
+            eprint!("plan (leader {:x}, raft term {}):\n{}", plan.leader, plan.raft_term, plan_table(plan))
+        }
         Progress::LeaderMoved { from, to } => tracing::info!(from, to, "leadership moved"),
         Progress::MemberStarted(m) => tracing::info!(member = %m.name, "defrag started"),
         Progress::MemberDone(m) => tracing::info!(
@@ -1046,49 +973,22 @@ mod tests {
             (|a| a.max_fragmented_percent = 101.0, "--max-fragmented-percent"),
             (|a| a.max_fragmented_percent = -0.5, "--max-fragmented-percent"),
             (|a| a.defrag_call_timeout_ms = 0, "--defrag-call-timeout-ms"),
-            (
-                |a| a.connection.endpoints = vec!["http://127.0.0.1:0".into()],
-                "port 0",
-            ),
-            (
-                |a| a.connection.endpoints = vec!["http://:2379".into()],
-                "--endpoints",
-            ),
-            (
-                |a| a.connection.endpoints = vec!["http://127.0.0.1:99999".into()],
-                "not a URL",
-            ),
+            (|a| a.connection.endpoints = vec!["http://127.0.0.1:0".into()], "port 0"),
+            (|a| a.connection.endpoints = vec!["http://:2379".into()], "--endpoints"),
+            (|a| a.connection.endpoints = vec!["http://127.0.0.1:99999".into()], "not a URL"),
             (
                 |a| a.connection.endpoints = vec!["http://user@127.0.0.1:2379".into()],
                 "scheme://host:port only",
             ),
             (|a| a.member_timeout_seconds = 0, "--member-timeout-seconds"),
             (|a| a.grace_period_seconds = 0, "--grace-period-seconds"),
-            (
-                |a| a.member_timeout_seconds = u64::MAX,
-                "--member-timeout-seconds",
-            ),
-            (
-                |a| a.compact_retain_revisions = Some(-3),
-                "--compact-retain-revisions",
-            ),
-            (
-                |a| a.connection.endpoints = vec!["127.0.0.1:2379".into()],
-                "must start with http",
-            ),
+            (|a| a.member_timeout_seconds = u64::MAX, "--member-timeout-seconds"),
+            (|a| a.compact_retain_revisions = Some(-3), "--compact-retain-revisions"),
+            (|a| a.connection.endpoints = vec!["127.0.0.1:2379".into()], "must start with http"),
             (|a| a.connection.endpoints = vec![" ".into()], "no endpoint given"),
-            (
-                |a| a.connection.endpoints = vec!["https://e:2379".into()],
-                "--cacert is required",
-            ),
-            (
-                |a| a.connection.cert = Some("/c.pem".into()),
-                "--cert needs --cacert",
-            ),
-            (
-                |a| a.connection.cacert = Some("/nonexistent/ca.pem".into()),
-                "--cacert /nonexistent/ca.pem",
-            ),
+            (|a| a.connection.endpoints = vec!["https://e:2379".into()], "--cacert is required"),
+            (|a| a.connection.cert = Some("/c.pem".into()), "--cert needs --cacert"),
+            (|a| a.connection.cacert = Some("/nonexistent/ca.pem".into()), "--cacert /nonexistent/ca.pem"),
         ];
         for (change, want) in cases {
             let mut a = args();
@@ -1109,10 +1009,6 @@ mod tests {
         a.connection.cacert = Some(junk);
         let failure = a.options().unwrap_err();
         assert_eq!(failure.kind, ErrorKind::BadInput);
-        assert!(
-            failure.message.contains("no PEM certificate"),
-            "{}",
-            failure.message
-        );
+        assert!(failure.message.contains("no PEM certificate"), "{}", failure.message);
     }
 }

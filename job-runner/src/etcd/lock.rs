@@ -58,11 +58,7 @@ impl DefragLock {
                 return Ok(Acquired::NoSpace(e.to_string()));
             }
             Err(e) if e.to_string().contains("lease already exists") => {
-                let left = client
-                    .lease_time_to_live(LOCK_LEASE_ID, None)
-                    .await
-                    .map(|t| t.ttl())
-                    .ok();
+                let left = client.lease_time_to_live(LOCK_LEASE_ID, None).await.map(|t| t.ttl()).ok();
                 return Err(Failure::retryable(refusal(left)));
             }
             Err(e) => {
@@ -119,17 +115,8 @@ mod tests {
     #[test]
     fn the_refusal_says_what_to_do() {
         let message = refusal(Some(42));
-        assert!(
-            message.contains("lease 676e646b64667267, its lease has 42s left"),
-            "{message}"
-        );
-        assert!(
-            message.contains("nothing was done, retry once it has finished"),
-            "{message}"
-        );
-        assert!(
-            !refusal(None).contains("left unless"),
-            "no figure when the lease could not be read"
-        );
+        assert!(message.contains("lease 676e646b64667267, its lease has 42s left"), "{message}");
+        assert!(message.contains("nothing was done, retry once it has finished"), "{message}");
+        assert!(!refusal(None).contains("left unless"), "no figure when the lease could not be read");
     }
 }

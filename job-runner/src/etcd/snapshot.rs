@@ -24,10 +24,10 @@ use sha2::{Digest, Sha256};
 
 use super::bolt::Db;
 use super::compact::runtime;
-use super::connect::{Cluster, Connection, EndpointArgs};
-use super::plan::MemberObservation;
-use super::retention::{self, NameTemplate};
 use crate::run::{self, Failure, RunClock, StopSignal};
+use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
+use groundskeeper_stores::etcd::plan::MemberObservation;
+use groundskeeper_stores::etcd::retention::{self, NameTemplate};
 
 /// etcd's checksum after the database.
 pub const TRAILER: u64 = 32;
@@ -157,9 +157,7 @@ pub fn check_file(path: &Path) -> Result<Checked, Failure> {
     let mut check = TrailerCheck::default();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| refuse(format!("cannot read it: {e}")))?;
+        let n = file.read(&mut buf).map_err(|e| refuse(format!("cannot read it: {e}")))?;
         if n == 0 {
             break;
         }
@@ -175,27 +173,18 @@ pub fn check_file(path: &Path) -> Result<Checked, Failure> {
             None
         }
     };
-    Ok(Checked {
-        size,
-        sha256,
-        db_sha256,
-        revision,
-    })
+    Ok(Checked { size, sha256, db_sha256, revision })
 }
 
 /// The member to stream from: a healthy voting follower, the most caught-up one (then the lowest
 /// id); else the healthy leader. `Err` says why none is healthy.
 pub fn choose_member(observed: &[MemberObservation]) -> Result<(&MemberObservation, bool), String> {
-    let healthy: Vec<&MemberObservation> = observed
-        .iter()
-        .filter(|m| !m.is_learner && m.unhealthy_because().is_none())
-        .collect();
+    let healthy: Vec<&MemberObservation> =
+        observed.iter().filter(|m| !m.is_learner && m.unhealthy_because().is_none()).collect();
     let is_leader = |m: &MemberObservation| m.status.as_ref().is_ok_and(|s| s.leader == m.id);
     let applied = |m: &MemberObservation| m.status.as_ref().map_or(0, |s| s.raft_applied_index);
-    let follower = healthy
-        .iter()
-        .filter(|m| !is_leader(m))
-        .max_by_key(|m| (applied(m), std::cmp::Reverse(m.id)));
+    let follower =
+        healthy.iter().filter(|m| !is_leader(m)).max_by_key(|m| (applied(m), std::cmp::Reverse(m.id)));
     if let Some(follower) = follower {
         return Ok((follower, false));
     }
@@ -213,10 +202,7 @@ pub fn choose_member(observed: &[MemberObservation]) -> Result<(&MemberObservati
             format!("{} ({}): {state}", m.name, m.id_hex())
         })
         .collect();
-    Err(format!(
-        "no healthy member to take a snapshot from: {}",
-        why.join("; ")
-    ))
+    Err(format!("no healthy member to take a snapshot from: {}", why.join("; ")))
 }
 
 /// The output path, checked before anything is asked of etcd: a file name in a folder that
@@ -255,25 +241,17 @@ struct Partial {
 
 impl Partial {
     fn create(path: &Path) -> Result<Self, Failure> {
-        let file = OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| {
+        let file = OpenOptions::new().write(true).read(true).create(true).truncate(true).open(path).map_err(
+            |e| {
                 let message = format!("cannot create {}: {e}", path.display());
                 if e.kind() == std::io::ErrorKind::PermissionDenied {
                     Failure::bad_input(message)
                 } else {
                     Failure::retryable(message)
                 }
-            })?;
-        Ok(Self {
-            path: path.to_owned(),
-            file: Some(file),
-            kept: false,
-        })
+            },
+        )?;
+        Ok(Self { path: path.to_owned(), file: Some(file), kept: false })
     }
 
     fn file(&mut self) -> &mut File {
@@ -358,15 +336,9 @@ pub async fn run_snapshot(
         result.message = Some(
             format!(
                 "snapshot of revision {} from {} ({}) written to {}: {} bytes ({:.2} MiB), sha256 {}",
-                report
-                    .revision
-                    .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+                report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
                 report.member.as_deref().unwrap_or_default(),
-                if report.from_leader {
-                    "the leader: no healthy follower"
-                } else {
-                    "a follower"
-                },
+                if report.from_leader { "the leader: no healthy follower" } else { "a follower" },
                 report.path,
                 report.size_bytes,
                 report.size_mib,
@@ -477,17 +449,10 @@ async fn snapshot_with(
             })?;
         let Some(message) = message else { break };
         let blob = message.blob();
-        partial
-            .file()
-            .write_all(blob)
-            .map_err(|e| write_failure(&partial_path, e))?;
+        partial.file().write_all(blob).map_err(|e| write_failure(&partial_path, e))?;
         check.update(blob);
         if last_log.elapsed() > Duration::from_secs(10) {
-            tracing::info!(
-                bytes = check.len,
-                remaining = message.remaining_bytes(),
-                "streaming"
-            );
+            tracing::info!(bytes = check.len, remaining = message.remaining_bytes(), "streaming");
             last_log = Instant::now();
         }
     }
@@ -495,16 +460,10 @@ async fn snapshot_with(
     let (sha256, db_sha256) = check.finish().map_err(|why| {
         Failure::retryable(format!("the snapshot from {} is not whole: {why}", member.name))
     })?;
-    partial
-        .file()
-        .sync_all()
-        .map_err(|e| write_failure(&partial_path, e))?;
+    partial.file().sync_all().map_err(|e| write_failure(&partial_path, e))?;
     // What reached the disk, read back: the same bytes, and a database etcd can open.
     let on_disk = check_file(&partial_path).map_err(|f| {
-        Failure::retryable(format!(
-            "the file written does not read back whole: {}",
-            f.message
-        ))
+        Failure::retryable(format!("the file written does not read back whole: {}", f.message))
     })?;
     if on_disk.sha256 != sha256 || on_disk.size != streamed {
         return Err(Failure::retryable(format!(
@@ -515,11 +474,7 @@ async fn snapshot_with(
         )));
     }
     std::fs::rename(&partial_path, output).map_err(|e| {
-        Failure::retryable(format!(
-            "cannot rename {} to {}: {e}",
-            partial_path.display(),
-            output.display()
-        ))
+        Failure::retryable(format!("cannot rename {} to {}: {e}", partial_path.display(), output.display()))
     })?;
     partial.kept = true;
     File::open(&dir)
@@ -541,11 +496,8 @@ fn write_failure(path: &Path, error: std::io::Error) -> Failure {
 /// `snapshot verify FILE`: the check as a result.
 pub fn verify(file: &Path) -> JobResult {
     let clock = RunClock::start();
-    let mut report = SnapshotReport {
-        path: file.display().to_string(),
-        verify_only: true,
-        ..SnapshotReport::default()
-    };
+    let mut report =
+        SnapshotReport { path: file.display().to_string(), verify_only: true, ..SnapshotReport::default() };
     match check_file(file) {
         Ok(checked) => {
             report.size_bytes = checked.size;
@@ -559,9 +511,7 @@ pub fn verify(file: &Path) -> JobResult {
                 file.display(),
                 checked.size,
                 mib(checked.size),
-                checked
-                    .revision
-                    .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+                checked.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
                 checked.sha256
             ));
             result
@@ -580,10 +530,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         let result = verify(&verify_args.file);
         match &verify_args.result_file {
             Some(path) => run::report(&result, path),
-            None => println!(
-                "{}",
-                serde_json::to_string_pretty(&result).expect("results always serialise")
-            ),
+            None => println!("{}", serde_json::to_string_pretty(&result).expect("results always serialise")),
         }
         if let Some(error) = &result.error {
             eprintln!("error: {}", error.message);
@@ -593,10 +540,8 @@ pub fn main(args: SnapshotArgs) -> i32 {
     let clock = RunClock::start();
     let output = args.output.clone().unwrap_or_default();
     let prepared = (|| {
-        let grace = run::check_wait(
-            "--grace-period-seconds",
-            Duration::from_secs(args.grace_period_seconds),
-        )?;
+        let grace =
+            run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
         check_output(&output)?;
         let retention = args.retention()?;
         Ok::<_, Failure>((args.connection.connection()?, grace, retention))
@@ -622,8 +567,8 @@ pub fn main(args: SnapshotArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::plan::MemberStatus;
     use groundskeeper_protocol::result::ErrorKind;
+    use groundskeeper_stores::etcd::plan::MemberStatus;
 
     fn stream_of(db: &[u8]) -> Vec<u8> {
         let mut bytes = db.to_vec();
@@ -677,25 +622,13 @@ mod tests {
     fn a_caught_up_follower_is_chosen_the_leader_only_when_alone() {
         let pick = |members: &[MemberObservation]| choose_member(members).map(|(m, leader)| (m.id, leader));
         // Leader 1; followers 2 (behind) and 3.
-        let members = [
-            member(1, 1, 10, true),
-            member(2, 1, 8, true),
-            member(3, 1, 10, true),
-        ];
+        let members = [member(1, 1, 10, true), member(2, 1, 8, true), member(3, 1, 10, true)];
         assert_eq!(pick(&members), Ok((3, false)));
         // Equal progress: the lowest id.
-        let members = [
-            member(1, 1, 10, true),
-            member(2, 1, 10, true),
-            member(3, 1, 10, true),
-        ];
+        let members = [member(1, 1, 10, true), member(2, 1, 10, true), member(3, 1, 10, true)];
         assert_eq!(pick(&members), Ok((2, false)));
         // Followers down: the leader, and the report says so.
-        let members = [
-            member(1, 1, 10, true),
-            member(2, 1, 8, false),
-            member(3, 1, 10, false),
-        ];
+        let members = [member(1, 1, 10, true), member(2, 1, 8, false), member(3, 1, 10, false)];
         assert_eq!(pick(&members), Ok((1, true)));
         // A learner is never chosen.
         let mut learner = member(2, 1, 10, true);

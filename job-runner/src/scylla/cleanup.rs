@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 use groundskeeper_protocol::result::{CleanupReport, KeyspaceCleanup, KeyspaceStatus};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 
-use super::agent::{
+use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock, Stop, StopSignal};
+use groundskeeper_stores::scylla::agent::{
     AgentClient, AgentConfig, AgentError, DEFAULT_AGENT_PORT, KeyspaceType, Replication, TaskState,
     TaskStatus,
 };
-use super::token::AuthToken;
-use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock, Stop, StopSignal};
+use groundskeeper_stores::scylla::token::AuthToken;
 
 /// Task-manager module and task type of a cleanup (Scylla's compaction module).
 const COMPACTION_MODULE: &str = "compaction";
@@ -105,13 +105,10 @@ impl CleanupArgs {
 /// `5s`, `500ms`, `2m`, `1h`, or plain seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 5s, 500ms or 2m"))?;
+    let value: f64 =
+        number.parse().map_err(|_| format!("{text:?} is not a duration like 5s, 500ms or 2m"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "" | "s" => value,
@@ -134,13 +131,8 @@ pub fn main(args: CleanupArgs) -> i32 {
     };
     let result = runtime.block_on(async {
         // A bad value is reported by the run itself; the default keeps the handlers meanwhile.
-        let grace = run::check_wait(
-            "--grace-period-seconds",
-            Duration::from_secs(args.grace_period_seconds),
-        )
-        .unwrap_or(Duration::from_secs(
-            groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
-        ));
+        let grace = run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))
+            .unwrap_or(Duration::from_secs(groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS));
         let stop = StopSignal::listen_or_warn(grace);
         run_until(&args, &stop).await
     });
@@ -169,10 +161,7 @@ struct InFlight {
 /// stopped on the node and the run reports what it did.
 pub async fn run_until(args: &CleanupArgs, stop: &StopSignal) -> JobResult {
     let clock = RunClock::start();
-    let mut report = CleanupReport {
-        node: args.node_address.clone(),
-        ..Default::default()
-    };
+    let mut report = CleanupReport { node: args.node_address.clone(), ..Default::default() };
     let mut in_flight = InFlight::default();
     let failure = tokio::select! {
         outcome = clean_node(args, &mut report, &mut in_flight) => outcome.err(),
@@ -181,15 +170,8 @@ pub async fn run_until(args: &CleanupArgs, stop: &StopSignal) -> JobResult {
     if let Some(failure) = &failure {
         tracing::error!(node = %args.node_address, error = %failure.message, "cleanup failed");
     }
-    let nothing_to_clean = report
-        .keyspaces
-        .iter()
-        .all(|k| k.status == KeyspaceStatus::Skipped);
-    let outcome = if nothing_to_clean {
-        Outcome::Skipped
-    } else {
-        Outcome::Succeeded
-    };
+    let nothing_to_clean = report.keyspaces.iter().all(|k| k.status == KeyspaceStatus::Skipped);
+    let outcome = if nothing_to_clean { Outcome::Skipped } else { Outcome::Succeeded };
     let message = (failure.is_none()).then(|| summary(&report));
     let mut result = clock.finish(Report::Cleanup(report), outcome, failure);
     if let Some(message) = message {
@@ -210,11 +192,7 @@ async fn stop_in_flight(
     in_flight: &InFlight,
     stop: Stop,
 ) -> Failure {
-    let not_started = report
-        .keyspaces
-        .iter()
-        .filter(|k| k.status == KeyspaceStatus::NotStarted)
-        .count();
+    let not_started = report.keyspaces.iter().filter(|k| k.status == KeyspaceStatus::NotStarted).count();
     let Some(index) = in_flight.keyspace else {
         return stop.failure(&format!(
             "no cleanup was running on node {}; {not_started} keyspace(s) not started",
@@ -247,25 +225,22 @@ async fn stop_cleanup_on_node(client: &AgentClient, task: Option<&str>, stop: St
     let deadline = tokio::time::Instant::from(stop.deadline);
     let mut done = Vec::new();
     if let Some(task) = task {
-        done.push(
-            match tokio::time::timeout_at(deadline, client.abort_task(task)).await {
-                Ok(Ok(true)) => format!("cleanup task {task} aborted"),
-                Ok(Ok(false)) => format!("cleanup task {task} is not abortable"),
-                Ok(Err(err)) => format!("aborting cleanup task {task} failed: {err}"),
-                Err(_) => format!("aborting cleanup task {task} got no answer in time"),
-            },
-        );
+        done.push(match tokio::time::timeout_at(deadline, client.abort_task(task)).await {
+            Ok(Ok(true)) => format!("cleanup task {task} aborted"),
+            Ok(Ok(false)) => format!("cleanup task {task} is not abortable"),
+            Ok(Err(err)) => format!("aborting cleanup task {task} failed: {err}"),
+            Err(_) => format!("aborting cleanup task {task} got no answer in time"),
+        });
     }
-    done.push(
-        match tokio::time::timeout_at(deadline, client.stop_compaction("CLEANUP")).await {
-            Ok(Ok(())) => "stop_compaction CLEANUP sent".to_owned(),
-            Ok(Err(err)) => {
-                format!("stop_compaction CLEANUP failed: {err}; the cleanup may still run on the node")
-            }
-            Err(_) => "stop_compaction CLEANUP got no answer in time; the cleanup may still run on the node"
-                .to_owned(),
-        },
-    );
+    done.push(match tokio::time::timeout_at(deadline, client.stop_compaction("CLEANUP")).await {
+        Ok(Ok(())) => "stop_compaction CLEANUP sent".to_owned(),
+        Ok(Err(err)) => {
+            format!("stop_compaction CLEANUP failed: {err}; the cleanup may still run on the node")
+        }
+        Err(_) => {
+            "stop_compaction CLEANUP got no answer in time; the cleanup may still run on the node".to_owned()
+        }
+    });
     for line in &done {
         tracing::warn!(signal = stop.signal, "{line}");
     }
@@ -282,12 +257,7 @@ fn summary(report: &CleanupReport) -> String {
     if cleaned.is_empty() {
         format!("node {}: no keyspace needs cleanup", report.node)
     } else {
-        format!(
-            "node {}: cleaned {} keyspace(s): {}",
-            report.node,
-            cleaned.len(),
-            cleaned.join(", ")
-        )
+        format!("node {}: cleaned {} keyspace(s): {}", report.node, cleaned.len(), cleaned.join(", "))
     }
 }
 
@@ -298,28 +268,18 @@ async fn clean_node(
 ) -> Result<(), Failure> {
     run::check_wait("--poll-interval", args.poll_interval)?;
     run::check_wait("--request-timeout", args.request_timeout)?;
-    run::check_wait(
-        "--grace-period-seconds",
-        Duration::from_secs(args.grace_period_seconds),
-    )?;
+    run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
     let client = connect(args)?;
     let context = |err: AgentError| agent_failure(args, err);
 
-    let cleanable = client
-        .keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes)
-        .await
-        .map_err(context)?;
+    let cleanable =
+        client.keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes).await.map_err(context)?;
     let plan = if args.keyspaces.is_empty() {
         plan_keyspaces(&[], &[], &cleanable, &[])
     } else {
-        let all = client
-            .keyspaces(KeyspaceType::All, Replication::All)
-            .await
-            .map_err(context)?;
-        let tablets = client
-            .keyspaces(KeyspaceType::NonLocalStrategy, Replication::Tablets)
-            .await
-            .map_err(context)?;
+        let all = client.keyspaces(KeyspaceType::All, Replication::All).await.map_err(context)?;
+        let tablets =
+            client.keyspaces(KeyspaceType::NonLocalStrategy, Replication::Tablets).await.map_err(context)?;
         plan_keyspaces(&args.keyspaces, &all, &cleanable, &tablets)
     }
     .map_err(|unknown| {
@@ -387,11 +347,7 @@ fn agent_failure(args: &CleanupArgs, err: AgentError) -> Failure {
         }
         _ => format!("{at}: {err}"),
     };
-    if err.is_retryable() {
-        Failure::retryable(message)
-    } else {
-        Failure::bad_input(message)
-    }
+    if err.is_retryable() { Failure::retryable(message) } else { Failure::bad_input(message) }
 }
 
 /// Stops cleanups an earlier attempt left running. True when one was seen running and stopped.
@@ -412,10 +368,7 @@ async fn stop_stale_cleanup(client: &AgentClient) -> Result<bool, AgentError> {
         stopped |= aborted;
     }
     let running = client.compactions().await?;
-    for compaction in running
-        .iter()
-        .filter(|c| c.task_type.eq_ignore_ascii_case("cleanup"))
-    {
+    for compaction in running.iter().filter(|c| c.task_type.eq_ignore_ascii_case("cleanup")) {
         tracing::warn!(keyspace = %compaction.ks, table = %compaction.cf, "stopping a cleanup left running by an earlier attempt");
         stopped = true;
     }
@@ -446,10 +399,7 @@ pub fn plan_keyspaces(
     if requested.is_empty() {
         return Ok(cleanable
             .iter()
-            .map(|name| PlannedKeyspace {
-                name: name.clone(),
-                skip_reason: None,
-            })
+            .map(|name| PlannedKeyspace { name: name.clone(), skip_reason: None })
             .collect());
     }
     let mut unique: Vec<&String> = Vec::new();
@@ -508,19 +458,11 @@ async fn clean_keyspaces(
     in_flight: &mut InFlight,
 ) -> Result<(), Failure> {
     let mut mode = Mode::Async;
-    for (index, entry) in report
-        .keyspaces
-        .iter_mut()
-        .enumerate()
-        .filter(|(_, k)| k.status == KeyspaceStatus::NotStarted)
+    for (index, entry) in
+        report.keyspaces.iter_mut().enumerate().filter(|(_, k)| k.status == KeyspaceStatus::NotStarted)
     {
         let started = Instant::now();
-        *in_flight = InFlight {
-            keyspace: Some(index),
-            started: Some(started),
-            task: None,
-            mode: Some(mode),
-        };
+        *in_flight = InFlight { keyspace: Some(index), started: Some(started), task: None, mode: Some(mode) };
         tracing::info!(keyspace = %entry.name, node = %args.node_address, "cleaning");
         let outcome = clean_keyspace(client, args, &entry.name, &mut mode, in_flight).await;
         *in_flight = InFlight::default();
@@ -618,9 +560,7 @@ async fn follow_task(
 /// some proxies).
 fn is_lost_task(err: &AgentError) -> bool {
     match err {
-        AgentError::Server {
-            status: 400, message, ..
-        } => message.contains("not found"),
+        AgentError::Server { status: 400, message, .. } => message.contains("not found"),
         AgentError::NotFound { .. } => true,
         _ => false,
     }
@@ -649,10 +589,7 @@ fn task_failure(args: &CleanupArgs, keyspace: &str, error: String) -> Failure {
 
 fn log_progress(keyspace: &str, status: &TaskStatus) {
     let percent = if status.progress_total > 0.0 {
-        format!(
-            "{:.1}%",
-            100.0 * status.progress_completed / status.progress_total
-        )
+        format!("{:.1}%", 100.0 * status.progress_completed / status.progress_total)
     } else {
         "unknown".to_owned()
     };
@@ -689,17 +626,11 @@ mod tests {
         let all = names(&["system", "system_schema", "ks1", "ks2", "tab"]);
         let cleanable = names(&["ks1", "ks2"]);
         let tablets = names(&["tab"]);
-        let planned = |n: &str, r: Option<&'static str>| PlannedKeyspace {
-            name: n.into(),
-            skip_reason: r,
-        };
+        let planned = |n: &str, r: Option<&'static str>| PlannedKeyspace { name: n.into(), skip_reason: r };
         for (requested, expected) in [
             (vec![], Ok(vec![planned("ks1", None), planned("ks2", None)])),
             (vec!["ks2"], Ok(vec![planned("ks2", None)])),
-            (
-                vec!["ks2", "ks1", "ks2"],
-                Ok(vec![planned("ks2", None), planned("ks1", None)]),
-            ),
+            (vec!["ks2", "ks1", "ks2"], Ok(vec![planned("ks2", None), planned("ks1", None)])),
             (
                 vec!["tab", "system", "ks1"],
                 Ok(vec![
@@ -711,11 +642,7 @@ mod tests {
             (vec!["nope", "ks1", "gone"], Err(names(&["nope", "gone"]))),
         ] {
             let requested = names(&requested);
-            assert_eq!(
-                plan_keyspaces(&requested, &all, &cleanable, &tablets),
-                expected,
-                "{requested:?}"
-            );
+            assert_eq!(plan_keyspaces(&requested, &all, &cleanable, &tablets), expected, "{requested:?}");
         }
     }
 
@@ -738,18 +665,11 @@ mod tests {
 
     #[test]
     fn task_results() {
-        let status = |state, error: &str| TaskStatus {
-            state,
-            error: error.into(),
-            ..Default::default()
-        };
+        let status = |state, error: &str| TaskStatus { state, error: error.into(), ..Default::default() };
         assert_eq!(task_result(&status(TaskState::Running, "")), None);
         assert_eq!(task_result(&status(TaskState::Created, "")), None);
         assert_eq!(task_result(&status(TaskState::Done, "")), Some(Ok(())));
-        assert_eq!(
-            task_result(&status(TaskState::Failed, "boom")),
-            Some(Err("boom".into()))
-        );
+        assert_eq!(task_result(&status(TaskState::Failed, "boom")), Some(Err("boom".into())));
         assert!(matches!(task_result(&status(TaskState::Failed, "")), Some(Err(m)) if !m.is_empty()));
     }
 }

@@ -1,5 +1,3 @@
-//! Scylla: the Scylla Manager Agent client and node cleanup.
+//! Scylla: node cleanup through the Scylla Manager Agent.
 
-pub mod agent;
 pub mod cleanup;
-pub mod token;

@@ -3,9 +3,9 @@
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use groundskeeper_controller::api::EtcdCluster;
-use groundskeeper_controller::api::etcd_cluster::{CompactionMode, EtcdMemberStatus};
-use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, TargetKind};
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::etcd_cluster::{CompactionMode, EtcdMemberStatus};
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind};
 
 use super::{conditions, indent, mib, relative, size, table, task, when};
 
@@ -26,11 +26,7 @@ pub fn tasks_of(cluster: &EtcdCluster, tasks: &[MaintenanceTask]) -> Vec<Mainten
 pub fn status(cluster: &EtcdCluster, tasks: &[MaintenanceTask], now: Timestamp) -> String {
     let status = cluster.status.clone().unwrap_or_default();
     let policy = &cluster.spec.policy;
-    let mut out = format!(
-        "EtcdCluster {}/{}\n",
-        cluster.namespace().unwrap_or_default(),
-        cluster.name_any()
-    );
+    let mut out = format!("EtcdCluster {}/{}\n", cluster.namespace().unwrap_or_default(), cluster.name_any());
     let mut field =
         |name: &str, value: String| out.push_str(&format!("  {:<14}{value}\n", format!("{name}:")));
     field("Endpoints", cluster.spec.endpoints.join(", "));
@@ -77,13 +73,7 @@ pub fn status(cluster: &EtcdCluster, tasks: &[MaintenanceTask], now: Timestamp) 
             None => "none: groundskeeper does not compact (etcd's --auto-compaction-* or the Kubernetes API server may)".to_owned(),
         },
     );
-    field(
-        "Revision",
-        status
-            .revision
-            .map(|r| r.to_string())
-            .unwrap_or_else(|| "-".to_owned()),
-    );
+    field("Revision", status.revision.map(|r| r.to_string()).unwrap_or_else(|| "-".to_owned()));
     field(
         "Compacted to",
         match status.last_compacted_revision {
@@ -111,17 +101,11 @@ pub fn status(cluster: &EtcdCluster, tasks: &[MaintenanceTask], now: Timestamp) 
         },
     );
     field("Next check", when(now, status.next_check_time.as_ref()));
-    field(
-        "Active task",
-        status.active_task.clone().unwrap_or_else(|| "none".to_owned()),
-    );
+    field("Active task", status.active_task.clone().unwrap_or_else(|| "none".to_owned()));
 
     out.push_str("\nTasks:\n");
     let mine = tasks_of(cluster, tasks);
-    let open: Vec<MaintenanceTask> = mine
-        .into_iter()
-        .filter(|t| !task::state_of(t).is_final())
-        .collect();
+    let open: Vec<MaintenanceTask> = mine.into_iter().filter(|t| !task::state_of(t).is_final()).collect();
     if open.is_empty() {
         out.push_str("  none queued or running\n");
     } else {
@@ -152,13 +136,8 @@ fn members_table(members: &[EtcdMemberStatus], now: Timestamp) -> String {
                 m.raft_term.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
                 size(m.db_size),
                 size(m.db_size_in_use),
-                m.fragmentation_percent
-                    .map(|p| format!("{p:.1}%"))
-                    .unwrap_or_else(|| "-".into()),
-                m.last_defrag_time
-                    .as_ref()
-                    .map(|t| relative(now, t.0))
-                    .unwrap_or_else(|| "-".into()),
+                m.fragmentation_percent.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into()),
+                m.last_defrag_time.as_ref().map(|t| relative(now, t.0)).unwrap_or_else(|| "-".into()),
                 m.message.clone().unwrap_or_default(),
             ]
         })

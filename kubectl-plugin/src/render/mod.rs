@@ -64,21 +64,13 @@ pub fn age(now: Timestamp, then: Timestamp) -> String {
 
 /// How long until, or how long ago: `in 4m`, `12m ago`.
 pub fn relative(now: Timestamp, at: Timestamp) -> String {
-    if at > now {
-        format!("in {}", age(at, now))
-    } else {
-        format!("{} ago", age(now, at))
-    }
+    if at > now { format!("in {}", age(at, now)) } else { format!("{} ago", age(now, at)) }
 }
 
 /// `2026-11-23T20:31:05Z (3m ago)`.
 pub fn when(now: Timestamp, at: Option<&Time>) -> String {
     match at {
-        Some(at) => format!(
-            "{} ({})",
-            at.0.round(jiff::Unit::Second).unwrap_or(at.0),
-            relative(now, at.0)
-        ),
+        Some(at) => format!("{} ({})", at.0.round(jiff::Unit::Second).unwrap_or(at.0), relative(now, at.0)),
         None => "-".to_owned(),
     }
 }

@@ -4,8 +4,8 @@
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, NodeState, TaskState};
-use groundskeeper_controller::tasks::status::QUEUED;
+use groundskeeper_api::maintenance_task::QUEUED;
+use groundskeeper_api::maintenance_task::{MaintenanceTask, NodeState, TaskState};
 
 use super::task::state_of;
 use super::{duration, size};
@@ -35,11 +35,7 @@ impl Seen {
             state: status.state,
             waiting_for: waiting_for(task),
             last_operation: status.last_operation.map(|o| o.description),
-            nodes: status
-                .nodes
-                .iter()
-                .map(|n| (n.name.clone(), n.state, n.message.clone()))
-                .collect(),
+            nodes: status.nodes.iter().map(|n| (n.name.clone(), n.state, n.message.clone())).collect(),
         }
     }
 }
@@ -50,11 +46,7 @@ fn waiting_for(task: &MaintenanceTask) -> Option<String> {
     if status.state != Some(TaskState::Pending) {
         return None;
     }
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == QUEUED && c.status == "True")
-        .map(|c| c.message.clone())
+    status.conditions.iter().find(|c| c.type_ == QUEUED && c.status == "True").map(|c| c.message.clone())
 }
 
 /// Lines for what changed since `before` (everything when `None`), each stamped with `now`.
@@ -67,10 +59,7 @@ pub fn changes(before: Option<&Seen>, task: &MaintenanceTask, now: Timestamp) ->
     let mut lines = Vec::new();
     // A final state is said last, after what the nodes did to get there.
     let state_line = (after.state != before.state).then(|| {
-        let state = after
-            .state
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| "created".to_owned());
+        let state = after.state.map(|s| s.to_string()).unwrap_or_else(|| "created".to_owned());
         format!("{stamp} task {name}: {state}")
     });
     let finished = after.state.is_some_and(|s| s.is_final());
@@ -166,21 +155,12 @@ pub fn outcome(task: &MaintenanceTask) -> Option<(i32, String)> {
     let status = task.status.clone().unwrap_or_default();
     let state = status.state.filter(|s| s.is_final())?;
     let last = status.last_operation.map(|o| o.description).unwrap_or_default();
-    let error = status
-        .last_errors
-        .last()
-        .map(|e| format!("{}: {}", e.code, e.description));
+    let error = status.last_errors.last().map(|e| format!("{}: {}", e.code, e.description));
     let name = task.name_any();
     Some(match state {
         TaskState::Completed => (EXIT_COMPLETED, format!("task {name} Completed: {last}")),
-        TaskState::Failed => (
-            EXIT_FAILED,
-            format!("task {name} Failed: {}", error.unwrap_or(last)),
-        ),
-        _ => (
-            EXIT_REJECTED,
-            format!("task {name} Rejected: {}", error.unwrap_or(last)),
-        ),
+        TaskState::Failed => (EXIT_FAILED, format!("task {name} Failed: {}", error.unwrap_or(last))),
+        _ => (EXIT_REJECTED, format!("task {name} Rejected: {}", error.unwrap_or(last))),
     })
 }
 
@@ -221,13 +201,7 @@ mod tests {
             json!({"state": "InProgress", "nodes": [{"name": "m0", "state": "Succeeded", "message": "4.0 MiB reclaimed"}, {"name": "m1", "state": "Running"}]}),
         );
         let first = changes(None, &pending, now());
-        assert_eq!(
-            first,
-            vec![
-                "20:00:42 task t: Pending",
-                "20:00:42 task t: waiting: behind task auto-1"
-            ]
-        );
+        assert_eq!(first, vec!["20:00:42 task t: Pending", "20:00:42 task t: waiting: behind task auto-1"]);
         let seen = Seen::of(&pending);
         assert_eq!(
             changes(Some(&seen), &pending, now()),
@@ -240,10 +214,7 @@ mod tests {
         );
         assert_eq!(
             changes(Some(&Seen::of(&running)), &one_done, now()),
-            vec![
-                "20:00:42 m0: Succeeded: 4.0 MiB reclaimed",
-                "20:00:42 m1: Running"
-            ]
+            vec!["20:00:42 m0: Succeeded: 4.0 MiB reclaimed", "20:00:42 m1: Running"]
         );
     }
 
@@ -284,23 +255,14 @@ mod tests {
         let completed = task(
             json!({"state": "Completed", "lastOperation": {"state": "Completed", "description": "defragmented 3 member(s)", "lastUpdateTime": "2026-11-23T20:00:40Z"}}),
         );
-        assert_eq!(
-            outcome(&completed),
-            Some((0, "task t Completed: defragmented 3 member(s)".into()))
-        );
+        assert_eq!(outcome(&completed), Some((0, "task t Completed: defragmented 3 member(s)".into())));
         let failed = task(
             json!({"state": "Failed", "lastErrors": [{"code": "JobFailed", "description": "step 1 failed", "observedAt": "2026-11-23T20:00:40Z"}]}),
         );
-        assert_eq!(
-            outcome(&failed),
-            Some((3, "task t Failed: JobFailed: step 1 failed".into()))
-        );
+        assert_eq!(outcome(&failed), Some((3, "task t Failed: JobFailed: step 1 failed".into())));
         let rejected = task(
             json!({"state": "Rejected", "lastErrors": [{"code": "Duplicate", "description": "same as task x", "observedAt": "2026-11-23T20:00:40Z"}]}),
         );
-        assert_eq!(
-            outcome(&rejected),
-            Some((4, "task t Rejected: Duplicate: same as task x".into()))
-        );
+        assert_eq!(outcome(&rejected), Some((4, "task t Rejected: Duplicate: same as task x".into())));
     }
 }

@@ -7,15 +7,11 @@ use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use groundskeeper_controller::api::scylla::ScyllaCluster;
-use groundskeeper_controller::triggers::scylla_cleanup::coexistence::{
-    NODE_JOB_TYPE_CLEANUP, NODE_JOB_TYPE_LABEL,
-};
-use groundskeeper_controller::triggers::scylla_cleanup::decide::{
-    ClusterFacts, MemberFacts, looks_like_ring_hash, precondition_failures, sorted_members,
-};
-use groundskeeper_controller::triggers::scylla_cleanup::observe::{
-    cluster_facts, current_members, operator_cleanup,
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::coexistence::{NODE_JOB_TYPE_CLEANUP, NODE_JOB_TYPE_LABEL};
+use groundskeeper_api::scylla::facts::{
+    ClusterFacts, MemberFacts, cluster_facts, current_members, looks_like_ring_hash, operator_cleanup,
+    precondition_failures, sorted_members,
 };
 use groundskeeper_protocol::keys;
 
@@ -105,11 +101,7 @@ pub fn need_of(member: &MemberFacts) -> (&'static str, String) {
 }
 
 fn job_state(job: &Job) -> &'static str {
-    let conditions = job
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
+    let conditions = job.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
     let is = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
     if is("Complete") {
         "Succeeded"
@@ -236,17 +228,11 @@ pub fn render(view: &CleanupStatus, now: Timestamp) -> String {
     if view.blocked_by.is_empty() {
         out.push_str("  Cleanup may start: yes (the cluster is settled)\n");
     } else {
-        out.push_str(&format!(
-            "  Cleanup may start: no: {}\n",
-            view.blocked_by.join("; ")
-        ));
+        out.push_str(&format!("  Cleanup may start: no: {}\n", view.blocked_by.join("; ")));
     }
     out.push_str(&format!("  Cleaned by: {}\n", view.cleaned_by));
     let needing = view.nodes.iter().filter(|n| n.needs_cleanup == "yes").count();
-    out.push_str(&format!(
-        "  Nodes needing cleanup: {needing} of {}\n",
-        view.nodes.len()
-    ));
+    out.push_str(&format!("  Nodes needing cleanup: {needing} of {}\n", view.nodes.len()));
     out.push_str("\nNodes:\n");
     if view.nodes.is_empty() {
         out.push_str("  no member Services found\n");
@@ -261,25 +247,13 @@ pub fn render(view: &CleanupStatus, now: Timestamp) -> String {
                     short_hash(&n.current_ring_hash),
                     short_hash(&n.last_cleaned_ring_hash),
                     n.needs_cleanup.clone(),
-                    if n.running_jobs.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        n.running_jobs.join(", ")
-                    },
+                    if n.running_jobs.is_empty() { "-".to_owned() } else { n.running_jobs.join(", ") },
                     n.why.clone(),
                 ]
             })
             .collect();
         out.push_str(&indent(&table(
-            &[
-                "NODE",
-                "DC/RACK",
-                "CURRENT RING",
-                "LAST CLEANED",
-                "NEEDS CLEANUP",
-                "RUNNING JOB",
-                "WHY",
-            ],
+            &["NODE", "DC/RACK", "CURRENT RING", "LAST CLEANED", "NEEDS CLEANUP", "RUNNING JOB", "WHY"],
             &rows,
         )));
     }
@@ -304,10 +278,7 @@ pub fn render(view: &CleanupStatus, now: Timestamp) -> String {
                 ]
             })
             .collect();
-        out.push_str(&indent(&table(
-            &["NAME", "NODE", "BY", "STATE", "FOR RING", "AGE"],
-            &rows,
-        )));
+        out.push_str(&indent(&table(&["NAME", "NODE", "BY", "STATE", "FOR RING", "AGE"], &rows)));
     }
     out
 }
@@ -327,10 +298,7 @@ mod tests {
             service: name.into(),
             datacenter: Some("dc".into()),
             rack: Some("a".into()),
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             ..MemberFacts::default()
         }
     }
@@ -342,20 +310,12 @@ mod tests {
         type Annotations<'a> = &'a [(&'a str, &'a str)];
         let cases: &[(Annotations, &str, &str)] = &[
             (&[(cur, H1), (last, H1)], "no", "cleaned for the current ring"),
-            (
-                &[(cur, H2), (last, H1)],
-                "yes",
-                "the ring changed since its last cleanup",
-            ),
+            (&[(cur, H2), (last, H1)], "yes", "the ring changed since its last cleanup"),
             (&[(cur, H1), (last, "NeverCleanedUp")], "yes", "NeverCleanedUp"),
             (&[(cur, H1)], "no", "just joined"),
             (&[(last, H1)], "unknown", "no current ring hash yet"),
             (&[(cur, "junk"), (last, H1)], "unknown", "not a ring hash"),
-            (
-                &[(cur, H1), (last, "junk")],
-                "unknown",
-                "neither a ring hash nor NeverCleanedUp",
-            ),
+            (&[(cur, H1), (last, "junk")], "unknown", "neither a ring hash nor NeverCleanedUp"),
         ];
         for (annotations, needs, why) in cases {
             let (got_needs, got_why) = need_of(&member("n", annotations));
@@ -365,11 +325,7 @@ mod tests {
     }
 
     fn job(name: &str, labels: serde_json::Value, complete: bool) -> Job {
-        let conditions = if complete {
-            json!([{"type": "Complete", "status": "True"}])
-        } else {
-            json!([])
-        };
+        let conditions = if complete { json!([{"type": "Complete", "status": "True"}]) } else { json!([]) };
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "scylla", "labels": labels, "creationTimestamp": "2026-11-23T20:00:00Z",
                          "annotations": {keys::CLEANUP_TOKEN_RING_HASH: H1}},
@@ -402,27 +358,13 @@ mod tests {
         let got = cleanup_jobs("db", &jobs);
         let brief: Vec<(&str, &str, &str, Option<&str>, &str)> = got
             .iter()
-            .map(|j| {
-                (
-                    j.name.as_str(),
-                    j.node.as_str(),
-                    j.by.as_str(),
-                    j.task.as_deref(),
-                    j.state.as_str(),
-                )
-            })
+            .map(|j| (j.name.as_str(), j.node.as_str(), j.by.as_str(), j.task.as_deref(), j.state.as_str()))
             .collect();
         assert_eq!(
             brief,
             vec![
                 ("t-0", "db-dc-a-0", "groundskeeper", Some("t"), "Running"),
-                (
-                    "cleanup-db-dc-a-1",
-                    "db-dc-a-1",
-                    "scylla-operator",
-                    None,
-                    "Succeeded"
-                ),
+                ("cleanup-db-dc-a-1", "db-dc-a-1", "scylla-operator", None, "Succeeded"),
             ]
         );
     }

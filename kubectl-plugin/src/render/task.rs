@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use groundskeeper_controller::api::maintenance_task::{MaintenanceTask, NodeProgress, NodeState, TaskState};
+use groundskeeper_api::maintenance_task::{MaintenanceTask, NodeProgress, NodeState, TaskState};
 use groundskeeper_protocol::keys;
 
 use super::{age, duration, indent, size, table, when};
@@ -28,29 +28,18 @@ fn queue_places(tasks: &[&MaintenanceTask]) -> BTreeMap<(String, String), String
     for (_, mut line) in waiting {
         line.sort_by_key(|t| (created(t), t.name_any()));
         for (i, task) in line.iter().enumerate() {
-            places.insert(
-                (task.namespace().unwrap_or_default(), task.name_any()),
-                (i + 1).to_string(),
-            );
+            places.insert((task.namespace().unwrap_or_default(), task.name_any()), (i + 1).to_string());
         }
     }
     places
 }
 
 fn target_key(task: &MaintenanceTask) -> (String, String, String) {
-    (
-        task.namespace().unwrap_or_default(),
-        task.spec.target.kind.to_string(),
-        task.spec.target.name.clone(),
-    )
+    (task.namespace().unwrap_or_default(), task.spec.target.kind.to_string(), task.spec.target.name.clone())
 }
 
 fn created(task: &MaintenanceTask) -> Timestamp {
-    task.metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0)
-        .unwrap_or(Timestamp::UNIX_EPOCH)
+    task.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 pub fn state_of(task: &MaintenanceTask) -> TaskState {
@@ -58,10 +47,7 @@ pub fn state_of(task: &MaintenanceTask) -> TaskState {
 }
 
 pub fn origin_of(task: &MaintenanceTask) -> String {
-    task.labels()
-        .get(keys::ORIGIN_LABEL)
-        .cloned()
-        .unwrap_or_else(|| "-".to_owned())
+    task.labels().get(keys::ORIGIN_LABEL).cloned().unwrap_or_else(|| "-".to_owned())
 }
 
 /// Queue order within a target: running, then waiting (oldest first), then finished (newest first).
@@ -79,13 +65,10 @@ pub fn sort_in_queue_order(tasks: &mut [&MaintenanceTask]) {
                 .map(|c| c.0)
                 .unwrap_or(Timestamp::UNIX_EPOCH)
         };
-        target_key(a)
-            .cmp(&target_key(b))
-            .then(rank(a).cmp(&rank(b)))
-            .then_with(|| match rank(a) {
-                2 => finished(b).cmp(&finished(a)),
-                _ => (created(a), a.name_any()).cmp(&(created(b), b.name_any())),
-            })
+        target_key(a).cmp(&target_key(b)).then(rank(a).cmp(&rank(b))).then_with(|| match rank(a) {
+            2 => finished(b).cmp(&finished(a)),
+            _ => (created(a), a.name_any()).cmp(&(created(b), b.name_any())),
+        })
     });
 }
 
@@ -111,10 +94,7 @@ pub fn list(tasks: &[MaintenanceTask], now: Timestamp, all_namespaces: bool) -> 
                 task.spec.task_type.to_string(),
                 format!("{}/{}", task.spec.target.kind, task.spec.target.name),
                 state_of(task).to_string(),
-                places
-                    .get(&(namespace, task.name_any()))
-                    .cloned()
-                    .unwrap_or_else(|| "-".to_owned()),
+                places.get(&(namespace, task.name_any())).cloned().unwrap_or_else(|| "-".to_owned()),
                 status.progress.unwrap_or_else(|| "-".to_owned()),
                 origin_of(task),
                 age(now, created(task)),
@@ -126,9 +106,7 @@ pub fn list(tasks: &[MaintenanceTask], now: Timestamp, all_namespaces: bool) -> 
     if all_namespaces {
         headers.push("NAMESPACE");
     }
-    headers.extend([
-        "NAME", "TYPE", "TARGET", "STATE", "QUEUE", "PROGRESS", "ORIGIN", "AGE",
-    ]);
+    headers.extend(["NAME", "TYPE", "TARGET", "STATE", "QUEUE", "PROGRESS", "ORIGIN", "AGE"]);
     table(&headers, &rows)
 }
 
@@ -141,10 +119,7 @@ pub fn describe(task: &MaintenanceTask, now: Timestamp) -> String {
     field("Name", task.name_any());
     field("Namespace", namespace.clone());
     field("Type", task.spec.task_type.to_string());
-    field(
-        "Target",
-        format!("{}/{}", task.spec.target.kind, task.spec.target.name),
-    );
+    field("Target", format!("{}/{}", task.spec.target.kind, task.spec.target.name));
     field("Origin", origin_of(task));
     let state = state_of(task);
     field(
@@ -170,14 +145,7 @@ pub fn describe(task: &MaintenanceTask, now: Timestamp) -> String {
             .unwrap_or_else(|| "none".to_owned()),
     );
     if let Some(last) = &status.last_operation {
-        field(
-            "Last",
-            format!(
-                "{} ({})",
-                last.description,
-                when(now, Some(&last.last_update_time))
-            ),
-        );
+        field("Last", format!("{} ({})", last.description, when(now, Some(&last.last_update_time))));
     }
     out.push_str("\nTimeline:\n");
     out.push_str(&indent(&timeline(task, now)));
@@ -241,10 +209,7 @@ fn timeline(task: &MaintenanceTask, now: Timestamp) -> String {
         events.push((c.last_transition_time.0, line));
     }
     for error in &status.last_errors {
-        events.push((
-            error.observed_at.0,
-            format!("error {}: {}", error.code, error.description),
-        ));
+        events.push((error.observed_at.0, format!("error {}: {}", error.code, error.description)));
     }
     if let Some(at) = &status.completed_at {
         events.push((at.0, state_of(task).to_string()));
@@ -253,13 +218,7 @@ fn timeline(task: &MaintenanceTask, now: Timestamp) -> String {
     events.sort_by_key(|(at, _)| *at);
     let rows: Vec<Vec<String>> = events
         .into_iter()
-        .map(|(at, what)| {
-            vec![
-                at.round(jiff::Unit::Second).unwrap_or(at).to_string(),
-                age(now, at),
-                what,
-            ]
-        })
+        .map(|(at, what)| vec![at.round(jiff::Unit::Second).unwrap_or(at).to_string(), age(now, at), what])
         .collect();
     table(&["TIME", "AGE", "EVENT"], &rows)
 }
@@ -282,25 +241,13 @@ pub fn nodes_table(nodes: &[NodeProgress], now: Timestamp) -> String {
                 size(n.db_size_before),
                 size(n.db_size_after),
                 size(n.bytes_reclaimed),
-                n.compacted_revision
-                    .map(|r| r.to_string())
-                    .unwrap_or_else(|| "-".to_owned()),
+                n.compacted_revision.map(|r| r.to_string()).unwrap_or_else(|| "-".to_owned()),
                 message_of(n),
             ]
         })
         .collect();
     table(
-        &[
-            "NAME",
-            "STATE",
-            "JOB",
-            "TOOK",
-            "DB BEFORE",
-            "DB AFTER",
-            "RECLAIMED",
-            "COMPACTED TO",
-            "MESSAGE",
-        ],
+        &["NAME", "STATE", "JOB", "TOOK", "DB BEFORE", "DB AFTER", "RECLAIMED", "COMPACTED TO", "MESSAGE"],
         &rows,
     )
 }
@@ -313,11 +260,7 @@ fn message_of(node: &NodeProgress) -> String {
         }
         message.push_str(&format!("keyspaces: {}", node.keyspaces_cleaned.join(", ")));
     }
-    if message.is_empty() {
-        "-".to_owned()
-    } else {
-        message
-    }
+    if message.is_empty() { "-".to_owned() } else { message }
 }
 
 #[cfg(test)]
@@ -352,11 +295,7 @@ mod tests {
                 "2026-11-23T19:00:00Z",
                 json!({"state": "Completed", "progress": "3/3", "completedAt": "2026-11-23T19:05:00Z"}),
             ),
-            task(
-                "auto-1",
-                "2026-11-23T20:05:00Z",
-                json!({"state": "InProgress", "progress": "1/3"}),
-            ),
+            task("auto-1", "2026-11-23T20:05:00Z", json!({"state": "InProgress", "progress": "1/3"})),
             task("early", "2026-11-23T20:07:00Z", json!({"state": "Pending"})),
             task("new", "2026-11-23T20:09:59Z", json!({})),
         ];

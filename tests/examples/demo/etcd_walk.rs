@@ -53,10 +53,8 @@ pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
     )).await;
     etcd.fill(LIVE_BYTES).await?;
     create_etcd_cluster(stage)?;
-    wait_until("the controller's first observation of the members", GUARD, || {
-        observed_members(stage) == 3
-    })
-    .await?;
+    wait_until("the controller's first observation of the members", GUARD, || observed_members(stage) == 3)
+        .await?;
 
     stage
         .step(format!(
@@ -83,11 +81,9 @@ pub async fn walk(stage: &Stage) -> Result<EtcdOutcome, String> {
         ))
         .await;
     let started = Instant::now();
-    wait_until(
-        "the maintenance recorded and DefragControllerProgressing=False",
-        GUARD,
-        || maintenance_recorded(stage),
-    )
+    wait_until("the maintenance recorded and DefragControllerProgressing=False", GUARD, || {
+        maintenance_recorded(stage)
+    })
     .await?;
     Ok(EtcdOutcome {
         version: etcd.version.clone(),
@@ -113,10 +109,7 @@ fn member_line(m: &MemberState) -> String {
 
 fn create_etcd_cluster(stage: &Stage) -> Result<(), String> {
     let tls = stage.etcd.tls().ok_or("the demo's etcd serves TLS")?;
-    stage
-        .server
-        .create_as(&tls_secret(tls)?)
-        .map_err(|e| format!("creating the TLS Secret: {e}"))?;
+    stage.server.create_as(&tls_secret(tls)?).map_err(|e| format!("creating the TLS Secret: {e}"))?;
     let cluster = json!({
         "apiVersion": "groundskeeper.dev/v1alpha1",
         "kind": "EtcdCluster",
@@ -141,9 +134,7 @@ fn create_etcd_cluster(stage: &Stage) -> Result<(), String> {
 /// The client certificate the Jobs mount, under the keys the EtcdCluster's `spec.tls` expects.
 fn tls_secret(tls: &ClusterTls) -> Result<Secret, String> {
     let read = |path: &std::path::Path| {
-        std::fs::read(path)
-            .map(ByteString)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        std::fs::read(path).map(ByteString).map_err(|e| format!("{}: {e}", path.display()))
     };
     Ok(Secret {
         metadata: kube::api::ObjectMeta {
@@ -175,10 +166,9 @@ fn observed_members(stage: &Stage) -> usize {
 
 fn maintenance_recorded(stage: &Stage) -> bool {
     let status = status(stage);
-    let progressing_false = status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == PROGRESSING && c["status"] == "False")
-    });
+    let progressing_false = status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == PROGRESSING && c["status"] == "False"));
     status["lastMaintenanceTime"].is_string() && progressing_false
 }
 

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use groundskeeper_e2e::kubelet::{Container, MountedFiles, Termination};
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_job::etcd::compact::{CompactArgs, run_compact};
-use groundskeeper_job::etcd::connect::EndpointArgs;
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
-use groundskeeper_job::etcd::plan::{MemberAction, PlannedMember};
 use groundskeeper_job::run::{Failure, RunClock, exit_code};
 use groundskeeper_job::scylla::cleanup::CleanupArgs;
 use groundskeeper_protocol::result::{CompactReport, DefragReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
+use groundskeeper_stores::etcd::connect::EndpointArgs;
+use groundskeeper_stores::etcd::plan::{MemberAction, PlannedMember};
 use tracing::Instrument;
 
 use crate::logs::{POD_SPAN, pod_line};
@@ -28,10 +28,7 @@ pub type AgentAddresses = Arc<BTreeMap<String, (String, u16)>>;
 
 /// Runs one pod's container to its end, its log lines labelled with the Job.
 pub async fn run_container(container: Container, agents: AgentAddresses) -> Termination {
-    let job = container.job["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let job = container.job["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let span = tracing::info_span!(POD_SPAN, job = %job);
     run_command(container, job, agents).instrument(span).await
 }
@@ -50,18 +47,12 @@ async fn run_command(container: Container, job: String, agents: AgentAddresses) 
         Command::Snapshot(_) => return refused("the demo runs no snapshot Job".into()),
         Command::Revision(_) => return refused("revision is a local computation; no Job runs it".into()),
     };
-    Termination {
-        exit_code: exit_code(&result),
-        message: result.to_termination_message(),
-    }
+    Termination { exit_code: exit_code(&result), message: result.to_termination_message() }
 }
 
 /// What the binary does with arguments it cannot take: exit 2 with a message.
 fn refused(message: String) -> Termination {
-    Termination {
-        exit_code: exit::BAD_INPUT,
-        message,
-    }
+    Termination { exit_code: exit::BAD_INPUT, message }
 }
 
 async fn cleanup(mut args: CleanupArgs, files: &MountedFiles, agents: &AgentAddresses) -> JobResult {
@@ -112,9 +103,7 @@ where
 
 async fn compact(mut args: CompactArgs, files: &MountedFiles) -> JobResult {
     mount_tls(&mut args.connection, files);
-    let prepared = args
-        .target()
-        .and_then(|target| Ok((target, args.connection.connection()?)));
+    let prepared = args.target().and_then(|target| Ok((target, args.connection.connection()?)));
     match prepared {
         Ok((target, connection)) => run_compact(&connection, target, args.physical).await,
         Err(failure) => failed(Report::Compact(CompactReport::default()), failure),
@@ -144,11 +133,7 @@ fn show(job: &str, progress: Progress<'_>) {
     let info = &tracing::Level::INFO;
     match progress {
         Progress::Compacted { revision, already } => {
-            let how = if already {
-                "already compacted to"
-            } else {
-                "compacted to"
-            };
+            let how = if already { "already compacted to" } else { "compacted to" };
             pod_line(Some(job), info, &format!("{how} revision {revision}"));
         }
         Progress::Planned(plan) => {

@@ -26,18 +26,12 @@ pub fn install() {
         .with_target("demo", Level::INFO)
         .with_target("groundskeeper_job", Level::INFO)
         .with_target("groundskeeper_controller", Level::WARN);
-    tracing_subscriber::registry()
-        .with(PodLogs.with_filter(shown))
-        .init();
+    tracing_subscriber::registry().with(PodLogs.with_filter(shown)).init();
 }
 
 /// One line of a pod's log (or of the controller's, `job` = `None`).
 pub fn pod_line(job: Option<&str>, level: &Level, text: &str) {
-    let level = if *level <= Level::WARN {
-        format!("{level} ")
-    } else {
-        String::new()
-    };
+    let level = if *level <= Level::WARN { format!("{level} ") } else { String::new() };
     match job {
         Some(job) => say::line(format!("  logs job/{job} │ {level}{text}")),
         None => say::line(format!("  logs groundskeeper │ {level}{text}")),
@@ -64,9 +58,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for PodLogs {
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let job = ctx.event_scope(event).and_then(|scope| {
-            scope
-                .from_root()
-                .find_map(|span| span.extensions().get::<PodOfJob>().map(|p| p.0.clone()))
+            scope.from_root().find_map(|span| span.extensions().get::<PodOfJob>().map(|p| p.0.clone()))
         });
         let mut fields = Fields::default();
         event.record(&mut fields);
@@ -87,10 +79,7 @@ impl Fields {
     }
 
     fn render(&self) -> String {
-        let shown = self
-            .pairs
-            .iter()
-            .filter(|(name, _)| !HIDDEN_FIELDS.contains(name));
+        let shown = self.pairs.iter().filter(|(name, _)| !HIDDEN_FIELDS.contains(name));
         std::iter::once(self.message.clone())
             .chain(shown.map(|(name, value)| format!("{name}={value}")))
             .filter(|part| !part.is_empty())

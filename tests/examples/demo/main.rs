@@ -48,11 +48,7 @@ fn main() -> ExitCode {
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     logs::install();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -134,16 +130,10 @@ fn introduce() {
 
 /// The etcd `cargo xtask demo` found or fetched (it sets GROUNDSKEEPER_ETCD_3_x), 3.5 first.
 fn etcd_binary() -> Result<PathBuf, String> {
-    let found = [EtcdVersion::V3_5, EtcdVersion::V3_4]
-        .into_iter()
-        .map(find_etcd)
-        .collect::<Vec<_>>();
+    let found = [EtcdVersion::V3_5, EtcdVersion::V3_4].into_iter().map(find_etcd).collect::<Vec<_>>();
     found.iter().find_map(|f| f.clone().ok()).ok_or_else(|| {
         let why: Vec<String> = found.into_iter().filter_map(Result::err).collect();
-        format!(
-            "no etcd binary: {}. `cargo xtask demo` fetches one into target/tools/.",
-            why.join("; ")
-        )
+        format!("no etcd binary: {}. `cargo xtask demo` fetches one into target/tools/.", why.join("; "))
     })
 }
 
@@ -162,11 +152,8 @@ pub async fn wait_until(what: &str, guard: Duration, mut done: impl FnMut() -> b
 async fn stop_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let listen = |kind| signal(kind).expect("signal handlers can be installed");
-    let (mut interrupt, mut terminate, mut hangup) = (
-        listen(SignalKind::interrupt()),
-        listen(SignalKind::terminate()),
-        listen(SignalKind::hangup()),
-    );
+    let (mut interrupt, mut terminate, mut hangup) =
+        (listen(SignalKind::interrupt()), listen(SignalKind::terminate()), listen(SignalKind::hangup()));
     tokio::select! {
         _ = interrupt.recv() => "SIGINT",
         _ = terminate.recv() => "SIGTERM",

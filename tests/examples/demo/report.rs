@@ -18,14 +18,8 @@ pub fn print(scylla: &ScyllaOutcome, etcd: &EtcdOutcome) {
 }
 
 fn print_etcd(etcd: &EtcdOutcome) {
-    println!(
-        "etcd {}; the EtcdCluster's status records: {}",
-        etcd.version, etcd.recorded
-    );
-    println!(
-        "{:<8} {:>28} {:>28} {:>28}",
-        "member", "db size before", "db size after", "reclaimed"
-    );
+    println!("etcd {}; the EtcdCluster's status records: {}", etcd.version, etcd.recorded);
+    println!("{:<8} {:>28} {:>28} {:>28}", "member", "db size before", "db size after", "reclaimed");
     let mut totals = (0, 0);
     for before in &etcd.before {
         let Some(after) = etcd.after.iter().find(|a| a.name == before.name) else {
@@ -54,25 +48,14 @@ fn print_scylla(scylla: &ScyllaOutcome) {
         scylla.nodes.len(),
         scylla.nodes.len() - old.len()
     );
-    println!(
-        "{:<24} {:<18} {:<42} clean for the new ring",
-        "node", "in the ring", "keyspaces cleaned"
-    );
+    println!("{:<24} {:<18} {:<42} clean for the new ring", "node", "in the ring", "keyspaces cleaned");
     for node in &scylla.nodes {
-        let since = if node.new_in_scale_out {
-            "joined now"
-        } else {
-            "before scale-out"
-        };
+        let since = if node.new_in_scale_out { "joined now" } else { "before scale-out" };
         let clean = match (node.clean_for_new_ring, node.new_in_scale_out) {
             (true, true) => "yes (seeded: nothing to clean)",
             (true, false) => "yes (cleaned)",
             (false, _) => "no",
         };
-        println!(
-            "{:<24} {since:<18} {:<42} {clean}",
-            node.name,
-            scylla_walk::keyspaces(node)
-        );
+        println!("{:<24} {since:<18} {:<42} {clean}", node.name, scylla_walk::keyspaces(node));
     }
 }

@@ -40,10 +40,7 @@ pub async fn walk(stage: &Stage) -> Result<ScyllaOutcome, String> {
     scylla
         .create(&stage.server, BEFORE, true, AGENT_TOKEN)
         .map_err(|e| format!("creating the ScyllaCluster: {e}"))?;
-    wait_until("groundskeeper's first look at the cluster", GUARD, || {
-        progressing(stage).is_some()
-    })
-    .await?;
+    wait_until("groundskeeper's first look at the cluster", GUARD, || progressing(stage).is_some()).await?;
 
     stage
         .step(
@@ -68,10 +65,7 @@ pub async fn walk(stage: &Stage) -> Result<ScyllaOutcome, String> {
         },
     )
     .await?;
-    Ok(ScyllaOutcome {
-        nodes: node_rows(stage, &new_hash),
-        took: started.elapsed(),
-    })
+    Ok(ScyllaOutcome { nodes: node_rows(stage, &new_hash), took: started.elapsed() })
 }
 
 fn node_rows(stage: &Stage, new_hash: &str) -> Vec<NodeRow> {
@@ -90,34 +84,20 @@ fn node_rows(stage: &Stage, new_hash: &str) -> Vec<NodeRow> {
 }
 
 fn last_cleaned(stage: &Stage, member: &str) -> Option<String> {
-    let service = stage
-        .server
-        .get(&services(), Some(&stage.scylla.namespace), member)?;
-    service["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH]
-        .as_str()
-        .map(str::to_owned)
+    let service = stage.server.get(&services(), Some(&stage.scylla.namespace), member)?;
+    service["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH].as_str().map(str::to_owned)
 }
 
 /// The status of groundskeeper's Progressing condition, on the ScyllaDBDatacenter (where
 /// scylla-operator keeps other controllers' conditions).
 fn progressing(stage: &Stage) -> Option<String> {
     let scylla = &stage.scylla;
-    let datacenter = stage
-        .server
-        .get(&scylla_datacenters(), Some(&scylla.namespace), &scylla.cluster)?;
+    let datacenter = stage.server.get(&scylla_datacenters(), Some(&scylla.namespace), &scylla.cluster)?;
     let conditions = datacenter["status"]["conditions"].as_array()?;
-    conditions
-        .iter()
-        .find(|c| c["type"] == PROGRESSING)
-        .and_then(|c| c["status"].as_str())
-        .map(str::to_owned)
+    conditions.iter().find(|c| c["type"] == PROGRESSING).and_then(|c| c["status"].as_str()).map(str::to_owned)
 }
 
 /// Keyspaces a node's cleanup went through, for the table.
 pub fn keyspaces(row: &NodeRow) -> String {
-    if row.cleaned_keyspaces.is_empty() {
-        "-".to_owned()
-    } else {
-        row.cleaned_keyspaces.join(", ")
-    }
+    if row.cleaned_keyspaces.is_empty() { "-".to_owned() } else { row.cleaned_keyspaces.join(", ") }
 }

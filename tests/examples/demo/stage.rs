@@ -63,32 +63,18 @@ impl Stage {
                 .await
                 .map_err(|e| format!("the in-memory Kubernetes API did not start: {e}"))?,
         );
-        let etcd_options = ClusterOptions {
-            client_tls: true,
-            ..ClusterOptions::default()
-        };
+        let etcd_options = ClusterOptions { client_tls: true, ..ClusterOptions::default() };
         let etcd = EtcdCluster::start(etcd_binary, etcd_options).await?;
         let agents = start_agents(&scylla, nodes).await;
         let timeline = watch::spawn(&server);
         let addresses: AgentAddresses = Arc::new(
-            agents
-                .iter()
-                .map(|(name, agent)| (name.clone(), (agent.host(), agent.port())))
-                .collect(),
+            agents.iter().map(|(name, agent)| (name.clone(), (agent.host(), agent.port()))).collect(),
         );
         let jobs = JobSimulator::builder(server.clone(), move |container| {
             jobs::run_container(container, addresses.clone())
         })
         .spawn();
-        Ok(Stage {
-            tasks: start_controllers(&server),
-            server,
-            etcd,
-            agents,
-            scylla,
-            timeline,
-            _jobs: jobs,
-        })
+        Ok(Stage { tasks: start_controllers(&server), server, etcd, agents, scylla, timeline, _jobs: jobs })
     }
 
     /// A step of the walk-through, once the timeline shows everything before it.
@@ -151,18 +137,14 @@ async fn start_agents(scylla: &ScyllaOperator, nodes: &Racks) -> BTreeMap<String
 fn start_controllers(server: &ApiServer) -> Vec<JoinHandle<()>> {
     use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
     use groundskeeper_controller::runtime::metrics::Metrics;
-    use groundskeeper_controller::tasks;
-    use groundskeeper_controller::triggers::{etcd, scylla_cleanup};
+    use groundskeeper_controller::{etcd, scylla};
 
-    let config = ControllerConfig {
-        requeue_busy: REQUEUE_WHILE_BUSY,
-        ..ControllerConfig::default()
-    };
+    let config = ControllerConfig { requeue_busy: REQUEUE_WHILE_BUSY, ..ControllerConfig::default() };
     let client = server.client_with_token(CONTROLLER_TOKEN);
     let ctx = Arc::new(Context::new(client, config, Arc::new(Metrics::new())));
     vec![
-        tokio::spawn(scylla_cleanup::run(ctx.clone())),
-        tokio::spawn(etcd::run(ctx.clone())),
-        tokio::spawn(tasks::reconcile::run(ctx)),
+        tokio::spawn(scylla::controller::run(ctx.clone())),
+        tokio::spawn(etcd::controller::run(ctx.clone())),
+        tokio::spawn(groundskeeper_controller::run_task_controller(ctx)),
     ]
 }

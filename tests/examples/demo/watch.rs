@@ -96,9 +96,7 @@ fn singular(plural: &str) -> String {
 fn task_line(kind: ChangeKind, task: &Value) -> Option<String> {
     let name = task["metadata"]["name"].as_str()?;
     let spec = &task["spec"];
-    let origin = task["metadata"]["labels"][keys::ORIGIN_LABEL]
-        .as_str()
-        .unwrap_or("manual");
+    let origin = task["metadata"]["labels"][keys::ORIGIN_LABEL].as_str().unwrap_or("manual");
     let what = format!(
         "{} of {} ({origin})",
         spec["type"].as_str().unwrap_or("?"),
@@ -120,10 +118,7 @@ fn job_line(kind: ChangeKind, job: &Value) -> Option<String> {
     let name = job["metadata"]["name"].as_str()?;
     let labels = &job["metadata"]["labels"];
     let operation = labels[keys::OPERATION_LABEL].as_str().unwrap_or("?");
-    let target = labels[keys::NODE_LABEL]
-        .as_str()
-        .or(labels[keys::TARGET_LABEL].as_str())
-        .unwrap_or("?");
+    let target = labels[keys::NODE_LABEL].as_str().or(labels[keys::TARGET_LABEL].as_str()).unwrap_or("?");
     let status = &job["status"];
     let state = if kind == ChangeKind::Deleted {
         "deleted".to_owned()
@@ -141,11 +136,7 @@ fn job_line(kind: ChangeKind, job: &Value) -> Option<String> {
 
 fn final_condition(status: &Value) -> Option<String> {
     let conditions = status["conditions"].as_array()?;
-    let done = |type_: &str| {
-        conditions
-            .iter()
-            .find(|c| c["type"] == type_ && c["status"] == "True")
-    };
+    let done = |type_: &str| conditions.iter().find(|c| c["type"] == type_ && c["status"] == "True");
     if done("Complete").is_some() {
         let took = seconds_between(&status["startTime"], &status["completionTime"]);
         return Some(format!("Complete  1/1  {took}"));
@@ -203,14 +194,9 @@ fn member_service_line(service: &Value) -> Option<String> {
     }
     let name = service["metadata"]["name"].as_str()?;
     let annotations = &service["metadata"]["annotations"];
-    let current = annotations[keys::CURRENT_TOKEN_RING_HASH]
-        .as_str()
-        .unwrap_or_default();
+    let current = annotations[keys::CURRENT_TOKEN_RING_HASH].as_str().unwrap_or_default();
     let state = match annotations[keys::LAST_CLEANED_UP_TOKEN_RING_HASH].as_str() {
-        None => format!(
-            "ring {}, joined: not cleaned for any ring yet",
-            say::short_hash(current)
-        ),
+        None => format!("ring {}, joined: not cleaned for any ring yet", say::short_hash(current)),
         Some(last) if last == current => format!("ring {}, clean for it", say::short_hash(current)),
         Some(last) => format!(
             "ring {}, last cleaned for ring {}: needs cleanup",
@@ -256,10 +242,8 @@ fn etcd_status_line(name: &str, cluster: &Value) -> Option<String> {
             )
         })
         .collect();
-    let task = status["activeTask"]
-        .as_str()
-        .map(|t| format!(", task {t} queued or running"))
-        .unwrap_or_default();
+    let task =
+        status["activeTask"].as_str().map(|t| format!(", task {t} queued or running")).unwrap_or_default();
     Some(format!(
         "etcdcluster/{name} {}/{} healthy: {}{task}",
         status["healthyMembers"].as_i64().unwrap_or_default(),

@@ -17,49 +17,28 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: String) -> Self {
-        ApiError {
-            code,
-            reason,
-            message,
-            details: None,
-        }
+        ApiError { code, reason, message, details: None }
     }
 
     fn about(mut self, rt: &ResourceType, name: &str) -> Self {
-        self.details = Some(Box::new((
-            name.to_string(),
-            rt.id.group.clone(),
-            rt.id.plural.clone(),
-        )));
+        self.details = Some(Box::new((name.to_string(), rt.id.group.clone(), rt.id.plural.clone())));
         self
     }
 
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", rt.qualified_plural()),
-        )
-        .about(rt, name)
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.qualified_plural())).about(rt, name)
     }
 
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", rt.qualified_plural()),
-        )
-        .about(rt, name)
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.qualified_plural()))
+            .about(rt, name)
     }
 
     pub fn conflict(rt: &ResourceType, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                rt.qualified_plural()
-            ),
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.qualified_plural()),
         )
         .about(rt, name)
     }
@@ -73,12 +52,8 @@ impl ApiError {
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, message: String) -> Self {
-        Self::new(
-            422,
-            "Invalid",
-            format!("{} \"{name}\" is invalid: {message}", rt.qualified_kind()),
-        )
-        .about(rt, name)
+        Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {message}", rt.qualified_kind()))
+            .about(rt, name)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -102,11 +77,7 @@ impl ApiError {
     }
 
     pub fn no_such_resource() -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource".to_string(),
-        )
+        Self::new(404, "NotFound", "the server could not find the requested resource".to_string())
     }
 
     pub fn method_not_allowed(message: impl Into<String>) -> Self {

@@ -57,12 +57,7 @@ fn error_response(error: &ApiError) -> Response {
 }
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    (code, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 /// What a URL addresses.
@@ -70,16 +65,8 @@ enum Route {
     Version,
     ApiVersions,
     GroupList,
-    ResourceList {
-        group: String,
-        version: String,
-    },
-    Resource {
-        id: ResourceId,
-        namespace: Option<String>,
-        name: Option<String>,
-        status: bool,
-    },
+    ResourceList { group: String, version: String },
+    Resource { id: ResourceId, namespace: Option<String>, name: Option<String>, status: bool },
 }
 
 fn route(path: &str) -> Result<Route, ApiError> {
@@ -94,10 +81,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
     };
     let (namespace, rest) = match rest {
         [] => {
-            return Ok(Route::ResourceList {
-                group: group.to_string(),
-                version: version.to_string(),
-            });
+            return Ok(Route::ResourceList { group: group.to_string(), version: version.to_string() });
         }
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
         rest => (None, rest),
@@ -108,12 +92,7 @@ fn route(path: &str) -> Result<Route, ApiError> {
         [plural, name, "status"] => (*plural, Some(name.to_string()), true),
         _ => return Err(ApiError::no_such_resource()),
     };
-    Ok(Route::Resource {
-        id: ResourceId::new(group, version, plural),
-        namespace,
-        name,
-        status,
-    })
+    Ok(Route::Resource { id: ResourceId::new(group, version, plural), namespace, name, status })
 }
 
 fn dispatch(
@@ -127,9 +106,7 @@ fn dispatch(
         .map(|q| q.0)
         .map_err(|e| ApiError::bad_request(format!("malformed query: {e}")))?;
     if query.contains_key("dryRun") {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this in-memory API server",
-        ));
+        return Err(ApiError::bad_request("dryRun is not supported by this in-memory API server"));
     }
     let store = &app.store;
     let (id, namespace, name, status) = match route(uri.path())? {
@@ -137,28 +114,11 @@ fn dispatch(
         Route::ApiVersions => return Ok(json_response(StatusCode::OK, &api_versions())),
         Route::GroupList => return Ok(json_response(StatusCode::OK, &group_list(store))),
         Route::ResourceList { group, version } => {
-            return Ok(json_response(
-                StatusCode::OK,
-                &resource_list(store, &group, &version)?,
-            ));
+            return Ok(json_response(StatusCode::OK, &resource_list(store, &group, &version)?));
         }
-        Route::Resource {
-            id,
-            namespace,
-            name,
-            status,
-        } => (id, namespace, name, status),
+        Route::Resource { id, namespace, name, status } => (id, namespace, name, status),
     };
-    authorize(
-        app,
-        headers,
-        method,
-        &query,
-        &id,
-        namespace.as_deref(),
-        name.as_deref(),
-        status,
-    )?;
+    authorize(app, headers, method, &query, &id, namespace.as_deref(), name.as_deref(), status)?;
     let rt = store.resource(&id)?.clone();
     let ns = namespace.as_deref();
     let target = if status { Target::Status } else { Target::Main };
@@ -179,37 +139,24 @@ fn dispatch(
             )?;
             ok(list_body(
                 &rt,
-                super::store::ListPage {
-                    items: deleted,
-                    revision: store.revision(),
-                    continue_token: None,
-                },
+                super::store::ListPage { items: deleted, revision: store.revision(), continue_token: None },
             ))
         }
         (Method::GET, Some(name)) => ok(store.get(&rt, ns, &name)?),
         (Method::PUT, Some(name)) => ok(store.update(&rt, ns, &name, parse_body(body)?, target)?),
         (Method::PATCH, Some(name)) => {
-            let content_type = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
+            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
             let format = PatchFormat::from_content_type(content_type).ok_or_else(|| {
                 ApiError::unsupported_media_type(format!(
                     "the body of the request was in an unknown format ({content_type:?}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
                 ))
             })?;
             // Refuse server-side apply before parsing: its body is YAML.
-            let patch = if format == PatchFormat::Apply {
-                Value::Null
-            } else {
-                parse_body(body)?
-            };
+            let patch = if format == PatchFormat::Apply { Value::Null } else { parse_body(body)? };
             ok(store.patch(&rt, ns, &name, format, &patch, target)?)
         }
         (Method::DELETE, Some(name)) => ok(store.delete(&rt, ns, &name, &delete_options(&query, body)?)?),
-        (method, _) => Err(ApiError::method_not_allowed(format!(
-            "{method} is not supported here"
-        ))),
+        (method, _) => Err(ApiError::method_not_allowed(format!("{method} is not supported here"))),
     }
 }
 
@@ -228,11 +175,7 @@ fn authorize(
     let Some(authorization) = headers.get(header::AUTHORIZATION) else {
         return Ok(());
     };
-    let token = authorization
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
+    let token = authorization.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
     let grants = app.tokens.get(token).ok_or_else(ApiError::unauthorized)?;
     let verb = match (method, name) {
         (&Method::GET, Some(_)) => "get",
@@ -248,11 +191,7 @@ fn authorize(
     grants.authorize(&Attributes {
         verb: verb.to_owned(),
         api_group: id.group.clone(),
-        resource: if status {
-            format!("{}/status", id.plural)
-        } else {
-            id.plural.clone()
-        },
+        resource: if status { format!("{}/status", id.plural) } else { id.plural.clone() },
         namespace: namespace.map(str::to_owned),
         name: name.map(str::to_owned),
     })
@@ -305,22 +244,14 @@ fn list_body(rt: &ResourceType, page: super::store::ListPage) -> Value {
 }
 
 fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        parse_body(body)?
-    };
-    let policy = query
-        .get("propagationPolicy")
-        .map(String::as_str)
-        .or_else(|| body["propagationPolicy"].as_str());
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_body(body)? };
+    let policy =
+        query.get("propagationPolicy").map(String::as_str).or_else(|| body["propagationPolicy"].as_str());
     let propagation = match policy {
         Some("Orphan") => Some(Propagation::Orphan),
         Some("Background" | "Foreground") => Some(Propagation::Delete),
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "unknown propagationPolicy {other:?}"
-            )));
+            return Err(ApiError::bad_request(format!("unknown propagationPolicy {other:?}")));
         }
         None => match body["orphanDependents"].as_bool() {
             Some(true) => Some(Propagation::Orphan),
@@ -362,11 +293,7 @@ fn watch(
     let request = WatchRequest {
         resource_version: parse_resource_version(query.get("resourceVersion"))?,
         send_initial_events,
-        selection: ListOptions {
-            limit: None,
-            continue_token: None,
-            ..list_options(rt, query)?
-        },
+        selection: ListOptions { limit: None, continue_token: None, ..list_options(rt, query)? },
     };
     let timeout = query
         .get("timeoutSeconds")
@@ -543,39 +470,19 @@ fn group_list(store: &Store) -> Value {
 }
 
 fn resource_list(store: &Store, group: &str, version: &str) -> Result<Value, ApiError> {
-    let verbs = json!([
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch"
-    ]);
+    let verbs = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
     let mut resources = Vec::new();
-    for rt in store
-        .registry()
-        .all()
-        .filter(|rt| rt.id.group == group && rt.id.version == version)
-    {
+    for rt in store.registry().all().filter(|rt| rt.id.group == group && rt.id.version == version) {
         let entry = |name: String, verbs: Value| json!({ "name": name, "singularName": "", "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs });
         resources.push(entry(rt.id.plural.clone(), verbs.clone()));
         if rt.status_subresource {
-            resources.push(entry(
-                format!("{}/status", rt.id.plural),
-                json!(["get", "patch", "update"]),
-            ));
+            resources.push(entry(format!("{}/status", rt.id.plural), json!(["get", "patch", "update"])));
         }
     }
     if resources.is_empty() {
         return Err(ApiError::no_such_resource());
     }
-    let group_version = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
+    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Ok(
         json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources }),
     )

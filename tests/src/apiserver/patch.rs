@@ -46,12 +46,8 @@ enum ListMerge {
 
 /// The list fields of the built-in types with a merge strategy (their `patchMergeKey`).
 fn list_merge(path: &[String], field: &str) -> ListMerge {
-    let inside_container = path.iter().any(|p| {
-        matches!(
-            p.as_str(),
-            "containers" | "initContainers" | "ephemeralContainers"
-        )
-    });
+    let inside_container =
+        path.iter().any(|p| matches!(p.as_str(), "containers" | "initContainers" | "ephemeralContainers"));
     match field {
         "conditions" => ListMerge::ByKey("type"),
         "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets" => {
@@ -91,9 +87,7 @@ fn merge_map(target: &mut Value, patch: &Map<String, Value>, path: &mut Vec<Stri
     if !target.is_object() {
         *target = Value::Object(Map::new());
     }
-    let Value::Object(map) = target else {
-        unreachable!("made an object above")
-    };
+    let Value::Object(map) = target else { unreachable!("made an object above") };
     for (key, value) in patch {
         if key.starts_with('$') {
             continue;
@@ -138,22 +132,16 @@ fn merge_list(
     how: ListMerge,
     path: &mut Vec<String>,
 ) -> Result<Value, String> {
-    let replace_all = patch
-        .iter()
-        .any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
+    let replace_all = patch.iter().any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
     let current = match current {
         Some(Value::Array(items)) if !replace_all => items,
         _ => Vec::new(),
     };
     match how {
         ListMerge::Replace => Ok(Value::Array(patch.to_vec())),
-        _ if replace_all => Ok(Value::Array(
-            patch
-                .iter()
-                .filter(|item| item.get("$patch").is_none())
-                .cloned()
-                .collect(),
-        )),
+        _ if replace_all => {
+            Ok(Value::Array(patch.iter().filter(|item| item.get("$patch").is_none()).cloned().collect()))
+        }
         ListMerge::Set => {
             let mut items = current;
             for item in patch {
@@ -175,16 +163,10 @@ fn merge_keyed_list(
 ) -> Result<Value, String> {
     for entry in patch {
         let Value::Object(entry_map) = entry else {
-            return Err(format!(
-                "list {} is merged by {key:?}: its items must be objects",
-                path.join(".")
-            ));
+            return Err(format!("list {} is merged by {key:?}: its items must be objects", path.join(".")));
         };
         let Some(wanted) = entry_map.get(key) else {
-            return Err(format!(
-                "list {} is merged by {key:?}: an item lacks it",
-                path.join(".")
-            ));
+            return Err(format!("list {} is merged by {key:?}: an item lacks it", path.join(".")));
         };
         let position = items.iter().position(|item| item.get(key) == Some(wanted));
         let deleting = entry_map.get("$patch").and_then(Value::as_str) == Some("delete");
@@ -201,10 +183,7 @@ fn merge_keyed_list(
 }
 
 fn without_directives(map: &Map<String, Value>) -> Map<String, Value> {
-    map.iter()
-        .filter(|(k, _)| !k.starts_with('$'))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    map.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 #[cfg(test)]
@@ -262,10 +241,8 @@ mod tests {
             ])
         );
         assert_eq!(patched["spec"]["tolerations"], json!([{ "key": "t2" }]));
-        let replaced = smp(
-            pod,
-            json!({ "spec": { "containers": [{ "$patch": "replace" }, { "name": "c" }] } }),
-        );
+        let replaced =
+            smp(pod, json!({ "spec": { "containers": [{ "$patch": "replace" }, { "name": "c" }] } }));
         assert_eq!(replaced["spec"]["containers"], json!([{ "name": "c" }]));
     }
 
@@ -279,40 +256,26 @@ mod tests {
                 "$deleteFromPrimitiveList/finalizers": ["a"]
             }}),
         );
-        assert_eq!(
-            patched["metadata"],
-            json!({ "finalizers": ["b"], "labels": { "y": "2" } })
-        );
+        assert_eq!(patched["metadata"], json!({ "finalizers": ["b"], "labels": { "y": "2" } }));
     }
 
     #[test]
     fn merge_key_missing_is_an_error() {
         let mut target = json!({ "status": { "conditions": [] } });
-        let err = strategic_merge(
-            &mut target,
-            &json!({ "status": { "conditions": [{ "status": "True" }] } }),
-        );
+        let err =
+            strategic_merge(&mut target, &json!({ "status": { "conditions": [{ "status": "True" }] } }));
         assert!(err.unwrap_err().contains("status.conditions"));
     }
 
     #[test]
     fn content_types() {
-        assert_eq!(
-            PatchFormat::from_content_type("application/merge-patch+json"),
-            Some(PatchFormat::Merge)
-        );
+        assert_eq!(PatchFormat::from_content_type("application/merge-patch+json"), Some(PatchFormat::Merge));
         assert_eq!(
             PatchFormat::from_content_type("application/strategic-merge-patch+json; charset=utf-8"),
             Some(PatchFormat::Strategic)
         );
-        assert_eq!(
-            PatchFormat::from_content_type("application/json-patch+json"),
-            Some(PatchFormat::Json)
-        );
-        assert_eq!(
-            PatchFormat::from_content_type("application/apply-patch+yaml"),
-            Some(PatchFormat::Apply)
-        );
+        assert_eq!(PatchFormat::from_content_type("application/json-patch+json"), Some(PatchFormat::Json));
+        assert_eq!(PatchFormat::from_content_type("application/apply-patch+yaml"), Some(PatchFormat::Apply));
         assert_eq!(PatchFormat::from_content_type("text/plain"), None);
     }
 }

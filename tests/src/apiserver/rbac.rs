@@ -25,12 +25,7 @@ impl Rule {
         let strings = |key: &str| -> Vec<String> {
             rule.get(key)
                 .and_then(Value::as_array)
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(|i| i.as_str().map(str::to_owned))
-                        .collect()
-                })
+                .map(|items| items.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect())
                 .unwrap_or_default()
         };
         Rule {
@@ -47,10 +42,7 @@ impl Rule {
             && any(&self.api_groups, &request.api_group)
             && any(&self.resources, &request.resource)
             && (self.resource_names.is_empty()
-                || request
-                    .name
-                    .as_deref()
-                    .is_some_and(|name| self.resource_names.iter().any(|n| n == name)))
+                || request.name.as_deref().is_some_and(|name| self.resource_names.iter().any(|n| n == name)))
     }
 }
 
@@ -80,57 +72,33 @@ impl Grants {
     /// are used). A binding that names a role the manifests do not hold grants nothing, as on a
     /// real cluster.
     pub fn for_service_account(manifests: &[Value], namespace: &str, name: &str) -> Grants {
-        let kind_of = |o: &Value| {
-            o.get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let kind_of = |o: &Value| o.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
         let meta = |o: &Value, key: &str| {
-            o.pointer(&format!("/metadata/{key}"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
+            o.pointer(&format!("/metadata/{key}")).and_then(Value::as_str).unwrap_or_default().to_owned()
         };
         let rules_of = |kind: &str, role: &str, role_namespace: Option<&str>| -> Vec<Rule> {
             manifests
                 .iter()
                 .filter(|o| kind_of(o) == kind && meta(o, "name") == role)
                 .filter(|o| role_namespace.is_none_or(|ns| meta(o, "namespace") == ns))
-                .flat_map(|o| {
-                    o.get("rules")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
+                .flat_map(|o| o.get("rules").and_then(Value::as_array).cloned().unwrap_or_default())
                 .map(|r| Rule::parse(&r))
                 .collect()
         };
         let binds_us = |binding: &Value| {
-            binding
-                .get("subjects")
-                .and_then(Value::as_array)
-                .is_some_and(|subjects| {
-                    subjects.iter().any(|s| {
-                        s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                            && s.get("name").and_then(Value::as_str) == Some(name)
-                            && s.get("namespace").and_then(Value::as_str) == Some(namespace)
-                    })
+            binding.get("subjects").and_then(Value::as_array).is_some_and(|subjects| {
+                subjects.iter().any(|s| {
+                    s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                        && s.get("name").and_then(Value::as_str) == Some(name)
+                        && s.get("namespace").and_then(Value::as_str) == Some(namespace)
                 })
+            })
         };
-        let mut grants = Grants {
-            user: format!("system:serviceaccount:{namespace}:{name}"),
-            ..Grants::default()
-        };
+        let mut grants =
+            Grants { user: format!("system:serviceaccount:{namespace}:{name}"), ..Grants::default() };
         for binding in manifests.iter().filter(|o| binds_us(o)) {
-            let role_kind = binding
-                .pointer("/roleRef/kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let role = binding
-                .pointer("/roleRef/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let role_kind = binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
+            let role = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
             match kind_of(binding).as_str() {
                 "ClusterRoleBinding" => grants.cluster.extend(rules_of("ClusterRole", role, None)),
                 "RoleBinding" => {
@@ -139,9 +107,7 @@ impl Grants {
                         "ClusterRole" => rules_of("ClusterRole", role, None),
                         _ => rules_of("Role", role, Some(&binding_namespace)),
                     };
-                    grants
-                        .namespaced
-                        .extend(rules.into_iter().map(|r| (binding_namespace.clone(), r)));
+                    grants.namespaced.extend(rules.into_iter().map(|r| (binding_namespace.clone(), r)));
                 }
                 _ => {}
             }
@@ -215,9 +181,7 @@ pub fn controller_grants_namespaced() -> Grants {
 fn grants_of(dirs: &[&str]) -> Grants {
     let mut manifests = Vec::new();
     for dir in dirs {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../manifests")
-            .join(dir);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests").join(dir);
         manifests.extend(load_manifests(&dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display())));
     }
     let (namespace, name) = CONTROLLER_SERVICE_ACCOUNT;
@@ -227,20 +191,12 @@ fn grants_of(dirs: &[&str]) -> Grants {
 /// Every object of every YAML file in `dir` (multi-document files included), as JSON.
 pub fn load_manifests(dir: &std::path::Path) -> std::io::Result<Vec<Value>> {
     let mut objects = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(dir)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+    let mut paths: Vec<_> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     paths.sort();
-    for path in paths
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-    {
+    for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
         let text = std::fs::read_to_string(&path)?;
         let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
         })?;
         objects.extend(docs.into_iter().filter(|d| !d.is_null()));
     }
@@ -298,27 +254,12 @@ mod tests {
             (request("get", "batch", "jobs", None, Some("j")), true),
             (request("delete", "batch", "jobs", Some("x"), Some("j")), false),
             (request("get", "", "jobs", Some("x"), Some("j")), false),
-            (
-                request("patch", "", "services/status", Some("x"), Some("s")),
-                true,
-            ),
+            (request("patch", "", "services/status", Some("x"), Some("s")), true),
             (request("patch", "", "services", Some("x"), Some("s")), false),
-            (
-                request("get", "coordination.k8s.io", "leases", Some("gk"), Some("only")),
-                true,
-            ),
-            (
-                request("get", "coordination.k8s.io", "leases", Some("gk"), Some("other")),
-                false,
-            ),
-            (
-                request("get", "coordination.k8s.io", "leases", Some("x"), Some("only")),
-                false,
-            ),
-            (
-                request("list", "coordination.k8s.io", "leases", Some("gk"), None),
-                false,
-            ),
+            (request("get", "coordination.k8s.io", "leases", Some("gk"), Some("only")), true),
+            (request("get", "coordination.k8s.io", "leases", Some("gk"), Some("other")), false),
+            (request("get", "coordination.k8s.io", "leases", Some("x"), Some("only")), false),
+            (request("list", "coordination.k8s.io", "leases", Some("gk"), None), false),
         ];
         for (attributes, allowed) in cases {
             assert_eq!(grants.allows(&attributes), allowed, "{attributes:?}");
@@ -335,18 +276,13 @@ mod tests {
         let watch_clusters = request("watch", "scylla.scylladb.com", "scyllaclusters", None, None);
         assert!(grants.allows(&watch_clusters));
         let list_secrets = request("list", "", "secrets", None, None);
-        assert!(
-            !grants.allows(&list_secrets),
-            "the controller never lists Secrets"
-        );
+        assert!(!grants.allows(&list_secrets), "the controller never lists Secrets");
     }
 
     #[test]
     fn refusals_read_like_the_real_api() {
         let grants = Grants::for_service_account(&manifests(), "gk", "sa");
-        let err = grants
-            .authorize(&request("delete", "batch", "jobs", Some("ns"), Some("j")))
-            .unwrap_err();
+        let err = grants.authorize(&request("delete", "batch", "jobs", Some("ns"), Some("j"))).unwrap_err();
         assert_eq!(err.code, 403);
         assert_eq!(
             err.message,

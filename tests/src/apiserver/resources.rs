@@ -12,11 +12,7 @@ pub struct ResourceId {
 
 impl ResourceId {
     pub fn new(group: &str, version: &str, plural: &str) -> Self {
-        ResourceId {
-            group: group.to_string(),
-            version: version.to_string(),
-            plural: plural.to_string(),
-        }
+        ResourceId { group: group.to_string(), version: version.to_string(), plural: plural.to_string() }
     }
 
     /// The resource type of a kube/k8s-openapi type, e.g. `ResourceId::of::<Job>()`.
@@ -25,11 +21,7 @@ impl ResourceId {
     }
 
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 }
 
@@ -106,11 +98,7 @@ impl ResourceType {
 
     /// `ConfigMap` for core types, `Job.batch` otherwise, as validation messages name them.
     pub fn qualified_kind(&self) -> String {
-        if self.id.group.is_empty() {
-            self.kind.clone()
-        } else {
-            format!("{}.{}", self.kind, self.id.group)
-        }
+        if self.id.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.id.group) }
     }
 
     pub fn list_kind(&self) -> String {
@@ -150,14 +138,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
 /// The custom resources groundskeeper works with (scylla-operator's and its own).
 pub fn groundskeeper_custom_types() -> Vec<ResourceType> {
     vec![
-        ResourceType::custom(
-            "scylla.scylladb.com",
-            "v1",
-            "scyllaclusters",
-            "ScyllaCluster",
-            true,
-            true,
-        ),
+        ResourceType::custom("scylla.scylladb.com", "v1", "scyllaclusters", "ScyllaCluster", true, true),
         ResourceType::custom(
             "scylla.scylladb.com",
             "v1alpha1",
@@ -166,14 +147,7 @@ pub fn groundskeeper_custom_types() -> Vec<ResourceType> {
             true,
             true,
         ),
-        ResourceType::custom(
-            "groundskeeper.dev",
-            "v1alpha1",
-            "etcdclusters",
-            "EtcdCluster",
-            true,
-            true,
-        ),
+        ResourceType::custom("groundskeeper.dev", "v1alpha1", "etcdclusters", "EtcdCluster", true, true),
         ResourceType::custom(
             "groundskeeper.dev",
             "v1alpha1",

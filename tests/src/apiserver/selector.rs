@@ -41,10 +41,7 @@ impl LabelSelector {
     /// Whether an object's `metadata.labels` satisfy the selector.
     pub fn matches(&self, object: &Value) -> bool {
         let empty = Map::new();
-        let labels = object
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
+        let labels = object.pointer("/metadata/labels").and_then(Value::as_object).unwrap_or(&empty);
         self.requirements.iter().all(|r| {
             let value = labels.get(&r.key).and_then(Value::as_str);
             match (&r.op, value) {
@@ -82,10 +79,7 @@ fn split_top_level(text: &str) -> Vec<&str> {
 
 fn parse_requirement(term: &str) -> Result<Requirement, String> {
     if let Some(key) = term.strip_prefix('!') {
-        return Ok(Requirement {
-            key: checked_key(key.trim(), term)?,
-            op: LabelOp::NotExists,
-        });
+        return Ok(Requirement { key: checked_key(key.trim(), term)?, op: LabelOp::NotExists });
     }
     if let Some(open) = term.find('(') {
         let close = term
@@ -100,29 +94,20 @@ fn parse_requirement(term: &str) -> Result<Requirement, String> {
             .filter(|v| !v.is_empty())
             .collect();
         if values.is_empty() {
-            return Err(format!(
-                "unable to parse requirement: empty value set in {term:?}"
-            ));
+            return Err(format!("unable to parse requirement: empty value set in {term:?}"));
         }
         let op = match operator {
             "in" => LabelOp::In(values),
             "notin" => LabelOp::NotIn(values),
             other => {
-                return Err(format!(
-                    "unable to parse requirement: unknown operator {other:?} in {term:?}"
-                ));
+                return Err(format!("unable to parse requirement: unknown operator {other:?} in {term:?}"));
             }
         };
-        return Ok(Requirement {
-            key: checked_key(key, term)?,
-            op,
-        });
+        return Ok(Requirement { key: checked_key(key, term)?, op });
     }
-    for (symbol, make) in [
-        ("!=", LabelOp::NotEquals as fn(String) -> LabelOp),
-        ("==", LabelOp::Equals),
-        ("=", LabelOp::Equals),
-    ] {
+    for (symbol, make) in
+        [("!=", LabelOp::NotEquals as fn(String) -> LabelOp), ("==", LabelOp::Equals), ("=", LabelOp::Equals)]
+    {
         if let Some((key, value)) = term.split_once(symbol) {
             return Ok(Requirement {
                 key: checked_key(key.trim(), term)?,
@@ -130,23 +115,16 @@ fn parse_requirement(term: &str) -> Result<Requirement, String> {
             });
         }
     }
-    Ok(Requirement {
-        key: checked_key(term, term)?,
-        op: LabelOp::Exists,
-    })
+    Ok(Requirement { key: checked_key(term, term)?, op: LabelOp::Exists })
 }
 
 fn checked_key(key: &str, term: &str) -> Result<String, String> {
     let valid = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
     if valid {
         Ok(key.to_string())
     } else {
-        Err(format!(
-            "unable to parse requirement: invalid label key {key:?} in {term:?}"
-        ))
+        Err(format!("unable to parse requirement: invalid label key {key:?} in {term:?}"))
     }
 }
 
@@ -173,14 +151,9 @@ fn kind_fields(rt: &ResourceType) -> &'static [&'static str] {
             "reason",
             "type",
         ],
-        ("events.k8s.io", "events") => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "reason",
-            "type",
-        ],
+        ("events.k8s.io", "events") => {
+            &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type"]
+        }
         ("batch", "jobs") => &["status.successful"],
         _ => &[],
     }
@@ -283,11 +256,7 @@ mod tests {
             ("status.phase!=Running", false),
         ];
         for (text, want) in cases {
-            assert_eq!(
-                FieldSelector::parse(text, pods).unwrap().matches(&pod),
-                want,
-                "{text}"
-            );
+            assert_eq!(FieldSelector::parse(text, pods).unwrap().matches(&pod), want, "{text}");
         }
         assert!(FieldSelector::parse("status.phase=Running", configmaps).is_err());
         assert!(FieldSelector::parse("metadata.name", configmaps).is_err());

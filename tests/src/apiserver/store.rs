@@ -165,11 +165,7 @@ impl Store {
 
     pub fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let key = item_key(rt, ns, name)?;
-        self.lock()
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, name))
+        self.lock().objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))
     }
 
     pub fn list(
@@ -180,11 +176,7 @@ impl Store {
     ) -> Result<ListPage, ApiError> {
         scope_check(rt, ns)?;
         let inner = self.lock();
-        let after = options
-            .continue_token
-            .as_deref()
-            .map(decode_continue)
-            .transpose()?;
+        let after = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let mut items = Vec::new();
         let mut continue_token = None;
         for ((_, namespace, name), object) in in_scope(&inner.objects, rt, ns) {
@@ -204,11 +196,7 @@ impl Store {
             }
             items.push(object.clone());
         }
-        Ok(ListPage {
-            items,
-            revision: inner.revision,
-            continue_token,
-        })
+        Ok(ListPage { items, revision: inner.revision, continue_token })
     }
 
     pub fn create(&self, rt: &ResourceType, ns: Option<&str>, body: Value) -> Result<Value, ApiError> {
@@ -238,11 +226,7 @@ impl Store {
         let key = item_key(rt, ns, name)?;
         check_target(rt, target)?;
         let mut inner = self.lock();
-        let existing = inner
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let existing = inner.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         let new = prepare_update(rt, name, &existing, body, target)?;
         self.commit_update(&mut inner, rt, key, existing, new)
     }
@@ -259,11 +243,7 @@ impl Store {
         let key = item_key(rt, ns, name)?;
         check_target(rt, target)?;
         let mut inner = self.lock();
-        let existing = inner
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let existing = inner.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         let patched = apply_patch(rt, name, &existing, format, patch_body)?;
         let new = prepare_update(rt, name, &existing, patched, target)?;
         self.commit_update(&mut inner, rt, key, existing, new)
@@ -294,9 +274,7 @@ impl Store {
             .filter(|(_, object)| selection.selects(object))
             .map(|(key, _)| key.clone())
             .collect();
-        keys.into_iter()
-            .map(|key| self.delete_in(&mut inner, rt, key, options))
-            .collect()
+        keys.into_iter().map(|key| self.delete_in(&mut inner, rt, key, options)).collect()
     }
 
     pub(crate) fn watch(
@@ -323,22 +301,12 @@ impl Store {
                 )));
             }
             Some(from) => {
-                let replay = inner
-                    .history
-                    .iter()
-                    .filter(|c| c.revision > from)
-                    .cloned()
-                    .collect();
+                let replay = inner.history.iter().filter(|c| c.revision > from).cloned().collect();
                 (Vec::new(), replay)
             }
             None => unreachable!("handled as from_state"),
         };
-        Ok(WatchStart {
-            initial,
-            replay,
-            receiver: self.notices.subscribe(),
-            revision: inner.revision,
-        })
+        Ok(WatchStart { initial, replay, receiver: self.notices.subscribe(), revision: inner.revision })
     }
 
     /// Drops the whole change history and ends open watches with 410 Gone, as after an etcd
@@ -362,13 +330,8 @@ impl Store {
         object: Value,
         previous: Option<Value>,
     ) {
-        let change = Arc::new(Change {
-            resource: rt.id.clone(),
-            kind,
-            object,
-            previous,
-            revision: inner.revision,
-        });
+        let change =
+            Arc::new(Change { resource: rt.id.clone(), kind, object, previous, revision: inner.revision });
         inner.history.push_back(change.clone());
         while inner.history.len() > inner.history_limit {
             if let Some(dropped) = inner.history.pop_front() {
@@ -397,15 +360,9 @@ impl Store {
             .or_insert_with(|| json!({}))
             .as_object_mut()
             .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        if meta
-            .get("resourceVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|rv| !rv.is_empty())
-        {
+        if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
             // The real API refuses this in its storage layer, with a 500.
-            return Err(ApiError::internal(
-                "resourceVersion should not be set on objects to be created",
-            ));
+            return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
         }
         match (rt.namespaced, ns, meta.get("namespace").and_then(Value::as_str)) {
             (true, Some(url), Some(body)) if !body.is_empty() && body != url => {
@@ -425,12 +382,7 @@ impl Store {
         inner.next_uid += 1;
         meta.insert("uid".into(), self.uid(inner.next_uid).into());
         meta.insert("creationTimestamp".into(), now().into());
-        for field in [
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "managedFields",
-            "generation",
-        ] {
+        for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "generation"] {
             meta.remove(field);
         }
         if rt.generation == Generation::Tracked {
@@ -452,11 +404,7 @@ impl Store {
             check_name(rt, name)?;
             return Ok(name.to_string());
         }
-        let Some(prefix) = meta
-            .get("generateName")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-        else {
+        let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) else {
             return Err(ApiError::invalid(
                 rt,
                 "",
@@ -485,14 +433,7 @@ impl Store {
 
     fn uid(&self, n: u64) -> String {
         let hex = format!("{:016x}{n:016x}", self.uid_seed);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        )
+        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
     }
 
     fn commit_update(
@@ -529,11 +470,7 @@ impl Store {
         options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         let name = key.2.clone();
-        let existing = inner
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, &name))?;
+        let existing = inner.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, &name))?;
         check_preconditions(rt, &name, &existing, options)?;
         if finalizers(&existing).is_empty() {
             let propagation = options.propagation.unwrap_or(rt.default_propagation);
@@ -568,11 +505,7 @@ impl Store {
         inner.revision += 1;
         set_resource_version(&mut object, inner.revision);
         self.publish(inner, rt, ChangeKind::Deleted, object.clone(), previous);
-        let uid = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let uid = object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
         self.collect_dependents(inner, &uid, propagation);
         object
     }
@@ -591,9 +524,8 @@ impl Store {
             let Some(dependent) = inner.objects.get(&key).cloned() else {
                 continue;
             };
-            let other_owner_alive = owner_uids(&dependent)
-                .iter()
-                .any(|uid| uid != owner_uid && uid_exists(&inner.objects, uid));
+            let other_owner_alive =
+                owner_uids(&dependent).iter().any(|uid| uid != owner_uid && uid_exists(&inner.objects, uid));
             if propagation == Propagation::Orphan || other_owner_alive {
                 let mut new = dependent.clone();
                 if let Some(Value::Array(refs)) = new.pointer_mut("/metadata/ownerReferences") {
@@ -601,10 +533,8 @@ impl Store {
                 }
                 let _ = self.commit_update(inner, &rt, key, dependent, new);
             } else {
-                let options = DeleteOptions {
-                    propagation: Some(Propagation::Delete),
-                    ..DeleteOptions::default()
-                };
+                let options =
+                    DeleteOptions { propagation: Some(Propagation::Delete), ..DeleteOptions::default() };
                 let _ = self.delete_in(inner, &rt, key, &options);
             }
         }
@@ -623,11 +553,7 @@ pub(crate) fn watch_event<'a>(
         return None;
     }
     if let Some(ns) = ns
-        && change
-            .object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            != Some(ns)
+        && change.object.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
     {
         return None;
     }
@@ -689,20 +615,12 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
 
 fn last_key(items: &[Value]) -> (String, String) {
     let last = items.last().cloned().unwrap_or(Value::Null);
-    let field = |f: &str| {
-        last.pointer(f)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let field = |f: &str| last.pointer(f).and_then(Value::as_str).unwrap_or_default().to_string();
     (field("/metadata/namespace"), field("/metadata/name"))
 }
 
 fn check_type_meta(rt: &ResourceType, object: &Map<String, Value>) -> Result<(), ApiError> {
-    let api_version = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
     if !api_version.is_empty() && api_version != rt.id.api_version() {
         return Err(ApiError::bad_request(format!(
@@ -722,9 +640,7 @@ fn check_type_meta(rt: &ResourceType, object: &Map<String, Value>) -> Result<(),
 /// Names must be DNS subdomains (RFC 1123): lowercase alphanumerics, '-' and '.', ≤ 253 chars.
 fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     let valid = name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if valid {
@@ -811,20 +727,14 @@ fn prepare_update(
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     };
     check_type_meta(rt, &object)?;
-    let meta = object
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let meta = object.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
     let body_name = meta.get("name").and_then(Value::as_str).unwrap_or(name);
     if body_name != name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let stored_rv = existing
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str);
+    let stored_rv = existing.pointer("/metadata/resourceVersion").and_then(Value::as_str);
     match meta.get("resourceVersion").and_then(Value::as_str) {
         Some(rv) if !rv.is_empty() && Some(rv) != stored_rv => return Err(ApiError::stale(rt, name)),
         _ => {}
@@ -930,10 +840,8 @@ fn check_preconditions(
     if let Some(uid) = &options.precondition_uid
         && *uid != meta("uid")
     {
-        let why = format!(
-            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-            meta("uid")
-        );
+        let why =
+            format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta("uid"));
         return Err(ApiError::conflict(rt, name, &why));
     }
     if let Some(rv) = &options.precondition_resource_version
@@ -966,58 +874,36 @@ fn bump_generation(rt: &ResourceType, existing: &Value, new: &mut Value) {
     };
     let deletion_started = is_deleting(new) && !is_deleting(existing);
     let current = generation(existing);
-    let next = if strip(existing) != strip(new) || deletion_started {
-        current + 1
-    } else {
-        current
-    };
+    let next = if strip(existing) != strip(new) || deletion_started { current + 1 } else { current };
     new["metadata"]["generation"] = next.into();
 }
 
 fn generation(object: &Value) -> i64 {
-    object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0)
+    object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn is_deleting(object: &Value) -> bool {
-    object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
 fn finalizers(object: &Value) -> Vec<Value> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+    object.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default()
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {
     object
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r["uid"].as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|refs| refs.iter().filter_map(|r| r["uid"].as_str().map(str::to_string)).collect())
         .unwrap_or_default()
 }
 
 fn uid_exists(objects: &BTreeMap<Key, Value>, uid: &str) -> bool {
-    objects
-        .values()
-        .any(|o| o.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
+    objects.values().any(|o| o.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
 }
 
 fn name_of(object: &Value) -> &str {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
 }
 
 fn set_resource_version(object: &mut Value, revision: u64) {

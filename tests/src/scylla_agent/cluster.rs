@@ -56,16 +56,12 @@ pub enum Strategy {
 impl Strategy {
     /// `NetworkTopologyStrategy` on vnodes from `[(dc, rf)]`.
     pub fn nts(dcs: &[(&str, usize)]) -> Self {
-        Strategy::NetworkTopology {
-            dcs: dcs.iter().map(|(dc, rf)| ((*dc).to_owned(), *rf)).collect(),
-        }
+        Strategy::NetworkTopology { dcs: dcs.iter().map(|(dc, rf)| ((*dc).to_owned(), *rf)).collect() }
     }
 
     /// `NetworkTopologyStrategy` with tablets from `[(dc, rf)]`.
     pub fn tablets(dcs: &[(&str, usize)]) -> Self {
-        Strategy::Tablets {
-            dcs: dcs.iter().map(|(dc, rf)| ((*dc).to_owned(), *rf)).collect(),
-        }
+        Strategy::Tablets { dcs: dcs.iter().map(|(dc, rf)| ((*dc).to_owned(), *rf)).collect() }
     }
 
     /// The stand-in's coarser view, for the routes that only filter keyspaces.
@@ -251,10 +247,7 @@ impl Cluster {
     /// The bootstrap ends: the node's tokens enter the ring, and it receives its ranges' data.
     pub fn finish_joining(&self, endpoint: &str) -> Result<(), ClusterError> {
         let mut state = self.lock();
-        let node = state
-            .nodes
-            .get_mut(endpoint)
-            .ok_or_else(|| ClusterError::NoNode(endpoint.to_owned()))?;
+        let node = state.nodes.get_mut(endpoint).ok_or_else(|| ClusterError::NoNode(endpoint.to_owned()))?;
         node.joining = false;
         state.ring_changed();
         Ok(())
@@ -361,12 +354,8 @@ impl Cluster {
     ) -> Result<Vec<(String, f32)>, ClusterError> {
         let mut state = self.lock();
         let strategy = state.strategy(keyspace)?.clone();
-        let endpoints: Vec<String> = state
-            .nodes
-            .iter()
-            .filter(|(_, n)| !n.joining)
-            .map(|(e, _)| e.clone())
-            .collect();
+        let endpoints: Vec<String> =
+            state.nodes.iter().filter(|(_, n)| !n.joining).map(|(e, _)| e.clone()).collect();
         let placement = match strategy {
             Strategy::Tablets { .. } => return Err(ClusterError::PerTable(keyspace.to_owned())),
             Strategy::Local => {
@@ -411,11 +400,7 @@ impl Cluster {
     /// would drop. Empty when the node is clean.
     pub fn stale_ranges(&self, endpoint: &str, keyspace: &str) -> Vec<(i64, i64)> {
         let mut state = self.lock();
-        let held = state
-            .held
-            .get(&(endpoint.to_owned(), keyspace.to_owned()))
-            .cloned()
-            .unwrap_or_default();
+        let held = state.held.get(&(endpoint.to_owned(), keyspace.to_owned())).cloned().unwrap_or_default();
         let now = state.replicated(keyspace, endpoint).unwrap_or_default();
         subtract(&held, &now)
     }
@@ -476,11 +461,7 @@ impl State {
     /// `num_tokens` fresh tokens from the seed, the endpoint and the join count; never
     /// `i64::MIN` (Murmur3's minimum token, which no node can own) nor a token already owned.
     fn draw_tokens(&self, endpoint: &str) -> Vec<i64> {
-        let mut taken: BTreeSet<i64> = self
-            .nodes
-            .values()
-            .flat_map(|n| n.tokens.iter().copied())
-            .collect();
+        let mut taken: BTreeSet<i64> = self.nodes.values().flat_map(|n| n.tokens.iter().copied()).collect();
         let mut x = self.seed ^ fnv1a(endpoint.as_bytes()) ^ mix(self.joins);
         let mut tokens = Vec::with_capacity(self.num_tokens);
         while tokens.len() < self.num_tokens {
@@ -580,11 +561,7 @@ impl State {
     /// The ranges `endpoint` replicates for `keyspace`; none for local and tablet keyspaces.
     fn replicated(&mut self, keyspace: &str, endpoint: &str) -> Result<Vec<(i64, i64)>, ClusterError> {
         let strategy = self.strategy(keyspace)?.clone();
-        Ok(self
-            .placement(&strategy)
-            .get(endpoint)
-            .cloned()
-            .unwrap_or_default())
+        Ok(self.placement(&strategy).get(endpoint).cloned().unwrap_or_default())
     }
 
     /// Every range with its replicas under a vnode `strategy` (cached until the ring changes).
@@ -603,10 +580,7 @@ impl State {
             return cached.clone();
         }
         let mut by_node: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-        if matches!(
-            strategy,
-            Strategy::Simple { .. } | Strategy::NetworkTopology { .. }
-        ) {
+        if matches!(strategy, Strategy::Simple { .. } | Strategy::NetworkTopology { .. }) {
             for row in self.vnode_rows(strategy).iter() {
                 for endpoint in &row.endpoints {
                     match by_node.get_mut(endpoint) {
@@ -618,10 +592,8 @@ impl State {
                 }
             }
         }
-        let by_node: BTreeMap<String, Vec<(i64, i64)>> = by_node
-            .into_iter()
-            .map(|(e, ranges)| (e, union(ranges)))
-            .collect();
+        let by_node: BTreeMap<String, Vec<(i64, i64)>> =
+            by_node.into_iter().map(|(e, ranges)| (e, union(ranges))).collect();
         let by_node = Arc::new(by_node);
         self.placements.insert(strategy.clone(), by_node.clone());
         by_node
@@ -638,20 +610,13 @@ impl State {
     /// Every node holds data for what it replicates now in `keyspaces`, on top of what it held
     /// (ranges gained are streamed or repaired onto it; nothing is dropped without a cleanup).
     fn data_follows(&mut self, keyspaces: &[String]) {
-        let endpoints: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| !n.joining)
-            .map(|(e, _)| e.clone())
-            .collect();
+        let endpoints: Vec<String> =
+            self.nodes.iter().filter(|(_, n)| !n.joining).map(|(e, _)| e.clone()).collect();
         for keyspace in keyspaces {
             let Ok(strategy) = self.strategy(keyspace).cloned() else {
                 continue;
             };
-            if !matches!(
-                strategy,
-                Strategy::Simple { .. } | Strategy::NetworkTopology { .. }
-            ) {
+            if !matches!(strategy, Strategy::Simple { .. } | Strategy::NetworkTopology { .. }) {
                 continue;
             }
             let placement = self.placement(&strategy);
@@ -773,9 +738,7 @@ fn mix(mut x: u64) -> u64 {
 
 /// FNV-1a: a stable hash of an endpoint's name (std's hasher may change between releases).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01B3)
-    })
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |hash, b| (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01B3))
 }
 
 #[cfg(test)]

@@ -5,10 +5,7 @@
 use super::*;
 
 fn reference(file: &str) -> Value {
-    let path = format!(
-        "{}/../../shared/reference/scylla/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/../../shared/reference/scylla/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -81,10 +78,7 @@ fn every_route_exists_in_the_reference_with_its_method_and_parameters() {
             let enforced = REQUIRED_QUERY.contains(&(route.path, name.as_str()));
             assert_eq!(*required, enforced, "{what}: is {name} required?");
             if *required {
-                assert!(
-                    route.query.contains(&name.as_str()),
-                    "{what}: {name} not accepted"
-                );
+                assert!(route.query.contains(&name.as_str()), "{what}: {name} not accepted");
             }
         }
 
@@ -145,19 +139,9 @@ fn response_objects_use_the_reference_models() {
 
 #[test]
 fn keyspace_filters_are_the_reference_enums() {
-    let op = operation(
-        ROUTES
-            .iter()
-            .find(|r| r.path == "/storage_service/keyspaces")
-            .unwrap(),
-    );
+    let op = operation(ROUTES.iter().find(|r| r.path == "/storage_service/keyspaces").unwrap());
     let values = |name: &str| -> Vec<String> {
-        op["parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap()["enum"]
+        op["parameters"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()["enum"]
             .as_array()
             .unwrap()
             .iter()
@@ -170,12 +154,7 @@ fn keyspace_filters_are_the_reference_enums() {
 
 #[test]
 fn stop_compaction_types_are_the_documented_ones() {
-    let op = operation(
-        ROUTES
-            .iter()
-            .find(|r| r.path == "/compaction_manager/stop_compaction")
-            .unwrap(),
-    );
+    let op = operation(ROUTES.iter().find(|r| r.path == "/compaction_manager/stop_compaction").unwrap());
     let description = op["parameters"][0]["description"].as_str().unwrap();
     assert!(description.contains("CLEANUP"), "{description}");
 }
@@ -195,12 +174,9 @@ fn routes_match_paths_and_extract_parameters() {
 /// else is.
 fn assert_matches_model(value: &Value, file: &str, model: &str) {
     let doc = reference(file);
-    let properties = doc["models"][model]["properties"]
-        .as_object()
-        .unwrap_or_else(|| panic!("{file}: no model {model}"));
-    let object = value
-        .as_object()
-        .unwrap_or_else(|| panic!("{model}: not an object: {value}"));
+    let properties =
+        doc["models"][model]["properties"].as_object().unwrap_or_else(|| panic!("{file}: no model {model}"));
+    let object = value.as_object().unwrap_or_else(|| panic!("{model}: not an object: {value}"));
     let mut names: Vec<&String> = object.keys().collect();
     names.sort();
     let mut expected: Vec<&String> = properties.keys().collect();
@@ -232,10 +208,7 @@ fn describe_ring_answers_token_ranges_of_the_reference_model() {
     cluster.join("10.0.0.2", "dc1", "r2").unwrap();
     cluster.join("10.0.0.3", "dc2", "r1").unwrap();
     cluster.create_keyspace("ks", cluster::Strategy::nts(&[("dc1", 2), ("dc2", 1)]));
-    let route = ROUTES
-        .iter()
-        .find(|r| r.path == "/storage_service/describe_ring/{keyspace}")
-        .unwrap();
+    let route = ROUTES.iter().find(|r| r.path == "/storage_service/describe_ring/{keyspace}").unwrap();
     assert_eq!(route.returns, "array<token_range>");
     let rows = cluster.describe_ring_json("ks", "10.0.0.1").unwrap();
     let rows = rows.as_array().unwrap();
@@ -244,11 +217,7 @@ fn describe_ring_answers_token_ranges_of_the_reference_model() {
         assert_matches_model(row, "storage_service.json", "token_range");
         for token in ["start_token", "end_token"] {
             let text = row[token].as_str().unwrap();
-            assert_eq!(
-                text.parse::<i64>().unwrap().to_string(),
-                text,
-                "{token}: decimal int64"
-            );
+            assert_eq!(text.parse::<i64>().unwrap().to_string(), text, "{token}: decimal int64");
         }
         assert_eq!(row["endpoints"].as_array().unwrap().len(), 3);
     }
@@ -256,12 +225,8 @@ fn describe_ring_answers_token_ranges_of_the_reference_model() {
 
 #[test]
 fn describe_ring_takes_only_the_reference_parameters() {
-    let op = operation(
-        ROUTES
-            .iter()
-            .find(|r| r.path == "/storage_service/describe_ring/{keyspace}")
-            .unwrap(),
-    );
+    let op =
+        operation(ROUTES.iter().find(|r| r.path == "/storage_service/describe_ring/{keyspace}").unwrap());
     // `table` (tablets of one table) is optional and groundskeeper never sends it: the stand-in
     // refuses it like any parameter it does not serve.
     assert_eq!(parameters(&op, "query"), [("table".to_owned(), false)]);
@@ -276,15 +241,9 @@ fn ownership_answers_mappers_of_the_reference_model() {
     cluster.create_keyspace("ks", cluster::Strategy::Simple { rf: 2 });
     let shares = cluster.effective_ownership("ks", "10.0.0.1").unwrap();
     let total: f32 = shares.iter().map(|(_, s)| s).sum();
-    assert!(
-        (total - 2.0).abs() < 1e-5,
-        "RF 2: the shares add up to 2, got {total}"
-    );
+    assert!((total - 2.0).abs() < 1e-5, "RF 2: the shares add up to 2, got {total}");
     let row = json!({"key": shares[0].0, "value": shares[0].1.to_string()});
     assert_matches_model(&row, "storage_service.json", "mapper");
-    let route = ROUTES
-        .iter()
-        .find(|r| r.path == "/storage_service/ownership/{keyspace}")
-        .unwrap();
+    let route = ROUTES.iter().find(|r| r.path == "/storage_service/ownership/{keyspace}").unwrap();
     assert_eq!(route.returns, "array<mapper>");
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::api::maintenance_task::TargetKind;
+use groundskeeper_api::maintenance_task::TargetKind;
 
 use TaskType::{Compact, Defragment, Snapshot};
 
@@ -14,10 +14,7 @@ fn at(second: i64) -> Timestamp {
 }
 
 fn etcd_main() -> TaskTarget {
-    TaskTarget {
-        kind: TargetKind::EtcdCluster,
-        name: "main".into(),
-    }
+    TaskTarget { kind: TargetKind::EtcdCluster, name: "main".into() }
 }
 
 /// A valid Pending task created at `second`, kept an hour once finished, no deadline.
@@ -71,50 +68,27 @@ fn ready(tasks: Vec<TaskView>) -> TargetTasks {
 }
 
 fn with_facts(facts: TargetFacts, tasks: Vec<TaskView>) -> TargetTasks {
-    TargetTasks {
-        target: etcd_main(),
-        facts,
-        tasks,
-    }
+    TargetTasks { target: etcd_main(), facts, tasks }
 }
 
 fn waiting_for(reason: &str) -> TargetFacts {
-    TargetFacts::Waiting {
-        reason: reason.into(),
-    }
+    TargetFacts::Waiting { reason: reason.into() }
 }
 
 fn queued_behind(task: &str, task_running: bool, ahead: usize) -> Decision {
-    Decision::Wait {
-        reason: WaitReason::QueuedBehind {
-            task: task.into(),
-            task_running,
-            ahead,
-        },
-    }
+    Decision::Wait { reason: WaitReason::QueuedBehind { task: task.into(), task_running, ahead } }
 }
 
 fn duplicate_of(of: &str, of_state: TaskState) -> Decision {
-    Decision::Reject {
-        reason: Rejection::Duplicate {
-            of: of.into(),
-            of_state,
-        },
-    }
+    Decision::Reject { reason: Rejection::Duplicate { of: of.into(), of_state } }
 }
 
 fn target_not_found() -> Decision {
-    Decision::Reject {
-        reason: Rejection::TargetNotFound { target: etcd_main() },
-    }
+    Decision::Reject { reason: Rejection::TargetNotFound { target: etcd_main() } }
 }
 
 fn decisions(input: &TargetTasks) -> Vec<(String, Decision)> {
-    decide(input, at(NOW))
-        .decisions
-        .into_iter()
-        .map(|d| (d.name, d.decision))
-        .collect()
+    decide(input, at(NOW)).decisions.into_iter().map(|d| (d.name, d.decision)).collect()
 }
 
 fn named(pairs: Vec<(&str, Decision)>) -> Vec<(String, Decision)> {
@@ -132,10 +106,7 @@ fn decisions_per_rule() {
         ),
         (
             "the head waits for its target, saying what for",
-            with_facts(
-                waiting_for("condition Available is False"),
-                vec![task("a", 0, Compact)],
-            ),
+            with_facts(waiting_for("condition Available is False"), vec![task("a", 0, Compact)]),
             vec![(
                 "a",
                 Decision::Wait {
@@ -167,11 +138,7 @@ fn decisions_per_rule() {
         ),
         (
             "first in, first out: only the oldest starts",
-            ready(vec![
-                task("c", 2, Snapshot),
-                task("a", 0, Compact),
-                task("b", 1, Defragment),
-            ]),
+            ready(vec![task("c", 2, Snapshot), task("a", 0, Compact), task("b", 1, Defragment)]),
             vec![
                 ("a", Decision::Start),
                 ("b", queued_behind("a", true, 1)),
@@ -190,18 +157,12 @@ fn decisions_per_rule() {
         ),
         (
             "a running task keeps running while its target is not ready",
-            with_facts(
-                waiting_for("Progressing"),
-                vec![running(task("r", 0, Compact), 1)],
-            ),
+            with_facts(waiting_for("Progressing"), vec![running(task("r", 0, Compact), 1)]),
             vec![("r", Decision::KeepRunning)],
         ),
         (
             "a missing target rejects the pending tasks",
-            with_facts(
-                TargetFacts::Missing,
-                vec![task("a", 0, Compact), task("b", 1, Defragment)],
-            ),
+            with_facts(TargetFacts::Missing, vec![task("a", 0, Compact), task("b", 1, Defragment)]),
             vec![("a", target_not_found()), ("b", target_not_found())],
         ),
         (
@@ -239,18 +200,12 @@ fn decisions_per_rule() {
         (
             "a duplicate of a pending task is rejected, naming it",
             ready(vec![task("first", 0, Compact), task("second", 1, Compact)]),
-            vec![
-                ("first", Decision::Start),
-                ("second", duplicate_of("first", TaskState::Pending)),
-            ],
+            vec![("first", Decision::Start), ("second", duplicate_of("first", TaskState::Pending))],
         ),
         (
             "a duplicate of the running task is rejected, naming it",
             ready(vec![running(task("r", 0, Compact), 1), task("again", 2, Compact)]),
-            vec![
-                ("r", Decision::KeepRunning),
-                ("again", duplicate_of("r", TaskState::InProgress)),
-            ],
+            vec![("r", Decision::KeepRunning), ("again", duplicate_of("r", TaskState::InProgress))],
         ),
         (
             "duplicates are found only among unfinished tasks",
@@ -307,71 +262,39 @@ fn decisions_per_rule() {
         ),
         (
             "past its deadline a running task fails, and the next one starts",
-            ready(vec![
-                deadline(running(task("slow", 0, Compact), 1), 60),
-                task("next", 1, Defragment),
-            ]),
-            vec![
-                ("slow", Decision::FailDeadline { deadline: at(60) }),
-                ("next", Decision::Start),
-            ],
+            ready(vec![deadline(running(task("slow", 0, Compact), 1), 60), task("next", 1, Defragment)]),
+            vec![("slow", Decision::FailDeadline { deadline: at(60) }), ("next", Decision::Start)],
         ),
         (
             "a task failed by its deadline is no one's duplicate",
-            ready(vec![
-                deadline(task("late", 0, Compact), 60),
-                task("again", 1, Compact),
-            ]),
-            vec![
-                ("late", Decision::FailDeadline { deadline: at(60) }),
-                ("again", Decision::Start),
-            ],
+            ready(vec![deadline(task("late", 0, Compact), 60), task("again", 1, Compact)]),
+            vec![("late", Decision::FailDeadline { deadline: at(60) }), ("again", Decision::Start)],
         ),
         (
             "a deadline of a running task counts before its missing target",
-            with_facts(
-                TargetFacts::Missing,
-                vec![deadline(running(task("r", 0, Compact), 1), 60)],
-            ),
+            with_facts(TargetFacts::Missing, vec![deadline(running(task("r", 0, Compact), 1), 60)]),
             vec![("r", Decision::FailDeadline { deadline: at(60) })],
         ),
         (
             "a finished task is kept until its TTL has passed",
-            ready(vec![ended(
-                task("done", 0, Compact),
-                TaskState::Completed,
-                NOW - 3599,
-            )]),
+            ready(vec![ended(task("done", 0, Compact), TaskState::Completed, NOW - 3599)]),
             vec![("done", Decision::Nothing)],
         ),
         (
             "a finished task is deleted once its TTL has passed (exactly at now)",
-            ready(vec![ended(
-                task("done", 0, Compact),
-                TaskState::Completed,
-                NOW - 3600,
-            )]),
+            ready(vec![ended(task("done", 0, Compact), TaskState::Completed, NOW - 3600)]),
             vec![("done", Decision::Delete)],
         ),
         (
             "TTL 0 deletes a finished task at once",
-            ready(vec![ttl(
-                ended(task("done", 0, Compact), TaskState::Failed, NOW),
-                0,
-            )]),
+            ready(vec![ttl(ended(task("done", 0, Compact), TaskState::Failed, NOW), 0)]),
             vec![("done", Decision::Delete)],
         ),
         (
             "a finished task with no finish time counts its TTL from its creation",
             ready(vec![
-                TaskView {
-                    state: TaskState::Completed,
-                    ..task("old", NOW - 3600, Compact)
-                },
-                TaskView {
-                    state: TaskState::Completed,
-                    ..task("young", NOW - 10, Defragment)
-                },
+                TaskView { state: TaskState::Completed, ..task("old", NOW - 3600, Compact) },
+                TaskView { state: TaskState::Completed, ..task("young", NOW - 10, Defragment) },
             ]),
             vec![("old", Decision::Delete), ("young", Decision::Nothing)],
         ),
@@ -380,18 +303,9 @@ fn decisions_per_rule() {
             with_facts(
                 TargetFacts::Missing,
                 vec![
-                    deadline(
-                        invalid(ended(task("rejected", 0, Compact), TaskState::Rejected, NOW - 5)),
-                        1,
-                    ),
-                    deadline(
-                        ended(task("failed", 1, Defragment), TaskState::Failed, NOW - 5),
-                        1,
-                    ),
-                    deadline(
-                        ended(task("completed", 2, Snapshot), TaskState::Completed, NOW - 5),
-                        1,
-                    ),
+                    deadline(invalid(ended(task("rejected", 0, Compact), TaskState::Rejected, NOW - 5)), 1),
+                    deadline(ended(task("failed", 1, Defragment), TaskState::Failed, NOW - 5), 1),
+                    deadline(ended(task("completed", 2, Snapshot), TaskState::Completed, NOW - 5), 1),
                 ],
             ),
             vec![
@@ -424,10 +338,7 @@ fn requeue_at_the_earliest_deadline_or_expiry() {
         ("nothing due by time", ready(vec![task("a", 0, Compact)]), None),
         (
             "a pending task's deadline",
-            ready(vec![
-                task("a", 0, Compact),
-                deadline(task("b", NOW - 10, Defragment), 100),
-            ]),
+            ready(vec![task("a", 0, Compact), deadline(task("b", NOW - 10, Defragment), 100)]),
             Some(NOW + 90),
         ),
         (
@@ -455,10 +366,7 @@ fn requeue_at_the_earliest_deadline_or_expiry() {
         ),
         (
             "a deleted task is not looked at again",
-            ready(vec![ttl(
-                ended(task("gone", 0, Compact), TaskState::Completed, 0),
-                0,
-            )]),
+            ready(vec![ttl(ended(task("gone", 0, Compact), TaskState::Completed, 0), 0)]),
             None,
         ),
     ];
@@ -488,44 +396,21 @@ fn the_earliest_requeue_of_several_targets() {
 
 #[test]
 fn reasons_read_as_what_to_do() {
-    let queued = WaitReason::QueuedBehind {
-        task: "defrag-1".into(),
-        task_running: true,
-        ahead: 1,
-    };
+    let queued = WaitReason::QueuedBehind { task: "defrag-1".into(), task_running: true, ahead: 1 };
     assert_eq!(
         queued.to_string(),
         "queued behind MaintenanceTask defrag-1 (InProgress); 1 task ahead of this one"
     );
     assert_eq!(queued.code(), "QueuedBehindTask");
-    let target = WaitReason::Target {
-        target: etcd_main(),
-        reason: "member etcd-1 is unhealthy".into(),
-    };
-    assert_eq!(
-        target.to_string(),
-        "waits for EtcdCluster main: member etcd-1 is unhealthy"
-    );
+    let target = WaitReason::Target { target: etcd_main(), reason: "member etcd-1 is unhealthy".into() };
+    assert_eq!(target.to_string(), "waits for EtcdCluster main: member etcd-1 is unhealthy");
     assert_eq!(target.code(), "WaitingForTarget");
     let missing = Rejection::TargetNotFound { target: etcd_main() };
-    assert!(
-        missing
-            .to_string()
-            .starts_with("EtcdCluster main does not exist in this namespace")
-    );
-    let duplicate = Rejection::Duplicate {
-        of: "compact-1".into(),
-        of_state: TaskState::Pending,
-    };
-    assert!(
-        duplicate
-            .to_string()
-            .starts_with("duplicate of MaintenanceTask compact-1 (Pending)")
-    );
+    assert!(missing.to_string().starts_with("EtcdCluster main does not exist in this namespace"));
+    let duplicate = Rejection::Duplicate { of: "compact-1".into(), of_state: TaskState::Pending };
+    assert!(duplicate.to_string().starts_with("duplicate of MaintenanceTask compact-1 (Pending)"));
     assert_eq!(duplicate.code(), "Duplicate");
-    let invalid = Rejection::Invalid {
-        errors: invalid(task("bad", 0, Compact)).validation.unwrap_err(),
-    };
+    let invalid = Rejection::Invalid { errors: invalid(task("bad", 0, Compact)).validation.unwrap_err() };
     assert!(
         invalid
             .to_string()
@@ -556,10 +441,7 @@ fn a_view_of_a_task_object() {
         json!({"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Compact", "deadlineSeconds": 60});
     let fresh = TaskView::of(&object("etcd", "t", spec.clone(), json!(null)), at(NOW));
     assert_eq!(fresh.state, TaskState::Pending);
-    assert_eq!(
-        fresh.created,
-        "2030-01-01T00:00:00Z".parse::<Timestamp>().unwrap()
-    );
+    assert_eq!(fresh.created, "2030-01-01T00:00:00Z".parse::<Timestamp>().unwrap());
     assert_eq!(fresh.deadline_seconds, Some(60));
     assert_eq!(fresh.validation, Ok(()));
     let done = TaskView::of(
@@ -600,12 +482,7 @@ fn tasks_group_by_namespace_and_target() {
     let sizes: Vec<_> = groups
         .iter()
         .map(|(key, views)| {
-            (
-                key.namespace.as_str(),
-                key.target.kind.as_str(),
-                key.target.name.as_str(),
-                views.len(),
-            )
+            (key.namespace.as_str(), key.target.kind.as_str(), key.target.name.as_str(), views.len())
         })
         .collect();
     assert_eq!(

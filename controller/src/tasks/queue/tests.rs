@@ -8,38 +8,22 @@ fn at(second: i64) -> Timestamp {
 }
 
 fn entry(name: &str, second: i64, task_type: TaskType, standing: Standing) -> QueueEntry {
-    QueueEntry {
-        name: name.into(),
-        created: at(second),
-        task_type,
-        standing,
-    }
+    QueueEntry { name: name.into(), created: at(second), task_type, standing }
 }
 
 fn behind(head: &str, head_running: bool, ahead: usize) -> Place {
-    Place::Behind {
-        head: head.into(),
-        head_running,
-        ahead,
-    }
+    Place::Behind { head: head.into(), head_running, ahead }
 }
 
 fn duplicate(of: &str, of_running: bool) -> Place {
-    Place::Duplicate {
-        of: of.into(),
-        of_running,
-    }
+    Place::Duplicate { of: of.into(), of_running }
 }
 
 #[test]
 fn places() {
     let cases: Vec<(&str, Vec<QueueEntry>, Vec<Place>)> = vec![
         ("an empty queue", vec![], vec![]),
-        (
-            "a lone waiting task is the head",
-            vec![entry("a", 0, Compact, Waiting)],
-            vec![Place::Head],
-        ),
+        ("a lone waiting task is the head", vec![entry("a", 0, Compact, Waiting)], vec![Place::Head]),
         (
             "first in, first out",
             vec![
@@ -51,34 +35,22 @@ fn places() {
         ),
         (
             "a tie on creation time is broken by name",
-            vec![
-                entry("zeta", 3, Compact, Waiting),
-                entry("alpha", 3, Defragment, Waiting),
-            ],
+            vec![entry("zeta", 3, Compact, Waiting), entry("alpha", 3, Defragment, Waiting)],
             vec![behind("alpha", false, 1), Place::Head],
         ),
         (
             "a running task holds the target, even when created after the waiting ones",
-            vec![
-                entry("old", 0, Compact, Waiting),
-                entry("running", 7, Defragment, Running),
-            ],
+            vec![entry("old", 0, Compact, Waiting), entry("running", 7, Defragment, Running)],
             vec![behind("running", true, 1), Place::Running],
         ),
         (
             "the same type as a waiting task ahead is a duplicate",
-            vec![
-                entry("first", 0, Compact, Waiting),
-                entry("second", 1, Compact, Waiting),
-            ],
+            vec![entry("first", 0, Compact, Waiting), entry("second", 1, Compact, Waiting)],
             vec![Place::Head, duplicate("first", false)],
         ),
         (
             "the same type as the running task is a duplicate",
-            vec![
-                entry("running", 0, Compact, Running),
-                entry("again", 1, Compact, Waiting),
-            ],
+            vec![entry("running", 0, Compact, Running), entry("again", 1, Compact, Waiting)],
             vec![Place::Running, duplicate("running", true)],
         ),
         (
@@ -89,12 +61,7 @@ fn places() {
                 entry("c", 2, Defragment, Waiting),
                 entry("dup2", 3, Defragment, Waiting),
             ],
-            vec![
-                Place::Head,
-                duplicate("a", false),
-                behind("a", false, 1),
-                duplicate("c", false),
-            ],
+            vec![Place::Head, duplicate("a", false), behind("a", false, 1), duplicate("c", false)],
         ),
         (
             "of two duplicates the later is the duplicate, ties by name",
@@ -123,9 +90,6 @@ fn queue_order_is_creation_then_name() {
         entry("c", 1, Compact, Waiting),
         entry("a", 2, Compact, Waiting),
     ];
-    let names: Vec<_> = in_queue_order(&entries)
-        .into_iter()
-        .map(|i| entries[i].name.as_str())
-        .collect();
+    let names: Vec<_> = in_queue_order(&entries).into_iter().map(|i| entries[i].name.as_str()).collect();
     assert_eq!(names, vec!["c", "a", "b"]);
 }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::api::maintenance_task::{NodeState, TargetKind, TaskTarget};
 use crate::tasks::lifecycle::{Rejection, WaitReason};
+use groundskeeper_api::maintenance_task::{NodeState, TargetKind, TaskTarget};
 
 fn at(second: i64) -> Timestamp {
     Timestamp::from_second(1_900_000_000 + second).unwrap()
@@ -11,13 +11,7 @@ fn t(second: i64) -> Time {
 }
 
 fn queued_behind(task: &str) -> Decision {
-    Decision::Wait {
-        reason: WaitReason::QueuedBehind {
-            task: task.into(),
-            task_running: true,
-            ahead: 1,
-        },
-    }
+    Decision::Wait { reason: WaitReason::QueuedBehind { task: task.into(), task_running: true, ahead: 1 } }
 }
 
 fn condition<'a>(status: &'a MaintenanceTaskStatus, type_: &str) -> &'a Condition {
@@ -39,12 +33,7 @@ fn pair(status: &str, reason: &str) -> (String, String) {
 
 #[test]
 fn waiting_marks_the_task_pending_and_queued() {
-    let status = apply_decision(
-        MaintenanceTaskStatus::default(),
-        &queued_behind("r"),
-        Some(1),
-        at(5),
-    );
+    let status = apply_decision(MaintenanceTaskStatus::default(), &queued_behind("r"), Some(1), at(5));
     assert_eq!(status.state, Some(TaskState::Pending));
     assert_eq!(status.initiated_at, Some(t(5)));
     assert_eq!(status.observed_generation, Some(1));
@@ -55,48 +44,29 @@ fn waiting_marks_the_task_pending_and_queued() {
     );
     assert_eq!(summary(&status, READY), pair("False", "Pending"));
     let op = status.last_operation.as_ref().unwrap();
-    assert_eq!(
-        (op.state, op.last_update_time.clone()),
-        (TaskState::Pending, t(5))
-    );
+    assert_eq!((op.state, op.last_update_time.clone()), (TaskState::Pending, t(5)));
 }
 
 #[test]
 fn deciding_the_same_again_changes_nothing() {
-    let first = apply_decision(
-        MaintenanceTaskStatus::default(),
-        &queued_behind("r"),
-        Some(1),
-        at(5),
-    );
+    let first = apply_decision(MaintenanceTaskStatus::default(), &queued_behind("r"), Some(1), at(5));
     let again = apply_decision(first.clone(), &queued_behind("r"), Some(1), at(99));
     assert_eq!(again, first);
 }
 
 #[test]
 fn a_new_wait_reason_keeps_the_transition_time_and_moves_the_operation() {
-    let first = apply_decision(
-        MaintenanceTaskStatus::default(),
-        &queued_behind("r"),
-        Some(1),
-        at(5),
-    );
+    let first = apply_decision(MaintenanceTaskStatus::default(), &queued_behind("r"), Some(1), at(5));
     let target = Decision::Wait {
         reason: WaitReason::Target {
-            target: TaskTarget {
-                kind: TargetKind::EtcdCluster,
-                name: "main".into(),
-            },
+            target: TaskTarget { kind: TargetKind::EtcdCluster, name: "main".into() },
             reason: "a member is unhealthy".into(),
         },
     };
     let next = apply_decision(first, &target, Some(1), at(50));
     let queued = condition(&next, QUEUED);
     assert_eq!(queued.reason, "WaitingForTarget");
-    assert_eq!(
-        queued.message,
-        "waits for EtcdCluster main: a member is unhealthy"
-    );
+    assert_eq!(queued.message, "waits for EtcdCluster main: a member is unhealthy");
     assert_eq!(queued.last_transition_time, t(5), "still True since 5");
     assert_eq!(next.last_operation.unwrap().last_update_time, t(50));
     assert_eq!(next.initiated_at, Some(t(5)));
@@ -104,12 +74,7 @@ fn a_new_wait_reason_keeps_the_transition_time_and_moves_the_operation() {
 
 #[test]
 fn starting_records_the_start() {
-    let waiting = apply_decision(
-        MaintenanceTaskStatus::default(),
-        &queued_behind("r"),
-        Some(1),
-        at(5),
-    );
+    let waiting = apply_decision(MaintenanceTaskStatus::default(), &queued_behind("r"), Some(1), at(5));
     let started = apply_decision(waiting, &Decision::Start, Some(1), at(20));
     assert_eq!(started.state, Some(TaskState::InProgress));
     assert_eq!(started.initiated_at, Some(t(5)));
@@ -117,37 +82,23 @@ fn starting_records_the_start() {
     assert_eq!(summary(&started, QUEUED), pair("False", "Started"));
     assert_eq!(condition(&started, QUEUED).last_transition_time, t(20));
     assert_eq!(summary(&started, READY), pair("False", "InProgress"));
-    assert_eq!(
-        condition(&started, READY).last_transition_time,
-        t(5),
-        "False since 5"
-    );
+    assert_eq!(condition(&started, READY).last_transition_time, t(5), "False since 5");
 }
 
 #[test]
 fn endings() {
-    let target = TaskTarget {
-        kind: TargetKind::EtcdCluster,
-        name: "main".into(),
-    };
+    let target = TaskTarget { kind: TargetKind::EtcdCluster, name: "main".into() };
     let cases: Vec<(Decision, TaskState, &str, &str)> = vec![
         (
             Decision::Reject {
-                reason: Rejection::Duplicate {
-                    of: "c1".into(),
-                    of_state: TaskState::Pending,
-                },
+                reason: Rejection::Duplicate { of: "c1".into(), of_state: TaskState::Pending },
             },
             TaskState::Rejected,
             "Duplicate",
             "rejected: duplicate of MaintenanceTask c1 (Pending)",
         ),
         (
-            Decision::Reject {
-                reason: Rejection::TargetNotFound {
-                    target: target.clone(),
-                },
-            },
+            Decision::Reject { reason: Rejection::TargetNotFound { target: target.clone() } },
             TaskState::Rejected,
             "TargetNotFound",
             "rejected: EtcdCluster main does not exist",
@@ -172,11 +123,7 @@ fn endings() {
         assert_eq!(status.initiated_at, Some(t(70)));
         let error = &status.last_errors[0];
         assert_eq!(error.code, code);
-        assert!(
-            error.description.starts_with(description),
-            "{}",
-            error.description
-        );
+        assert!(error.description.starts_with(description), "{}", error.description);
         assert_eq!(error.observed_at, t(70));
         assert_eq!(summary(&status, QUEUED), pair("False", state.as_str()));
         assert_eq!(summary(&status, READY), pair("False", code));
@@ -200,13 +147,8 @@ fn completing_makes_the_task_ready() {
 #[test]
 fn failing_records_the_code() {
     let running = apply_decision(MaintenanceTaskStatus::default(), &Decision::Start, Some(1), at(1));
-    let failed = fail(
-        running,
-        "JobFailed",
-        "Job defrag-main-3 failed: member etcd-2 timed out",
-        Some(1),
-        at(30),
-    );
+    let failed =
+        fail(running, "JobFailed", "Job defrag-main-3 failed: member etcd-2 timed out", Some(1), at(30));
     assert_eq!(failed.state, Some(TaskState::Failed));
     assert_eq!(failed.last_errors[0].code, "JobFailed");
     assert_eq!(summary(&failed, READY), pair("False", "JobFailed"));
@@ -218,12 +160,7 @@ fn a_final_status_never_changes() {
     let finals = [
         complete(running.clone(), "done", Some(1), at(2)),
         fail(running.clone(), "JobFailed", "boom", Some(1), at(2)),
-        apply_decision(
-            running,
-            &Decision::FailDeadline { deadline: at(2) },
-            Some(1),
-            at(2),
-        ),
+        apply_decision(running, &Decision::FailDeadline { deadline: at(2) }, Some(1), at(2)),
     ];
     for finished in finals {
         let decisions = [
@@ -231,21 +168,14 @@ fn a_final_status_never_changes() {
             queued_behind("x"),
             Decision::FailDeadline { deadline: at(9) },
             Decision::Reject {
-                reason: Rejection::Duplicate {
-                    of: "x".into(),
-                    of_state: TaskState::Pending,
-                },
+                reason: Rejection::Duplicate { of: "x".into(), of_state: TaskState::Pending },
             },
             Decision::KeepRunning,
             Decision::Delete,
             Decision::Nothing,
         ];
         for decision in &decisions {
-            assert_eq!(
-                apply_decision(finished.clone(), decision, Some(3), at(99)),
-                finished,
-                "{decision:?}"
-            );
+            assert_eq!(apply_decision(finished.clone(), decision, Some(3), at(99)), finished, "{decision:?}");
         }
         assert_eq!(complete(finished.clone(), "again", Some(3), at(99)), finished);
         assert_eq!(fail(finished.clone(), "X", "again", Some(3), at(99)), finished);
@@ -256,10 +186,7 @@ fn a_final_status_never_changes() {
 fn decisions_without_a_status_change_leave_it_alone() {
     let running = apply_decision(MaintenanceTaskStatus::default(), &Decision::Start, Some(1), at(1));
     for decision in [Decision::KeepRunning, Decision::Nothing, Decision::Delete] {
-        assert_eq!(
-            apply_decision(running.clone(), &decision, Some(1), at(50)),
-            running
-        );
+        assert_eq!(apply_decision(running.clone(), &decision, Some(1), at(50)), running);
     }
 }
 
@@ -294,11 +221,7 @@ fn times_are_whole_seconds() {
 
 #[test]
 fn progress_counts_finished_nodes() {
-    let node = |state| NodeProgress {
-        name: "n".into(),
-        state,
-        ..NodeProgress::default()
-    };
+    let node = |state| NodeProgress { name: "n".into(), state, ..NodeProgress::default() };
     assert_eq!(progress_of(&[]), None);
     let nodes = [
         node(NodeState::Succeeded),

@@ -20,48 +20,24 @@ fn ring_of(nodes: &[(&str, &str, &str, i64)]) -> Cluster {
 /// `(end token, replicas)` of every range in ring order.
 fn placement(cluster: &Cluster, strategy: Strategy) -> Vec<(i64, Vec<String>)> {
     cluster.create_keyspace("ks", strategy);
-    cluster
-        .describe_ring("ks", "A")
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.end, r.endpoints))
-        .collect()
+    cluster.describe_ring("ks", "A").unwrap().into_iter().map(|r| (r.end, r.endpoints)).collect()
 }
 
 fn expect(rows: &[(i64, &[&str])]) -> Vec<(i64, Vec<String>)> {
-    rows.iter()
-        .map(|(end, eps)| (*end, eps.iter().map(|e| (*e).to_owned()).collect()))
-        .collect()
+    rows.iter().map(|(end, eps)| (*end, eps.iter().map(|e| (*e).to_owned()).collect())).collect()
 }
 
-const FOUR_NODES: &[HandNode] = &[
-    ("A", "dc1", "r1", 10),
-    ("B", "dc1", "r1", 20),
-    ("C", "dc1", "r1", 30),
-    ("D", "dc1", "r1", 40),
-];
+const FOUR_NODES: &[HandNode] =
+    &[("A", "dc1", "r1", 10), ("B", "dc1", "r1", 20), ("C", "dc1", "r1", 30), ("D", "dc1", "r1", 40)];
 
 #[test]
 fn simple_strategy_takes_the_next_distinct_nodes_clockwise() {
     let cases: &[(usize, Expected)] = &[
         (1, &[(10, &["A"]), (20, &["B"]), (30, &["C"]), (40, &["D"])]),
-        (
-            2,
-            &[
-                (10, &["A", "B"]),
-                (20, &["B", "C"]),
-                (30, &["C", "D"]),
-                (40, &["D", "A"]),
-            ],
-        ),
+        (2, &[(10, &["A", "B"]), (20, &["B", "C"]), (30, &["C", "D"]), (40, &["D", "A"])]),
         (
             3,
-            &[
-                (10, &["A", "B", "C"]),
-                (20, &["B", "C", "D"]),
-                (30, &["C", "D", "A"]),
-                (40, &["D", "A", "B"]),
-            ],
+            &[(10, &["A", "B", "C"]), (20, &["B", "C", "D"]), (30, &["C", "D", "A"]), (40, &["D", "A", "B"])],
         ),
         // More replicas than nodes: every node, once.
         (
@@ -92,12 +68,7 @@ fn simple_strategy_skips_a_node_met_twice_on_its_vnodes() {
     cluster.join_with_tokens("C", "dc1", "r1", &[40]).unwrap();
     assert_eq!(
         placement(&cluster, Strategy::Simple { rf: 2 }),
-        expect(&[
-            (10, &["A", "B"]),
-            (20, &["B", "A"]),
-            (30, &["A", "C"]),
-            (40, &["C", "A"])
-        ])
+        expect(&[(10, &["A", "B"]), (20, &["B", "A"]), (30, &["A", "C"]), (40, &["C", "A"])])
     );
 }
 
@@ -167,19 +138,11 @@ fn network_topology_strategy_places_per_datacenter_in_distinct_racks() {
 #[test]
 fn network_topology_strategy_repeats_racks_only_as_often_as_the_factor_exceeds_them() {
     // Scylla's own example: RF 3, two racks; P3 (a third node of r1) is refused, P4 (r2) taken.
-    let four: &[HandNode] = &[
-        ("P1", "dc1", "r1", 10),
-        ("P2", "dc1", "r1", 20),
-        ("P3", "dc1", "r1", 30),
-        ("P4", "dc1", "r2", 40),
-    ];
+    let four: &[HandNode] =
+        &[("P1", "dc1", "r1", 10), ("P2", "dc1", "r1", 20), ("P3", "dc1", "r1", 30), ("P4", "dc1", "r2", 40)];
     // A rack (r2) with fewer nodes than the factor.
-    let uneven: &[HandNode] = &[
-        ("A", "dc1", "r1", 10),
-        ("B", "dc1", "r1", 20),
-        ("D", "dc1", "r2", 30),
-        ("X", "dc1", "r1", 40),
-    ];
+    let uneven: &[HandNode] =
+        &[("A", "dc1", "r1", 10), ("B", "dc1", "r1", 20), ("D", "dc1", "r2", 30), ("X", "dc1", "r1", 40)];
     // More replicas asked than the DC has nodes: each node once.
     let small: &[HandNode] = &[("A", "dc1", "r1", 10), ("B", "dc1", "r1", 20)];
     let cases: &[(&[HandNode], usize, Expected)] = &[
@@ -196,23 +159,9 @@ fn network_topology_strategy_repeats_racks_only_as_often_as_the_factor_exceeds_t
         (
             uneven,
             3,
-            &[
-                (10, &["A", "B", "D"]),
-                (20, &["B", "D", "X"]),
-                (30, &["D", "X", "A"]),
-                (40, &["X", "A", "D"]),
-            ],
+            &[(10, &["A", "B", "D"]), (20, &["B", "D", "X"]), (30, &["D", "X", "A"]), (40, &["X", "A", "D"])],
         ),
-        (
-            uneven,
-            2,
-            &[
-                (10, &["A", "D"]),
-                (20, &["B", "D"]),
-                (30, &["D", "X"]),
-                (40, &["X", "D"]),
-            ],
-        ),
+        (uneven, 2, &[(10, &["A", "D"]), (20, &["B", "D"]), (30, &["D", "X"]), (40, &["X", "D"])]),
         (small, 3, &[(10, &["A", "B"]), (20, &["B", "A"])]),
     ];
     for (nodes, rf, expected) in cases {
@@ -259,10 +208,7 @@ fn local_and_tablet_keyspaces_and_unknown_ones() {
         cluster.describe_ring("t", "A").unwrap_err().to_string(),
         "Tried to obtain per-keyspace effective replication map of t but it's per-table"
     );
-    assert_eq!(
-        cluster.describe_ring("nope", "A").unwrap_err().to_string(),
-        "Keyspace nope Does not exist"
-    );
+    assert_eq!(cluster.describe_ring("nope", "A").unwrap_err().to_string(), "Keyspace nope Does not exist");
 }
 
 #[test]
@@ -310,10 +256,7 @@ fn data_stays_on_a_node_until_it_is_cleaned() {
 
     // RF 2 → 1: every node keeps data for the ranges where it was the second replica.
     cluster.alter_keyspace("ks", Strategy::Simple { rf: 1 }).unwrap();
-    assert_eq!(
-        stale_in_ks(&cluster),
-        ["A", "B", "C", "D"].map(String::from).into()
-    );
+    assert_eq!(stale_in_ks(&cluster), ["A", "B", "C", "D"].map(String::from).into());
 
     // Scale-in only adds ranges to the nodes left.
     for endpoint in ["A", "B", "C", "D"] {

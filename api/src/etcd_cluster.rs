@@ -1,0 +1,433 @@
+//! The `EtcdCluster` custom resource (`groundskeeper.dev/v1alpha1`): which etcd cluster to look
+//! after, how, and what was last seen of it.
+//!
+//! The spec is kept as the user wrote it (durations and retentions are strings, as etcd's own
+//! flags take them); [`super::policy::Policy::from_spec`] turns it into checked values and names
+//! the field of every mistake.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Default `spec.policy.checkInterval`, as in OpenShift's defrag controller.
+pub const DEFAULT_CHECK_INTERVAL: &str = "10m";
+/// Default `spec.policy.minDefragBytes`: 100 MB.
+pub const DEFAULT_MIN_DEFRAG_BYTES: i64 = 100 * 1000 * 1000;
+/// Default `spec.policy.maxFragmentedPercent`.
+pub const DEFAULT_MAX_FRAGMENTED_PERCENT: f64 = 45.0;
+
+/// An etcd cluster groundskeeper compacts and defragments.
+///
+/// The controller observes every member with cheap `Status` calls on `spec.policy.checkInterval`
+/// and when the spec changes, and submits a maintenance task (`MaintenanceTask`, label
+/// `groundskeeper.dev/origin: automatic`) when one is due and none is queued or running.
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[kube(
+    group = "groundskeeper.dev",
+    version = "v1alpha1",
+    kind = "EtcdCluster",
+    namespaced,
+    status = "EtcdClusterStatus",
+    shortname = "etcdc",
+    category = "groundskeeper",
+    printcolumn = r#"{"name": "Members", "type": "integer", "description": "Members observed", "jsonPath": ".status.memberCount"}"#,
+    printcolumn = r#"{"name": "Healthy", "type": "integer", "description": "Members that answered and report no errors", "jsonPath": ".status.healthyMembers"}"#,
+    printcolumn = r#"{"name": "Max Fragmentation", "type": "string", "description": "Highest fragmentation of any member", "jsonPath": ".status.maxFragmentation"}"#,
+    printcolumn = r#"{"name": "Active Task", "type": "string", "description": "Maintenance task queued or running", "jsonPath": ".status.activeTask"}"#,
+    printcolumn = r#"{"name": "Degraded", "type": "string", "description": "DefragControllerDegraded", "jsonPath": ".status.conditions[?(@.type==\"DefragControllerDegraded\")].status"}"#,
+    printcolumn = r#"{"name": "Last Maintenance", "type": "date", "description": "When the last maintenance task finished", "jsonPath": ".status.lastMaintenanceTime"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterSpec {
+    /// Client URLs of the members, e.g. `https://etcd-0.etcd:2379`. Every member should be
+    /// listed; members the cluster reports but that are not listed are reached on the client
+    /// URLs they advertise.
+    #[schemars(length(min = 1))]
+    pub endpoints: Vec<String>,
+    /// Client TLS. Absent: plain `http://` endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<EtcdClientTls>,
+    #[serde(default)]
+    pub policy: EtcdMaintenancePolicy,
+    /// Bounds for the maintenance Jobs.
+    #[serde(default)]
+    pub job: EtcdJobLimits,
+    /// For one cluster of a fleet of partitioned etcd clusters (one Kubernetes API served by
+    /// several etcd clusters): its place in the fleet. Absent: a cluster on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<EtcdPartition>,
+}
+
+/// A cluster's place in a fleet of partitioned etcd clusters.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdPartition {
+    /// The fleet: the clusters that serve one Kubernetes API. Cluster ids are unique within it;
+    /// two clusters of a fleet claiming one id are both reported and neither is maintained.
+    #[schemars(length(min = 1, max = 253))]
+    pub fleet: String,
+    /// This cluster's id in the fleet, 0–63: bits 13–18 of its revisions when they are
+    /// composite.
+    #[schemars(range(min = 0, max = 63))]
+    pub cluster_id: i32,
+    /// `Sequential`: etcd's own revisions. `Partitioned`: composite revisions (bits 0–12 event
+    /// number within the millisecond, 13–18 cluster id, 19–62 Unix time in ms); revision-count
+    /// compaction means nothing there and is refused.
+    #[serde(default)]
+    pub revision_scheme: RevisionScheme,
+    /// `Partitioned`: how far (ms) the time in the cluster's newest revision may be from the
+    /// controller's clock before condition `ClockSkewed` is set. Absent: 5000, the clock
+    /// difference between clusters the Arktos design tolerates when it orders their revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_clock_skew_ms: Option<i64>,
+}
+
+/// Default `spec.partition.maxClockSkewMs`.
+pub const DEFAULT_MAX_CLOCK_SKEW_MS: i64 = 5_000;
+
+/// How a cluster numbers its revisions.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+pub enum RevisionScheme {
+    #[default]
+    Sequential,
+    Partitioned,
+}
+
+/// A Secret in the EtcdCluster's namespace holding the client certificate: keys `ca.crt` (the CA
+/// that signed the members' serving certificates), `tls.crt` and `tls.key` (the client
+/// certificate and its key, PEM) — the layout of a `kubernetes.io/tls` Secret plus the CA, as
+/// cert-manager writes it. The maintenance Job mounts it read-only.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClientTls {
+    #[schemars(length(min = 1))]
+    pub secret_name: String,
+}
+
+/// Key of the CA certificate in the client TLS Secret.
+pub const TLS_CA_KEY: &str = "ca.crt";
+/// Key of the client certificate in the client TLS Secret.
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// Key of the client key in the client TLS Secret.
+pub const TLS_KEY_KEY: &str = "tls.key";
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdMaintenancePolicy {
+    /// False: observe and report only, never submit a task (condition `DefragControllerDisabled`).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// How often the members are observed, as a duration (`10m`, `1h30m`).
+    #[serde(default = "default_check_interval")]
+    pub check_interval: String,
+    /// A member is defragmented only when its db is at least this large (bytes) ...
+    #[serde(default = "default_min_defrag_bytes")]
+    #[schemars(range(min = 0))]
+    pub min_defrag_bytes: i64,
+    /// ... and at least this share of it is free pages: (dbSize − dbSizeInUse) / dbSize, in %.
+    #[serde(default = "default_max_fragmented_percent")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_fragmented_percent: f64,
+    /// Defragment a cluster of fewer than 3 voting members. Defragmenting blocks a member, so
+    /// without a quorum of others the cluster stops serving meanwhile.
+    #[serde(default)]
+    pub allow_single_member: bool,
+    /// Move leadership to a caught-up follower before defragmenting the leader, so that no
+    /// election happens. False: the leader is simply defragmented last.
+    #[serde(default = "default_true")]
+    pub move_leader: bool,
+    /// History compaction. Absent: groundskeeper does not compact (etcd's own
+    /// `--auto-compaction-*` or the Kubernetes API server may).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<EtcdCompactionPolicy>,
+}
+
+impl Default for EtcdMaintenancePolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            check_interval: default_check_interval(),
+            min_defrag_bytes: DEFAULT_MIN_DEFRAG_BYTES,
+            max_fragmented_percent: DEFAULT_MAX_FRAGMENTED_PERCENT,
+            allow_single_member: false,
+            move_leader: true,
+            compaction: None,
+        }
+    }
+}
+
+/// History compaction, with etcd's own modes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdCompactionPolicy {
+    pub mode: CompactionMode,
+    /// `periodic`: how long history is kept, as a duration (`1h`, `30m`). `revision`: how many
+    /// revisions are kept (`10000`).
+    pub retention: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CompactionMode {
+    /// Keep history for a duration: revisions are sampled over time, as etcd's periodic
+    /// compactor does, and the cluster is compacted to the one sampled `retention` ago.
+    Periodic,
+    /// Keep the last `retention` revisions.
+    Revision,
+}
+
+/// Bounds of the maintenance Jobs. Each field absent: the controller's own setting
+/// (`--job-active-deadline-seconds`, `--job-backoff-limit`, `--job-ttl-seconds-after-finished`).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdJobLimits {
+    /// The Job is stopped after this long (seconds), retries included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
+    /// Retries of a failed run (a run that fails on bad input is not retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub backoff_limit: Option<i32>,
+    /// Finished Jobs are deleted after this long (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_check_interval() -> String {
+    DEFAULT_CHECK_INTERVAL.to_owned()
+}
+fn default_min_defrag_bytes() -> i64 {
+    DEFAULT_MIN_DEFRAG_BYTES
+}
+fn default_max_fragmented_percent() -> f64 {
+    DEFAULT_MAX_FRAGMENTED_PERCENT
+}
+
+/// What the controller last saw and did.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the members were last observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observed_time: Option<Time>,
+    /// When the members are due to be observed next (sooner on a spec change, or when a
+    /// maintenance task is queued or ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_time: Option<Time>,
+    #[serde(default)]
+    pub members: Vec<EtcdMemberStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_members: Option<i32>,
+    /// Highest fragmentation of any member, e.g. `"47.2%"` (for `kubectl get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fragmentation: Option<String>,
+    /// The store's revision when last observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The revision a groundskeeper task last compacted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compacted_revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction_time: Option<Time>,
+    /// When the last maintenance task (Compact, Defragment or Maintenance, automatic or asked for
+    /// by hand) of this cluster finished, as recorded when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_maintenance_time: Option<Time>,
+    /// How the last maintenance task ended: `Succeeded`, `Skipped` (nothing met the thresholds)
+    /// or `Failed`. After `Failed` or `Skipped` no automatic task is submitted for a check
+    /// interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_maintenance_outcome: Option<String>,
+    /// What the last maintenance task did, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_maintenance_message: Option<String>,
+    /// The MaintenanceTask whose outcome the `lastMaintenance*` fields record (each outcome is
+    /// recorded once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_maintenance_task: Option<String>,
+    /// The maintenance task of this cluster queued or running, if any (the one running first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task: Option<String>,
+    /// What the active task waits for while it is queued, as its `Queued` condition says: a
+    /// task ahead of it, the cluster's health, or a maintenance slot of its fleet that other
+    /// clusters hold (`--fleet-max-concurrent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task_waits_for: Option<String>,
+    /// `periodic` compaction: revisions sampled over time, oldest first (bounded). Kept here so
+    /// that a controller restart does not lose the history etcd's own compactor keeps in memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revision_samples: Vec<RevisionSample>,
+    /// `spec.partition.revisionScheme: Partitioned`: the members' revisions taken apart (time,
+    /// cluster id, event number), when last observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<EtcdPartitionStatus>,
+    /// The last snapshot a Snapshot task took of this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot: Option<LastSnapshot>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A snapshot taken by a Snapshot task, as the cluster's status records it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastSnapshot {
+    /// The MaintenanceTask that took it (each task is recorded once).
+    pub task: String,
+    pub persistent_volume_claim: String,
+    /// Its file name on the claim.
+    pub file: String,
+    /// When the task completed.
+    pub time: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// The same for people, e.g. `12.34 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// SHA-256 of the whole file, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdMemberStatus {
+    pub name: String,
+    /// Member id in hex, as etcdctl prints it.
+    pub id: String,
+    /// The client URL it was observed on.
+    pub endpoint: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_in_use: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmentation_percent: Option<f64>,
+    #[serde(default)]
+    pub leader: bool,
+    #[serde(default)]
+    pub healthy: bool,
+    #[serde(default)]
+    pub learner: bool,
+    /// The Raft term the member reported: a term that keeps rising means elections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raft_term: Option<i64>,
+    /// Why the member is not healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_defrag_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_bytes_reclaimed: Option<i64>,
+}
+
+/// One revision sample of the periodic compactor.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSample {
+    pub time: Time,
+    pub revision: i64,
+}
+
+/// The composite revisions of a `Partitioned` cluster, as last observed.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdPartitionStatus {
+    /// Unix time (ms) in the store's newest revision: when, by the cluster's own clock, it made
+    /// its last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_timestamp_ms: Option<i64>,
+    /// The same, as a time (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_time: Option<Time>,
+    /// The cluster id in the newest revision (bits 13–18); `spec.partition.clusterId` unless
+    /// the cluster is configured with another id, or does not write composite revisions at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_cluster_id: Option<i32>,
+    /// `revisionTimestampMs` minus the controller's clock when observed (ms). Positive: the
+    /// cluster's clock is ahead by at least that much (no revision is made in the future).
+    /// Negative: the cluster's clock is behind, or it simply wrote nothing since; condition
+    /// `ClockSkewed` tells the two apart from the writes made between two observations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_ms: Option<i64>,
+    /// The millisecond in which a member's observed revision had the highest event number,
+    /// since the cluster was first observed: how close a write burst came to the 8,192 events
+    /// a cluster can make per millisecond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_millisecond: Option<BusiestMillisecond>,
+}
+
+/// The busiest millisecond seen in a cluster's revisions.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BusiestMillisecond {
+    /// Unix time (ms) of that millisecond, by the cluster's clock.
+    pub timestamp_ms: i64,
+    /// The highest event number seen in it, 0 to 8,191: the cluster's revisions within one
+    /// millisecond are numbered from 0, and at 8,191 it can make no further one in that
+    /// millisecond.
+    pub event_number: i32,
+    /// `eventNumber` against the limit of 8,191, e.g. `"0.1%"`.
+    pub budget_used: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn a_minimal_spec_takes_the_documented_defaults() {
+        let spec: EtcdClusterSpec =
+            serde_json::from_value(serde_json::json!({"endpoints": ["http://127.0.0.1:2379"]})).unwrap();
+        assert!(spec.policy.enabled);
+        assert_eq!(spec.policy.check_interval, "10m");
+        assert_eq!(spec.policy.min_defrag_bytes, 100_000_000);
+        assert_eq!(spec.policy.max_fragmented_percent, 45.0);
+        assert!(spec.policy.move_leader);
+        assert!(!spec.policy.allow_single_member);
+        assert_eq!(spec.policy.compaction, None);
+        assert_eq!(spec.tls, None);
+    }
+
+    #[test]
+    fn the_crd_is_namespaced_with_a_status_subresource() {
+        let crd = EtcdCluster::crd();
+        assert_eq!(crd.spec.group, "groundskeeper.dev");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        assert!(version.subresources.as_ref().unwrap().status.is_some());
+        let columns = version.additional_printer_columns.as_ref().unwrap();
+        let degraded = columns.iter().find(|c| c.name == "Degraded").unwrap();
+        assert_eq!(degraded.json_path, ".status.conditions[?(@.type==\"DefragControllerDegraded\")].status");
+    }
+
+    #[test]
+    fn compaction_modes_are_lower_case() {
+        let policy: EtcdCompactionPolicy =
+            serde_json::from_value(serde_json::json!({"mode": "periodic", "retention": "1h"})).unwrap();
+        assert_eq!(policy.mode, CompactionMode::Periodic);
+        assert!(
+            serde_json::from_value::<EtcdCompactionPolicy>(
+                serde_json::json!({"mode": "Periodic", "retention": "1h"})
+            )
+            .is_err()
+        );
+    }
+}

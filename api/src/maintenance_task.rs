@@ -1,0 +1,643 @@
+//! The `MaintenanceTask` custom resource (`groundskeeper.dev/v1alpha1`): one piece of maintenance
+//! on one cluster, asked for by a person or by one of groundskeeper's automatic triggers (label
+//! [`groundskeeper_protocol::keys::ORIGIN_LABEL`]), and what became of it.
+//!
+//! The schema carries CEL rules (`x-kubernetes-validations`) for what a real API server can check
+//! at admission: only the config member of the task's type, the target kind that fits the type,
+//! an immutable spec. [`crate::validate`] checks the same and more for servers that do not
+//! run CEL, and names the field of every mistake.
+//!
+//! `spec.type` and `spec.target.kind` are kept as written even when this version does not know
+//! them ([`TaskType::Unknown`], [`TargetKind::Unknown`]): one task with a typo must not make every
+//! list of tasks fail to deserialize; it is rejected with a reason instead.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Default `spec.ttlSecondsAfterFinished`: a finished task is kept for an hour.
+pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: i64 = 3600;
+/// Default `spec.config.snapshot.retain`.
+pub const DEFAULT_SNAPSHOT_RETAIN: i32 = 5;
+/// Default `spec.config.snapshot.fileName`.
+pub const DEFAULT_SNAPSHOT_FILE_NAME: &str = "{cluster}-{time}.db";
+/// Placeholders `spec.config.snapshot.fileName` may hold.
+pub const SNAPSHOT_FILE_NAME_PLACEHOLDERS: &[&str] = &["{cluster}", "{time}"];
+/// Compact with neither `retainRevisions` nor `revision`: keep this many revisions.
+pub const DEFAULT_RETAIN_REVISIONS: i64 = 10_000;
+/// Most entries `status.lastErrors` keeps (the newest).
+pub const MAX_LAST_ERRORS: usize = 10;
+
+// Bounds of the strings and lists in the spec. CEL rules compare the whole spec (immutability),
+// and a real API server refuses a CRD whose rules may cost without bound: every string and list
+// the rules can reach is bounded.
+
+/// Longest object name (a DNS subdomain): targets and PersistentVolumeClaims.
+pub const MAX_NAME_LEN: usize = 253;
+/// Longest member Service name (a DNS label).
+pub const MAX_NODE_NAME_LEN: usize = 63;
+/// Longest keyspace name.
+pub const MAX_KEYSPACE_LEN: usize = 255;
+/// Longest snapshot file name template.
+pub const MAX_FILE_NAME_LEN: usize = 255;
+/// Most keyspaces or nodes a cleanup task may list.
+pub const MAX_LIST_ITEMS: usize = 1000;
+/// Longest value of a closed set of names (type, kind); unknown values are kept but bounded.
+const MAX_ENUM_LEN: usize = 64;
+
+/// One piece of maintenance on one cluster in the task's namespace.
+///
+/// Tasks of one target run one at a time, oldest first (by creation time, then name). A task of
+/// the same type and target as one still pending or running is rejected as a duplicate. The spec
+/// cannot change once created: to change a task, delete it and create another.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[kube(
+    group = "groundskeeper.dev",
+    version = "v1alpha1",
+    kind = "MaintenanceTask",
+    namespaced,
+    status = "MaintenanceTaskStatus",
+    shortname = "mtask",
+    category = "groundskeeper",
+    doc = "One piece of maintenance (cleanup, compaction, defragmentation, snapshot) on one cluster, and what became of it.",
+    printcolumn = r#"{"name": "Type", "type": "string", "description": "What the task does", "jsonPath": ".spec.type"}"#,
+    printcolumn = r#"{"name": "Target", "type": "string", "description": "The cluster it works on (its kind follows from the type)", "jsonPath": ".spec.target.name"}"#,
+    printcolumn = r#"{"name": "State", "type": "string", "description": "Pending, InProgress, Completed, Failed or Rejected", "jsonPath": ".status.state"}"#,
+    printcolumn = r#"{"name": "Progress", "type": "string", "description": "Nodes or members done, of all", "jsonPath": ".status.progress"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete this MaintenanceTask and create a new one"))]
+#[x_kube(validation = Rule::new("self.type == 'Cleanup' ? self.target.kind == 'ScyllaCluster' : self.target.kind == 'EtcdCluster'").message("type Cleanup needs target kind ScyllaCluster; Compact, Defragment, Maintenance and Snapshot need EtcdCluster").field_path(".target.kind"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.cleanup) || self.type == 'Cleanup'").message("config.cleanup is only for type Cleanup: remove it, or set the config of this task's type").field_path(".config.cleanup"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.compact) || self.type == 'Compact'").message("config.compact is only for type Compact: remove it, or set the config of this task's type").field_path(".config.compact"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.defragment) || self.type == 'Defragment'").message("config.defragment is only for type Defragment: remove it, or set the config of this task's type").field_path(".config.defragment"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.maintenance) || self.type == 'Maintenance'").message("config.maintenance is only for type Maintenance: remove it, or set the config of this task's type").field_path(".config.maintenance"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.snapshot) || self.type == 'Snapshot'").message("config.snapshot is only for type Snapshot: remove it, or set the config of this task's type").field_path(".config.snapshot"))]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceTaskSpec {
+    /// The cluster to work on, in the task's namespace.
+    pub target: TaskTarget,
+    /// What to do: `Cleanup` (ScyllaCluster: drop data of token ranges nodes no longer own),
+    /// `Compact` (EtcdCluster: drop old MVCC history), `Defragment` (EtcdCluster: give free pages
+    /// back to the disk, one member at a time), `Maintenance` (EtcdCluster: compact, then
+    /// defragment), `Snapshot` (EtcdCluster: save the db to a volume).
+    #[serde(rename = "type")]
+    pub task_type: TaskType,
+    /// Settings of the task's type: only the member named after the type may be set; absent, the
+    /// type's defaults apply.
+    #[serde(default, skip_serializing_if = "TaskConfig::is_empty")]
+    pub config: TaskConfig,
+    /// A finished task (Completed, Failed or Rejected) is deleted this long after it finished
+    /// (seconds); 0 deletes it at once.
+    #[serde(default = "default_ttl_seconds_after_finished")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: i64,
+    /// The task fails (`DeadlineExceeded`) if it has not finished this long after it was created
+    /// (seconds), queueing included; its Jobs are then stopped. Absent: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub deadline_seconds: Option<i64>,
+}
+
+/// The cluster a task works on.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTarget {
+    /// `ScyllaCluster` (scylla-operator's, `scylla.scylladb.com`) for Cleanup; `EtcdCluster`
+    /// (groundskeeper's) for the other types.
+    pub kind: TargetKind,
+    /// Name of the cluster, in the task's namespace.
+    #[schemars(length(min = 1, max = MAX_NAME_LEN))]
+    pub name: String,
+}
+
+/// A closed set of names, serialised as the plain string, that keeps a value it does not know
+/// as [`Unknown`](TaskType::Unknown) instead of failing: the schema offers the known values, and
+/// [`crate::validate`] reports the unknown one.
+macro_rules! open_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident,)+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant,)+
+            /// A value this version does not know, kept as written.
+            Unknown(String),
+        }
+
+        impl $name {
+            /// The values this version knows, as written in a spec.
+            pub const KNOWN: &[&str] = &[$(stringify!($variant)),+];
+
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => stringify!($variant),)+
+                    Self::Unknown(text) => text,
+                }
+            }
+
+            pub fn parse(text: &str) -> Self {
+                match text {
+                    $(stringify!($variant) => Self::$variant,)+
+                    other => Self::Unknown(other.to_owned()),
+                }
+            }
+
+            pub fn is_known(&self) -> bool {
+                !matches!(self, Self::Unknown(_))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                String::deserialize(deserializer).map(|text| Self::parse(&text))
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({"type": "string", "enum": Self::KNOWN, "maxLength": MAX_ENUM_LEN})
+            }
+        }
+    };
+}
+
+open_enum! {
+    /// What a task does.
+    pub enum TaskType {
+        /// ScyllaCluster: drop data for token ranges the nodes no longer own.
+        Cleanup,
+        /// EtcdCluster: drop MVCC history older than a revision.
+        Compact,
+        /// EtcdCluster: give freed pages back to the disk, one member at a time, leader last.
+        Defragment,
+        /// EtcdCluster: compact, then defragment.
+        Maintenance,
+        /// EtcdCluster: save the db to a volume.
+        Snapshot,
+    }
+}
+
+open_enum! {
+    /// The kind of a task's target.
+    pub enum TargetKind {
+        /// scylla-operator's `scylla.scylladb.com/v1` ScyllaCluster.
+        ScyllaCluster,
+        /// groundskeeper's `groundskeeper.dev/v1alpha1` EtcdCluster.
+        EtcdCluster,
+    }
+}
+
+impl TaskType {
+    /// The kind of target this type works on; `None` for an unknown type.
+    pub fn target_kind(&self) -> Option<TargetKind> {
+        match self {
+            TaskType::Cleanup => Some(TargetKind::ScyllaCluster),
+            TaskType::Compact | TaskType::Defragment | TaskType::Maintenance | TaskType::Snapshot => {
+                Some(TargetKind::EtcdCluster)
+            }
+            TaskType::Unknown(_) => None,
+        }
+    }
+
+    /// The name of the `spec.config` member for this type (`cleanup`, `compact`, ...).
+    pub fn config_member(&self) -> Option<&'static str> {
+        match self {
+            TaskType::Cleanup => Some("cleanup"),
+            TaskType::Compact => Some("compact"),
+            TaskType::Defragment => Some("defragment"),
+            TaskType::Maintenance => Some("maintenance"),
+            TaskType::Snapshot => Some("snapshot"),
+            TaskType::Unknown(_) => None,
+        }
+    }
+}
+
+/// Settings per task type: a union, of which only the member named after `spec.type` may be set.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskConfig {
+    /// For type Cleanup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupConfig>,
+    /// For type Compact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact: Option<CompactConfig>,
+    /// For type Defragment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defragment: Option<DefragmentConfig>,
+    /// For type Maintenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<MaintenanceConfig>,
+    /// For type Snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotConfig>,
+}
+
+impl TaskConfig {
+    pub fn is_empty(&self) -> bool {
+        self.members_set().is_empty()
+    }
+
+    /// The names of the members that are set, in declaration order.
+    pub fn members_set(&self) -> Vec<&'static str> {
+        [
+            ("cleanup", self.cleanup.is_some()),
+            ("compact", self.compact.is_some()),
+            ("defragment", self.defragment.is_some()),
+            ("maintenance", self.maintenance.is_some()),
+            ("snapshot", self.snapshot.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(member, set)| set.then_some(member))
+        .collect()
+    }
+}
+
+/// Cleanup of a ScyllaCluster's nodes.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupConfig {
+    /// Keyspaces to clean. Empty: every keyspace that can hold stale data (vnode-replicated and
+    /// not local; tablet keyspaces need no cleanup).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(min = 1, max = MAX_KEYSPACE_LEN)))]
+    pub keyspaces: Vec<String>,
+    /// Nodes to clean, by member Service name (`<cluster>-<dc>-<rack>-<ordinal>`). Empty: every
+    /// node of the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(min = 1, max = MAX_NODE_NAME_LEN)))]
+    pub nodes: Vec<String>,
+    /// At most this many nodes of one rack are cleaned at the same time. Absent: the
+    /// ScyllaCluster's `groundskeeper.dev/cleanup-max-concurrent-per-rack` annotation, else 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent_per_rack: Option<i32>,
+    /// At most this many nodes of the whole cluster are cleaned at the same time. Absent: the
+    /// ScyllaCluster's `groundskeeper.dev/cleanup-max-concurrent` annotation, else no bound
+    /// beyond the per-rack one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent: Option<i32>,
+    /// Per node, what to clean there instead of `keyspaces` (the automatic task's ownership rule
+    /// fills it: each node cleans only the keyspaces it stopped replicating ranges of). A node
+    /// listed here must be in `nodes`; nodes not listed clean `keyspaces`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS))]
+    pub per_node: Vec<NodeCleanupConfig>,
+}
+
+/// What one node of a Cleanup task cleans.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCleanupConfig {
+    /// Member Service name of the node.
+    #[schemars(length(min = 1, max = MAX_NODE_NAME_LEN))]
+    pub node: String,
+    /// Keyspaces to clean on that node. Empty: every keyspace that can hold stale data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(min = 1, max = MAX_KEYSPACE_LEN)))]
+    pub keyspaces: Vec<String>,
+    /// The keyspaces are all the node holds stale data for: once they are clean, reset Scylla's
+    /// own "cleanup needed" flag (`mark_node_as_clean`, where the node offers it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mark_node_clean: bool,
+}
+
+/// Compaction of an etcd cluster's MVCC history. Give at most one of `retainRevisions` and
+/// `revision`; neither keeps the last 10,000 revisions.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("!has(self.retainRevisions) || !has(self.revision)").message("give one of retainRevisions and revision, not both"))]
+#[serde(rename_all = "camelCase")]
+pub struct CompactConfig {
+    /// Keep the last N revisions: compact to the current revision − N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub retain_revisions: Option<i64>,
+    /// Compact to exactly this revision (it must not be in the future).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub revision: Option<i64>,
+    /// Wait until the compaction has reached the backend, so that a defragmentation right after
+    /// sees the freed pages.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub physical: bool,
+}
+
+/// Defragmentation of an etcd cluster, one member at a time, leader last (leadership moved away
+/// first). A member is defragmented when its db is at least `minDefragBytes` large and at least
+/// `maxFragmentedPercent` of it is free pages. A task asked for by hand defaults both to 0:
+/// every member is defragmented. Automatic tasks carry the EtcdCluster's thresholds here.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragmentConfig {
+    /// Defragment a member only when its db is at least this large (bytes). 0: any size.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub min_defrag_bytes: i64,
+    /// Defragment a member only when at least this share of its db is free pages:
+    /// (dbSize − dbSizeInUse) / dbSize, in %. 0: however little.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_fragmented_percent: f64,
+}
+
+/// Compaction, then defragmentation.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceConfig {
+    /// The compaction step (its defaults as for type Compact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact: Option<CompactConfig>,
+    /// The defragmentation step (its defaults as for type Defragment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defragment: Option<DefragmentConfig>,
+}
+
+/// A snapshot of an etcd cluster's db, written to a volume.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotConfig {
+    /// The PersistentVolumeClaim (in the task's namespace) the snapshot is written to, mounted
+    /// writable at `/snapshots` in the task's Job. Absent: `<target name>-snapshots`. The claim
+    /// is not created for you: while it does not exist the task stays Pending (condition
+    /// `Queued`, reason `WaitingForTarget`, naming the claim) and starts once it is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_NAME_LEN))]
+    pub persistent_volume_claim: Option<String>,
+    /// File name of the snapshot on that volume. `{cluster}` is replaced by the target's name
+    /// and `{time}` by the time the task's work started (UTC, `20060102T150405Z`); no other
+    /// placeholder, and no `/`. Retention counts as this cluster's snapshots only the files
+    /// whose whole name this template gives the cluster at some time; without `{time}` every
+    /// snapshot has the same name and replaces the last.
+    #[serde(default = "default_snapshot_file_name")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub file_name: String,
+    /// How many snapshots of this cluster to keep on the volume, the new one included: once the
+    /// new snapshot is complete and checked, the oldest beyond (by the time in their names) are
+    /// deleted, and so are temporary files left by this cluster's interrupted runs. Other
+    /// clusters' snapshots and unrelated files are never touched.
+    #[serde(default = "default_snapshot_retain")]
+    #[schemars(range(min = 1))]
+    pub retain: i32,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        Self {
+            persistent_volume_claim: None,
+            file_name: default_snapshot_file_name(),
+            retain: DEFAULT_SNAPSHOT_RETAIN,
+        }
+    }
+}
+
+fn default_ttl_seconds_after_finished() -> i64 {
+    DEFAULT_TTL_SECONDS_AFTER_FINISHED
+}
+fn default_snapshot_file_name() -> String {
+    DEFAULT_SNAPSHOT_FILE_NAME.to_owned()
+}
+fn default_snapshot_retain() -> i32 {
+    DEFAULT_SNAPSHOT_RETAIN
+}
+
+/// Where a task stands. `Completed`, `Failed` and `Rejected` are final: they never change.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum TaskState {
+    /// Accepted, waiting its turn or for its target to be ready (the `Queued` condition says
+    /// which).
+    #[default]
+    Pending,
+    /// Its Jobs run.
+    InProgress,
+    /// Done.
+    Completed,
+    /// Its work failed, or it ran out of time (`lastErrors` says why).
+    Failed,
+    /// Never run: invalid, a duplicate, or its target does not exist.
+    Rejected,
+}
+
+impl TaskState {
+    /// Final states never change.
+    pub fn is_final(self) -> bool {
+        matches!(self, TaskState::Completed | TaskState::Failed | TaskState::Rejected)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "Pending",
+            TaskState::InProgress => "InProgress",
+            TaskState::Completed => "Completed",
+            TaskState::Failed => "Failed",
+            TaskState::Rejected => "Rejected",
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What became of a task.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceTaskStatus {
+    /// Absent until the controller has seen the task (then as `Pending`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    /// When the controller first took the task into account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiated_at: Option<Time>,
+    /// When its work started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When it became Completed, Failed or Rejected; `spec.ttlSecondsAfterFinished` counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// The newest errors, oldest first (at most 10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LAST_ERRORS))]
+    pub last_errors: Vec<TaskError>,
+    /// The last thing that happened to the task, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_operation: Option<LastOperation>,
+    /// `Queued` (True while the task waits, saying for what) and `Ready` (True once Completed;
+    /// `kubectl wait --for=condition=Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status was written for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Nodes or members finished, of all, e.g. `4/6` (for `kubectl get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// Per node (Cleanup) or per member (etcd types) progress.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeProgress>,
+    /// Snapshot: the file being written, and once written what it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStatus>,
+}
+
+/// A Snapshot task's file.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotStatus {
+    /// The claim it is written to.
+    pub persistent_volume_claim: String,
+    /// Its name on that claim (`spec.config.snapshot.fileName` rendered).
+    pub file: String,
+    /// Size of the file in bytes, etcd's 32-byte SHA-256 trailer included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// The same for people, e.g. `12.34 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// The highest revision the snapshot holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The member it was streamed from (a follower unless none was healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// That member's id in hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    /// The member was the leader (no healthy follower was there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_leader: bool,
+    /// SHA-256 of the whole file, hex (what `sha256sum FILE` prints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// From the snapshot request to the file in place, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// Older snapshots of this cluster deleted from the claim by retention (the oldest first;
+    /// shortened when the Job's result had to be, see `deletedCount`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<String>,
+    /// How many retention deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_count: Option<i64>,
+    /// Files retention could not delete, with why: delete them by hand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retention_errors: Vec<String>,
+}
+
+/// One error met by a task.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskError {
+    /// Machine-readable, CamelCase: `InvalidSpec`, `Duplicate`, `TargetNotFound`,
+    /// `DeadlineExceeded`, or what a Job reported.
+    pub code: String,
+    /// For people: what went wrong and what to do.
+    pub description: String,
+    pub observed_at: Time,
+}
+
+/// The last thing that happened to a task.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastOperation {
+    /// The task's state after it.
+    pub state: TaskState,
+    pub description: String,
+    pub last_update_time: Time,
+}
+
+/// Where the work on one node (Cleanup) or member (etcd types) stands.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum NodeState {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    /// Nothing to do there (e.g. a member under the thresholds).
+    Skipped,
+}
+
+impl NodeState {
+    /// The work on the node is over, whatever its outcome.
+    pub fn is_finished(self) -> bool {
+        matches!(self, NodeState::Succeeded | NodeState::Failed | NodeState::Skipped)
+    }
+}
+
+/// Progress of a task on one node or member.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeProgress {
+    /// Member Service name (Scylla) or member name (etcd).
+    pub name: String,
+    pub state: NodeState,
+    /// The Job doing the work there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// What happened there, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Cleanup: the keyspaces cleaned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyspaces_cleaned: Vec<String>,
+    /// Cleanup beside scylla-operator's own: the ring hash scylla-operator was cleaning (or about
+    /// to clean) the node for while the node waited. Once scylla-operator records that hash as
+    /// the node's last-cleaned one, the node is skipped: cleaned for that ring already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for_ring: Option<String>,
+    /// Defragmentation: bytes given back to the disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_reclaimed: Option<i64>,
+    /// etcd: db size before the work (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_before: Option<i64>,
+    /// etcd: db size after the work (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_after: Option<i64>,
+    /// Compaction: the revision compacted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_revision: Option<i64>,
+}
+
+/// Condition type: True while the task waits (for its turn or for its target).
+pub const QUEUED: &str = "Queued";
+
+/// Condition type: True once the task is Completed.
+pub const READY: &str = "Ready";
+
+#[cfg(test)]
+mod tests;

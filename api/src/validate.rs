@@ -1,0 +1,513 @@
+//! A MaintenanceTask's spec, checked: the rules of the CRD's schema and CEL (for API servers that
+//! do not run them, such as the in-memory one of the tests, and for objects written before a
+//! rule existed) and what neither can say. Every mistake names the task and the field and says
+//! what to do; all of them are reported at once, so that one edit fixes the task.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use groundskeeper_stores::etcd::plan::CompactTarget;
+use groundskeeper_stores::etcd::plan::DefragPolicy;
+use groundskeeper_stores::etcd::retention::NameTemplate;
+use jiff::SignedDuration;
+use kube::ResourceExt;
+
+use crate::maintenance_task::{
+    CleanupConfig, CompactConfig, DEFAULT_RETAIN_REVISIONS, DefragmentConfig, MAX_FILE_NAME_LEN,
+    MAX_KEYSPACE_LEN, MAX_LIST_ITEMS, MAX_NAME_LEN, MAX_NODE_NAME_LEN, MaintenanceConfig, MaintenanceTask,
+    MaintenanceTaskSpec, SNAPSHOT_FILE_NAME_PLACEHOLDERS, SnapshotConfig, TargetKind, TaskTarget, TaskType,
+};
+
+/// One mistake in a task's spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// `MaintenanceTask <namespace>/<name>`.
+    pub object: String,
+    /// The field's path, e.g. `spec.config.compact.retainRevisions`.
+    pub field: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.object, self.field, self.message)
+    }
+}
+
+/// Several mistakes as one line each, joined by `; ` (for a condition or an error entry).
+pub fn describe_errors(errors: &[FieldError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// A task whose spec passed every check, with its defaults filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidTask {
+    pub namespace: String,
+    pub name: String,
+    /// Of the kind the operation works on.
+    pub target: TaskTarget,
+    pub work: Work,
+    /// How long the task is kept once finished.
+    pub ttl_after_finished: SignedDuration,
+    /// How long after its creation the task must have finished.
+    pub deadline: Option<SignedDuration>,
+}
+
+/// What a task does, with its settings checked and defaulted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    Cleanup(Cleanup),
+    Compact(Compact),
+    Defragment(DefragPolicy),
+    /// Compact, then defragment.
+    Maintenance {
+        compact: Compact,
+        defragment: DefragPolicy,
+    },
+    Snapshot(Snapshot),
+}
+
+/// A cleanup of a ScyllaCluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Empty: every keyspace that needs it.
+    pub keyspaces: Vec<String>,
+    /// Member Service names; empty: every node.
+    pub nodes: Vec<String>,
+    /// `None`: the cluster's annotation, else 1.
+    pub max_concurrent_per_rack: Option<u32>,
+    /// `None`: the cluster's annotation, else no bound beyond the per-rack one.
+    pub max_concurrent: Option<u32>,
+    /// Nodes that clean something else than `keyspaces`, by member Service name.
+    pub per_node: BTreeMap<String, NodeWork>,
+}
+
+/// What one node of a cleanup cleans.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeWork {
+    /// Empty: every keyspace that can hold stale data.
+    pub keyspaces: Vec<String>,
+    pub mark_node_clean: bool,
+}
+
+impl Cleanup {
+    /// What `node` cleans: its own entry, else the task's keyspaces (and Scylla's flag left).
+    pub fn work_of(&self, node: &str) -> NodeWork {
+        self.per_node
+            .get(node)
+            .cloned()
+            .unwrap_or_else(|| NodeWork { keyspaces: self.keyspaces.clone(), mark_node_clean: false })
+    }
+}
+
+/// A compaction of an etcd cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compact {
+    pub target: CompactTarget,
+    pub physical: bool,
+}
+
+/// A snapshot of an etcd cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub persistent_volume_claim: String,
+    /// The template, `{cluster}` and `{time}` not yet replaced.
+    pub file_name: String,
+    pub retain: u32,
+}
+
+/// `MaintenanceTask <namespace>/<name>`, as errors and messages name a task.
+pub fn task_display_name(task: &MaintenanceTask) -> String {
+    match task.namespace() {
+        Some(namespace) => format!("MaintenanceTask {namespace}/{}", task.name_any()),
+        None => format!("MaintenanceTask {}", task.name_any()),
+    }
+}
+
+/// The task's spec checked, or every mistake in it.
+pub fn validate(task: &MaintenanceTask) -> Result<ValidTask, Vec<FieldError>> {
+    let mut check = Check { object: task_display_name(task), errors: Vec::new() };
+    let spec = &task.spec;
+    check_type(&mut check, &spec.task_type);
+    check_target(&mut check, &spec.target, &spec.task_type);
+    check_config_union(&mut check, spec);
+    let ttl = check_ttl(&mut check, spec.ttl_seconds_after_finished);
+    let deadline = check_deadline(&mut check, spec.deadline_seconds);
+    let work = check_work(&mut check, spec);
+    match (work, check.errors.is_empty()) {
+        (Some(work), true) => Ok(ValidTask {
+            namespace: task.namespace().unwrap_or_default(),
+            name: task.name_any(),
+            target: spec.target.clone(),
+            work,
+            ttl_after_finished: ttl,
+            deadline,
+        }),
+        _ => Err(check.errors),
+    }
+}
+
+/// The mistakes found so far in one task.
+struct Check {
+    object: String,
+    errors: Vec<FieldError>,
+}
+
+impl Check {
+    fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            object: self.object.clone(),
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+}
+
+fn check_type(check: &mut Check, task_type: &TaskType) {
+    if let TaskType::Unknown(name) = task_type {
+        check.error(
+            "spec.type",
+            format!("{name:?} is not a task type: use one of {}", TaskType::KNOWN.join(", ")),
+        );
+    }
+}
+
+fn check_target(check: &mut Check, target: &TaskTarget, task_type: &TaskType) {
+    check_object_name(
+        check,
+        "spec.target.name",
+        &target.name,
+        "is empty: name the ScyllaCluster or EtcdCluster to work on, in this namespace",
+    );
+    if let TargetKind::Unknown(kind) = &target.kind {
+        check.error(
+            "spec.target.kind",
+            format!("{kind:?} is not a target kind: use ScyllaCluster or EtcdCluster"),
+        );
+    } else if let Some(wanted) = task_type.target_kind()
+        && wanted != target.kind
+    {
+        check.error("spec.target.kind", wrong_kind_message(task_type, &target.kind));
+    }
+}
+
+fn wrong_kind_message(task_type: &TaskType, kind: &TargetKind) -> String {
+    match task_type {
+        TaskType::Cleanup => format!(
+            "type Cleanup works on a ScyllaCluster, not an {kind}: point spec.target at a ScyllaCluster, \
+             or choose an etcd type (Compact, Defragment, Maintenance, Snapshot)"
+        ),
+        other => format!(
+            "type {other} works on an EtcdCluster, not a {kind}: point spec.target at an EtcdCluster, \
+             or choose type Cleanup"
+        ),
+    }
+}
+
+/// A name that must be a non-empty Kubernetes object name of at most 253 characters;
+/// `when_empty` says what to do when it is empty.
+fn check_object_name(check: &mut Check, field: &str, name: &str, when_empty: &str) {
+    if name.is_empty() {
+        check.error(field, when_empty);
+    } else if name.len() > MAX_NAME_LEN {
+        check.error(field, format!("is {} characters long; the most is {MAX_NAME_LEN}", name.len()));
+    }
+}
+
+/// Only the `spec.config` member named after the type may be set.
+fn check_config_union(check: &mut Check, spec: &MaintenanceTaskSpec) {
+    let Some(allowed) = spec.task_type.config_member() else {
+        return; // the unknown type is reported already; which member would fit cannot be said
+    };
+    for member in spec.config.members_set() {
+        if member != allowed {
+            check.error(
+                format!("spec.config.{member}"),
+                format!(
+                    "is set but spec.type is {}: remove it (only spec.config.{allowed} may be set)",
+                    spec.task_type
+                ),
+            );
+        }
+    }
+}
+
+fn check_ttl(check: &mut Check, seconds: i64) -> SignedDuration {
+    if seconds < 0 {
+        check.error(
+            "spec.ttlSecondsAfterFinished",
+            format!("{seconds} is negative: give 0 (delete as soon as finished) or more"),
+        );
+    }
+    SignedDuration::from_secs(seconds.max(0))
+}
+
+fn check_deadline(check: &mut Check, seconds: Option<i64>) -> Option<SignedDuration> {
+    let seconds = seconds?;
+    if seconds < 1 {
+        check.error(
+            "spec.deadlineSeconds",
+            format!("{seconds} is not positive: give 1 or more, or leave it out for no deadline"),
+        );
+        return None;
+    }
+    Some(SignedDuration::from_secs(seconds))
+}
+
+/// The operation of the task's type, from its config member (or the type's defaults).
+fn check_work(check: &mut Check, spec: &MaintenanceTaskSpec) -> Option<Work> {
+    let config = &spec.config;
+    let operation = match &spec.task_type {
+        TaskType::Cleanup => Work::Cleanup(check_cleanup(check, &config.cleanup.clone().unwrap_or_default())),
+        TaskType::Compact => Work::Compact(check_compact(
+            check,
+            "spec.config.compact",
+            &config.compact.clone().unwrap_or_default(),
+        )?),
+        TaskType::Defragment => Work::Defragment(check_defragment(
+            check,
+            "spec.config.defragment",
+            &config.defragment.clone().unwrap_or_default(),
+        )),
+        TaskType::Maintenance => check_maintenance(check, &config.maintenance.clone().unwrap_or_default())?,
+        TaskType::Snapshot => Work::Snapshot(check_snapshot(
+            check,
+            &spec.target.name,
+            &config.snapshot.clone().unwrap_or_default(),
+        )),
+        TaskType::Unknown(_) => return None,
+    };
+    Some(operation)
+}
+
+fn check_cleanup(check: &mut Check, config: &CleanupConfig) -> Cleanup {
+    check_name_list(
+        check,
+        "spec.config.cleanup.keyspaces",
+        &config.keyspaces,
+        MAX_KEYSPACE_LEN,
+        "leave the list empty to clean every keyspace that needs it",
+    );
+    check_name_list(
+        check,
+        "spec.config.cleanup.nodes",
+        &config.nodes,
+        MAX_NODE_NAME_LEN,
+        "leave the list empty to clean every node",
+    );
+    for (i, node) in config.nodes.iter().enumerate() {
+        if !node.is_empty() && !is_dns_label(node) {
+            check.error(
+                format!("spec.config.cleanup.nodes[{i}]"),
+                format!(
+                    "{node:?} is not a member Service name (lowercase letters, digits and '-', \
+                     e.g. \"<cluster>-<dc>-<rack>-0\")"
+                ),
+            );
+        }
+    }
+    let per_node = check_per_node(check, config);
+    Cleanup {
+        keyspaces: config.keyspaces.clone(),
+        nodes: config.nodes.clone(),
+        per_node,
+        max_concurrent_per_rack: check_concurrency(
+            check,
+            "spec.config.cleanup.maxConcurrentPerRack",
+            config.max_concurrent_per_rack,
+        ),
+        max_concurrent: check_concurrency(check, "spec.config.cleanup.maxConcurrent", config.max_concurrent),
+    }
+}
+
+/// `spec.config.cleanup.perNode`: each node once, named in `nodes`, its keyspaces a name list.
+fn check_per_node(check: &mut Check, config: &CleanupConfig) -> BTreeMap<String, NodeWork> {
+    let mut per_node = BTreeMap::new();
+    for (i, entry) in config.per_node.iter().enumerate() {
+        let field = format!("spec.config.cleanup.perNode[{i}]");
+        if !config.nodes.contains(&entry.node) {
+            check.error(
+                format!("{field}.node"),
+                format!(
+                    "{:?} is not listed in spec.config.cleanup.nodes: list the node there too, or remove its entry",
+                    entry.node
+                ),
+            );
+        }
+        check_name_list(
+            check,
+            &format!("{field}.keyspaces"),
+            &entry.keyspaces,
+            MAX_KEYSPACE_LEN,
+            "leave the list empty to clean every keyspace that needs it",
+        );
+        let work = NodeWork { keyspaces: entry.keyspaces.clone(), mark_node_clean: entry.mark_node_clean };
+        if per_node.insert(entry.node.clone(), work).is_some() {
+            check.error(format!("{field}.node"), format!("{:?} has two entries: give one", entry.node));
+        }
+    }
+    per_node
+}
+
+/// A list of names: bounded, none empty, too long or given twice.
+fn check_name_list(check: &mut Check, field: &str, names: &[String], max_len: usize, when_empty: &str) {
+    if names.len() > MAX_LIST_ITEMS {
+        check
+            .error(field, format!("lists {} names; the most is {MAX_LIST_ITEMS}: {when_empty}", names.len()));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let item = format!("{field}[{i}]");
+        if name.is_empty() {
+            check.error(item, format!("is empty: give a name, or {when_empty}"));
+        } else if name.len() > max_len {
+            check.error(item, format!("is {} characters long; the most is {max_len}", name.len()));
+        } else if !seen.insert(name) {
+            check.error(item, format!("{name:?} is listed twice: list it once"));
+        }
+    }
+}
+
+/// Lowercase letters, digits and '-', starting with a letter and ending with a letter or digit,
+/// as Service names are.
+fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let inner_ok = bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
+    inner_ok && bytes.first().is_some_and(u8::is_ascii_lowercase) && bytes.last().is_some_and(|b| *b != b'-')
+}
+
+fn check_concurrency(check: &mut Check, field: &str, value: Option<i32>) -> Option<u32> {
+    let value = value?;
+    match u32::try_from(value) {
+        Ok(value) if value >= 1 => Some(value),
+        _ => {
+            check.error(
+                field,
+                format!(
+                    "{value} is not positive: give 1 or more, or leave it out for the cluster's own setting"
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn check_compact(check: &mut Check, field: &str, config: &CompactConfig) -> Option<Compact> {
+    let target = match (config.retain_revisions, config.revision) {
+        (Some(_), Some(_)) => {
+            check.error(
+                field,
+                "retainRevisions and revision are both set: give one of them (retainRevisions keeps \
+                 the last N revisions, revision compacts to exactly that one)",
+            );
+            return None;
+        }
+        (Some(keep), None) if keep < 0 => {
+            check.error(format!("{field}.retainRevisions"), format!("{keep} is negative: give 0 or more"));
+            return None;
+        }
+        (None, Some(revision)) if revision < 1 => {
+            check.error(format!("{field}.revision"), format!("{revision} is not a revision: give 1 or more"));
+            return None;
+        }
+        (Some(keep), None) => CompactTarget::RetainRevisions(keep),
+        (None, Some(revision)) => CompactTarget::Revision(revision),
+        (None, None) => CompactTarget::RetainRevisions(DEFAULT_RETAIN_REVISIONS),
+    };
+    Some(Compact { target, physical: config.physical })
+}
+
+fn check_defragment(check: &mut Check, field: &str, config: &DefragmentConfig) -> DefragPolicy {
+    if config.min_defrag_bytes < 0 {
+        check.error(
+            format!("{field}.minDefragBytes"),
+            format!("{} is negative: give 0 (any size) or more", config.min_defrag_bytes),
+        );
+    }
+    if !(0.0..=100.0).contains(&config.max_fragmented_percent) {
+        check.error(
+            format!("{field}.maxFragmentedPercent"),
+            format!(
+                "{} is not between 0 and 100: give a share of the db in %",
+                config.max_fragmented_percent
+            ),
+        );
+    }
+    DefragPolicy {
+        min_defrag_bytes: config.min_defrag_bytes,
+        max_fragmented_percent: config.max_fragmented_percent,
+    }
+}
+
+fn check_maintenance(check: &mut Check, config: &MaintenanceConfig) -> Option<Work> {
+    let compact =
+        check_compact(check, "spec.config.maintenance.compact", &config.compact.clone().unwrap_or_default());
+    let defragment = check_defragment(
+        check,
+        "spec.config.maintenance.defragment",
+        &config.defragment.clone().unwrap_or_default(),
+    );
+    Some(Work::Maintenance { compact: compact?, defragment })
+}
+
+fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig) -> Snapshot {
+    let persistent_volume_claim = match &config.persistent_volume_claim {
+        Some(claim) => {
+            check_object_name(
+                check,
+                "spec.config.snapshot.persistentVolumeClaim",
+                claim,
+                "is empty: name a PersistentVolumeClaim in this namespace, or leave it out for \
+                 <target name>-snapshots",
+            );
+            claim.clone()
+        }
+        None => format!("{target_name}-snapshots"),
+    };
+    check_file_name(check, target_name, &config.file_name);
+    if config.retain < 1 {
+        check.error(
+            "spec.config.snapshot.retain",
+            format!("{} is not positive: give 1 or more (the snapshot just taken counts)", config.retain),
+        );
+    }
+    Snapshot {
+        persistent_volume_claim,
+        file_name: config.file_name.clone(),
+        retain: u32::try_from(config.retain).unwrap_or(0),
+    }
+}
+
+fn check_file_name(check: &mut Check, target_name: &str, template: &str) {
+    const FIELD: &str = "spec.config.snapshot.fileName";
+    let without_placeholders = SNAPSHOT_FILE_NAME_PLACEHOLDERS
+        .iter()
+        .fold(template.to_owned(), |text, placeholder| text.replace(placeholder, ""));
+    if template.is_empty() {
+        check.error(FIELD, "is empty: leave it out for \"{cluster}-{time}.db\"");
+    } else if template.len() > MAX_FILE_NAME_LEN {
+        check.error(FIELD, format!("is {} characters long; the most is {MAX_FILE_NAME_LEN}", template.len()));
+    } else if template.contains('/') {
+        check.error(
+            FIELD,
+            format!(
+                "{template:?} holds a '/': give a file name; the volume is chosen by persistentVolumeClaim"
+            ),
+        );
+    } else if without_placeholders.contains(['{', '}']) {
+        check.error(
+            FIELD,
+            format!("{template:?} holds a brace that is not part of {{cluster}} or {{time}}, the only placeholders"),
+        );
+    } else if !target_name.is_empty()
+        && let Err(why) = NameTemplate::parse(template, target_name)
+    {
+        // What the runner will check too: the name rendered for this target is a plain file name
+        // with room for its temporary file's.
+        check.error(FIELD, why);
+    }
+}
+
+#[cfg(test)]
+mod tests;

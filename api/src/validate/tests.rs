@@ -1,0 +1,348 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A task `etcd/t1` read from JSON the way the API would hand it over.
+fn task(spec: Value) -> MaintenanceTask {
+    serde_json::from_value(json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1",
+        "kind": "MaintenanceTask",
+        "metadata": {"name": "t1", "namespace": "etcd"},
+        "spec": spec,
+    }))
+    .expect("task deserializes")
+}
+
+fn etcd(task_type: &str, config: Value) -> MaintenanceTask {
+    task(json!({"target": {"kind": "EtcdCluster", "name": "main"}, "type": task_type, "config": config}))
+}
+
+fn scylla(config: Value) -> MaintenanceTask {
+    task(json!({"target": {"kind": "ScyllaCluster", "name": "sc"}, "type": "Cleanup", "config": config}))
+}
+
+fn errors_of(task: &MaintenanceTask) -> Vec<String> {
+    validate(task).expect_err("the task is rejected").iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn every_type_with_its_defaults_is_valid() {
+    let cases = [
+        (
+            scylla(json!({})),
+            Work::Cleanup(Cleanup {
+                keyspaces: vec![],
+                nodes: vec![],
+                max_concurrent_per_rack: None,
+                max_concurrent: None,
+                per_node: Default::default(),
+            }),
+        ),
+        (
+            etcd("Compact", json!({})),
+            Work::Compact(Compact { target: CompactTarget::RetainRevisions(10_000), physical: false }),
+        ),
+        (
+            etcd("Defragment", json!({})),
+            Work::Defragment(DefragPolicy { min_defrag_bytes: 0, max_fragmented_percent: 0.0 }),
+        ),
+        (
+            etcd("Maintenance", json!({})),
+            Work::Maintenance {
+                compact: Compact { target: CompactTarget::RetainRevisions(10_000), physical: false },
+                defragment: DefragPolicy { min_defrag_bytes: 0, max_fragmented_percent: 0.0 },
+            },
+        ),
+        (
+            etcd("Snapshot", json!({})),
+            Work::Snapshot(Snapshot {
+                persistent_volume_claim: "main-snapshots".into(),
+                file_name: "{cluster}-{time}.db".into(),
+                retain: 5,
+            }),
+        ),
+    ];
+    for (task, wanted) in cases {
+        let valid = validate(&task).unwrap_or_else(|e| panic!("{}", describe_errors(&e)));
+        assert_eq!(valid.work, wanted);
+        assert_eq!(valid.namespace, "etcd");
+        assert_eq!(valid.name, "t1");
+        assert_eq!(valid.ttl_after_finished, SignedDuration::from_hours(1));
+        assert_eq!(valid.deadline, None);
+    }
+}
+
+#[test]
+fn settings_given_are_carried_over() {
+    let valid = validate(&scylla(json!({"cleanup": {
+        "keyspaces": ["ks1", "ks2"],
+        "nodes": ["sc-dc1-r1-0"],
+        "maxConcurrentPerRack": 2,
+        "maxConcurrent": 3,
+    }})))
+    .unwrap();
+    assert_eq!(
+        valid.work,
+        Work::Cleanup(Cleanup {
+            keyspaces: vec!["ks1".into(), "ks2".into()],
+            nodes: vec!["sc-dc1-r1-0".into()],
+            max_concurrent_per_rack: Some(2),
+            max_concurrent: Some(3),
+            per_node: Default::default(),
+        })
+    );
+    let valid = validate(&scylla(json!({"cleanup": {"keyspaces": ["ks1"], "nodes": ["a-0", "a-1"],
+        "perNode": [{"node": "a-1", "keyspaces": ["ks2"], "markNodeClean": true}]}})))
+    .unwrap();
+    let Work::Cleanup(cleanup) = valid.work else { panic!("{:?}", valid.work) };
+    // A node with an entry cleans its own keyspaces; the others the task's, Scylla's flag left.
+    let work = |keyspaces: &[&str], mark_node_clean| crate::validate::NodeWork {
+        keyspaces: keyspaces.iter().map(|k| (*k).to_owned()).collect(),
+        mark_node_clean,
+    };
+    assert_eq!(cleanup.work_of("a-1"), work(&["ks2"], true));
+    assert_eq!(cleanup.work_of("a-0"), work(&["ks1"], false));
+    let valid = validate(&etcd(
+        "Maintenance",
+        json!({"maintenance": {"compact": {"revision": 42, "physical": true}, "defragment": {"minDefragBytes": 5, "maxFragmentedPercent": 45.5}}}),
+    ))
+    .unwrap();
+    assert_eq!(
+        valid.work,
+        Work::Maintenance {
+            compact: Compact { target: CompactTarget::Revision(42), physical: true },
+            defragment: DefragPolicy { min_defrag_bytes: 5, max_fragmented_percent: 45.5 },
+        }
+    );
+    let valid = validate(&etcd(
+        "Snapshot",
+        json!({"snapshot": {"persistentVolumeClaim": "backups", "fileName": "etcd-{time}.db", "retain": 1}}),
+    ))
+    .unwrap();
+    assert_eq!(
+        valid.work,
+        Work::Snapshot(Snapshot {
+            persistent_volume_claim: "backups".into(),
+            file_name: "etcd-{time}.db".into(),
+            retain: 1
+        })
+    );
+}
+
+#[test]
+fn ttl_zero_and_a_deadline_are_valid() {
+    let mut t = etcd("Compact", json!({"compact": {"retainRevisions": 0}}));
+    t.spec.ttl_seconds_after_finished = 0;
+    t.spec.deadline_seconds = Some(1);
+    let valid = validate(&t).unwrap();
+    assert_eq!(valid.ttl_after_finished, SignedDuration::ZERO);
+    assert_eq!(valid.deadline, Some(SignedDuration::from_secs(1)));
+    assert_eq!(
+        valid.work,
+        Work::Compact(Compact { target: CompactTarget::RetainRevisions(0), physical: false })
+    );
+}
+
+#[test]
+fn every_mistake_names_the_task_the_field_and_what_to_do() {
+    let with = |mut t: MaintenanceTask, edit: fn(&mut MaintenanceTaskSpec)| {
+        edit(&mut t.spec);
+        t
+    };
+    let cases: Vec<(MaintenanceTask, &str)> = vec![
+        (
+            etcd("Purge", json!({})),
+            "MaintenanceTask etcd/t1: spec.type: \"Purge\" is not a task type: use one of Cleanup, Compact, Defragment, Maintenance, Snapshot",
+        ),
+        (
+            task(json!({"target": {"kind": "Deployment", "name": "x"}, "type": "Compact"})),
+            "MaintenanceTask etcd/t1: spec.target.kind: \"Deployment\" is not a target kind: use ScyllaCluster or EtcdCluster",
+        ),
+        (
+            task(json!({"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Cleanup"})),
+            "MaintenanceTask etcd/t1: spec.target.kind: type Cleanup works on a ScyllaCluster, not an EtcdCluster",
+        ),
+        (
+            task(json!({"target": {"kind": "ScyllaCluster", "name": "sc"}, "type": "Defragment"})),
+            "MaintenanceTask etcd/t1: spec.target.kind: type Defragment works on an EtcdCluster, not a ScyllaCluster",
+        ),
+        (
+            task(json!({"target": {"kind": "EtcdCluster", "name": ""}, "type": "Compact"})),
+            "MaintenanceTask etcd/t1: spec.target.name: is empty: name the ScyllaCluster or EtcdCluster",
+        ),
+        (
+            with(etcd("Compact", json!({})), |s| s.target.name = "x".repeat(254)),
+            "spec.target.name: is 254 characters long; the most is 253",
+        ),
+        (
+            etcd("Defragment", json!({"compact": {}})),
+            "MaintenanceTask etcd/t1: spec.config.compact: is set but spec.type is Defragment: remove it (only spec.config.defragment may be set)",
+        ),
+        (
+            with(etcd("Compact", json!({})), |s| s.ttl_seconds_after_finished = -1),
+            "MaintenanceTask etcd/t1: spec.ttlSecondsAfterFinished: -1 is negative: give 0",
+        ),
+        (
+            with(etcd("Compact", json!({})), |s| s.deadline_seconds = Some(0)),
+            "MaintenanceTask etcd/t1: spec.deadlineSeconds: 0 is not positive: give 1 or more",
+        ),
+        (
+            etcd("Compact", json!({"compact": {"retainRevisions": 10, "revision": 5}})),
+            "MaintenanceTask etcd/t1: spec.config.compact: retainRevisions and revision are both set: give one of them",
+        ),
+        (
+            etcd("Compact", json!({"compact": {"retainRevisions": -5}})),
+            "MaintenanceTask etcd/t1: spec.config.compact.retainRevisions: -5 is negative: give 0 or more",
+        ),
+        (
+            etcd("Compact", json!({"compact": {"revision": 0}})),
+            "MaintenanceTask etcd/t1: spec.config.compact.revision: 0 is not a revision: give 1 or more",
+        ),
+        (
+            etcd("Maintenance", json!({"maintenance": {"compact": {"revision": -1}}})),
+            "spec.config.maintenance.compact.revision: -1 is not a revision",
+        ),
+        (
+            etcd("Defragment", json!({"defragment": {"maxFragmentedPercent": 120.0}})),
+            "spec.config.defragment.maxFragmentedPercent: 120 is not between 0 and 100",
+        ),
+        (
+            etcd("Defragment", json!({"defragment": {"maxFragmentedPercent": -0.5}})),
+            "spec.config.defragment.maxFragmentedPercent: -0.5 is not between 0 and 100",
+        ),
+        (
+            etcd("Maintenance", json!({"maintenance": {"defragment": {"minDefragBytes": -1}}})),
+            "spec.config.maintenance.defragment.minDefragBytes: -1 is negative",
+        ),
+        (
+            scylla(json!({"cleanup": {"keyspaces": ["ks", ""]}})),
+            "spec.config.cleanup.keyspaces[1]: is empty: give a name, or leave the list empty to clean every keyspace that needs it",
+        ),
+        (
+            scylla(json!({"cleanup": {"keyspaces": ["ks", "ks"]}})),
+            "spec.config.cleanup.keyspaces[1]: \"ks\" is listed twice",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["Node_1"]}})),
+            "spec.config.cleanup.nodes[0]: \"Node_1\" is not a member Service name",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["x".repeat(64)]}})),
+            "spec.config.cleanup.nodes[0]: is 64 characters long; the most is 63",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": vec!["n"; 1001]}})),
+            "spec.config.cleanup.nodes: lists 1001 names; the most is 1000",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-1", "keyspaces": ["ks"]}]}})),
+            "spec.config.cleanup.perNode[0].node: \"a-1\" is not listed in spec.config.cleanup.nodes",
+        ),
+        (
+            scylla(json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-0"}, {"node": "a-0"}]}})),
+            "spec.config.cleanup.perNode[1].node: \"a-0\" has two entries",
+        ),
+        (
+            scylla(
+                json!({"cleanup": {"nodes": ["a-0"], "perNode": [{"node": "a-0", "keyspaces": ["ks", "ks"]}]}}),
+            ),
+            "spec.config.cleanup.perNode[0].keyspaces[1]: \"ks\" is listed twice",
+        ),
+        (
+            scylla(json!({"cleanup": {"maxConcurrentPerRack": 0}})),
+            "spec.config.cleanup.maxConcurrentPerRack: 0 is not positive: give 1 or more",
+        ),
+        (
+            scylla(json!({"cleanup": {"maxConcurrent": -2}})),
+            "spec.config.cleanup.maxConcurrent: -2 is not positive",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"persistentVolumeClaim": ""}})),
+            "spec.config.snapshot.persistentVolumeClaim: is empty: name a PersistentVolumeClaim",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"fileName": "dir/{cluster}.db"}})),
+            "spec.config.snapshot.fileName: \"dir/{cluster}.db\" holds a '/'",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"fileName": "{cluster}-{date}.db"}})),
+            "spec.config.snapshot.fileName: \"{cluster}-{date}.db\" holds a brace that is not part of {cluster} or {time}",
+        ),
+        (etcd("Snapshot", json!({"snapshot": {"fileName": ""}})), "spec.config.snapshot.fileName: is empty"),
+        (
+            etcd("Snapshot", json!({"snapshot": {"fileName": ".."}})),
+            "spec.config.snapshot.fileName: file name template \"..\" names a folder",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"fileName": format!("{}{{cluster}}", "x".repeat(245))}})),
+            "the most is 246",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"retain": 0}})),
+            "spec.config.snapshot.retain: 0 is not positive",
+        ),
+    ];
+    for (task, wanted) in cases {
+        let errors = errors_of(&task);
+        assert!(errors.iter().any(|e| e.contains(wanted)), "wanted {wanted:?} in {errors:?}");
+    }
+}
+
+#[test]
+fn all_mistakes_are_reported_together() {
+    let mut t = task(json!({
+        "target": {"kind": "ScyllaCluster", "name": ""},
+        "type": "Compact",
+        "config": {"compact": {"retainRevisions": -1}, "snapshot": {}},
+    }));
+    t.spec.ttl_seconds_after_finished = -1;
+    let fields: Vec<_> = validate(&t).unwrap_err().into_iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "spec.target.name",
+            "spec.target.kind",
+            "spec.config.snapshot",
+            "spec.ttlSecondsAfterFinished",
+            "spec.config.compact.retainRevisions",
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_type_is_not_also_blamed_for_its_config_or_kind() {
+    let errors = errors_of(&etcd("Purge", json!({"compact": {}, "cleanup": {}})));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+}
+
+#[test]
+fn a_task_without_namespace_is_named_by_its_name() {
+    let mut t = etcd("Purge", json!({}));
+    t.metadata.namespace = None;
+    assert!(errors_of(&t)[0].starts_with("MaintenanceTask t1: spec.type"));
+}
+
+#[test]
+fn errors_describe_as_one_line() {
+    let mut t = etcd("Compact", json!({}));
+    t.spec.ttl_seconds_after_finished = -1;
+    t.spec.deadline_seconds = Some(0);
+    let line = describe_errors(&validate(&t).unwrap_err());
+    assert!(line.contains("-1 is negative"), "{line}");
+    assert!(line.contains("; MaintenanceTask etcd/t1: spec.deadlineSeconds"), "{line}");
+    assert!(!line.contains('\n'));
+}
+
+#[test]
+fn service_names_are_dns_labels() {
+    for (name, ok) in [
+        ("sc-dc1-rack1-0", true),
+        ("a", true),
+        ("0abc", false),
+        ("abc-", false),
+        ("ab_c", false),
+        ("Abc", false),
+    ] {
+        assert_eq!(is_dns_label(name), ok, "{name}");
+    }
+}

@@ -1,0 +1,176 @@
+//! The writes of one pass of the EtcdCluster controller: the status (with the conditions merged),
+//! at most one automatic MaintenanceTask, Events.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, ObjectMeta};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::Value;
+
+use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdClusterStatus};
+use groundskeeper_api::maintenance_task::{
+    DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskTarget,
+};
+use groundskeeper_protocol::keys;
+
+use kube::runtime::controller::Action;
+
+use super::controller::{RETRY_ON_CONFLICT, to_std};
+use super::decide::{Decision, Observed, PlannedEvent, PlannedTask};
+use super::metrics::EtcdMetrics;
+use crate::conditions::{self, merge_conditions};
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::runtime::reconciler::describe;
+
+/// Applies a decision: writes the status (on the resourceVersion it was decided on), submits
+/// its task (a task of that name that exists already is taken as the same decision made by
+/// another reconciliation), updates the metrics and publishes the Events.
+pub async fn apply(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    observed: &Observed,
+    mut decision: Decision,
+    now: Timestamp,
+) -> Result<Action> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let previous = cluster.status.clone().unwrap_or_default();
+    let status = with_conditions(decision.status, &decision.conditions, cluster.meta().generation, now)?;
+    match write_status(&ctx.client, cluster, &previous, &status).await {
+        Err(err) if err.api_status_code() == Some(409) => {
+            tracing::info!(cluster = %describe(cluster), "status changed since it was read: deciding again");
+            return Ok(Action::requeue(RETRY_ON_CONFLICT));
+        }
+        written => written?,
+    }
+    if let Some(planned) = &decision.submit {
+        let task = automatic_task(cluster, planned)?;
+        let created = Api::<MaintenanceTask>::namespaced(ctx.client.clone(), &namespace)
+            .create(&PostParams::default(), &task)
+            .await;
+        match created {
+            Ok(_) => {
+                tracing::info!(task = %planned.name, cluster = %describe(cluster), "submitted a maintenance task")
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                // Another reconciliation (a second replica, or ours before a restart) decided the
+                // same on the same state: the task is theirs, the Event was theirs to publish.
+                tracing::info!(task = %planned.name, "maintenance task exists already");
+                decision.events.retain(|e| e.reason != "MaintenanceTaskCreated");
+            }
+            Err(err) => {
+                return Err(Error::kube(format!(
+                    "create MaintenanceTask {namespace}/{} for EtcdCluster {name}",
+                    planned.name
+                ))(err));
+            }
+        }
+    }
+    if let Observed::Members(_) = observed {
+        ctx.metrics.family::<EtcdMetrics>().observed(&namespace, &name, &status.members, &previous.members);
+    }
+    ctx.metrics.family::<EtcdMetrics>().partition(&namespace, &name, status.partition.as_ref());
+    publish_events(cluster, ctx, &decision.events).await;
+    Ok(Action::requeue(to_std(decision.requeue_after)))
+}
+
+/// The planned task as an object: labelled `groundskeeper.dev/origin: automatic`, owned by the
+/// EtcdCluster (deleting the cluster deletes its tasks, and their Jobs with them).
+pub fn automatic_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<MaintenanceTask> {
+    let owner = cluster.controller_owner_ref(&()).ok_or_else(|| Error::InvalidObject {
+        object: format!("EtcdCluster {}", describe(cluster)),
+        field: "metadata.uid".into(),
+        message: "missing: the object was not read from the API server".into(),
+    })?;
+    Ok(MaintenanceTask {
+        metadata: ObjectMeta {
+            name: Some(planned.name.clone()),
+            namespace: cluster.namespace(),
+            labels: Some(BTreeMap::from([
+                (keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_AUTOMATIC.to_owned()),
+                (keys::MANAGED_BY_LABEL.to_owned(), keys::MANAGED_BY.to_owned()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: MaintenanceTaskSpec {
+            target: TaskTarget { kind: TargetKind::EtcdCluster, name: cluster.name_any() },
+            task_type: planned.task_type.clone(),
+            config: planned.config.clone(),
+            ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            deadline_seconds: None,
+        },
+        status: None,
+    })
+}
+
+/// The status with our conditions merged into those it had (transition times kept where the
+/// status of a condition did not change).
+fn with_conditions(
+    mut status: EtcdClusterStatus,
+    ours: &[crate::conditions::Condition],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<EtcdClusterStatus> {
+    let existing: Vec<Value> = status
+        .conditions
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::json("EtcdCluster status.conditions"))?;
+    let merged = merge_conditions(&existing, ours, generation, now);
+    status.conditions = merged
+        .into_iter()
+        .map(serde_json::from_value::<MetaCondition>)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(Error::json("EtcdCluster status.conditions"))?;
+    Ok(status)
+}
+
+/// The JSON merge patch turning status `previous` into `next` (see [`conditions::status_patch`]).
+pub fn status_patch(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> Result<Value> {
+    conditions::status_patch(previous, next).map_err(Error::json("EtcdCluster status"))
+}
+
+/// Writes the status when it changed, on the resourceVersion it was read with (a 409 when the
+/// status changed since).
+async fn write_status(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    previous: &EtcdClusterStatus,
+    next: &EtcdClusterStatus,
+) -> Result<()> {
+    if previous == next {
+        return Ok(());
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let mut patch = status_patch(previous, next)?;
+    if let Some(version) = cluster.resource_version() {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
+    Api::<EtcdCluster>::namespaced(client.clone(), &namespace)
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!("write status of EtcdCluster {namespace}/{name}")))?;
+    Ok(())
+}
+
+/// Publishes Events about `cluster`.
+pub async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
+    let regarding = cluster.object_ref(&());
+    for planned in events {
+        let event = Event {
+            type_: if planned.warning { EventType::Warning } else { EventType::Normal },
+            reason: planned.reason.to_owned(),
+            note: Some(planned.note.clone()),
+            action: "Maintain".to_owned(),
+            secondary: None,
+        };
+        ctx.publish_event(&regarding, event).await;
+    }
+}

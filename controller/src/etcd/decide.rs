@@ -1,0 +1,683 @@
+//! The EtcdCluster controller's decision: a pure function of the spec, the observed members, the
+//! cluster's maintenance tasks, the last status and the time.
+//!
+//! Rules, in order:
+//! 1. A maintenance task of this cluster (Compact, Defragment or Maintenance, automatic or asked
+//!    for by hand) queued or running means no new task: its outcome changes what is due, and
+//!    the decision waits for it (written into the status by [`crate::etcd::record`]).
+//!    "Queued or running" is read from the tasks that exist, so a controller restart cannot
+//!    forget it, and a trigger never submits a task the queue would reject as a duplicate.
+//! 2. No task while the spec is invalid, a member is unhealthy or unreachable, or the policy is
+//!    disabled; nor within `checkInterval` of a failed or skipped one (backoff).
+//! 3. Compaction before defragmentation: a due `periodic` compaction is a `Compact` task of its
+//!    own (the defragmentation follows at a later decision, once the compaction has freed
+//!    pages); in `revision` mode a due defragmentation is a `Maintenance` task whose defrag
+//!    compacts first (`retainRevisions`), and a due compaction alone a `Compact` task.
+//! 4. Defragmentation when the shared plan ([`plan_defrag`], the one `groundskeeper-job defrag`
+//!    runs) finds a member over both thresholds and its preconditions hold: a `Maintenance` task
+//!    when a compaction is due with it, else a `Defragment` task (a cluster without a compaction
+//!    policy gets no compaction it did not ask for). Either carries the cluster's thresholds, so
+//!    the task defragments exactly the members the trigger would have.
+//!
+//! The task's name is `<cluster>-<type>-<decision time in Unix seconds>`; rule 1 is what makes a
+//! restarted controller submit nothing twice.
+
+use groundskeeper_protocol::Operation;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
+use groundskeeper_stores::etcd::plan::{
+    DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
+};
+use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+
+use super::observe::{ObservedMember, cluster_revision};
+use super::partition::{self, CLOCK_SKEWED, Finding, RevisionCheck};
+use super::policy::{Compaction, Policy, SpecErrors};
+use super::sampler::{self, LastCompaction};
+use crate::conditions::Condition;
+use crate::etcd::record::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, is_maintenance};
+use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
+use groundskeeper_api::maintenance_task::{
+    CompactConfig, DefragmentConfig, MaintenanceConfig, MaintenanceTask, TaskConfig, TaskState, TaskType,
+};
+use groundskeeper_protocol::names::bounded_name;
+
+pub const PROGRESSING: &str = "DefragControllerProgressing";
+pub const DEGRADED: &str = "DefragControllerDegraded";
+pub const DISABLED: &str = "DefragControllerDisabled";
+
+/// Where the Job finds the client TLS Secret's files.
+pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
+/// Shortest wait before the next reconciliation: the clock is never exact.
+const MIN_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
+/// Requeue of a cluster whose spec is invalid: its next spec change wakes us anyway.
+const INVALID_SPEC_REQUEUE: SignedDuration = SignedDuration::from_mins(10);
+/// Degraded reason (and Event) of a cluster whose fleet id another cluster of the fleet claims.
+pub const PARTITION_ID_COLLISION: &str = "PartitionIdCollision";
+/// How soon a cluster stuck on an id collision looks again: the other cluster's fix does not
+/// wake it.
+const COLLISION_REQUEUE: SignedDuration = SignedDuration::from_secs(30);
+
+/// What the members looked like, if they were asked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    /// Not asked: the spec is invalid.
+    NotAttempted,
+    /// The client TLS Secret could not be read, or the like: nobody could be asked.
+    Failed(String),
+    Members(Vec<ObservedMember>),
+}
+
+/// One MaintenanceTask on this cluster as the decision sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterTaskView {
+    pub name: String,
+    pub task_type: TaskType,
+    /// `Pending` when the task has no status yet.
+    pub state: TaskState,
+    pub created: Timestamp,
+    /// What it waits for while queued: the message of its `Queued` condition.
+    pub waits_for: Option<String>,
+}
+
+impl ClusterTaskView {
+    /// The view of a task object; `now` stands in for a creation time it lacks.
+    pub fn of(task: &MaintenanceTask, now: Timestamp) -> Self {
+        Self {
+            name: task.name_any(),
+            task_type: task.spec.task_type.clone(),
+            state: task.status.as_ref().and_then(|s| s.state).unwrap_or_default(),
+            created: task.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now),
+            waits_for: task.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == groundskeeper_api::maintenance_task::QUEUED && c.status == "True")
+                    .map(|c| c.message.clone())
+            }),
+        }
+    }
+
+    /// A maintenance task not final yet.
+    fn in_flight(&self) -> bool {
+        is_maintenance(&self.task_type) && !self.state.is_final()
+    }
+}
+
+/// The maintenance task the cluster waits for: the running one, else the first queued.
+pub fn active_task(tasks: &[ClusterTaskView]) -> Option<&ClusterTaskView> {
+    tasks
+        .iter()
+        .filter(|t| t.in_flight())
+        .min_by_key(|t| (t.state != TaskState::InProgress, t.created, t.name.as_str()))
+}
+
+pub struct Input<'a> {
+    pub cluster: &'a str,
+    pub generation: Option<i64>,
+    pub policy: Result<&'a Policy, &'a SpecErrors>,
+    /// `spec.policy.enabled` as written, for the Disabled condition of an invalid spec.
+    pub enabled: bool,
+    pub observed: &'a Observed,
+    /// Every MaintenanceTask whose target is this cluster, whatever its origin and state.
+    pub tasks: &'a [ClusterTaskView],
+    pub previous: &'a EtcdClusterStatus,
+    /// The other clusters of its fleet (`namespace/name`) that claim its cluster id
+    /// ([`super::fleet::id_collisions`]); empty for a cluster of no fleet.
+    pub collisions: &'a [String],
+    pub now: Timestamp,
+}
+
+/// What to do now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The status to write (conditions apart: see `conditions`).
+    pub status: EtcdClusterStatus,
+    pub conditions: Vec<Condition>,
+    pub submit: Option<PlannedTask>,
+    pub events: Vec<PlannedEvent>,
+    pub requeue_after: SignedDuration,
+}
+
+/// The MaintenanceTask to submit (label `groundskeeper.dev/origin: automatic`, owned by the
+/// EtcdCluster).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedTask {
+    pub name: String,
+    pub task_type: TaskType,
+    pub config: TaskConfig,
+    /// Why, for the Event and the Progressing condition.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub warning: bool,
+    /// CamelCase.
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// Whether the cluster is due for an observation and a decision now, or how long until it is.
+///
+/// Due on the check interval (or the next revision sample), and at once when the spec changed
+/// or the maintenance task the cluster waits for is not the one the status names (one was
+/// queued, or it ended: its outcome is in the status by then). Reconciliations triggered by
+/// anything else, such as our own status writes or a task moving from queued to running, do
+/// nothing: without this every status write would trigger another observation and another write.
+pub fn check_due(
+    previous: &EtcdClusterStatus,
+    generation: Option<i64>,
+    tasks: &[ClusterTaskView],
+    now: Timestamp,
+) -> Result<(), SignedDuration> {
+    let spec_changed = previous.observed_generation != generation;
+    let active = active_task(tasks);
+    let tasks_changed = active.map(|t| &t.name) != previous.active_task.as_ref()
+        || active.and_then(|t| t.waits_for.as_ref()) != previous.active_task_waits_for.as_ref();
+    match &previous.next_check_time {
+        Some(next) if !spec_changed && !tasks_changed && next.0 > now => Err(next.0.duration_since(now)),
+        _ => Ok(()),
+    }
+}
+
+pub fn decide(input: &Input) -> Decision {
+    let mut status = input.previous.clone();
+    status.observed_generation = input.generation;
+    let mut events = Vec::new();
+    let active = active_task(input.tasks);
+    status.active_task = active.map(|t| t.name.clone());
+    status.active_task_waits_for = active.and_then(|t| t.waits_for.clone());
+
+    let policy = match input.policy {
+        Ok(policy) => policy,
+        Err(errors) => {
+            status.next_check_time = Some((input.now + INVALID_SPEC_REQUEUE).into());
+            return Decision {
+                conditions: conditions(
+                    input.enabled,
+                    progressing(active, None),
+                    Some(("InvalidSpec", errors.to_string())),
+                ),
+                status,
+                submit: None,
+                events,
+                requeue_after: INVALID_SPEC_REQUEUE,
+            };
+        }
+    };
+
+    if let (Some(partition), false) = (&policy.partition, input.collisions.is_empty()) {
+        let message = super::fleet::collision_message(partition, input.collisions);
+        let already_told = input
+            .previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == DEGRADED && c.reason == PARTITION_ID_COLLISION && c.message == message);
+        if !already_told {
+            events.push(PlannedEvent {
+                warning: true,
+                reason: PARTITION_ID_COLLISION,
+                note: message.clone(),
+            });
+        }
+        status.next_check_time = Some((input.now + COLLISION_REQUEUE).into());
+        return Decision {
+            conditions: conditions(
+                policy.enabled,
+                progressing(active, None),
+                Some((PARTITION_ID_COLLISION, message)),
+            ),
+            status,
+            submit: None,
+            events,
+            requeue_after: COLLISION_REQUEUE,
+        };
+    }
+
+    let members = match input.observed {
+        Observed::Members(members) => members.as_slice(),
+        _ => &[],
+    };
+    apply_observation(&mut status, members, input.now);
+    let revision = cluster_revision(members);
+    let revisions = check_partition_revisions(policy, members, input.previous, input.now);
+    if let Some(check) = &revisions {
+        status.partition = Some(check.status.clone());
+    }
+    if !partitioned(policy) {
+        status.partition = None;
+    }
+    status.revision = revision.or(status.revision);
+    update_samples(&mut status, policy, revision, input.now);
+    let clock_behind = revisions.as_ref().is_some_and(|c| matches!(c.finding, Finding::Behind { .. }));
+
+    let mut requeue = requeue_for(policy, &status, input.now);
+    let unhealthy = unhealthy_message(input.observed);
+    let mut submit = None;
+    let mut degraded = unhealthy.map(|m| ("MembersUnhealthy", m));
+    if active.is_none() && degraded.is_none() && policy.enabled {
+        match backoff_until(policy, &status) {
+            Some(until) if until > input.now => requeue = requeue.min(until.duration_since(input.now)),
+            _ => match plan_task(input, policy, &status, members, revision, clock_behind) {
+                Ok(planned) => submit = planned,
+                Err(refusal) => degraded = Some(refusal),
+            },
+        }
+    }
+    if degraded.is_none() && status.last_maintenance_outcome.as_deref() == Some(OUTCOME_FAILED) {
+        degraded = Some((
+            "MaintenanceFailed",
+            status
+                .last_maintenance_message
+                .clone()
+                .unwrap_or_else(|| "the last maintenance task failed".to_owned()),
+        ));
+    }
+    if let Some(task) = &submit {
+        status.active_task = Some(task.name.clone());
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "MaintenanceTaskCreated",
+            note: format!("MaintenanceTask {} ({}): {}", task.name, task.task_type, task.reason),
+        });
+    }
+    let requeue_after = requeue.max(MIN_REQUEUE);
+    status.next_check_time = Some((input.now + requeue_after).into());
+    let mut conditions = conditions(policy.enabled, progressing(active, submit.as_ref()), degraded);
+    if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
+        conditions.push(condition);
+        events.extend(event);
+    }
+    Decision { conditions, status, submit, events, requeue_after }
+}
+
+fn partitioned(policy: &Policy) -> bool {
+    policy.partition.as_ref().is_some_and(|p| p.revision_scheme == RevisionScheme::Partitioned)
+}
+
+/// The members' revisions taken apart, for a `Partitioned` cluster whose members answered.
+fn check_partition_revisions(
+    policy: &Policy,
+    members: &[ObservedMember],
+    previous: &EtcdClusterStatus,
+    now: Timestamp,
+) -> Option<RevisionCheck> {
+    let partition = policy.partition.as_ref().filter(|_| partitioned(policy))?;
+    let revisions: Vec<(String, i64)> =
+        members.iter().filter_map(|m| Some((m.member.name.clone(), m.revision?))).collect();
+    partition::check_revisions(partition, &revisions, previous, now)
+}
+
+/// Condition `ClockSkewed` of a `Partitioned` cluster, and its Event when it changes: a Warning
+/// when a skew (or a foreign cluster id) is first found or its kind changes, a Normal one when it
+/// clears. Without a fresh observation the condition stays as it was; a cluster that is no
+/// longer `Partitioned` gets it False once, if it had it.
+fn clock_condition(
+    policy: &Policy,
+    check: Option<&RevisionCheck>,
+    previous: &EtcdClusterStatus,
+) -> Option<(Condition, Option<PlannedEvent>)> {
+    let before = previous.conditions.iter().find(|c| c.type_ == CLOCK_SKEWED);
+    let Some(partition) = policy.partition.as_ref().filter(|_| partitioned(policy)) else {
+        let not_partitioned = Condition::new(
+            CLOCK_SKEWED,
+            false,
+            "NotPartitioned",
+            "spec.partition.revisionScheme is not Partitioned: revisions are not times",
+        );
+        return before.map(|_| (not_partitioned, None));
+    };
+    let Some(check) = check else {
+        let kept = before?;
+        let kept =
+            Condition::new(CLOCK_SKEWED, kept.status == "True", kept.reason.clone(), kept.message.clone());
+        return Some((kept, None));
+    };
+    let skewed = check.finding != Finding::InStep;
+    let reason = check.finding.reason();
+    let message = check.finding.message(partition);
+    let was_skewed = before.filter(|c| c.status == "True");
+    let event = match (skewed, was_skewed) {
+        (true, Some(was)) if was.reason == reason => None,
+        (true, _) => Some(PlannedEvent { warning: true, reason, note: message.clone() }),
+        (false, Some(_)) => Some(PlannedEvent { warning: false, reason, note: message.clone() }),
+        (false, None) => None,
+    };
+    Some((Condition::new(CLOCK_SKEWED, skewed, reason, message), event))
+}
+
+fn progressing(
+    active: Option<&ClusterTaskView>,
+    submitted: Option<&PlannedTask>,
+) -> (bool, &'static str, String) {
+    match (submitted, active) {
+        (Some(task), _) => (
+            true,
+            "TaskCreated",
+            format!("MaintenanceTask {} ({}): {}", task.name, task.task_type, task.reason),
+        ),
+        (None, Some(task)) if task.state == TaskState::InProgress => {
+            (true, "TaskRunning", format!("MaintenanceTask {} ({}) is running", task.name, task.task_type))
+        }
+        (None, Some(task)) => (
+            true,
+            "TaskQueued",
+            match &task.waits_for {
+                Some(why) => format!("MaintenanceTask {} ({}) is queued: {why}", task.name, task.task_type),
+                None => format!("MaintenanceTask {} ({}) is queued", task.name, task.task_type),
+            },
+        ),
+        (None, None) => (false, "Idle", "no maintenance task queued or running".to_owned()),
+    }
+}
+
+fn conditions(
+    enabled: bool,
+    progressing: (bool, &'static str, String),
+    degraded: Option<(&'static str, String)>,
+) -> Vec<Condition> {
+    let (degraded_status, degraded_reason, degraded_message) = match degraded {
+        Some((reason, message)) => (true, reason, message),
+        None => (false, "AsExpected", "members healthy, maintenance as planned".to_owned()),
+    };
+    let disabled = if enabled {
+        Condition::new(DISABLED, false, "Enabled", "automatic maintenance is enabled")
+    } else {
+        Condition::new(
+            DISABLED,
+            true,
+            "DisabledBySpec",
+            "spec.policy.enabled is false: members are observed, no task is submitted",
+        )
+    };
+    vec![
+        Condition::new(PROGRESSING, progressing.0, progressing.1, progressing.2),
+        Condition::new(DEGRADED, degraded_status, degraded_reason, degraded_message),
+        disabled,
+    ]
+}
+
+/// The members as observed now, keeping what only earlier statuses know (last defrag).
+fn apply_observation(status: &mut EtcdClusterStatus, members: &[ObservedMember], now: Timestamp) {
+    if members.is_empty() {
+        // Nobody was asked or nobody answered: keep the last picture, marked unhealthy below.
+        for member in &mut status.members {
+            member.healthy = false;
+        }
+        status.healthy_members = Some(0);
+        return;
+    }
+    let previous = std::mem::take(&mut status.members);
+    status.members = members.iter().map(|observed| member_status(observed, &previous)).collect();
+    status.last_observed_time = Some(now.into());
+    status.member_count = Some(status.members.len() as i32);
+    status.healthy_members = Some(status.members.iter().filter(|m| m.healthy).count() as i32);
+    status.max_fragmentation = status
+        .members
+        .iter()
+        .filter_map(|m| m.fragmentation_percent)
+        .max_by(f64::total_cmp)
+        .map(|p| format!("{p:.1}%"));
+}
+
+fn member_status(observed: &ObservedMember, previous: &[EtcdMemberStatus]) -> EtcdMemberStatus {
+    let member = &observed.member;
+    let id = member.id_hex();
+    let earlier = previous.iter().find(|p| p.id == id);
+    let status = member.status.as_ref().ok();
+    let leader_id = status.map(|s| s.leader).unwrap_or(0);
+    EtcdMemberStatus {
+        name: member.name.clone(),
+        id,
+        endpoint: observed.endpoint.clone(),
+        db_size: status.map(|s| s.db_size),
+        db_size_in_use: status.map(|s| s.db_size_in_use),
+        fragmentation_percent: status.map(|s| (fragmented_percent(s) * 10.0).round() / 10.0),
+        leader: member.id != 0 && leader_id == member.id,
+        healthy: member.unhealthy_because().is_none(),
+        learner: member.is_learner,
+        raft_term: status.and_then(|s| i64::try_from(s.raft_term).ok()),
+        message: member.unhealthy_because(),
+        last_defrag_time: earlier.and_then(|p| p.last_defrag_time.clone()),
+        last_bytes_reclaimed: earlier.and_then(|p| p.last_bytes_reclaimed),
+    }
+}
+
+/// `Some(message)` naming every unhealthy member and its endpoint, if any.
+fn unhealthy_message(observed: &Observed) -> Option<String> {
+    match observed {
+        Observed::NotAttempted => None,
+        Observed::Failed(why) => Some(format!("members not observed: {why}")),
+        Observed::Members(members) if members.is_empty() => Some("no member answered".to_owned()),
+        Observed::Members(members) => {
+            let sick: Vec<String> = members
+                .iter()
+                .filter_map(|m| {
+                    m.member
+                        .unhealthy_because()
+                        .map(|why| format!("member {} ({}): {why}", m.member.name, m.endpoint))
+                })
+                .collect();
+            (!sick.is_empty())
+                .then(|| format!("{}; no maintenance until every member is healthy", sick.join("; ")))
+        }
+    }
+}
+
+fn update_samples(status: &mut EtcdClusterStatus, policy: &Policy, revision: Option<i64>, now: Timestamp) {
+    if partitioned(policy) {
+        // Composite revisions are times: the target comes from the clock, nothing is sampled.
+        status.revision_samples.clear();
+        return;
+    }
+    match (policy.compaction, revision) {
+        (Some(Compaction::Periodic { retention }), Some(revision)) => {
+            status.revision_samples = sampler::record(&status.revision_samples, now, revision, retention);
+        }
+        (Some(Compaction::Periodic { .. }), None) => {}
+        // Samples only serve `periodic` mode; another mode (or none) drops them.
+        _ => status.revision_samples.clear(),
+    }
+}
+
+/// When the next observation is due: the check interval, or sooner when a revision sample is.
+fn requeue_for(policy: &Policy, status: &EtcdClusterStatus, now: Timestamp) -> SignedDuration {
+    let mut requeue = policy.check_interval;
+    if let Some(Compaction::Periodic { retention }) = policy.compaction
+        && !partitioned(policy)
+        && let Some(next) = sampler::next_sample_at(&status.revision_samples, retention)
+    {
+        requeue = requeue.min(next.duration_since(now));
+    }
+    requeue
+}
+
+/// A failed or skipped run is not retried within a check interval.
+fn backoff_until(policy: &Policy, status: &EtcdClusterStatus) -> Option<Timestamp> {
+    let outcome = status.last_maintenance_outcome.as_deref()?;
+    if outcome == OUTCOME_SUCCEEDED {
+        return None;
+    }
+    Some(status.last_maintenance_time.as_ref()?.0 + policy.check_interval)
+}
+
+/// The task to submit now, `Ok(None)` when nothing is due, `Err` when something is due but a
+/// precondition keeps it from being done (reported as Degraded).
+fn plan_task(
+    input: &Input,
+    policy: &Policy,
+    status: &EtcdClusterStatus,
+    members: &[ObservedMember],
+    revision: Option<i64>,
+    clock_behind: bool,
+) -> Result<Option<PlannedTask>, (&'static str, String)> {
+    let last = LastCompaction {
+        time: status.last_compaction_time.as_ref().map(|t| t.0),
+        revision: status.last_compacted_revision,
+    };
+    let compact_to = match (policy.compaction, &policy.partition) {
+        (Some(Compaction::Periodic { retention }), Some(partition)) if partitioned(policy) => {
+            partition::compaction_due(partition, retention, revision, last, clock_behind, input.now)
+                .map(|r| (r, "the first revision of the retention ago, from its time"))
+        }
+        (Some(Compaction::Periodic { retention }), _) => {
+            sampler::due(&status.revision_samples, input.now, retention, last)
+                .map(|r| (r, "sampled at least the retention ago"))
+        }
+        _ => None,
+    };
+    let planned = |task_type: TaskType, config: TaskConfig, reason: String| PlannedTask {
+        name: task_name(input.cluster, &task_type, input.now),
+        task_type,
+        config,
+        reason,
+    };
+    if let Some((revision, how)) = compact_to {
+        let config =
+            TaskConfig { compact: Some(physical_compaction(None, Some(revision))), ..TaskConfig::default() };
+        let reason = format!("periodic compaction to revision {revision}, {how}");
+        return Ok(Some(planned(TaskType::Compact, config, reason)));
+    }
+    let observations: Vec<MemberObservation> = members.iter().map(|m| m.member.clone()).collect();
+    let over = over_thresholds(policy, &observations);
+    let revision_compaction = match policy.compaction {
+        Some(Compaction::Revision { keep }) => {
+            revision_compaction_due(policy, status, revision, keep, input.now)
+        }
+        _ => None,
+    };
+    if !over.is_empty() {
+        let options = PlanOptions {
+            move_leader: policy.move_leader,
+            allow_single_member: policy.allow_single_member,
+            ..PlanOptions::default()
+        };
+        return match plan_defrag(&defrag_policy(policy), &options, &observations) {
+            Ok(plan) if !plan.is_empty() => {
+                let thresholds = DefragmentConfig {
+                    min_defrag_bytes: policy.min_defrag_bytes,
+                    max_fragmented_percent: policy.max_fragmented_percent,
+                };
+                let reason = format!("defragmentation of {}", over.join(", "));
+                Ok(Some(match revision_compaction {
+                    Some(keep) => planned(
+                        TaskType::Maintenance,
+                        TaskConfig {
+                            maintenance: Some(MaintenanceConfig {
+                                compact: Some(physical_compaction(Some(keep), None)),
+                                defragment: Some(thresholds),
+                            }),
+                            ..TaskConfig::default()
+                        },
+                        format!("{reason}, compacting to keep the last {keep} revisions first"),
+                    ),
+                    None => planned(
+                        TaskType::Defragment,
+                        TaskConfig { defragment: Some(thresholds), ..TaskConfig::default() },
+                        reason,
+                    ),
+                }))
+            }
+            Ok(_) => Ok(None),
+            Err(refusal) => Err(refusal_condition(&refusal, &over)),
+        };
+    }
+    if let Some(keep) = revision_compaction {
+        let config =
+            TaskConfig { compact: Some(physical_compaction(Some(keep), None)), ..TaskConfig::default() };
+        let reason = format!("compaction keeping the last {keep} revisions");
+        return Ok(Some(planned(TaskType::Compact, config, reason)));
+    }
+    Ok(None)
+}
+
+/// A compaction that waits until the freed pages are visible, so that a defragmentation after
+/// it reclaims them (as [`compact_operation`] renders it).
+fn physical_compaction(retain_revisions: Option<i64>, revision: Option<i64>) -> CompactConfig {
+    CompactConfig { retain_revisions, revision, physical: true }
+}
+
+fn refusal_condition(refusal: &Refusal, over: &[String]) -> (&'static str, String) {
+    let reason = match refusal {
+        Refusal::TooFewVotingMembers { .. } => "TooFewMembers",
+        Refusal::NoStableLeader { .. } => "NoStableLeader",
+        Refusal::Unhealthy { .. } | Refusal::NoMembers => "MembersUnhealthy",
+    };
+    (reason, format!("defragmentation of {} is due but not done: {refusal}", over.join(", ")))
+}
+
+/// `revision` mode: keep the last `keep` revisions, compacting at most once per check interval
+/// and only when the target moved past what was compacted last.
+fn revision_compaction_due(
+    policy: &Policy,
+    status: &EtcdClusterStatus,
+    revision: Option<i64>,
+    keep: i64,
+    now: Timestamp,
+) -> Option<i64> {
+    let target = revision? - keep;
+    if target <= status.last_compacted_revision.unwrap_or(0) {
+        return None;
+    }
+    let recent = status.last_compaction_time.as_ref().is_some_and(|t| now - policy.check_interval < t.0);
+    (!recent).then_some(keep)
+}
+
+fn defrag_policy(policy: &Policy) -> DefragPolicy {
+    DefragPolicy {
+        min_defrag_bytes: policy.min_defrag_bytes,
+        max_fragmented_percent: policy.max_fragmented_percent,
+    }
+}
+
+/// Names of the voting members over both thresholds.
+fn over_thresholds(policy: &Policy, members: &[MemberObservation]) -> Vec<String> {
+    let thresholds = defrag_policy(policy);
+    members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .filter(|m| m.status.as_ref().is_ok_and(|s| needs_defrag(&thresholds, s).0))
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
+pub fn etcd_target(policy: &Policy) -> EtcdTarget {
+    use groundskeeper_api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+    let mounted = |key: &str| format!("{TLS_MOUNT_DIR}/{key}");
+    EtcdTarget {
+        endpoints: policy.endpoints.clone(),
+        tls: policy.tls_secret.as_ref().map(|_| EtcdTlsFiles {
+            ca: mounted(TLS_CA_KEY),
+            cert: mounted(TLS_CERT_KEY),
+            key: mounted(TLS_KEY_KEY),
+        }),
+    }
+}
+
+/// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
+/// them.
+pub fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
+    Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true })
+}
+
+/// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
+/// leadership and single-member settings from the cluster's policy.
+pub fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
+    Operation::Defrag(DefragRequest {
+        etcd: etcd_target(policy),
+        min_defrag_bytes: thresholds.min_defrag_bytes,
+        max_fragmented_percent: thresholds.max_fragmented_percent,
+        compact_retain_revisions: retain,
+        no_move_leader: !policy.move_leader,
+        allow_single_member: policy.allow_single_member,
+    })
+}
+
+/// `<cluster>-<type>-<decision time in Unix seconds>` (type in lower case), shortened to a valid
+/// name when the cluster's name is long (with a hash of the full name, so that two long names
+/// sharing a prefix do not collide). The name is also a label value of the task's Jobs.
+pub fn task_name(cluster: &str, task_type: &TaskType, decided_at: Timestamp) -> String {
+    let suffix = format!("-{}-{}", task_type.as_str().to_lowercase(), decided_at.as_second());
+    bounded_name(cluster, &suffix)
+}

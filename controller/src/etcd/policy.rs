@@ -1,0 +1,379 @@
+//! The EtcdCluster spec, checked: typed durations and counts, with every mistake named by its
+//! field so that the user can fix them all at once (the controller reports them in the
+//! `DefragControllerDegraded` condition and creates no Job).
+
+use jiff::SignedDuration;
+
+use groundskeeper_api::etcd_cluster::{
+    CompactionMode, EtcdClusterSpec, EtcdJobLimits, EtcdPartition, RevisionScheme,
+};
+
+/// Shortest `checkInterval`: observing more often only loads the members.
+pub const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
+/// Shortest `periodic` retention. Revisions are sampled every retention/10 and every sample is
+/// a status write; this keeps those writes at most one a minute.
+pub const MIN_PERIODIC_RETENTION: SignedDuration = SignedDuration::from_mins(10);
+
+/// The spec, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub endpoints: Vec<String>,
+    /// Name of the client TLS Secret.
+    pub tls_secret: Option<String>,
+    pub enabled: bool,
+    pub check_interval: SignedDuration,
+    pub min_defrag_bytes: i64,
+    pub max_fragmented_percent: f64,
+    pub allow_single_member: bool,
+    pub move_leader: bool,
+    pub compaction: Option<Compaction>,
+    pub job: EtcdJobLimits,
+    /// Its place in a fleet of partitioned clusters, if any.
+    pub partition: Option<EtcdPartition>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// Keep history for this long (etcd's `periodic` mode).
+    Periodic { retention: SignedDuration },
+    /// Keep this many revisions (etcd's `revision` mode).
+    Revision { keep: i64 },
+}
+
+/// Everything wrong with a spec, each entry naming its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct SpecErrors(pub Vec<String>);
+
+impl Policy {
+    pub fn from_spec(spec: &EtcdClusterSpec) -> Result<Self, SpecErrors> {
+        let mut errors = Vec::new();
+        let endpoints = check_endpoints(spec, &mut errors);
+        let policy = &spec.policy;
+        let check_interval = parse_duration(
+            "spec.policy.checkInterval",
+            &policy.check_interval,
+            MIN_CHECK_INTERVAL,
+            &mut errors,
+        );
+        if policy.min_defrag_bytes < 0 {
+            errors.push(format!("spec.policy.minDefragBytes: {} is negative", policy.min_defrag_bytes));
+        }
+        if !(0.0..=100.0).contains(&policy.max_fragmented_percent) {
+            errors.push(format!(
+                "spec.policy.maxFragmentedPercent: {} is not between 0 and 100",
+                policy.max_fragmented_percent
+            ));
+        }
+        let compaction =
+            policy.compaction.as_ref().and_then(|c| check_compaction(c.mode, &c.retention, &mut errors));
+        check_job_limits(&spec.job, &mut errors);
+        if let Some(partition) = &spec.partition {
+            check_partition(partition, compaction.as_ref(), &mut errors);
+        }
+        if let Some(tls) = &spec.tls
+            && tls.secret_name.is_empty()
+        {
+            errors.push("spec.tls.secretName: must not be empty".to_owned());
+        }
+        if !errors.is_empty() {
+            return Err(SpecErrors(errors));
+        }
+        Ok(Self {
+            endpoints,
+            tls_secret: spec.tls.as_ref().map(|t| t.secret_name.clone()),
+            enabled: policy.enabled,
+            check_interval: check_interval.expect("no errors means the interval parsed"),
+            min_defrag_bytes: policy.min_defrag_bytes,
+            max_fragmented_percent: policy.max_fragmented_percent,
+            allow_single_member: policy.allow_single_member,
+            move_leader: policy.move_leader,
+            compaction,
+            job: spec.job.clone(),
+            partition: spec.partition.clone(),
+        })
+    }
+
+    /// Fewest voting members the cluster must have before anything is defragmented.
+    pub fn min_voting_members(&self) -> usize {
+        if self.allow_single_member { 1 } else { 3 }
+    }
+}
+
+fn check_endpoints(spec: &EtcdClusterSpec, errors: &mut Vec<String>) -> Vec<String> {
+    if spec.endpoints.is_empty() {
+        errors.push("spec.endpoints: at least one client URL is needed".to_owned());
+    }
+    for (i, endpoint) in spec.endpoints.iter().enumerate() {
+        let scheme_ok = match (endpoint.split_once("://"), &spec.tls) {
+            (Some(("https", rest)), Some(_)) | (Some(("http", rest)), None) => !rest.is_empty(),
+            (Some(("https", _)), None) => {
+                errors.push(format!(
+                    "spec.endpoints[{i}]: {endpoint:?} is https but spec.tls names no client certificate Secret"
+                ));
+                continue;
+            }
+            (Some(("http", _)), Some(_)) => {
+                errors.push(format!(
+                    "spec.endpoints[{i}]: {endpoint:?} is plain http but spec.tls is set; use https"
+                ));
+                continue;
+            }
+            _ => false,
+        };
+        if !scheme_ok {
+            errors.push(format!(
+                "spec.endpoints[{i}]: {endpoint:?} is not an http:// or https:// URL with a host"
+            ));
+        }
+    }
+    spec.endpoints.clone()
+}
+
+fn check_compaction(mode: CompactionMode, retention: &str, errors: &mut Vec<String>) -> Option<Compaction> {
+    const FIELD: &str = "spec.policy.compaction.retention";
+    match mode {
+        CompactionMode::Periodic => parse_duration(FIELD, retention, MIN_PERIODIC_RETENTION, errors)
+            .map(|retention| Compaction::Periodic { retention }),
+        CompactionMode::Revision => match retention.trim().parse::<i64>() {
+            Ok(keep) if keep > 0 => Some(Compaction::Revision { keep }),
+            _ => {
+                errors.push(format!(
+                    "{FIELD}: {retention:?} is not a positive number of revisions (mode revision)"
+                ));
+                None
+            }
+        },
+    }
+}
+
+fn check_partition(partition: &EtcdPartition, compaction: Option<&Compaction>, errors: &mut Vec<String>) {
+    if partition.fleet.trim().is_empty() {
+        errors.push(
+            "spec.partition.fleet: must name the fleet (the clusters serving one Kubernetes API)".into(),
+        );
+    }
+    if !(0..=63).contains(&partition.cluster_id) {
+        errors.push(format!(
+            "spec.partition.clusterId: {} is out of range: it must be from 0 to 63",
+            partition.cluster_id
+        ));
+    }
+    if let Some(ms) = partition.max_clock_skew_ms
+        && ms < 1
+    {
+        errors.push(format!(
+            "spec.partition.maxClockSkewMs: {ms} is not positive (absent: 5000, the clock \
+             difference between clusters Arktos tolerates)"
+        ));
+    }
+    if partition.revision_scheme == RevisionScheme::Partitioned
+        && matches!(compaction, Some(Compaction::Revision { .. }))
+    {
+        errors.push(
+            "spec.policy.compaction.mode: revision counts mean nothing for composite revisions \
+             (spec.partition.revisionScheme Partitioned: a revision is a time, a cluster id and an \
+             event); keep history by time with mode periodic"
+                .into(),
+        );
+    }
+}
+
+fn check_job_limits(job: &EtcdJobLimits, errors: &mut Vec<String>) {
+    if let Some(seconds) = job.active_deadline_seconds
+        && seconds < 1
+    {
+        errors.push(format!("spec.job.activeDeadlineSeconds: {seconds} is not positive"));
+    }
+    if let Some(limit) = job.backoff_limit
+        && limit < 0
+    {
+        errors.push(format!("spec.job.backoffLimit: {limit} is negative"));
+    }
+    if let Some(seconds) = job.ttl_seconds_after_finished
+        && seconds < 0
+    {
+        errors.push(format!("spec.job.ttlSecondsAfterFinished: {seconds} is negative"));
+    }
+}
+
+/// A duration as people write it (`10m`, `1h30m`, `90s`, or ISO 8601 `PT1H`), at least `min`.
+fn parse_duration(
+    field: &str,
+    text: &str,
+    min: SignedDuration,
+    errors: &mut Vec<String>,
+) -> Option<SignedDuration> {
+    match text.trim().parse::<SignedDuration>() {
+        Ok(duration) if duration >= min => Some(duration),
+        Ok(_) => {
+            errors.push(format!("{field}: {text:?} is shorter than the minimum {min:#}"));
+            None
+        }
+        Err(_) => {
+            errors.push(format!("{field}: {text:?} is not a duration (write e.g. \"10m\", \"1h30m\")"));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_api::etcd_cluster::{EtcdClientTls, EtcdCompactionPolicy};
+
+    fn spec() -> EtcdClusterSpec {
+        serde_json::from_value(serde_json::json!({"endpoints": ["http://etcd-0:2379"]})).unwrap()
+    }
+
+    #[test]
+    fn a_partition_names_its_fleet_an_id_in_range_and_keeps_history_by_time() {
+        let with =
+            |partition: serde_json::Value, compaction: serde_json::Value| -> Result<Policy, SpecErrors> {
+                let spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({
+                    "endpoints": ["http://etcd-0:2379"],
+                    "partition": partition,
+                    "policy": {"compaction": compaction},
+                }))
+                .unwrap();
+                Policy::from_spec(&spec)
+            };
+        let periodic = serde_json::json!({"mode": "periodic", "retention": "1h"});
+        let revisions = serde_json::json!({"mode": "revision", "retention": "10000"});
+        let ok = with(
+            serde_json::json!({"fleet": "arktos", "clusterId": 63, "revisionScheme": "Partitioned"}),
+            periodic.clone(),
+        )
+        .unwrap();
+        assert_eq!(ok.partition.unwrap().cluster_id, 63);
+        let sequential =
+            with(serde_json::json!({"fleet": "arktos", "clusterId": 0}), revisions.clone()).unwrap();
+        assert_eq!(sequential.partition.unwrap().revision_scheme, RevisionScheme::Sequential);
+        let cases = [
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 64}),
+                periodic.clone(),
+                "spec.partition.clusterId: 64 is out of range: it must be from 0 to 63",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": -1}),
+                periodic.clone(),
+                "spec.partition.clusterId: -1 is out of range",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 1, "maxClockSkewMs": 0}),
+                periodic.clone(),
+                "spec.partition.maxClockSkewMs: 0 is not positive",
+            ),
+            (
+                serde_json::json!({"fleet": " ", "clusterId": 1}),
+                periodic.clone(),
+                "spec.partition.fleet: must name the fleet",
+            ),
+            (
+                serde_json::json!({"fleet": "arktos", "clusterId": 1, "revisionScheme": "Partitioned"}),
+                revisions.clone(),
+                "spec.policy.compaction.mode: revision counts mean nothing for composite revisions",
+            ),
+        ];
+        for (partition, compaction, expected) in cases {
+            let errors = with(partition.clone(), compaction).unwrap_err().to_string();
+            assert!(errors.contains(expected), "{partition}: {errors}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let policy = Policy::from_spec(&spec()).unwrap();
+        assert_eq!(policy.check_interval, SignedDuration::from_mins(10));
+        assert_eq!(policy.min_voting_members(), 3);
+        assert_eq!(policy.compaction, None);
+    }
+
+    #[test]
+    fn every_mistake_is_named_by_its_field() {
+        type Edit = fn(&mut EtcdClusterSpec);
+        let cases: &[(Edit, &str)] = &[
+            (
+                |s| s.policy.check_interval = "10x".into(),
+                "spec.policy.checkInterval: \"10x\" is not a duration",
+            ),
+            (
+                |s| s.policy.check_interval = "1s".into(),
+                "spec.policy.checkInterval: \"1s\" is shorter than the minimum 10s",
+            ),
+            (
+                |s| s.policy.max_fragmented_percent = 120.0,
+                "spec.policy.maxFragmentedPercent: 120 is not between 0 and 100",
+            ),
+            (|s| s.policy.min_defrag_bytes = -1, "spec.policy.minDefragBytes: -1 is negative"),
+            (|s| s.endpoints.clear(), "spec.endpoints: at least one client URL"),
+            (
+                |s| s.endpoints = vec!["etcd-0:2379".into()],
+                "spec.endpoints[0]: \"etcd-0:2379\" is not an http:// or https:// URL",
+            ),
+            (
+                |s| s.endpoints = vec!["https://etcd-0:2379".into()],
+                "spec.endpoints[0]: \"https://etcd-0:2379\" is https but spec.tls names no",
+            ),
+            (
+                |s| s.tls = Some(EtcdClientTls { secret_name: "etcd-client".into() }),
+                "spec.endpoints[0]: \"http://etcd-0:2379\" is plain http but spec.tls is set",
+            ),
+            (
+                |s| {
+                    s.policy.compaction = Some(EtcdCompactionPolicy {
+                        mode: CompactionMode::Periodic,
+                        retention: "1000".into(),
+                    })
+                },
+                "spec.policy.compaction.retention: \"1000\" is not a duration",
+            ),
+            (
+                |s| {
+                    s.policy.compaction =
+                        Some(EtcdCompactionPolicy { mode: CompactionMode::Periodic, retention: "1m".into() })
+                },
+                "spec.policy.compaction.retention: \"1m\" is shorter than the minimum 10m",
+            ),
+            (
+                |s| {
+                    s.policy.compaction =
+                        Some(EtcdCompactionPolicy { mode: CompactionMode::Revision, retention: "1h".into() })
+                },
+                "spec.policy.compaction.retention: \"1h\" is not a positive number of revisions",
+            ),
+            (|s| s.job.backoff_limit = Some(-1), "spec.job.backoffLimit: -1 is negative"),
+        ];
+        for (edit, wanted) in cases {
+            let mut s = spec();
+            edit(&mut s);
+            let err = Policy::from_spec(&s).unwrap_err().to_string();
+            assert!(err.contains(wanted), "wanted {wanted:?} in {err:?}");
+        }
+    }
+
+    #[test]
+    fn all_mistakes_are_reported_together() {
+        let mut s = spec();
+        s.policy.check_interval = "soon".into();
+        s.policy.max_fragmented_percent = -1.0;
+        assert_eq!(Policy::from_spec(&s).unwrap_err().0.len(), 2);
+    }
+
+    #[test]
+    fn compaction_modes_parse_their_retention() {
+        for (mode, retention, wanted) in [
+            (
+                CompactionMode::Periodic,
+                "1h30m",
+                Compaction::Periodic { retention: SignedDuration::from_mins(90) },
+            ),
+            (CompactionMode::Revision, "10000", Compaction::Revision { keep: 10000 }),
+        ] {
+            let mut s = spec();
+            s.policy.compaction = Some(EtcdCompactionPolicy { mode, retention: retention.into() });
+            assert_eq!(Policy::from_spec(&s).unwrap().compaction, Some(wanted));
+        }
+    }
+}

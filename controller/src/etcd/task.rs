@@ -1,0 +1,446 @@
+//! What a MaintenanceTask means on an EtcdCluster ([`EtcdTarget`], the task controller's view of
+//! this kind of target): whether the cluster may take work now, the steps of the work (each a
+//! `groundskeeper-job` request run as one Job, one after the other), and the task carried forward
+//! step by step.
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::maintenance_task::{
+    MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
+};
+use groundskeeper_api::validate::{Compact, Snapshot, ValidTask, Work, describe_errors, validate};
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, SnapshotRequest, SnapshotRetention};
+use groundskeeper_protocol::{Operation, keys};
+use groundskeeper_stores::etcd::plan::CompactTarget;
+use groundskeeper_stores::etcd::retention::NameTemplate;
+
+use super::decide::{compact_operation, defrag_with, etcd_target};
+use super::fleet_slot::{self, FleetTask};
+use super::job::{EtcdJob, etcd_job, job_limits};
+use super::observe::all_clusters;
+use super::policy::Policy;
+use super::record;
+use super::task_progress::{progress_from_jobs, snapshot_status, summary};
+use crate::jobs::{self, ClaimVolume, JobObservation, JobState};
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::runtime::scope;
+use crate::tasks::TargetFacts;
+use crate::tasks::status::{complete, fail, progress_of};
+use crate::tasks::step_jobs::{
+    JOB_FAILED, NOT_SUPPORTED, failure_of, owner_of, step_job_name, step_labels, step_of, task_jobs,
+    task_label, task_time,
+};
+use crate::tasks::steps::{StepsState, steps_state};
+use crate::tasks::target::{ReadTarget, Target};
+
+/// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
+pub const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
+
+/// One step of a task: one Job running `operation`, with `claim` mounted when it writes to a
+/// volume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub operation: Operation,
+    pub claim: Option<ClaimVolume>,
+}
+
+impl From<Operation> for Step {
+    fn from(operation: Operation) -> Self {
+        Step { operation, claim: None }
+    }
+}
+
+/// What names a task's snapshot: the cluster (`{cluster}`) and the task's own time (`{time}`),
+/// the time its work started (else its creation): fixed once the task runs, so a controller
+/// that restarts renders the same file name and makes no second Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotNaming {
+    pub cluster: String,
+    pub time: Timestamp,
+}
+
+/// The steps of `work` on a cluster with `policy`, run one after the other, each one Job.
+/// `Err` says why the work cannot be done on an EtcdCluster.
+pub fn steps(work: &Work, policy: &Policy, naming: &SnapshotNaming) -> Result<Vec<Step>, String> {
+    match work {
+        Work::Compact(compact) => Ok(vec![compaction(policy, compact).into()]),
+        Work::Defragment(thresholds) => Ok(vec![defrag_with(policy, thresholds, None).into()]),
+        // The runner compacts before defragmenting when told how many revisions to keep; an
+        // exact revision is a step of its own.
+        Work::Maintenance { compact, defragment } => Ok(match compact.target {
+            CompactTarget::RetainRevisions(keep) => vec![defrag_with(policy, defragment, Some(keep)).into()],
+            CompactTarget::Revision(_) => {
+                vec![compaction(policy, compact).into(), defrag_with(policy, defragment, None).into()]
+            }
+        }),
+        Work::Snapshot(snapshot) => Ok(vec![snapshot_step(policy, snapshot, naming)?]),
+        Work::Cleanup(_) => Err("a Cleanup task cleans a ScyllaCluster, not an EtcdCluster".into()),
+    }
+}
+
+/// The snapshot file's name: the template rendered for the cluster at the task's time; `Err`
+/// when that is no plain file name.
+pub fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<String, String> {
+    let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
+        .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
+    Ok(template.render(naming.time))
+}
+
+/// One Job that mounts the claim at [`SNAPSHOT_MOUNT_DIR`], writes the snapshot there and then
+/// keeps the cluster's last `retain` snapshots on it.
+fn snapshot_step(policy: &Policy, snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<Step, String> {
+    let file = snapshot_file_name(snapshot, naming)?;
+    Ok(Step {
+        operation: Operation::Snapshot(SnapshotRequest {
+            etcd: etcd_target(policy),
+            output: format!("{SNAPSHOT_MOUNT_DIR}/{file}"),
+            retention: Some(SnapshotRetention {
+                retain: snapshot.retain,
+                file_name_template: snapshot.file_name.clone(),
+                cluster: naming.cluster.clone(),
+            }),
+        }),
+        claim: Some(ClaimVolume {
+            claim_name: snapshot.persistent_volume_claim.clone(),
+            mount_path: SNAPSHOT_MOUNT_DIR.to_owned(),
+        }),
+    })
+}
+
+/// Why a Snapshot task waits when its claim does not exist (Kubernetes would leave the Job's
+/// pod Pending without a word).
+pub fn missing_claim_reason(namespace: &str, claim: &str) -> String {
+    format!(
+        "PersistentVolumeClaim {claim} does not exist in namespace {namespace}: the snapshot is \
+         written there. Create it (ReadWriteOnce is enough; room for spec.config.snapshot.retain \
+         snapshots), or create a task that names an existing claim in \
+         spec.config.snapshot.persistentVolumeClaim; the task starts once the claim exists"
+    )
+}
+
+fn compaction(policy: &Policy, compact: &Compact) -> Operation {
+    let to = match compact.target {
+        CompactTarget::RetainRevisions(keep) => CompactTo::RetainRevisions(keep),
+        CompactTarget::Revision(revision) => CompactTo::Revision(revision),
+    };
+    match compact_operation(policy, to) {
+        Operation::Compact(request) => {
+            Operation::Compact(CompactRequest { physical: compact.physical || request.physical, ..request })
+        }
+        other => other,
+    }
+}
+
+/// Whether `cluster` may take a task's work now.
+pub fn facts(cluster: Option<&EtcdCluster>) -> TargetFacts {
+    let Some(cluster) = cluster else {
+        return TargetFacts::Missing;
+    };
+    let name = cluster.metadata.name.as_deref().unwrap_or_default();
+    if let Err(errors) = Policy::from_spec(&cluster.spec) {
+        return TargetFacts::Waiting {
+            reason: format!("EtcdCluster {name} has an invalid spec ({errors}): fix it first"),
+        };
+    }
+    let status = cluster.status.as_ref();
+    let members = status.and_then(|s| s.member_count);
+    let healthy = status.and_then(|s| s.healthy_members);
+    match (healthy, members) {
+        (Some(healthy), Some(members)) if healthy < members => TargetFacts::Waiting {
+            reason: format!(
+                "EtcdCluster {name}: {healthy} of {members} members were healthy at the last check \
+                 (status.healthyMembers); maintenance needs every member healthy"
+            ),
+        },
+        _ => TargetFacts::Ready,
+    }
+}
+
+/// The task controller's view of EtcdClusters.
+pub struct EtcdTarget;
+
+impl Target for EtcdTarget {
+    fn kind(&self) -> TargetKind {
+        TargetKind::EtcdCluster
+    }
+
+    fn read<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Box<dyn ReadTarget>>> {
+        Box::pin(async move { Ok(Box::new(ReadCluster::read(ctx, task).await?) as Box<dyn ReadTarget>) })
+    }
+}
+
+/// Serialises the start of tasks on clusters of a fleet (see [`crate::etcd::fleet_slot`]).
+static FLEET_STEP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// An EtcdCluster as the task controller read it.
+struct ReadCluster {
+    /// `None`: no such EtcdCluster.
+    cluster: Option<Box<EtcdCluster>>,
+    /// Its fleet has no free maintenance slot: why, naming the holders.
+    fleet_wait: Option<String>,
+    /// Held for the whole reconciliation when the cluster belongs to a fleet: reading who holds
+    /// the fleet's slots and starting this task are one step for the fleet, so two clusters'
+    /// tasks cannot both see a free slot and both start. Only one controller acts at a time
+    /// (leader election), so a lock in the process suffices.
+    _fleet_step: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl ReadCluster {
+    async fn read(ctx: &Context, task: &MaintenanceTask) -> Result<Self> {
+        let namespace = task.namespace().unwrap_or_default();
+        let name = &task.spec.target.name;
+        let cluster = Api::<EtcdCluster>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!("get EtcdCluster {namespace}/{name}")))?
+            .map(Box::new);
+        let Some(fleet) = cluster.as_ref().and_then(|c| c.spec.partition.as_ref()).map(|p| p.fleet.clone())
+        else {
+            return Ok(ReadCluster { cluster, fleet_wait: None, _fleet_step: None });
+        };
+        let fleet_step = FLEET_STEP.lock().await;
+        let me = format!("{namespace}/{name}");
+        let tasks = fleet_tasks(ctx, &fleet).await?;
+        let fleet_wait = fleet_slot::slot_wait(&me, &fleet, ctx.config.fleet_max_concurrent, &tasks);
+        Ok(ReadCluster { cluster, fleet_wait, _fleet_step: Some(fleet_step) })
+    }
+
+    /// The cluster and the steps of the task's work on it, or why there are none.
+    fn work_on(
+        &self,
+        task: &MaintenanceTask,
+        naming: &SnapshotNaming,
+    ) -> std::result::Result<(&EtcdCluster, Vec<Step>), String> {
+        let work = validate(task).map_err(|errors| describe_errors(&errors))?.work;
+        let Some(cluster) = &self.cluster else {
+            return Err("the target is gone".into());
+        };
+        let policy = Policy::from_spec(&cluster.spec)
+            .map_err(|errors| format!("EtcdCluster {} has an invalid spec: {errors}", cluster.name_any()))?;
+        Ok((cluster, steps(&work, &policy, naming)?))
+    }
+
+    async fn advance(
+        &self,
+        ctx: &Context,
+        task: &MaintenanceTask,
+        status: MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> Result<MaintenanceTaskStatus> {
+        let generation = task.metadata.generation;
+        let naming =
+            SnapshotNaming { cluster: task.spec.target.name.clone(), time: task_time(task, &status, now) };
+        let (cluster, steps) = match self.work_on(task, &naming) {
+            Ok(found) => found,
+            Err(why) => return Ok(fail(status, NOT_SUPPORTED, &why, generation, now)),
+        };
+        let jobs = task_jobs(ctx, task).await?;
+        let mut status = status;
+        status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
+        status.snapshot = snapshot_progress(&steps, &jobs, &mut status.nodes, &cluster.name_any());
+        status.progress = progress_of(&status.nodes);
+        let states: Vec<(usize, &JobState)> =
+            jobs.iter().filter_map(|j| step_of(j).map(|s| (s, &j.state))).collect();
+        match steps_state(steps.len(), &states) {
+            StepsState::Start(step) => {
+                create_step_job(ctx, task, cluster, &steps[step], step).await?;
+                Ok(status)
+            }
+            StepsState::Running(_) => Ok(status),
+            StepsState::Failed(step) => {
+                Ok(fail(status, JOB_FAILED, &failure_of(&jobs, step), generation, now))
+            }
+            StepsState::Done => {
+                let summary = match &status.snapshot {
+                    Some(snapshot) => super::task_progress::snapshot_summary(snapshot),
+                    None => summary(&status.nodes),
+                };
+                Ok(complete(status, &summary, generation, now))
+            }
+        }
+    }
+}
+
+impl ReadTarget for ReadCluster {
+    fn facts(&self) -> TargetFacts {
+        match (facts(self.cluster.as_deref()), &self.fleet_wait) {
+            (TargetFacts::Ready, Some(reason)) => TargetFacts::Waiting { reason: reason.clone() },
+            (facts, _) => facts,
+        }
+    }
+
+    /// A Snapshot task whose PersistentVolumeClaim does not exist waits (its Job's pod would stay
+    /// Pending, without a word, until the claim appears).
+    fn start_blocker<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            let Ok(ValidTask { work: Work::Snapshot(snapshot), .. }) = validate(task) else {
+                return Ok(None);
+            };
+            let namespace = task.namespace().unwrap_or_default();
+            let claim = &snapshot.persistent_volume_claim;
+            let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace)
+                .get_opt(claim)
+                .await
+                .map_err(Error::kube(format!("get PersistentVolumeClaim {namespace}/{claim}")))?;
+            Ok(found.is_none().then(|| missing_claim_reason(&namespace, claim)))
+        })
+    }
+
+    fn advance<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+        status: MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>> {
+        Box::pin(ReadCluster::advance(self, ctx, task, status, now))
+    }
+
+    /// A finished task's outcome goes to its EtcdCluster's status ([`record::record_task`]),
+    /// where the etcd trigger keeps its memory.
+    fn record_outcome<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+        after: &'a MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let jobs = task_jobs(ctx, task).await?;
+            record::record_task(ctx, task, after, &jobs, now).await
+        })
+    }
+}
+
+/// The maintenance tasks of every cluster of `fleet`, with whether each has a Job.
+async fn fleet_tasks(ctx: &Context, fleet: &str) -> Result<Vec<FleetTask>> {
+    let clusters: Vec<String> = all_clusters(ctx)
+        .await?
+        .iter()
+        .filter(|c| c.spec.partition.as_ref().is_some_and(|p| p.fleet == fleet))
+        .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+        .collect();
+    let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
+    let mut found = Vec::new();
+    for namespace in scope::watched(&ctx.config) {
+        let where_ = namespace.as_deref().unwrap_or("every namespace");
+        let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref())
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!("list MaintenanceTasks in {where_}")))?
+            .items;
+        let jobs = scope::api::<Job>(&ctx.client, namespace.as_deref())
+            .list(&ListParams::default().labels(&ours))
+            .await
+            .map_err(Error::kube(format!("list Jobs in {where_} with {ours}")))?
+            .items;
+        for task in &tasks {
+            let task_namespace = task.namespace().unwrap_or_default();
+            let cluster = format!("{task_namespace}/{}", task.spec.target.name);
+            if task.spec.target.kind != TargetKind::EtcdCluster
+                || !record::is_maintenance(&task.spec.task_type)
+                || !clusters.contains(&cluster)
+            {
+                continue;
+            }
+            let label = task_label(task);
+            let state = task.status.as_ref().and_then(|s| s.state).unwrap_or_default();
+            found.push(FleetTask {
+                cluster,
+                task: task.name_any(),
+                in_progress: state == TaskState::InProgress,
+                finished: state.is_final(),
+                has_job: jobs.iter().any(|job| {
+                    job.metadata.namespace.as_deref() == Some(task_namespace.as_str())
+                        && job.labels().get(keys::TASK_LABEL) == Some(&label)
+                }),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// A Snapshot task's `status.snapshot` (`None` for other work), and its member's entry while
+/// the Job runs (once it finished, [`progress_from_jobs`] has the runner's own).
+fn snapshot_progress(
+    steps: &[Step],
+    jobs: &[JobObservation],
+    nodes: &mut Vec<NodeProgress>,
+    cluster: &str,
+) -> Option<SnapshotStatus> {
+    let (step, request, claim) = steps.iter().enumerate().find_map(|(i, step)| match step {
+        Step { operation: Operation::Snapshot(request), claim: Some(claim) } => Some((i, request, claim)),
+        _ => None,
+    })?;
+    let file = request.output.rsplit('/').next().unwrap_or_default();
+    let job = jobs.iter().find(|j| step_of(j) == Some(step));
+    let result = match job.map(|j| &j.state) {
+        Some(JobState::Succeeded(finished) | JobState::Failed(finished)) => finished.result.as_ref().ok(),
+        _ => None,
+    };
+    if let Some(job) = job
+        && matches!(job.state, JobState::Running(_))
+        && nodes.is_empty()
+    {
+        nodes.push(NodeProgress {
+            name: cluster.to_owned(),
+            state: NodeState::Running,
+            job: Some(job.name.clone()),
+            message: Some(format!(
+                "streaming a snapshot into PersistentVolumeClaim {}, file {file}",
+                claim.claim_name
+            )),
+            ..NodeProgress::default()
+        });
+    }
+    Some(snapshot_status(&claim.claim_name, file, result))
+}
+
+async fn create_step_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &EtcdCluster,
+    planned: &Step,
+    step: usize,
+) -> Result<()> {
+    let operation = &planned.operation;
+    let owner = owner_of(task)?;
+    let policy = Policy::from_spec(&cluster.spec).ok();
+    let labels = step_labels(task, step);
+    let job = etcd_job(
+        cluster,
+        ctx,
+        EtcdJob {
+            owner,
+            name: step_job_name(&task.name_any(), step),
+            operation: operation.clone(),
+            tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
+            labels,
+            limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
+            claim_volumes: planned.claim.iter().cloned().collect(),
+        },
+    );
+    if jobs::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, step, "created the Job of a task's step");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

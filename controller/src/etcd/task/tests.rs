@@ -1,0 +1,156 @@
+use groundskeeper_protocol::OperationKind;
+use groundskeeper_stores::etcd::plan::DefragPolicy;
+use serde_json::json;
+
+use super::*;
+use groundskeeper_api::validate::Snapshot;
+
+fn cluster(status: serde_json::Value) -> EtcdCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": "main", "namespace": "etcd"},
+        "spec": {"endpoints": ["http://e-0:2379", "http://e-1:2379", "http://e-2:2379"]},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn policy() -> Policy {
+    Policy::from_spec(&cluster(json!({})).spec).unwrap()
+}
+
+fn every_member() -> DefragPolicy {
+    DefragPolicy { min_defrag_bytes: 0, max_fragmented_percent: 0.0 }
+}
+
+fn naming() -> SnapshotNaming {
+    SnapshotNaming { cluster: "main".into(), time: "2026-01-02T15:04:05.9Z".parse().unwrap() }
+}
+
+/// Each step as the runner's arguments, joined.
+fn rendered(work: &Work) -> Vec<String> {
+    steps(work, &policy(), &naming()).unwrap().iter().map(|step| step.operation.to_args().join(" ")).collect()
+}
+
+#[test]
+fn each_kind_of_work_becomes_its_steps() {
+    let keep = Compact { target: CompactTarget::RetainRevisions(10_000), physical: false };
+    let exact = Compact { target: CompactTarget::Revision(77), physical: false };
+    let endpoints = "--endpoints http://e-0:2379,http://e-1:2379,http://e-2:2379";
+    let cases: Vec<(&str, Work, Vec<String>)> = vec![
+        (
+            "compact keeping revisions",
+            Work::Compact(keep),
+            vec![format!("compact {endpoints} --physical --retain-revisions 10000")],
+        ),
+        (
+            "defragment every member",
+            Work::Defragment(every_member()),
+            vec![format!("defrag {endpoints} --min-defrag-bytes 0 --max-fragmented-percent 0")],
+        ),
+        (
+            "maintenance keeping revisions: one defrag that compacts first",
+            Work::Maintenance { compact: keep, defragment: every_member() },
+            vec![format!(
+                "defrag {endpoints} --min-defrag-bytes 0 --max-fragmented-percent 0 \
+                 --compact-retain-revisions 10000"
+            )],
+        ),
+        (
+            "maintenance to an exact revision: compact, then defrag",
+            Work::Maintenance { compact: exact, defragment: every_member() },
+            vec![
+                format!("compact {endpoints} --physical --revision 77"),
+                format!("defrag {endpoints} --min-defrag-bytes 0 --max-fragmented-percent 0"),
+            ],
+        ),
+    ];
+    for (name, work, wanted) in cases {
+        assert_eq!(rendered(&work), wanted, "{name}");
+    }
+}
+
+/// A snapshot is one Job that mounts the claim and names its file by the cluster and the task's
+/// time (to the second), with retention told which files are the cluster's.
+#[test]
+fn a_snapshot_is_one_step_writing_to_its_claim() {
+    let endpoints = "--endpoints http://e-0:2379,http://e-1:2379,http://e-2:2379";
+    // (template, file)
+    for (template, file) in [
+        ("{cluster}-{time}.db", "main-20260102T150405Z.db"),
+        ("etcd-{time}", "etcd-20260102T150405Z"),
+        ("{cluster}.db", "main.db"),
+    ] {
+        let work = Work::Snapshot(Snapshot {
+            persistent_volume_claim: "snaps".into(),
+            file_name: template.into(),
+            retain: 3,
+        });
+        let planned = steps(&work, &policy(), &naming()).unwrap();
+        assert_eq!(planned.len(), 1, "{template}");
+        assert_eq!(
+            planned[0].operation.to_args().join(" "),
+            format!(
+                "snapshot {endpoints} --output /snapshots/{file} --retain 3 \
+                 --file-name-template {template} --cluster main"
+            )
+        );
+        assert_eq!(
+            planned[0].claim,
+            Some(ClaimVolume { claim_name: "snaps".into(), mount_path: SNAPSHOT_MOUNT_DIR.into() })
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_name_that_is_no_plain_file_name_is_refused() {
+    for (template, says) in [("..", "names a folder"), ("a/{time}", "'/'")] {
+        let work =
+            Snapshot { persistent_volume_claim: "snaps".into(), file_name: template.into(), retain: 1 };
+        let why = snapshot_file_name(&work, &naming()).unwrap_err();
+        assert!(why.contains(says), "{template}: {why}");
+        assert!(why.starts_with("spec.config.snapshot.fileName"), "{why}");
+    }
+}
+
+#[test]
+fn a_missing_claim_is_named_with_what_to_do() {
+    let why = missing_claim_reason("etcd", "main-snapshots");
+    assert!(why.contains("PersistentVolumeClaim main-snapshots does not exist in namespace etcd"), "{why}");
+    assert!(why.contains("Create it"), "{why}");
+}
+
+#[test]
+fn the_cluster_takes_work_only_when_present_valid_and_healthy() {
+    let healthy = cluster(json!({"memberCount": 3, "healthyMembers": 3}));
+    let sick = cluster(json!({"memberCount": 3, "healthyMembers": 2}));
+    let mut invalid = healthy.clone();
+    invalid.spec.endpoints = vec!["e-0:2379".into()];
+    let waits = |facts: TargetFacts, needle: &str| match facts {
+        TargetFacts::Waiting { reason } => assert!(reason.contains(needle), "{reason}"),
+        other => panic!("{other:?}: wanted a wait mentioning {needle}"),
+    };
+    assert_eq!(facts(None), TargetFacts::Missing);
+    assert_eq!(facts(Some(&healthy)), TargetFacts::Ready);
+    assert_eq!(facts(Some(&cluster(json!({})))), TargetFacts::Ready);
+    waits(facts(Some(&sick)), "2 of 3 members");
+    waits(facts(Some(&invalid)), "invalid spec");
+}
+
+#[test]
+fn steps_are_the_runner_operations_they_say() {
+    let kinds: Vec<OperationKind> = steps(
+        &Work::Maintenance {
+            compact: Compact { target: CompactTarget::Revision(5), physical: true },
+            defragment: every_member(),
+        },
+        &policy(),
+        &naming(),
+    )
+    .unwrap()
+    .iter()
+    .map(|step| step.operation.kind())
+    .collect();
+    assert_eq!(kinds, [OperationKind::Compact, OperationKind::Defrag]);
+}

@@ -1,0 +1,325 @@
+//! A step's result as per-member progress of its task (`status.nodes[]`), and in one line.
+
+use groundskeeper_protocol::result::{CompactReport, DefragReport, MemberDefragState, SnapshotReport};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use groundskeeper_api::maintenance_task::{NodeProgress, NodeState, SnapshotStatus};
+
+use crate::jobs::{JobObservation, JobState};
+use crate::tasks::step_jobs::step_of;
+
+/// The members a finished defrag or compact step reports, as the task's per-member progress.
+/// A compaction acts on the whole cluster, so it is one entry named after the cluster.
+pub fn member_progress(
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> Vec<NodeProgress> {
+    match &result.report {
+        Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
+        Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
+        Report::Snapshot(report) => vec![snapshot_member(report, result, job, cluster, finished_at)],
+        Report::Cleanup(_) => Vec::new(),
+    }
+}
+
+/// The member a snapshot was streamed from (the cluster, when the run never chose one).
+fn snapshot_member(
+    report: &SnapshotReport,
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> NodeProgress {
+    NodeProgress {
+        name: report.member.clone().unwrap_or_else(|| cluster.to_owned()),
+        state: match result.outcome {
+            Outcome::Failed => NodeState::Failed,
+            Outcome::Skipped => NodeState::Skipped,
+            Outcome::Succeeded => NodeState::Succeeded,
+        },
+        job: Some(job.to_owned()),
+        completed_at: finished_at,
+        message: result.message.clone(),
+        ..NodeProgress::default()
+    }
+}
+
+/// A Snapshot task's file: where it goes, and once its Job succeeded what the runner reports.
+pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> SnapshotStatus {
+    let mut status = SnapshotStatus {
+        persistent_volume_claim: claim.to_owned(),
+        file: file.to_owned(),
+        ..SnapshotStatus::default()
+    };
+    let Some(JobResult { report: Report::Snapshot(report), outcome: Outcome::Succeeded, .. }) = result else {
+        return status;
+    };
+    let bytes = i64::try_from(report.size_bytes).unwrap_or(i64::MAX);
+    status.size_bytes = Some(bytes);
+    status.size = Some(format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0)));
+    status.revision = report.revision;
+    status.member = report.member.clone();
+    status.member_id = report.member_id.clone();
+    status.from_leader = report.from_leader;
+    status.sha256 = report.sha256.clone();
+    status.duration_seconds = Some(report.stream_duration_ms as f64 / 1000.0);
+    status.deleted = report.deleted.clone();
+    status.deleted_count =
+        (report.retain.is_some()).then(|| i64::from(report.deleted_count).max(report.deleted.len() as i64));
+    status.retention_errors = report.retention_errors.clone();
+    status
+}
+
+/// One line for a Snapshot task's `lastOperation`: the file, its size, revision and checksum,
+/// and what retention deleted.
+pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
+    let mut line = format!(
+        "snapshot of revision {} from {} written to {}/{}: {} ({} bytes) in {:.1}s, sha256 {}",
+        snapshot.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+        snapshot.member.as_deref().unwrap_or("unknown member"),
+        snapshot.persistent_volume_claim,
+        snapshot.file,
+        snapshot.size.as_deref().unwrap_or("?"),
+        snapshot.size_bytes.unwrap_or_default(),
+        snapshot.duration_seconds.unwrap_or_default(),
+        snapshot.sha256.as_deref().unwrap_or("unknown"),
+    );
+    // A few names in the line; all of them are in `status.snapshot.deleted`.
+    const NAMED: usize = 5;
+    let count = snapshot.deleted_count.unwrap_or(snapshot.deleted.len() as i64);
+    if count > 0 {
+        let named = &snapshot.deleted[..snapshot.deleted.len().min(NAMED)];
+        let more = count - named.len() as i64;
+        line.push_str(&format!(
+            "; retention deleted {count} older snapshot(s): {}{}",
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+    if !snapshot.retention_errors.is_empty() {
+        line.push_str(&format!(
+            "; could not delete: {} (delete them by hand)",
+            snapshot.retention_errors.join("; ")
+        ));
+    }
+    line
+}
+
+fn defrag_members(
+    report: &DefragReport,
+    outcome: Outcome,
+    job: &str,
+    finished_at: Option<Time>,
+) -> Vec<NodeProgress> {
+    report
+        .members
+        .iter()
+        .map(|member| {
+            let state = node_state(member.state(), outcome);
+            NodeProgress {
+                name: member.name.clone(),
+                state,
+                job: Some(job.to_owned()),
+                completed_at: finished_at.clone(),
+                message: Some(member.reason.clone()),
+                bytes_reclaimed: member
+                    .defragmented
+                    .then(|| (member.db_size_before - member.db_size_after).max(0)),
+                db_size_before: Some(member.db_size_before),
+                db_size_after: Some(member.db_size_after),
+                compacted_revision: report.compacted_revision,
+                ..NodeProgress::default()
+            }
+        })
+        .collect()
+}
+
+/// A member's state in the task from what the runner says happened to it (read from the older
+/// runners' wording where the result has no `state`).
+fn node_state(member: MemberDefragState, outcome: Outcome) -> NodeState {
+    match (member, outcome) {
+        (MemberDefragState::Defragmented, _) => NodeState::Succeeded,
+        // A defrag whose end the runner could not see counts as failed: the next run looks at
+        // the member again, and the message says it may well be defragmented.
+        (MemberDefragState::Stopped | MemberDefragState::Failed | MemberDefragState::Unknown, _) => {
+            NodeState::Failed
+        }
+        (MemberDefragState::NotReached, Outcome::Failed) => NodeState::Pending,
+        (MemberDefragState::NotReached | MemberDefragState::Skipped | MemberDefragState::Planned, _) => {
+            NodeState::Skipped
+        }
+    }
+}
+
+fn compaction(
+    report: &CompactReport,
+    result: &JobResult,
+    job: &str,
+    cluster: &str,
+    finished_at: Option<Time>,
+) -> NodeProgress {
+    let state = match result.outcome {
+        Outcome::Failed => NodeState::Failed,
+        Outcome::Skipped => NodeState::Skipped,
+        Outcome::Succeeded => NodeState::Succeeded,
+    };
+    let message = if report.already_compacted {
+        format!("revision {} was compacted already", report.compacted_revision)
+    } else {
+        format!("compacted to revision {} (current {})", report.compacted_revision, report.current_revision)
+    };
+    NodeProgress {
+        name: cluster.to_owned(),
+        state,
+        job: Some(job.to_owned()),
+        completed_at: finished_at,
+        message: Some(result.message.clone().unwrap_or(message)),
+        compacted_revision: (report.compacted_revision > 0).then_some(report.compacted_revision),
+        ..NodeProgress::default()
+    }
+}
+
+/// One line for `lastOperation` and the Completed condition: what the whole task did, with sizes
+/// in MiB beside the exact bytes.
+pub fn summary(nodes: &[NodeProgress]) -> String {
+    let defragmented = nodes.iter().filter(|n| n.bytes_reclaimed.is_some()).count();
+    let reclaimed: i64 = nodes.iter().filter_map(|n| n.bytes_reclaimed).sum();
+    let compacted = nodes.iter().filter_map(|n| n.compacted_revision).max();
+    let mut parts = Vec::new();
+    if let Some(revision) = compacted {
+        parts.push(format!("compacted to revision {revision}"));
+    }
+    if defragmented > 0 {
+        parts.push(format!(
+            "defragmented {defragmented} member(s), {} reclaimed ({reclaimed} bytes)",
+            mebibytes(reclaimed)
+        ));
+    }
+    if parts.is_empty() { "nothing needed doing".to_owned() } else { parts.join("; ") }
+}
+
+fn mebibytes(bytes: i64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Per-member progress from the results of the finished step Jobs, later steps' entries
+/// replacing earlier ones of the same member.
+pub fn progress_from_jobs(jobs: &[JobObservation], cluster: &str) -> Vec<NodeProgress> {
+    let mut ordered: Vec<&JobObservation> = jobs.iter().filter(|j| step_of(j).is_some()).collect();
+    ordered.sort_by_key(|j| step_of(j));
+    let mut nodes: Vec<NodeProgress> = Vec::new();
+    for job in ordered {
+        let finished = match &job.state {
+            JobState::Succeeded(finished) | JobState::Failed(finished) => finished,
+            JobState::Running(_) => continue,
+        };
+        let Ok(result) = &finished.result else { continue };
+        for node in member_progress(result, &job.name, cluster, None) {
+            match nodes.iter_mut().find(|n| n.name == node.name) {
+                Some(existing) => *existing = node,
+                None => nodes.push(node),
+            }
+        }
+    }
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_protocol::result::MemberDefrag;
+
+    fn member(name: &str, before: i64, after: i64, defragmented: bool, reason: &str) -> MemberDefrag {
+        MemberDefrag {
+            name: name.into(),
+            id: "1".into(),
+            db_size_before: before,
+            db_size_after: after,
+            defragmented,
+            duration_ms: 10,
+            was_leader: false,
+            reason: reason.into(),
+            state: None,
+        }
+    }
+
+    fn defrag(outcome: Outcome, members: Vec<MemberDefrag>) -> JobResult {
+        let report = DefragReport { compacted_revision: Some(42), members, ..DefragReport::default() };
+        JobResult::new(Report::Defrag(report), outcome, "t".into(), 1)
+    }
+
+    #[test]
+    fn defragmented_members_succeed_with_what_they_gave_back() {
+        let result = defrag(
+            Outcome::Succeeded,
+            vec![
+                member("m0", 9_000_000, 3_000_000, true, "over"),
+                member("m1", 1_000_000, 1_000_000, false, "db 1000000 bytes: under the minimum"),
+            ],
+        );
+        let nodes = member_progress(&result, "job-0", "main", None);
+        let states: Vec<_> = nodes.iter().map(|n| (n.name.as_str(), n.state, n.bytes_reclaimed)).collect();
+        assert_eq!(states, [("m0", NodeState::Succeeded, Some(6_000_000)), ("m1", NodeState::Skipped, None)]);
+        assert!(nodes.iter().all(|n| n.compacted_revision == Some(42) && n.job.as_deref() == Some("job-0")));
+        assert_eq!(
+            summary(&nodes),
+            "compacted to revision 42; defragmented 1 member(s), 5.7 MiB reclaimed (6000000 bytes)"
+        );
+    }
+
+    #[test]
+    fn a_failed_run_fails_the_member_it_stopped_at_and_leaves_those_not_reached_pending() {
+        let result = defrag(
+            Outcome::Failed,
+            vec![
+                member("m0", 9, 3, true, "over"),
+                member("m1", 9, 9, false, "stopped: member m2 became unhealthy"),
+                member("m2", 9, 9, false, "not reached: the run stopped earlier"),
+                member("m3", 9, 9, false, "db 9 bytes: under the minimum"),
+            ],
+        );
+        let states: Vec<_> =
+            member_progress(&result, "j", "main", None).into_iter().map(|n| n.state).collect();
+        assert_eq!(states, [NodeState::Succeeded, NodeState::Failed, NodeState::Pending, NodeState::Skipped]);
+    }
+
+    #[test]
+    fn a_compaction_is_one_entry_for_the_cluster() {
+        let report = CompactReport {
+            current_revision: 100,
+            compacted_revision: 90,
+            physical: true,
+            already_compacted: false,
+        };
+        let result = JobResult::new(Report::Compact(report), Outcome::Succeeded, "t".into(), 1);
+        let nodes = member_progress(&result, "j", "main", None);
+        assert_eq!(nodes.len(), 1);
+        assert_eq!((nodes[0].name.as_str(), nodes[0].state), ("main", NodeState::Succeeded));
+        assert_eq!(nodes[0].compacted_revision, Some(90));
+        assert_eq!(summary(&nodes), "compacted to revision 90");
+        assert_eq!(summary(&[]), "nothing needed doing");
+    }
+
+    /// Runners that write `state` are read by it, whatever the reason's wording.
+    #[test]
+    fn member_states_written_by_the_runner_decide_the_node_state() {
+        use MemberDefragState::*;
+        for (state, outcome, want) in [
+            (Defragmented, Outcome::Failed, NodeState::Succeeded),
+            (Unknown, Outcome::Failed, NodeState::Failed),
+            (Stopped, Outcome::Failed, NodeState::Failed),
+            (Failed, Outcome::Failed, NodeState::Failed),
+            (NotReached, Outcome::Failed, NodeState::Pending),
+            (Skipped, Outcome::Failed, NodeState::Skipped),
+            (Planned, Outcome::Succeeded, NodeState::Skipped),
+        ] {
+            let mut m = member("m0", 9, 9, state == Defragmented, "whatever the wording");
+            m.state = Some(state);
+            let nodes = member_progress(&defrag(outcome, vec![m]), "j", "main", None);
+            assert_eq!(nodes[0].state, want, "{state:?}");
+        }
+    }
+}

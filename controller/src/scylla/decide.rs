@@ -1,0 +1,842 @@
+//! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
+//!
+//! Rules (see DESIGN.md, "Scylla"):
+//! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), the ring-hash
+//!   rule below stands back: no `last-cleaned-…` is seeded, and a node whose hashes differ (or is
+//!   `NeverCleanedUp`, or not seeded yet) is scylla-operator's to clean whole. The ownership rule
+//!   still runs: records are seeded, widened, and reset once scylla-operator has cleaned a node
+//!   for its current ring; a task is submitted only for nodes whose hash did not move but that
+//!   stopped replicating ranges, the cases scylla-operator does not see. The condition says both
+//!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
+//! * a node needs cleanup iff its `current-token-ring-hash` differs from its
+//!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
+//! * a node without a current hash is bootstrapping: it is not cleaned and blocks nobody;
+//! * a node without `last-cleaned-…` just joined and holds no stale data: it is seeded with its
+//!   current hash, at once and whatever the cluster's state, because a node seeded late (after
+//!   more nodes joined) may already hold ranges it has since handed over;
+//! * the nodes needing cleanup are cleaned by **one** `Cleanup` [`MaintenanceTask`] for the whole
+//!   cluster (origin `automatic`, listing those nodes), submitted only when the cluster is settled
+//!   (observed generation, `StatefulSetControllerProgressing` not True, `Available` True,
+//!   `Degraded` False), the agent token Secret exists, its annotations are valid, and no Cleanup
+//!   task of the cluster (automatic or manual) is queued or running: tasks of one target run one
+//!   at a time, and a second one would be rejected as a duplicate. The task controller runs it,
+//!   node by node within the per-rack and per-cluster bounds, and records each cleaned node;
+//! * a failed cleanup task makes the trigger Degraded. When the failure may pass on retry, a new
+//!   task follows [`RETRY_BACKOFF`] after it failed; when no retry can fix it (bad credentials, an
+//!   unknown keyspace: [`BAD_INPUT`]), none follows until a person, having fixed the cause,
+//!   deletes the failed task (or its time to live ends). A task for a ring that has moved on is
+//!   followed at once.
+//!
+//! Ownership (see [`super::ownership`]): where the ring views could be read and the node carries
+//! its ownership record, a node is cleaned only for the keyspaces it stopped replicating ranges
+//! of since its last cleanup, whether or not its ring hash moved (a lowered replication factor
+//! moves no hash); a node whose hash moved but that lost nothing is recorded clean for the new
+//! ring. The record is seeded when a node joins and widened on every pass. Where ownership
+//! cannot decide, the ring-hash rule below does, and the condition says why.
+//!
+//! Scale-in: when nodes only left the ring, the remaining nodes gained ranges and lost none, so
+//! they hold no stale data; scylla-operator cleans them anyway. Here, next to `last-cleaned-…`,
+//! each node carries [`keys::CLEANED_FOR_MEMBERS`]: the ring hash and the UIDs of every member
+//! Service when that hash was recorded, written only when every member agreed on that hash. A
+//! node is seeded instead of cleaned when all of these hold: the cluster has a single datacenter
+//! (no `externalSeeds`: every ring node has a member Service here), its record is for its
+//! `last-cleaned-…` hash, every member now reports the same current hash, and the current member
+//! UIDs are a strict subset of the recorded ones. UIDs, not names: a node removed and re-added
+//! under the same name gets a new Service (and new tokens). In any other case the node is cleaned.
+//!
+//! [`MaintenanceTask`]: groundskeeper_api::maintenance_task::MaintenanceTask
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use groundskeeper_protocol::keys;
+
+use super::condition_texts::{degraded_condition, plural, progressing_condition};
+use super::members_record::{MembersRecord, record_for, settled_record};
+use super::ownership::{
+    BasisChange, CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet,
+    RecordState, RingView, basis_change, decide_node, node_ownership, plan_node,
+};
+use super::settings::{cluster_limits, parse_enabled};
+pub use crate::scylla::node_steps::BAD_INPUT;
+use groundskeeper_api::maintenance_task::{NodeCleanupConfig, TaskState};
+use groundskeeper_api::scylla::coexistence::{self, OperatorCleanup};
+use groundskeeper_api::scylla::facts::{
+    ClusterFacts, DEGRADED, MemberFacts, PROGRESSING, looks_like_ring_hash, precondition_failures, shorten,
+    sorted_members,
+};
+
+/// Wait between a cleanup task that failed in a way a retry may fix and the next one.
+pub const RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
+/// Requeue while a cleanup task is queued or runs, so its end is noticed even if a watch event
+/// is missed.
+pub const REQUEUE_WHILE_RUNNING: Duration = Duration::from_secs(30);
+
+/// Everything the decision needs, read from the API by `observe`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub cluster: ClusterFacts,
+    pub members: Vec<MemberFacts>,
+    /// The cluster's Cleanup tasks, whoever asked for them.
+    pub tasks: Vec<TaskFacts>,
+    pub agent_token: SecretState,
+    /// What every node replicates now, read through one node's agent, or why that is unknown.
+    pub ownership: Result<Vec<RingView>, String>,
+    /// scylla-operator's own cleanup of the cluster (see [`coexistence`]).
+    pub scylla_operator: OperatorCleanup,
+    pub now: jiff::Timestamp,
+}
+
+/// A Cleanup MaintenanceTask of the cluster, as the trigger needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFacts {
+    pub name: String,
+    /// Submitted by this trigger (label `groundskeeper.dev/origin: automatic`).
+    pub automatic: bool,
+    /// `Pending` while it has no status yet.
+    pub state: TaskState,
+    pub created: jiff::Timestamp,
+    pub completed_at: Option<jiff::Timestamp>,
+    /// The ring it was submitted for (its `cleanup-token-ring-hash` annotation; manual tasks
+    /// have none).
+    pub ring_hash: Option<String>,
+    /// `status.progress`, e.g. `2/3`.
+    pub progress: Option<String>,
+    /// Its newest error: code and description.
+    pub last_error: Option<(String, String)>,
+    /// While pending: what it waits for (its `Queued` condition).
+    pub waiting_for: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretState {
+    Present,
+    Missing { name: String },
+    MissingKey { name: String, key: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedReason {
+    /// `last-cleaned-…` absent: a node that just joined holds no stale data.
+    Joined,
+    /// Only nodes left the ring since the node was last cleaned: it lost no ranges.
+    OnlyNodesLeft,
+    /// The ownership rule: the ring moved, the node replicates every range it replicated when
+    /// last cleaned.
+    NoRangeLost,
+}
+
+/// Why a node's ownership record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordChange {
+    /// The node had none: it just joined (or, beside scylla-operator, is about to be cleaned or
+    /// seeded by it): what it replicates now.
+    Seeded,
+    /// It replicates ranges or keyspaces the record lacks.
+    Widened,
+    /// Its `last-cleaned-…` moved without a cleanup that shrinks the record: kept (and widened),
+    /// now standing for the new value.
+    Rebased,
+    /// scylla-operator (or someone else) cleaned the whole node for its current ring: the record
+    /// is what the node replicates now.
+    ResetAfterOutsideCleanup,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write `last-cleaned-… = hash` (and the members record, or remove it when `None`).
+    SeedLastCleaned { service: String, hash: String, members: Option<MembersRecord>, reason: SeedReason },
+    /// Write the node's ownership record ([`OWNED_AT_LAST_CLEANUP`]): `value` is the annotation,
+    /// `change` why it is written.
+    RecordOwnership { service: String, value: String, change: RecordChange },
+    /// Create the cluster's automatic Cleanup task for `nodes` (member Service names, in
+    /// cleaning order), for ring `ring_hash`. `per_node`: nodes that clean only some keyspaces
+    /// (the ownership rule), the others clean every keyspace. `retry_of` names the failed task
+    /// it follows.
+    SubmitCleanupTask {
+        name: String,
+        nodes: Vec<String>,
+        per_node: Vec<NodeCleanupConfig>,
+        ring_hash: String,
+        retry_of: Option<String>,
+    },
+}
+
+/// A node the automatic task cleans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub service: String,
+    /// Its current ring hash.
+    pub ring_hash: String,
+    /// `All` under the ring-hash rule; the keyspaces it lost ranges of under the ownership rule.
+    pub scope: CleanScope,
+    pub mark_node_clean: bool,
+}
+
+/// A condition as this trigger wants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionPlan {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub progressing: ConditionPlan,
+    pub degraded: ConditionPlan,
+    /// When to look again even without a watch event; `None`: the idle resync.
+    pub requeue_after: Option<Duration>,
+}
+
+/// A node's annotations, understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum LastCleaned {
+    Absent,
+    NeverCleanedUp,
+    Hash(String),
+}
+
+impl LastCleaned {
+    /// The annotation's value.
+    fn annotation(&self) -> Option<&str> {
+        match self {
+            LastCleaned::Absent => None,
+            LastCleaned::NeverCleanedUp => Some(keys::NEVER_CLEANED_UP),
+            LastCleaned::Hash(hash) => Some(hash),
+        }
+    }
+}
+
+pub(super) struct Member<'a> {
+    pub(super) facts: &'a MemberFacts,
+    pub(super) current: Option<&'a str>,
+    pub(super) last: LastCleaned,
+    pub(super) record: Option<MembersRecord>,
+}
+
+/// The decision for one ScyllaCluster.
+pub fn decide(snapshot: &Snapshot) -> Plan {
+    let cluster = &snapshot.cluster;
+    let enabled = parse_enabled(cluster);
+    if enabled == Ok(false) {
+        return disabled_plan(cluster);
+    }
+    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    if let Err(message) = &enabled {
+        problems.push(("InvalidAnnotation", message.clone()));
+    }
+    let limits = cluster_limits(cluster);
+    if let Err(messages) = &limits {
+        problems.extend(messages.iter().map(|m| ("InvalidAnnotation", m.clone())));
+    }
+    if let Some(message) = secret_problem(snapshot) {
+        problems.push(("AgentTokenSecretMissing", message));
+    }
+
+    let mut members = Vec::new();
+    for facts in sorted_members(&snapshot.members) {
+        match understand_member(cluster, facts) {
+            Ok(member) => members.push(member),
+            Err(message) => problems.push(("InvalidAnnotation", message)),
+        }
+    }
+    let invalid_settings = enabled.is_err() || limits.is_err();
+    if snapshot.scylla_operator.active.is_some() {
+        return beside_scylla_operator(snapshot, &members, problems, invalid_settings);
+    }
+    let settled = settled_record(cluster, &snapshot.members);
+
+    let mut state = PassState::default();
+    for member in &members {
+        decide_member(snapshot, member, &settled, &mut state);
+    }
+    let active = active_task(&snapshot.tasks);
+    let blockers = blockers(snapshot, invalid_settings);
+    let ring_hash = settled.as_ref().map(|r| r.ring_hash.clone());
+    let retry_in = submit_when_due(snapshot, &mut state, active, ring_hash, &blockers, &mut problems);
+    let submitted = state.submitted().is_some();
+    let progressing = progressing_condition(&members, &state, active, submitted, &blockers, retry_in);
+    let degraded = degraded_condition(&problems);
+    let busy = (active.is_some() || submitted).then_some(REQUEUE_WHILE_RUNNING);
+    Plan { actions: state.actions, progressing, degraded, requeue_after: soonest(busy, retry_in) }
+}
+
+fn soonest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Submits the automatic task for the pass's candidates when no task holds the queue, nothing
+/// blocks, and the last failure allows; returns when to look again for a retry. `ring_hash`: the
+/// ring every member agrees on, if any (else the first candidate's).
+fn submit_when_due(
+    snapshot: &Snapshot,
+    state: &mut PassState,
+    active: Option<&TaskFacts>,
+    ring_hash: Option<String>,
+    blockers: &[String],
+    problems: &mut Vec<(&'static str, String)>,
+) -> Option<Duration> {
+    if active.is_some() || state.candidates.is_empty() {
+        return None;
+    }
+    let ring_hash = ring_hash.unwrap_or_else(|| state.candidates[0].ring_hash.clone());
+    match after_last_failure(snapshot, &ring_hash) {
+        Gate::Go { retry_of } if blockers.is_empty() => {
+            state.actions.push(Action::SubmitCleanupTask {
+                name: automatic_task_name(&snapshot.cluster.name, snapshot.now),
+                nodes: state.candidates.iter().map(|c| c.service.clone()).collect(),
+                per_node: per_node(&state.candidates),
+                ring_hash,
+                retry_of,
+            });
+            None
+        }
+        Gate::Go { .. } => None,
+        Gate::RetryIn { wait, problem } => {
+            problems.push(("CleanupTaskFailed", problem));
+            Some(wait)
+        }
+        Gate::Blocked { problem } => {
+            problems.push(("CleanupTaskFailed", problem));
+            None
+        }
+    }
+}
+
+/// Where scylla-operator cleans the cluster itself ([`coexistence`]): the ring-hash rule stands
+/// back (no seeding of `last-cleaned-…`, the annotation is scylla-operator's; no cleanup of a
+/// node whose hashes differ, scylla-operator cleans it whole), while the ownership rule keeps
+/// the records (seeded, widened, reset once scylla-operator cleaned a node) and submits a task
+/// for the nodes scylla-operator does not clean: those whose ring hash did not move but that
+/// stopped replicating ranges (a replication factor lowered, a datacenter dropped).
+fn beside_scylla_operator(
+    snapshot: &Snapshot,
+    members: &[Member<'_>],
+    mut problems: Vec<(&'static str, String)>,
+    invalid_settings: bool,
+) -> Plan {
+    let mut state = PassState::default();
+    for member in members {
+        decide_member_beside_operator(snapshot, member, &mut state);
+    }
+    let active = active_task(&snapshot.tasks);
+    let blockers = blockers(snapshot, invalid_settings);
+    let settled = settled_record(&snapshot.cluster, &snapshot.members).map(|r| r.ring_hash);
+    let retry_in = submit_when_due(snapshot, &mut state, active, settled, &blockers, &mut problems);
+    let mut plan = stand_back_plan(snapshot, members, &problems);
+    let ours = ownership_beside_operator(&state, active, &blockers, retry_in);
+    if !ours.is_empty() {
+        plan.progressing.message = format!("{}; {}", plan.progressing.message, ours.join("; "));
+    }
+    let busy = active.is_some() || !state.candidates.is_empty();
+    plan.progressing.status |= busy;
+    plan.requeue_after = soonest(plan.requeue_after.or(busy.then_some(REQUEUE_WHILE_RUNNING)), retry_in);
+    plan.actions = state.actions;
+    plan
+}
+
+/// One node beside scylla-operator: its record kept, and a cleanup only where its ring hash did
+/// not move (scylla-operator sees nothing to do there) but it lost ranges.
+fn decide_member_beside_operator(snapshot: &Snapshot, member: &Member<'_>, state: &mut PassState) {
+    let Some(current) = member.current else {
+        return;
+    };
+    let owned_now = owned_now(snapshot, member.facts);
+    let record = record_ownership(member, current_record(member), owned_now.as_ref().ok(), true, state);
+    if member.last != LastCleaned::Hash(current.to_owned()) {
+        // Hashes differ, NeverCleanedUp or not seeded yet: scylla-operator's to clean (whole).
+        return;
+    }
+    let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    if let NodeDecision::RingHash { reason } = &decision {
+        state.fallbacks.push((member.facts.service.clone(), reason.to_string()));
+    }
+    if let NodePlan::Clean { scope, mark_node_clean, .. } = plan_node(&decision, false) {
+        state.candidates.push(Candidate {
+            service: member.facts.service.clone(),
+            ring_hash: current.to_owned(),
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
+            mark_node_clean,
+        });
+    }
+}
+
+/// What the ownership rule does beside scylla-operator, for the condition: the nodes it cleans
+/// and why scylla-operator does not, the records reset after scylla-operator's cleanups, the
+/// nodes it cannot judge.
+fn ownership_beside_operator(
+    state: &PassState,
+    active: Option<&TaskFacts>,
+    blockers: &[String],
+    retry_in: Option<Duration>,
+) -> Vec<String> {
+    let mut parts = Vec::new();
+    if !state.candidates.is_empty() {
+        let nodes: Vec<String> = state.candidates.iter().map(describe_candidate).collect();
+        let what = match (state.submitted(), active) {
+            (Some(task), _) => format!("submitted cleanup task {task} for"),
+            (None, Some(task)) => format!("cleanup task {} holds the queue; next for", task.name),
+            (None, None) => "waiting to clean".to_owned(),
+        };
+        parts.push(format!(
+            "ownership rule: {what} {}, which scylla-operator does not clean (their ring hash did              not move, yet they stopped replicating ranges: a replication factor lowered or a              datacenter dropped): {}",
+            plural(nodes.len(), "node", "nodes"),
+            nodes.join(", ")
+        ));
+        if state.submitted().is_none() && active.is_none() {
+            if let Some(wait) = retry_in {
+                parts.push(format!("the next cleanup task follows in {}s", wait.as_secs()));
+            }
+            parts.extend(blockers.iter().cloned());
+        }
+    } else if let Some(task) = active {
+        let doing = if task.state == TaskState::InProgress { "is running" } else { "is queued" };
+        parts.push(format!("cleanup task {} {doing}", task.name));
+    }
+    if !state.reset.is_empty() {
+        parts.push(format!(
+            "ownership records reset to what the nodes replicate now after scylla-operator cleaned them: {}",
+            state.reset.join(", ")
+        ));
+    }
+    if !state.fallbacks.is_empty() {
+        let each: Vec<String> =
+            state.fallbacks.iter().map(|(service, why)| format!("{service}: {why}")).collect();
+        parts.push(format!(
+            "the ownership rule cannot tell whether {} stopped replicating ranges ({})",
+            plural(state.fallbacks.len(), "node", "nodes"),
+            each.join("; ")
+        ));
+    }
+    parts
+}
+
+/// `node (ks1, ks2)`, or the bare node when it cleans every keyspace.
+fn describe_candidate(candidate: &Candidate) -> String {
+    match &candidate.scope {
+        CleanScope::All => format!("{} (every keyspace)", candidate.service),
+        CleanScope::Only(keyspaces) => {
+            format!("{} ({})", candidate.service, keyspaces.iter().cloned().collect::<Vec<_>>().join(", "))
+        }
+    }
+}
+
+/// Where scylla-operator cleans the cluster itself ([`coexistence`]): no task, no seeding (the
+/// annotation is scylla-operator's to seed), and the condition says why and what it is doing.
+fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'static str, String)]) -> Plan {
+    let operator = &snapshot.scylla_operator;
+    let due: Vec<String> = members
+        .iter()
+        .filter(|m| match (&m.current, &m.last) {
+            (Some(current), LastCleaned::Hash(last)) => current != last,
+            (Some(_), LastCleaned::NeverCleanedUp) => true,
+            _ => false,
+        })
+        .map(|m| m.facts.service.clone())
+        .collect();
+    let unknown: Vec<String> = members
+        .iter()
+        .filter(|m| m.current.is_none() || m.last == LastCleaned::Absent)
+        .map(|m| m.facts.service.clone())
+        .collect();
+    let running = operator.jobs.iter().any(|j| j.phase == coexistence::JobPhase::Running);
+    let busy = running || !due.is_empty();
+    Plan {
+        actions: Vec::new(),
+        progressing: ConditionPlan {
+            type_: PROGRESSING,
+            status: busy,
+            reason: coexistence::SCYLLA_OPERATOR_CLEANS_UP.into(),
+            message: coexistence::stand_back_message(operator, &due, &unknown),
+        },
+        degraded: degraded_condition(problems),
+        requeue_after: busy.then_some(REQUEUE_WHILE_RUNNING),
+    }
+}
+
+/// Name of the automatic Cleanup task submitted at `now`: `<cluster>-cleanup-<unix seconds>`,
+/// shortened with a hash when too long. One per pass at most, and none while another is queued
+/// or running, so the second is enough to keep them apart.
+pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
+    crate::jobs::bounded_name(cluster, &format!("-cleanup-{}", now.as_second()))
+}
+
+#[derive(Default)]
+pub(super) struct PassState {
+    pub(super) actions: Vec<Action>,
+    /// Nodes needing cleanup, in cleaning order.
+    pub(super) candidates: Vec<Candidate>,
+    pub(super) bootstrapping: Vec<String>,
+    /// Nodes whose ring moved and that the ownership rule found clean (no range lost).
+    pub(super) lost_nothing: Vec<String>,
+    /// Nodes the ring-hash rule cleans because ownership could not decide: (service, why).
+    pub(super) fallbacks: Vec<(String, String)>,
+    /// Nodes whose ownership record was reset after someone else cleaned them.
+    pub(super) reset: Vec<String>,
+}
+
+impl PassState {
+    /// The name of the task this pass submits, if any.
+    fn submitted(&self) -> Option<&str> {
+        self.actions.iter().find_map(|a| match a {
+            Action::SubmitCleanupTask { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// The `perNode` entries of the automatic task: the nodes cleaning only some keyspaces.
+fn per_node(candidates: &[Candidate]) -> Vec<NodeCleanupConfig> {
+    candidates
+        .iter()
+        .filter_map(|c| match &c.scope {
+            CleanScope::All => None,
+            CleanScope::Only(keyspaces) => Some(NodeCleanupConfig {
+                node: c.service.clone(),
+                keyspaces: keyspaces.iter().cloned().collect(),
+                mark_node_clean: c.mark_node_clean,
+            }),
+        })
+        .collect()
+}
+
+/// The Cleanup task that holds the cluster's queue: the running one, else the oldest waiting.
+fn active_task(tasks: &[TaskFacts]) -> Option<&TaskFacts> {
+    let running = tasks.iter().find(|t| t.state == TaskState::InProgress);
+    running.or_else(|| {
+        tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Pending)
+            .min_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)))
+    })
+}
+
+/// Whether a new task may follow the cluster's newest finished Cleanup task.
+enum Gate {
+    Go { retry_of: Option<String> },
+    RetryIn { wait: Duration, problem: String },
+    Blocked { problem: String },
+}
+
+fn after_last_failure(snapshot: &Snapshot, ring_hash: &str) -> Gate {
+    let newest = snapshot.tasks.iter().filter(|t| t.state.is_final()).max_by(|a, b| {
+        let at = |t: &TaskFacts| t.completed_at.unwrap_or(t.created);
+        (at(a), &a.name).cmp(&(at(b), &b.name))
+    });
+    let Some(failed) = newest.filter(|t| t.state == TaskState::Failed) else {
+        return Gate::Go { retry_of: None };
+    };
+    let retry_of = Some(failed.name.clone());
+    if failed.ring_hash.as_deref().is_some_and(|h| h != ring_hash) {
+        // The ring moved on since: the new task is about other ranges anyway.
+        return Gate::Go { retry_of };
+    }
+    let (code, why) =
+        failed.last_error.clone().unwrap_or_else(|| ("Failed".into(), "no error was recorded".into()));
+    if code == BAD_INPUT {
+        return Gate::Blocked {
+            problem: format!(
+                "cleanup task {} failed and no retry can fix it: {why}; fix the cause, then delete MaintenanceTask {}/{} to have the nodes cleaned again",
+                failed.name, snapshot.cluster.namespace, failed.name
+            ),
+        };
+    }
+    let wait = retry_wait(snapshot.now, failed.completed_at);
+    if wait.is_zero() {
+        return Gate::Go { retry_of };
+    }
+    Gate::RetryIn {
+        wait,
+        problem: format!(
+            "cleanup task {} failed: {why} (a new one follows in {}s)",
+            failed.name,
+            wait.as_secs()
+        ),
+    }
+}
+
+fn decide_member(
+    snapshot: &Snapshot,
+    member: &Member<'_>,
+    settled: &Option<MembersRecord>,
+    state: &mut PassState,
+) {
+    let service = &member.facts.service;
+    let Some(current) = member.current else {
+        state.bootstrapping.push(service.clone());
+        return;
+    };
+    let ring_changed = match &member.last {
+        LastCleaned::Hash(last) => current != last,
+        LastCleaned::NeverCleanedUp => true,
+        LastCleaned::Absent => false,
+    };
+    let owned_now = owned_now(snapshot, member.facts);
+    let record = record_ownership(member, current_record(member), owned_now.as_ref().ok(), false, state);
+    let seed = |reason| Action::SeedLastCleaned {
+        service: service.clone(),
+        hash: current.to_owned(),
+        members: record_for(settled, current),
+        reason,
+    };
+    if member.last == LastCleaned::Absent {
+        state.actions.push(seed(SeedReason::Joined));
+        return;
+    }
+    let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    if let NodeDecision::RingHash { reason } = &decision {
+        if !ring_changed {
+            return;
+        }
+        if only_nodes_left(snapshot, member, current, settled) {
+            state.actions.push(seed(SeedReason::OnlyNodesLeft));
+            return;
+        }
+        state.fallbacks.push((service.clone(), reason.to_string()));
+    }
+    match plan_node(&decision, ring_changed) {
+        NodePlan::Nothing if ring_changed => {
+            state.lost_nothing.push(service.clone());
+            state.actions.push(seed(SeedReason::NoRangeLost));
+        }
+        NodePlan::Nothing => {}
+        NodePlan::Clean { scope, mark_node_clean, .. } => state.candidates.push(Candidate {
+            service: service.clone(),
+            ring_hash: current.to_owned(),
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
+            mark_node_clean,
+        }),
+    }
+}
+
+/// A node cleaning every keyspace it replicates is a whole-node cleanup: the task then names no
+/// keyspaces for it (a task lists a node's keyspaces only where it cleans fewer, which keeps the
+/// task small on large clusters), and the runner resets Scylla's flag by itself.
+fn whole_node_when_all(scope: CleanScope, owned_now: Option<&BTreeMap<String, RangeSet>>) -> CleanScope {
+    match (&scope, owned_now) {
+        (CleanScope::Only(keyspaces), Some(owned)) if owned.keys().all(|k| keyspaces.contains(k)) => {
+            CleanScope::All
+        }
+        _ => scope,
+    }
+}
+
+fn owned_now(snapshot: &Snapshot, member: &MemberFacts) -> Result<BTreeMap<String, RangeSet>, String> {
+    owned_by(&snapshot.ownership, member)
+}
+
+/// What `member` replicates now per vnode keyspace in the cluster's ring `views`, or why that is
+/// unknown.
+pub fn owned_by(
+    views: &Result<Vec<RingView>, String>,
+    member: &MemberFacts,
+) -> Result<BTreeMap<String, RangeSet>, String> {
+    let views = views.as_ref().map_err(Clone::clone)?;
+    let address = member.address.as_deref().ok_or("the node's broadcast address is not known yet")?;
+    if !views.is_empty() && !views.iter().any(|v| v.nodes.contains_key(address)) {
+        return Err(format!("the ring does not list the node's address {address} yet"));
+    }
+    Ok(node_ownership(views, address))
+}
+
+/// The node's ownership record as found on its member Service.
+fn current_record(member: &Member<'_>) -> RecordState {
+    RecordState::from_annotation(member.facts.annotations.get(OWNED_AT_LAST_CLEANUP).map(String::as_str))
+}
+
+/// Keeps the node's ownership record and returns the one this pass decides on. Seeded when the
+/// node has none and just joined (beside scylla-operator also when scylla-operator is about to
+/// clean or seed it: the record then follows that); widened when it replicates ranges or
+/// keyspaces the record lacks; reset to what it replicates now when someone else cleaned the
+/// whole node for its current ring ([`basis_change`], `outside_cleaner`: scylla-operator's
+/// cleanup runs for the cluster). A record the node needs that is too large to keep is
+/// returned unreadable: it would hide the loss of the ranges it cannot take.
+fn record_ownership(
+    member: &Member<'_>,
+    record: RecordState,
+    owned_now: Option<&BTreeMap<String, RangeSet>>,
+    outside_cleaner: bool,
+    state: &mut PassState,
+) -> RecordState {
+    let Some(owned_now) = owned_now else {
+        return record;
+    };
+    let last = member.last.annotation();
+    // A seed stands for the `last-cleaned-…` the node carries after this pass: the current hash
+    // groundskeeper seeds in this same pass, or beside scylla-operator the value found (whose
+    // move to the current ring then tells of scylla-operator's cleanup).
+    let seed_basis = if outside_cleaner { last } else { member.current };
+    let fresh = |basis: Option<&str>| OwnershipRecord {
+        keyspaces: owned_now.clone(),
+        last_cleaned: basis.map(str::to_owned),
+    };
+    // Beside scylla-operator a node without a record gets one when scylla-operator is about to
+    // clean or seed it (the record then follows that cleanup: reset). One already clean for its
+    // ring is not taken as holding only what it replicates: it gets its record at its next
+    // cleanup by scylla-operator.
+    let seeds = match (&member.last, member.current) {
+        (LastCleaned::Absent, _) => true,
+        (LastCleaned::NeverCleanedUp, _) => outside_cleaner,
+        (LastCleaned::Hash(last), Some(current)) => outside_cleaner && last != current,
+        (LastCleaned::Hash(_), None) => false,
+    };
+    let next = match &record {
+        RecordState::Present(held) => {
+            match basis_change(held.last_cleaned.as_deref(), last, member.current, outside_cleaner) {
+                BasisChange::CleanedElsewhere => Some((fresh(last), RecordChange::ResetAfterOutsideCleanup)),
+                BasisChange::Rebase => {
+                    let mut next = held.widened(owned_now).unwrap_or_else(|| held.clone());
+                    next.last_cleaned = last.map(str::to_owned);
+                    Some((next, RecordChange::Rebased))
+                }
+                BasisChange::Same => held.widened(owned_now).map(|next| (next, RecordChange::Widened)),
+            }
+        }
+        RecordState::Missing if seeds => Some((fresh(seed_basis), RecordChange::Seeded)),
+        _ => None,
+    };
+    let Some((next, change)) = next else {
+        return record;
+    };
+    let value = match next.to_annotation() {
+        Ok(value) => value,
+        Err(err) => return RecordState::Unreadable(err.to_string()),
+    };
+    if change == RecordChange::ResetAfterOutsideCleanup {
+        state.reset.push(member.facts.service.clone());
+    }
+    state.actions.push(Action::RecordOwnership { service: member.facts.service.clone(), value, change });
+    RecordState::Present(next)
+}
+
+fn retry_wait(now: jiff::Timestamp, finished_at: Option<jiff::Timestamp>) -> Duration {
+    let Some(finished_at) = finished_at else {
+        return Duration::ZERO;
+    };
+    let elapsed = now.duration_since(finished_at);
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    RETRY_BACKOFF.saturating_sub(elapsed)
+}
+
+fn only_nodes_left(
+    snapshot: &Snapshot,
+    member: &Member<'_>,
+    current: &str,
+    settled: &Option<MembersRecord>,
+) -> bool {
+    let (Some(settled), Some(record), LastCleaned::Hash(last)) = (settled, &member.record, &member.last)
+    else {
+        return false;
+    };
+    snapshot.cluster.single_datacenter
+        && settled.ring_hash == current
+        && record.ring_hash == *last
+        && settled.members.len() < record.members.len()
+        && settled.members.is_subset(&record.members)
+}
+
+fn understand_member<'a>(cluster: &ClusterFacts, facts: &'a MemberFacts) -> Result<Member<'a>, String> {
+    let object = format!("Service {}/{}", cluster.namespace, facts.service);
+    if facts.datacenter.is_none() || facts.rack.is_none() {
+        return Err(format!(
+            "{object} lacks label {} or {}: cannot tell its rack, so it is not cleaned",
+            keys::SCYLLA_DATACENTER_LABEL,
+            keys::SCYLLA_RACK_LABEL
+        ));
+    }
+    let current = match facts.annotations.get(keys::CURRENT_TOKEN_RING_HASH) {
+        None => None,
+        Some(value) if looks_like_ring_hash(value) => Some(value.as_str()),
+        Some(value) => {
+            return Err(format!(
+                "annotation {} on {object} is not a token-ring hash: {:?}; remove it so it is \
+                 computed again",
+                keys::CURRENT_TOKEN_RING_HASH,
+                shorten(value)
+            ));
+        }
+    };
+    let last = match facts.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH) {
+        None => LastCleaned::Absent,
+        Some(value) if value == keys::NEVER_CLEANED_UP => LastCleaned::NeverCleanedUp,
+        Some(value) if looks_like_ring_hash(value) => LastCleaned::Hash(value.clone()),
+        Some(value) => {
+            return Err(format!(
+                "annotation {} on {object} is neither a token-ring hash nor {}: {:?}; set it to \
+                 {} to have the node cleaned",
+                keys::LAST_CLEANED_UP_TOKEN_RING_HASH,
+                keys::NEVER_CLEANED_UP,
+                shorten(value),
+                keys::NEVER_CLEANED_UP
+            ));
+        }
+    };
+    // Our own bookkeeping: unreadable means "unknown", which only ever leads to a cleanup.
+    let record =
+        facts.annotations.get(keys::CLEANED_FOR_MEMBERS).and_then(|v| MembersRecord::from_annotation(v));
+    Ok(Member { facts, current, last, record })
+}
+
+fn disabled_plan(cluster: &ClusterFacts) -> Plan {
+    let message = format!(
+        "automatic cleanup is turned off by annotation {}=false on ScyllaCluster {}/{}",
+        keys::MAINTENANCE_ENABLED,
+        cluster.namespace,
+        cluster.name
+    );
+    Plan {
+        actions: Vec::new(),
+        progressing: ConditionPlan {
+            type_: PROGRESSING,
+            status: false,
+            reason: "Disabled".into(),
+            message: message.clone(),
+        },
+        degraded: ConditionPlan { type_: DEGRADED, status: false, reason: "Disabled".into(), message },
+        requeue_after: None,
+    }
+}
+
+fn secret_problem(snapshot: &Snapshot) -> Option<String> {
+    let namespace = &snapshot.cluster.namespace;
+    match &snapshot.agent_token {
+        SecretState::Present => None,
+        SecretState::Missing { name } => Some(format!(
+            "Secret {namespace}/{name} (the Scylla Manager Agent token) does not exist: cleanup \
+             Jobs cannot authenticate to the agent, no cleanup starts until it exists"
+        )),
+        SecretState::MissingKey { name, key } => Some(format!(
+            "Secret {namespace}/{name} has no key {key} (the Scylla Manager Agent token): cleanup \
+             Jobs cannot authenticate to the agent, no cleanup starts until it has it"
+        )),
+    }
+}
+
+/// Why no cleanup task may be submitted now, each as a sentence a person can act on.
+fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
+    let mut blockers = precondition_failures(&snapshot.cluster);
+    if invalid_settings {
+        blockers.push("waiting for the invalid annotations on the ScyllaCluster to be fixed".into());
+    }
+    blockers.extend(secret_wait(&snapshot.cluster.namespace, &snapshot.agent_token));
+    blockers
+}
+
+/// "waiting for …" the agent token Secret, when it or its key is missing.
+pub fn secret_wait(namespace: &str, secret: &SecretState) -> Option<String> {
+    match secret {
+        SecretState::Present => None,
+        SecretState::Missing { name } => {
+            Some(format!("waiting for the agent token Secret {namespace}/{name}"))
+        }
+        SecretState::MissingKey { name, key } => {
+            Some(format!("waiting for key {key} in the agent token Secret {namespace}/{name}"))
+        }
+    }
+}

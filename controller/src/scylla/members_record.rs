@@ -1,0 +1,53 @@
+//! [`keys::CLEANED_FOR_MEMBERS`]: the ring hash and the UIDs of every member Service when that
+//! hash was recorded, written only when every member agreed on it. It lets a scale-in (nodes only
+//! left) be told apart from any other ring change (see [`super::decide`], "Scale-in").
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use groundskeeper_api::scylla::facts::{ClusterFacts, MemberFacts, looks_like_ring_hash};
+use groundskeeper_protocol::keys;
+
+/// What [`keys::CLEANED_FOR_MEMBERS`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MembersRecord {
+    pub ring_hash: String,
+    /// UIDs of every member Service, sorted.
+    pub members: BTreeSet<String>,
+}
+
+impl MembersRecord {
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("records always serialise")
+    }
+
+    pub fn from_annotation(value: &str) -> Option<Self> {
+        serde_json::from_str(value).ok()
+    }
+}
+
+/// The members record to write with `hash`, when every member agrees on it.
+pub fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {
+    settled.as_ref().filter(|r| r.ring_hash == hash).cloned()
+}
+
+/// The members record of a cluster whose every member reports the same well-formed current hash
+/// and has a UID; `None` otherwise (or when other datacenters may hold nodes we cannot see).
+pub fn settled_record(cluster: &ClusterFacts, members: &[MemberFacts]) -> Option<MembersRecord> {
+    if !cluster.single_datacenter || members.is_empty() {
+        return None;
+    }
+    let mut hash: Option<&str> = None;
+    let mut uids = BTreeSet::new();
+    for member in members {
+        let current = member.annotations.get(keys::CURRENT_TOKEN_RING_HASH)?;
+        if !looks_like_ring_hash(current) || hash.is_some_and(|h| h != current) {
+            return None;
+        }
+        hash = Some(current);
+        uids.insert(member.uid.clone()?);
+    }
+    Some(MembersRecord { ring_hash: hash?.to_owned(), members: uids })
+}

@@ -1,0 +1,205 @@
+//! Reading a ScyllaCluster, its member Services, its Cleanup tasks and the agent token Secret
+//! into a [`Snapshot`]. The API reads are thin; [`build_snapshot`] is pure. Objects that make no
+//! sense are reported by `decide`, never panics.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use groundskeeper_protocol::keys;
+
+use super::decide::{SecretState, Snapshot, TaskFacts};
+use super::ownership::RingView;
+use super::ownership_reader::read_cluster_views;
+use super::ring_observer::broadcasts_pod_ip;
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::facts::{
+    MemberFacts, cluster_facts, current_members, member_selector, operator_cleanup, operator_cleanup_selector,
+};
+
+/// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
+pub fn agent_token_secret_name(cluster: &str) -> String {
+    format!("{cluster}-auth-token")
+}
+
+/// The member Services (one per Scylla node) of the ScyllaCluster `namespace/cluster`.
+pub async fn list_member_services(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<Service>> {
+    let selector = member_selector(cluster);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    Ok(services
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube(format!("list member Services in {namespace} with {selector}")))?
+        .items)
+}
+
+/// The Cleanup tasks of ScyllaCluster `namespace/cluster`.
+pub async fn list_cleanup_tasks(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<MaintenanceTask>> {
+    let tasks: Api<MaintenanceTask> = Api::namespaced(client.clone(), namespace);
+    Ok(tasks
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("list MaintenanceTasks in {namespace}")))?
+        .items
+        .into_iter()
+        .filter(|t| is_cleanup_of(t, cluster))
+        .collect())
+}
+
+/// A Cleanup task of ScyllaCluster `cluster` (in the task's namespace).
+pub fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
+    task.spec.task_type == TaskType::Cleanup
+        && task.spec.target.kind == TargetKind::ScyllaCluster
+        && task.spec.target.name == cluster
+}
+
+/// Reads everything the decision for `cluster` needs.
+pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestamp) -> Result<Snapshot> {
+    let client = &ctx.client;
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let services = list_member_services(client, &namespace, &name).await?;
+    let tasks = list_cleanup_tasks(client, &namespace, &name).await?;
+    let agent_token = read_secret_state(client, &namespace, &name).await?;
+    let operator_jobs = list_operator_cleanup_jobs(client, &namespace, &name).await?;
+    let mut snapshot = build_snapshot(cluster, &services, &tasks, agent_token, now);
+    fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
+    snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &operator_jobs);
+    snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
+    Ok(snapshot)
+}
+
+/// The ring views, unless nothing can be cleaned anyway (turned off, no agent token).
+async fn read_ownership(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    snapshot: &Snapshot,
+) -> Result<Vec<RingView>, String> {
+    let disabled = snapshot.cluster.annotations.get(keys::MAINTENANCE_ENABLED).is_some_and(|v| v == "false");
+    if disabled
+        || snapshot.agent_token != SecretState::Present
+        || cluster.metadata.deletion_timestamp.is_some()
+    {
+        return Err("not read: no cleanup can start".into());
+    }
+    read_cluster_views(ctx, &snapshot.cluster.namespace, &snapshot.cluster.name, &snapshot.members).await
+}
+
+/// Where the cluster's nodes broadcast their pod IP, each member's address is its pod's IP.
+pub async fn fill_pod_addresses(
+    client: &kube::Client,
+    cluster: &ScyllaCluster,
+    members: &mut [MemberFacts],
+) -> Result<()> {
+    if !broadcasts_pod_ip(cluster) {
+        return Ok(());
+    }
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let selector = format!("{}={name}", keys::SCYLLA_CLUSTER_LABEL);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pods = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube(format!("list Pods in {namespace} with {selector}")))?;
+    for member in members.iter_mut() {
+        // Pod name = member Service name.
+        let pod = pods.items.iter().find(|p| p.metadata.name.as_deref() == Some(&member.service));
+        member.address = pod.and_then(|p| p.status.as_ref()?.pod_ip.clone());
+    }
+    Ok(())
+}
+
+/// scylla-operator's cleanup Jobs of ScyllaCluster `namespace/cluster`: read, never written.
+pub async fn list_operator_cleanup_jobs(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<Job>> {
+    let selector = operator_cleanup_selector(cluster);
+    crate::jobs::list_jobs(client, namespace, &selector).await
+}
+
+/// Whether the agent token Secret exists and holds its key. The token itself is not kept.
+pub async fn read_secret_state(client: &kube::Client, namespace: &str, cluster: &str) -> Result<SecretState> {
+    let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
+    Ok(secret_state(&name, secret.as_ref()))
+}
+
+/// The cluster's agent token Secret (`<cluster>-auth-token`) with its name; `None` if absent.
+pub async fn get_agent_token_secret(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<(String, Option<Secret>)> {
+    let name = agent_token_secret_name(cluster);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret =
+        secrets.get_opt(&name).await.map_err(Error::kube(format!("get Secret {namespace}/{name}")))?;
+    Ok((name, secret))
+}
+
+pub fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {
+    let Some(secret) = secret else {
+        return SecretState::Missing { name: name.to_owned() };
+    };
+    let key = keys::SCYLLA_AGENT_TOKEN_SECRET_KEY;
+    let has_key = secret.data.as_ref().is_some_and(|d| d.contains_key(key))
+        || secret.string_data.as_ref().is_some_and(|d| d.contains_key(key));
+    if has_key {
+        SecretState::Present
+    } else {
+        SecretState::MissingKey { name: name.to_owned(), key: key.to_owned() }
+    }
+}
+
+/// The snapshot of one ScyllaCluster: pure.
+pub fn build_snapshot(
+    cluster: &ScyllaCluster,
+    services: &[Service],
+    tasks: &[MaintenanceTask],
+    agent_token: SecretState,
+    now: jiff::Timestamp,
+) -> Snapshot {
+    let cluster = cluster_facts(cluster);
+    Snapshot {
+        scylla_operator: operator_cleanup(&cluster, &[]),
+        cluster,
+        members: current_members(services),
+        tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),
+        agent_token,
+        ownership: Err("not read".into()),
+        now,
+    }
+}
+
+fn task_facts(task: &MaintenanceTask, now: jiff::Timestamp) -> TaskFacts {
+    let status = task.status.clone().unwrap_or_default();
+    let queued = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == groundskeeper_api::maintenance_task::QUEUED && c.status == "True");
+    TaskFacts {
+        name: task.name_any(),
+        automatic: task.labels().get(keys::ORIGIN_LABEL).map(String::as_str) == Some(keys::ORIGIN_AUTOMATIC),
+        state: status.state.unwrap_or_default(),
+        created: task.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        completed_at: status.completed_at.map(|t| t.0),
+        ring_hash: task.annotations().get(keys::CLEANUP_TOKEN_RING_HASH).cloned(),
+        progress: status.progress,
+        last_error: status.last_errors.last().map(|e| (e.code.clone(), e.description.clone())),
+        waiting_for: queued.map(|c| c.message.clone()),
+    }
+}

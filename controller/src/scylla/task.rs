@@ -1,0 +1,485 @@
+//! What a Cleanup MaintenanceTask means on a ScyllaCluster ([`ScyllaTarget`], the task
+//! controller's view of this kind of target): whether the cluster may take one now, which nodes a
+//! task cleans and in which order, which may start within the per-rack and per-cluster bounds,
+//! and the thin layer around [`super::node_steps::step_holding`] that carries a running task
+//! forward: its plan written before any Job, its node Jobs read back, each cleaned node recorded
+//! on its member Service before the task says so, the next Jobs created within the bounds.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use kube::{Api, ResourceExt};
+
+use groundskeeper_api::maintenance_task::{
+    MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, TargetKind,
+};
+use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::coexistence::{NodeHashes, cleaned_while_waiting, held_nodes};
+use groundskeeper_api::scylla::facts::{
+    ClusterFacts, MemberFacts, cluster_facts, current_members, operator_cleanup, precondition_failures,
+    sorted_members,
+};
+use groundskeeper_api::validate::{Cleanup, Work, describe_errors, validate};
+use groundskeeper_protocol::{OperationKind, keys};
+
+use super::apply::patch_ownership_record;
+use super::decide::{SecretState, secret_wait};
+use super::job::{NodeCleanup, cleanup_job};
+use super::members_record::settled_record;
+use super::node_steps::{End, Holds, NODE_NOT_FOUND, NodeJob, step_holding};
+use super::observe::{
+    fill_pod_addresses, list_member_services, list_operator_cleanup_jobs, read_secret_state,
+};
+use super::ownership::RingView;
+use super::ownership_reader::read_cluster_views;
+use super::record;
+use super::settings::{Limits, cluster_limits};
+use crate::jobs::{self, JobObservation, JobState};
+use crate::runtime::context::Context;
+use crate::runtime::error::{Error, Result};
+use crate::tasks::TargetFacts;
+use crate::tasks::controller::write_status;
+use crate::tasks::status::{complete, fail, progress_of};
+use crate::tasks::step_jobs::{NOT_SUPPORTED, owner_of, step_job_name, step_labels, step_of, task_jobs};
+use crate::tasks::target::{ReadTarget, Target};
+
+/// Whether a cleanup may start on the cluster: the same preconditions as the automatic cleanup
+/// (`docs/protocol.md`, "Scylla"), the agent token Secret, and readable concurrency annotations.
+pub fn facts(cluster: Option<&ClusterFacts>, secret: &SecretState) -> TargetFacts {
+    let Some(cluster) = cluster else {
+        return TargetFacts::Missing;
+    };
+    let mut waiting = precondition_failures(cluster);
+    if let Err(problems) = cluster_limits(cluster) {
+        waiting.extend(problems.into_iter().map(|p| format!("waiting for a fix: {p}")));
+    }
+    waiting.extend(secret_wait(&cluster.namespace, secret));
+    if waiting.is_empty() {
+        TargetFacts::Ready
+    } else {
+        TargetFacts::Waiting {
+            reason: format!("ScyllaCluster {}/{}: {}", cluster.namespace, cluster.name, waiting.join("; ")),
+        }
+    }
+}
+
+/// The nodes a task cleans, in cleaning order (datacenter, rack, ordinal), each `Pending`: the
+/// ones it names, else every member of the cluster. `Err` names a node that is not a member.
+pub fn plan_nodes(
+    cleanup: &Cleanup,
+    cluster: &ClusterFacts,
+    members: &[MemberFacts],
+) -> Result<Vec<NodeProgress>, String> {
+    let sorted = sorted_members(members);
+    let unknown: Vec<&str> = cleanup
+        .nodes
+        .iter()
+        .filter(|n| !members.iter().any(|m| &m.service == *n))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = sorted.iter().map(|m| m.service.as_str()).collect();
+        return Err(format!(
+            "spec.config.cleanup.nodes: {} not a member Service of ScyllaCluster {}/{} (its members: {}); \
+             create a new task naming members only",
+            unknown.join(", "),
+            cluster.namespace,
+            cluster.name,
+            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+        ));
+    }
+    Ok(sorted
+        .into_iter()
+        .filter(|m| cleanup.nodes.is_empty() || cleanup.nodes.contains(&m.service))
+        .map(|m| NodeProgress {
+            name: m.service.clone(),
+            state: NodeState::Pending,
+            ..NodeProgress::default()
+        })
+        .collect())
+}
+
+/// The task's own bounds where it sets them, else the cluster's annotations, else one per rack.
+/// Annotations that cannot be read count as the tightest bound: nothing is run on a guess.
+pub fn limits(cleanup: &Cleanup, cluster: &ClusterFacts) -> Limits {
+    let from_cluster = cluster_limits(cluster).unwrap_or(Limits { per_rack: 1, per_cluster: Some(1) });
+    Limits {
+        per_rack: cleanup.max_concurrent_per_rack.unwrap_or(from_cluster.per_rack),
+        per_cluster: cleanup.max_concurrent.or(from_cluster.per_cluster),
+    }
+}
+
+/// The rack of every member: (datacenter, rack).
+pub fn racks(members: &[MemberFacts]) -> BTreeMap<String, (String, String)> {
+    members
+        .iter()
+        .filter_map(|m| Some((m.service.clone(), (m.datacenter.clone()?, m.rack.clone()?))))
+        .collect()
+}
+
+/// Which pending nodes may start now (indexes into `nodes`, in order), given those running and
+/// the bounds. A node whose rack is unknown never starts.
+pub fn to_start(
+    nodes: &[NodeProgress],
+    racks: &BTreeMap<String, (String, String)>,
+    limits: Limits,
+) -> Vec<usize> {
+    let mut per_rack: BTreeMap<&(String, String), u32> = BTreeMap::new();
+    let mut total = 0u32;
+    for node in nodes.iter().filter(|n| n.state == NodeState::Running) {
+        total += 1;
+        if let Some(rack) = racks.get(&node.name) {
+            *per_rack.entry(rack).or_default() += 1;
+        }
+    }
+    let mut start = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        if node.state != NodeState::Pending || limits.per_cluster.is_some_and(|max| total >= max) {
+            continue;
+        }
+        let Some(rack) = racks.get(&node.name) else {
+            continue;
+        };
+        let in_rack = per_rack.entry(rack).or_default();
+        if *in_rack >= limits.per_rack {
+            continue;
+        }
+        *in_rack += 1;
+        total += 1;
+        start.push(index);
+    }
+    start
+}
+
+/// The task controller's view of ScyllaClusters.
+pub struct ScyllaTarget;
+
+impl Target for ScyllaTarget {
+    fn kind(&self) -> TargetKind {
+        TargetKind::ScyllaCluster
+    }
+
+    fn read<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Box<dyn ReadTarget>>> {
+        Box::pin(async move { Ok(Box::new(ReadCluster::read(ctx, task).await?) as Box<dyn ReadTarget>) })
+    }
+}
+
+/// A ScyllaCluster as the task controller read it; `None`: no such ScyllaCluster.
+struct ReadCluster {
+    found: Option<Box<ClusterView>>,
+}
+
+/// A ScyllaCluster with what the cleanup trigger reads of it: its facts, its member Services and
+/// whether its agent token Secret is there.
+struct ClusterView {
+    cluster: ScyllaCluster,
+    facts: ClusterFacts,
+    members: Vec<MemberFacts>,
+    secret: SecretState,
+}
+
+impl ReadCluster {
+    async fn read(ctx: &Context, task: &MaintenanceTask) -> Result<Self> {
+        let namespace = task.namespace().unwrap_or_default();
+        let name = &task.spec.target.name;
+        let cluster = Api::<ScyllaCluster>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!("get ScyllaCluster {namespace}/{name}")))?;
+        let Some(cluster) = cluster else {
+            return Ok(ReadCluster { found: None });
+        };
+        let services = list_member_services(&ctx.client, &namespace, name).await?;
+        let secret = read_secret_state(&ctx.client, &namespace, name).await?;
+        let view = ClusterView {
+            facts: cluster_facts(&cluster),
+            members: current_members(&services),
+            cluster,
+            secret,
+        };
+        Ok(ReadCluster { found: Some(Box::new(view)) })
+    }
+}
+
+impl ReadTarget for ReadCluster {
+    fn facts(&self) -> TargetFacts {
+        match &self.found {
+            Some(view) => facts(Some(&view.facts), &view.secret),
+            None => TargetFacts::Missing,
+        }
+    }
+
+    fn start_blocker<'a>(
+        &'a self,
+        _: &'a Context,
+        _: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn advance<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+        status: MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>> {
+        Box::pin(advance(ctx, task, status, self, now))
+    }
+
+    /// A Cleanup records each node on its member Service as it goes ([`super::record`]): nothing
+    /// is left to write when it ends.
+    fn record_outcome<'a>(
+        &'a self,
+        _: &'a Context,
+        _: &'a MaintenanceTask,
+        _: &'a MaintenanceTaskStatus,
+        _: Timestamp,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// One step forward for a running Cleanup task.
+async fn advance(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    mut status: MaintenanceTaskStatus,
+    target: &ReadCluster,
+    now: Timestamp,
+) -> Result<MaintenanceTaskStatus> {
+    let generation = task.metadata.generation;
+    let Some(scylla) = &target.found else {
+        return Ok(fail(status, NOT_SUPPORTED, "a Cleanup task cleans a ScyllaCluster", generation, now));
+    };
+    let (cluster, facts, members) = (&scylla.cluster, &scylla.facts, &scylla.members);
+    let cleanup = match validate(task).map(|valid| valid.work) {
+        Ok(Work::Cleanup(cleanup)) => cleanup,
+        Ok(_) => {
+            return Ok(fail(
+                status,
+                NOT_SUPPORTED,
+                "only a Cleanup task runs on a ScyllaCluster",
+                generation,
+                now,
+            ));
+        }
+        Err(errors) => {
+            return Ok(fail(status, NOT_SUPPORTED, &describe_errors(&errors), generation, now));
+        }
+    };
+    if status.nodes.is_empty() {
+        match plan_nodes(&cleanup, facts, members) {
+            Ok(nodes) if nodes.is_empty() => {
+                return Ok(complete(status, "the cluster has no node to clean", generation, now));
+            }
+            Ok(nodes) => {
+                // The plan is written before any Job exists: a restart finds the same nodes.
+                let planned =
+                    MaintenanceTaskStatus { progress: progress_of(&nodes), nodes, ..status.clone() };
+                let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &facts.namespace);
+                write_status(&api, task, &status, &planned).await?;
+                status = planned;
+            }
+            Err(why) => return Ok(fail(status, NODE_NOT_FOUND, &why, generation, now)),
+        }
+    }
+    let jobs = task_jobs(ctx, task).await?;
+    let node_jobs = node_jobs(&jobs);
+    let racks = racks(members);
+    let name = task.name_any();
+    // scylla-operator's own cleanup: a node it cleans or is about to clean waits (read only).
+    let operator_jobs = list_operator_cleanup_jobs(&ctx.client, &facts.namespace, &facts.name).await?;
+    let operator = operator_cleanup(facts, &operator_jobs);
+    let held =
+        held_nodes(&operator, members.iter().map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))));
+    let cleaned_by_other = status
+        .nodes
+        .iter()
+        .filter(|n| !held.contains_key(&n.name))
+        .filter(|n| {
+            members.iter().any(|m| {
+                m.service == n.name
+                    && cleaned_while_waiting(n.waited_for_ring.as_deref(), NodeHashes::of(&m.annotations))
+            })
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    let holds = Holds { held, cleaned_by_other };
+    let pass = step_holding(
+        status.nodes.clone(),
+        &node_jobs,
+        &racks,
+        limits(&cleanup, facts),
+        &holds,
+        |index| step_job_name(&name, index),
+        now,
+    );
+    // Read once per pass, and only when a node finished.
+    let mut views = None;
+    for &index in &pass.succeeded {
+        let node = &pass.nodes[index];
+        let job = node.job.as_deref().unwrap_or_default();
+        let job_hash = jobs
+            .iter()
+            .find(|j| j.name == job)
+            .and_then(|j| j.annotations.get(keys::CLEANUP_TOKEN_RING_HASH));
+        let member = members.iter().find(|m| m.service == node.name);
+        let settled = settled_record(facts, members);
+        // Where scylla-operator cleans too, last-cleaned is its to write: a node of ours started
+        // only when it was clean for its ring, so there is nothing to record anyway.
+        let recorded = member.filter(|_| operator.active.is_none()).and_then(|m| {
+            let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
+            let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
+            record::cleaned_record(
+                job_hash.map(String::as_str),
+                current.map(String::as_str),
+                last.map(String::as_str),
+                settled.as_ref(),
+            )
+        });
+        let last_cleaned = recorded.as_ref().map(|(hash, _)| hash.clone()).or_else(|| {
+            member.and_then(|m| m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH).cloned())
+        });
+        record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
+        if let Some(member) = member {
+            let views = views.get_or_insert(read_views(ctx, cluster, facts, members).await);
+            let cleaned = Cleaned { job_hash, last_cleaned: last_cleaned.as_deref() };
+            record_ownership_after_cleanup(ctx, facts, member, cleaned, node, views).await?;
+        }
+        ctx.metrics.job_finished(OperationKind::Cleanup.as_str(), "succeeded");
+    }
+    for &index in &pass.failed {
+        let node = &pass.nodes[index];
+        let message = node.message.as_deref().unwrap_or("failed");
+        record::node_failed(ctx, cluster, &node.name, node.job.as_deref().unwrap_or("?"), message).await;
+        ctx.metrics.job_finished(OperationKind::Cleanup.as_str(), "failed");
+    }
+    for &index in &pass.start {
+        create_node_job(ctx, task, cluster, members, &cleanup, &pass.nodes[index].name, index).await?;
+    }
+    status.nodes = pass.nodes;
+    status.progress = progress_of(&status.nodes);
+    Ok(match pass.end {
+        None => status,
+        Some(End::Completed { summary }) => complete(status, &summary, generation, now),
+        Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
+    })
+}
+
+/// The cluster's ring views, read through a node's agent, for the ownership records.
+async fn read_views(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    facts: &ClusterFacts,
+    members: &[MemberFacts],
+) -> (Result<Vec<RingView>, String>, Vec<MemberFacts>) {
+    let mut members = members.to_vec();
+    if let Err(err) = fill_pod_addresses(&ctx.client, cluster, &mut members).await {
+        return (Err(err.to_string()), members);
+    }
+    let views = read_cluster_views(ctx, &facts.namespace, &facts.name, &members).await;
+    (views, members)
+}
+
+/// A node's succeeded cleanup: the ring its Job cleaned for, and the node's `last-cleaned-…` once
+/// the cleanup is recorded.
+struct Cleaned<'a> {
+    job_hash: Option<&'a String>,
+    last_cleaned: Option<&'a str>,
+}
+
+/// Writes what a node owned when its cleanup succeeded, only while its ring is still the one the
+/// Job cleaned for: after a ring change, the record stays as it was and the ring-hash rule or the
+/// next ownership decision sees the change.
+async fn record_ownership_after_cleanup(
+    ctx: &Context,
+    facts: &ClusterFacts,
+    member: &MemberFacts,
+    Cleaned { job_hash, last_cleaned }: Cleaned<'_>,
+    node: &NodeProgress,
+    (views, addressed): &(Result<Vec<RingView>, String>, Vec<MemberFacts>),
+) -> Result<()> {
+    let current = member.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
+    let member = addressed.iter().find(|m| m.service == member.service).unwrap_or(member);
+    let value = match record::ownership_after_cleanup(
+        views,
+        member,
+        job_hash,
+        current,
+        &node.keyspaces_cleaned,
+        last_cleaned,
+    ) {
+        Ok(value) => value,
+        Err(why) => {
+            tracing::info!(namespace = %facts.namespace, node = %member.service, "ownership record left as it was: {why}");
+            return Ok(());
+        }
+    };
+    patch_ownership_record(&ctx.client, &facts.namespace, &member.service, &value).await
+}
+
+/// Each node's Job (by the step label: the node's index) as the pure step reads it.
+fn node_jobs(jobs: &[JobObservation]) -> BTreeMap<usize, (String, NodeJob)> {
+    jobs.iter().filter_map(|job| Some((step_of(job)?, (job.name.clone(), node_job(job))))).collect()
+}
+
+fn node_job(job: &JobObservation) -> NodeJob {
+    match &job.state {
+        JobState::Running(_) => NodeJob::Running,
+        JobState::Succeeded(finished) => {
+            let keyspaces = finished.result.as_ref().map(record::keyspaces_cleaned).unwrap_or_default();
+            let message = finished
+                .result
+                .as_ref()
+                .ok()
+                .and_then(|r| r.message.clone())
+                .unwrap_or_else(|| "cleaned".to_owned());
+            NodeJob::Succeeded { keyspaces, message }
+        }
+        JobState::Failed(finished) => {
+            NodeJob::Failed { message: finished.explanation(), retryable: finished.retryable() }
+        }
+    }
+}
+
+async fn create_node_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &ScyllaCluster,
+    members: &[MemberFacts],
+    cleanup: &Cleanup,
+    service: &str,
+    index: usize,
+) -> Result<()> {
+    let owner = owner_of(task)?;
+    let member = members.iter().find(|m| m.service == service);
+    let work = cleanup.work_of(service);
+    let job = cleanup_job(
+        cluster,
+        &ctx.config,
+        NodeCleanup {
+            job: step_job_name(&task.name_any(), index),
+            owner,
+            service: service.to_owned(),
+            rack: member.and_then(|m| m.rack.clone()).unwrap_or_default(),
+            ring_hash: member.and_then(|m| m.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned()),
+            keyspaces: work.keyspaces,
+            mark_node_clean: work.mark_node_clean,
+            labels: step_labels(task, index),
+        },
+    );
+    if jobs::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(job.operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, node = service, "created the cleanup Job of a task's node");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,82 @@
+//! What the task controller asks of a kind of target. Each data store implements [`Target`] in
+//! its own folder (`etcd/task.rs`, `scylla/task.rs`); the crate's root hands them to the
+//! controller when it starts, so that nothing here names a data store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+
+use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TargetKind};
+
+use super::lifecycle::TargetFacts;
+use crate::runtime::context::Context;
+use crate::runtime::error::Result;
+
+/// A kind of target tasks run on (EtcdCluster, ScyllaCluster).
+pub trait Target: Send + Sync + 'static {
+    /// The kind of `spec.target` it serves.
+    fn kind(&self) -> TargetKind;
+
+    /// Reads the target `task` names, and what else its tasks' work needs to know of it, for one
+    /// reconciliation of the task controller.
+    fn read<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Box<dyn ReadTarget>>>;
+}
+
+/// One target as read for one reconciliation.
+pub trait ReadTarget: Send + Sync {
+    /// Whether it may take a task's work now.
+    fn facts(&self) -> TargetFacts;
+
+    /// Why `task`, about to start on a target that may take work, must wait all the same (a
+    /// volume its Job writes to does not exist yet, say); `None` when it may start.
+    fn start_blocker<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+    ) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// One step forward for the running `task`: the Jobs of its next steps, or its end once they
+    /// finished. Returns the task's new status.
+    fn advance<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+        status: MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>>;
+
+    /// Writes what `task`, which has just become final with status `after`, did on the target.
+    /// Called before that final status is written: if the write fails, the next reconciliation
+    /// records again, so the target must recognise a task it already recorded.
+    fn record_outcome<'a>(
+        &'a self,
+        ctx: &'a Context,
+        task: &'a MaintenanceTask,
+        after: &'a MaintenanceTaskStatus,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<()>>;
+}
+
+/// The kinds of target the task controller knows, by the kind they serve.
+#[derive(Clone, Default)]
+pub struct Targets {
+    by_kind: BTreeMap<String, Arc<dyn Target>>,
+}
+
+impl Targets {
+    pub fn new(targets: impl IntoIterator<Item = Arc<dyn Target>>) -> Self {
+        let by_kind = targets.into_iter().map(|t| (t.kind().to_string(), t)).collect();
+        Targets { by_kind }
+    }
+
+    /// What serves `kind`; `None` for a kind no data store here knows (its tasks are rejected).
+    pub fn of(&self, kind: &TargetKind) -> Option<&dyn Target> {
+        self.by_kind.get(&kind.to_string()).map(|t| t.as_ref())
+    }
+}

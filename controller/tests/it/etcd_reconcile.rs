@@ -1,0 +1,469 @@
+//! The EtcdCluster controller's API writes at the HTTP level: the status it writes (on the
+//! resourceVersion it decided on), the MaintenanceTask it submits, the Events, and the calls it
+//! does not make; and the Jobs an etcd task's steps run as.
+
+use groundskeeper_protocol::Operation;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget};
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::Arc;
+
+use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdClusterStatus};
+use groundskeeper_controller::etcd::apply::{apply, status_patch};
+use groundskeeper_controller::etcd::controller::reconcile_at;
+use groundskeeper_controller::etcd::decide::{Input, Observed, decide};
+use groundskeeper_controller::etcd::job::{EtcdJob, etcd_job, job_limits};
+use groundskeeper_controller::etcd::observe::ObservedMember;
+use groundskeeper_controller::etcd::observe::read_client_tls;
+use groundskeeper_controller::etcd::policy::Policy;
+use groundskeeper_controller::jobs::build_job;
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig, JobLimits};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_stores::etcd::plan::{MemberObservation, MemberStatus};
+use http::{Method, Request, Response, StatusCode};
+use jiff::Timestamp;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle};
+
+type MockHandle = Handle<Request<Body>, Response<Body>>;
+
+/// One request the test expects (method and path; the query must contain `query` decoded), and
+/// the answer it gets.
+struct Exchange {
+    method: Method,
+    path: String,
+    query: Option<String>,
+    status: StatusCode,
+    response: Value,
+}
+
+fn exchange(method: Method, path: &str, status: StatusCode, response: Value) -> Exchange {
+    Exchange { method, path: path.to_owned(), query: None, status, response }
+}
+
+/// Seen request: method, path, content type, body.
+type Seen = (Method, String, String, Value);
+
+/// A context whose API server answers `script` in order; the task returns the requests and the
+/// handle, so that a test can check that nothing else was asked.
+fn scripted(script: Vec<Exchange>) -> (Arc<Context>, tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(serve(handle, script));
+    let client = kube::Client::new(service, "default");
+    let ctx = Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new()));
+    (Arc::new(ctx), server)
+}
+
+async fn serve(mut handle: MockHandle, script: Vec<Exchange>) -> (Vec<Seen>, MockHandle) {
+    let mut seen = Vec::new();
+    for expected in script {
+        let (request, send) =
+            pin!(&mut handle).next_request().await.expect("the client stopped before the script ended");
+        assert_eq!(request.method(), expected.method, "method of {}", request.uri());
+        assert_eq!(request.uri().path(), expected.path);
+        if let Some(query) = &expected.query {
+            let got = percent_decode(request.uri().query().unwrap_or_default());
+            assert!(got.contains(query.as_str()), "query {got:?} lacks {query:?}");
+        }
+        let content_type = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        seen.push((method, path, content_type, body));
+        let response = Response::builder()
+            .status(expected.status)
+            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
+            .unwrap();
+        send.send_response(response);
+    }
+    (seen, handle)
+}
+
+/// After the client is gone: no request beyond the script was made.
+async fn assert_no_more_requests(
+    ctx: Arc<Context>,
+    server: tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>,
+) -> Vec<Seen> {
+    drop(ctx);
+    let (seen, mut handle) = server.await.unwrap();
+    if let Some((request, _)) = pin!(&mut handle).next_request().await {
+        panic!("unexpected request {} {}", request.method(), request.uri());
+    }
+    seen
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16)
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn now() -> Timestamp {
+    "2026-03-01T12:00:00Z".parse().unwrap()
+}
+
+fn cluster(spec: Value, status: Option<EtcdClusterStatus>) -> EtcdCluster {
+    let mut cluster: EtcdCluster = serde_json::from_value(json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": "main", "namespace": "etcd", "uid": "uid-main", "generation": 2, "resourceVersion": "7"},
+        "spec": spec,
+    }))
+    .unwrap();
+    cluster.status = status;
+    cluster
+}
+
+fn tls_spec() -> Value {
+    json!({
+        "endpoints": ["https://etcd-0:2379", "https://etcd-1:2379", "https://etcd-2:2379"],
+        "tls": {"secretName": "etcd-client"},
+    })
+}
+
+fn member(id: u64, size: i64, in_use: i64) -> ObservedMember {
+    ObservedMember {
+        endpoint: format!("https://etcd-{}:2379", id - 1),
+        member: MemberObservation {
+            id,
+            name: format!("etcd-{}", id - 1),
+            is_learner: false,
+            status: Ok(MemberStatus {
+                db_size: size,
+                db_size_in_use: in_use,
+                leader: 1,
+                raft_term: 2,
+                raft_index: 10,
+                raft_applied_index: 10,
+                errors: vec![],
+            }),
+        },
+        revision: Some(500),
+    }
+}
+
+fn fragmented() -> Observed {
+    Observed::Members(vec![
+        member(1, 20_000_000, 19_000_000),
+        member(2, 300_000_000, 30_000_000),
+        member(3, 20_000_000, 19_000_000),
+    ])
+}
+
+fn task_created(name: &str) -> Value {
+    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+           "metadata": {"name": name, "namespace": "etcd", "uid": "task-uid"},
+           "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment"}})
+}
+
+fn empty_task_list() -> Value {
+    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTaskList", "metadata": {}, "items": []})
+}
+
+const STATUS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main/status";
+const TASKS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancetasks";
+
+fn event_created() -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "etcd"}, "eventTime": "2026-03-01T12:00:00.000000Z"})
+}
+
+fn cluster_json() -> Value {
+    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+           "metadata": {"name": "main", "namespace": "etcd", "uid": "uid-main"}, "spec": {"endpoints": ["http://x:2379"]}})
+}
+
+async fn decide_and_apply(ctx: &Context, cluster: &EtcdCluster, observed: &Observed) -> Action {
+    let policy = Policy::from_spec(&cluster.spec);
+    let previous = cluster.status.clone().unwrap_or_default();
+    let decision = decide(&Input {
+        cluster: "main",
+        generation: Some(2),
+        policy: policy.as_ref(),
+        enabled: true,
+        observed,
+        tasks: &[],
+        previous: &previous,
+        collisions: &[],
+        now: now(),
+    });
+    apply(cluster, ctx, observed, decision, now()).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_due_defrag_writes_the_status_then_submits_one_task_and_an_event() {
+    let cluster = cluster(tls_spec(), None);
+    let name = format!("main-defragment-{}", now().as_second());
+    let (ctx, server) = scripted(vec![
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+        exchange(Method::POST, TASKS_PATH, StatusCode::CREATED, task_created(&name)),
+        exchange(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/etcd/events",
+            StatusCode::CREATED,
+            event_created(),
+        ),
+    ]);
+    let action = decide_and_apply(&ctx, &cluster, &fragmented()).await;
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(600)));
+    let seen = assert_no_more_requests(ctx, server).await;
+
+    let (_, _, content_type, patch) = &seen[0];
+    assert_eq!(content_type, "application/merge-patch+json");
+    assert_eq!(patch["metadata"]["resourceVersion"], "7", "written on the resourceVersion decided on");
+    let status = &patch["status"];
+    assert_eq!(status["activeTask"], name.as_str());
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(status["members"][1]["name"], "etcd-1");
+    assert_eq!(status["members"][1]["fragmentationPercent"], 90.0);
+    let conditions = status["conditions"].as_array().unwrap();
+    let progressing = conditions.iter().find(|c| c["type"] == "DefragControllerProgressing").unwrap();
+    assert_eq!(progressing["status"], "True");
+    assert_eq!(progressing["reason"], "TaskCreated");
+    assert_eq!(progressing["lastTransitionTime"], "2026-03-01T12:00:00Z");
+
+    let task = &seen[1].3;
+    assert_eq!(task["metadata"]["name"], name.as_str());
+    assert_eq!(task["metadata"]["namespace"], "etcd");
+    let labels = &task["metadata"]["labels"];
+    assert_eq!(labels["groundskeeper.dev/origin"], "automatic");
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "groundskeeper");
+    let owner = &task["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["name"], &owner["uid"], &owner["controller"]),
+        (&json!("EtcdCluster"), &json!("main"), &json!("uid-main"), &json!(true))
+    );
+    assert_eq!(task["spec"]["target"], json!({"kind": "EtcdCluster", "name": "main"}));
+    assert_eq!(task["spec"]["type"], "Defragment");
+    assert_eq!(
+        task["spec"]["config"],
+        json!({"defragment": {"minDefragBytes": 100_000_000, "maxFragmentedPercent": 45.0}})
+    );
+
+    let event = &seen[2].3;
+    assert_eq!(event["reason"], "MaintenanceTaskCreated");
+    assert_eq!(event["regarding"]["name"], "main");
+    assert!(event["note"].as_str().unwrap().contains(&name), "{event}");
+}
+
+#[tokio::test]
+async fn a_racing_submit_takes_the_existing_task_and_publishes_no_event() {
+    let cluster = cluster(tls_spec(), None);
+    let name = format!("main-defragment-{}", now().as_second());
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+                          "reason": "AlreadyExists",
+                          "message": format!("maintenancetasks.groundskeeper.dev \"{name}\" already exists")});
+    let (ctx, server) = scripted(vec![
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+        exchange(Method::POST, TASKS_PATH, StatusCode::CONFLICT, conflict),
+    ]);
+    decide_and_apply(&ctx, &cluster, &fragmented()).await;
+    let seen = assert_no_more_requests(ctx, server).await;
+    assert_eq!(seen[0].3["status"]["activeTask"], name.as_str());
+}
+
+#[tokio::test]
+async fn a_status_written_since_it_was_read_submits_nothing_and_decides_again_soon() {
+    // The task controller recorded a task's outcome after this decision read the status.
+    let cluster = cluster(tls_spec(), None);
+    let stale = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+                       "reason": "Conflict",
+                       "message": "Operation cannot be fulfilled on etcdclusters.groundskeeper.dev \"main\": the object has been modified"});
+    let (ctx, server) = scripted(vec![exchange(Method::PATCH, STATUS_PATH, StatusCode::CONFLICT, stale)]);
+    let action = decide_and_apply(&ctx, &cluster, &fragmented()).await;
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)));
+    assert_no_more_requests(ctx, server).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_member_writes_degraded_and_submits_no_task() {
+    let cluster = cluster(tls_spec(), None);
+    let mut members = vec![member(1, 20_000_000, 19_000_000), member(2, 300_000_000, 30_000_000)];
+    members.push(ObservedMember {
+        endpoint: "https://etcd-2:2379".into(),
+        member: MemberObservation {
+            id: 3,
+            name: "etcd-2".into(),
+            is_learner: false,
+            status: Err("https://etcd-2:2379: cannot connect: connection refused".into()),
+        },
+        revision: None,
+    });
+    let (ctx, server) = scripted(vec![exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json())]);
+    decide_and_apply(&ctx, &cluster, &Observed::Members(members)).await;
+    let seen = assert_no_more_requests(ctx, server).await;
+    let status = &seen[0].3["status"];
+    let degraded = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DefragControllerDegraded")
+        .unwrap();
+    assert_eq!(degraded["status"], "True");
+    assert!(
+        degraded["message"].as_str().unwrap().contains("member etcd-2 (https://etcd-2:2379): unreachable")
+    );
+    assert_eq!(status["members"][2]["healthy"], false);
+    assert_eq!(status.get("activeTask"), None);
+}
+
+#[tokio::test]
+async fn an_invalid_spec_is_reported_without_asking_etcd() {
+    let cluster =
+        cluster(json!({"endpoints": ["http://etcd-0:2379"], "policy": {"checkInterval": "10x"}}), None);
+    let (ctx, server) = scripted(vec![
+        exchange(Method::GET, TASKS_PATH, StatusCode::OK, empty_task_list()),
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+    ]);
+    reconcile_at(&cluster, &ctx, now()).await.unwrap();
+    let seen = assert_no_more_requests(ctx, server).await;
+    let conditions = seen[1].3["status"]["conditions"].as_array().unwrap().clone();
+    let degraded = conditions.iter().find(|c| c["type"] == "DefragControllerDegraded").unwrap();
+    assert_eq!(degraded["reason"], "InvalidSpec");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"spec.policy.checkInterval: "10x" is not a duration"#)
+    );
+}
+
+#[tokio::test]
+async fn a_reconcile_before_the_check_is_due_lists_tasks_and_writes_nothing() {
+    let status = EtcdClusterStatus {
+        observed_generation: Some(2),
+        next_check_time: Some((now() + jiff::SignedDuration::from_mins(4)).into()),
+        ..Default::default()
+    };
+    let cluster = cluster(json!({"endpoints": ["http://etcd-0:2379"]}), Some(status));
+    let (ctx, server) = scripted(vec![exchange(Method::GET, TASKS_PATH, StatusCode::OK, empty_task_list())]);
+    let action = reconcile_at(&cluster, &ctx, now()).await.unwrap();
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(240)));
+    assert_no_more_requests(ctx, server).await;
+}
+
+#[tokio::test]
+async fn the_tls_secret_is_read_and_a_missing_key_is_named_without_the_content() {
+    let secret = |data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "etcd-client", "namespace": "etcd"}, "data": data});
+    // base64 of "CA", "CERT", "KEY".
+    let full = json!({"ca.crt": "Q0E=", "tls.crt": "Q0VSVA==", "tls.key": "S0VZ"});
+    let (ctx, server) = scripted(vec![
+        exchange(Method::GET, "/api/v1/namespaces/etcd/secrets/etcd-client", StatusCode::OK, secret(full)),
+        exchange(
+            Method::GET,
+            "/api/v1/namespaces/etcd/secrets/etcd-client",
+            StatusCode::OK,
+            secret(json!({"ca.crt": "Q0E=", "tls.crt": "Q0VSVA=="})),
+        ),
+    ]);
+    let tls = read_client_tls(&ctx.client, "etcd", "etcd-client").await.unwrap();
+    assert_eq!(
+        (tls.ca.as_slice(), tls.cert.as_slice(), tls.key.as_slice()),
+        (&b"CA"[..], &b"CERT"[..], &b"KEY"[..])
+    );
+    assert!(!format!("{tls:?}").contains("KEY"), "Debug must not print key material");
+    let err = read_client_tls(&ctx.client, "etcd", "etcd-client").await.unwrap_err();
+    assert!(err.contains("Secret etcd/etcd-client"), "{err}");
+    assert!(err.contains("no key \"tls.key\""), "{err}");
+    assert!(!err.contains("CERT"), "{err}");
+    assert_no_more_requests(ctx, server).await;
+}
+
+#[test]
+fn the_status_patch_clears_fields_that_went_away() {
+    let before = EtcdClusterStatus {
+        active_task: Some("main-defragment-1".into()),
+        last_maintenance_task: Some("main-compact-1".into()),
+        ..Default::default()
+    };
+    let after =
+        EtcdClusterStatus { last_maintenance_task: Some("main-compact-1".into()), ..Default::default() };
+    let patch = status_patch(&before, &after).unwrap();
+    assert_eq!(patch["status"]["activeTask"], Value::Null);
+    assert!(patch["status"].as_object().unwrap().contains_key("activeTask"));
+    assert_eq!(patch["status"]["lastMaintenanceTask"], "main-compact-1");
+}
+
+#[tokio::test]
+async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() {
+    let cluster = cluster(
+        json!({"endpoints": ["https://etcd-0:2379"], "tls": {"secretName": "etcd-client"},
+               "job": {"backoffLimit": 0, "activeDeadlineSeconds": 60}}),
+        None,
+    );
+    let policy = Policy::from_spec(&cluster.spec).unwrap();
+    let (service, _handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = Context::new(
+        kube::Client::new(service, "default"),
+        ControllerConfig::default(),
+        Arc::new(Metrics::new()),
+    );
+    let limits = job_limits(Some(&policy), &JobLimits::default());
+    assert_eq!(
+        limits,
+        JobLimits {
+            backoff_limit: 0,
+            active_deadline_seconds: 60,
+            ttl_seconds_after_finished: JobLimits::default().ttl_seconds_after_finished,
+        }
+    );
+    assert_eq!(job_limits(None, &JobLimits::default()), JobLimits::default());
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "groundskeeper.dev/v1alpha1".into(),
+        kind: "MaintenanceTask".into(),
+        name: "compact-now".into(),
+        uid: "task-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let job = etcd_job(
+        &cluster,
+        &ctx,
+        EtcdJob {
+            owner,
+            name: "compact-now-0".into(),
+            operation: Operation::Compact(CompactRequest {
+                etcd: EtcdTarget::default(),
+                to: CompactTo::Revision(1),
+                physical: true,
+            }),
+            tls_secret: policy.tls_secret.clone(),
+            labels: BTreeMap::new(),
+            limits: limits.clone(),
+            claim_volumes: Vec::new(),
+        },
+    );
+    assert_eq!(job.limits, limits);
+    let built = serde_json::to_value(build_job(&job)).unwrap();
+    assert_eq!(built["metadata"]["ownerReferences"][0]["kind"], "MaintenanceTask");
+    assert_eq!(built["spec"]["backoffLimit"], 0);
+    let pod = &built["spec"]["template"]["spec"];
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        let mount = mounts
+            .iter()
+            .find(|m| m["mountPath"] == format!("/etc/groundskeeper/etcd-tls/{key}"))
+            .unwrap_or_else(|| panic!("{key} not mounted: {mounts:?}"));
+        assert_eq!(mount["readOnly"], true);
+    }
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(volumes.iter().all(|v| v.get("secret").is_none() || v["secret"]["secretName"] == "etcd-client"));
+}

@@ -1,0 +1,254 @@
+//! The Job API layer at the HTTP level: method, path, query and body of every call.
+
+use groundskeeper_protocol::OperationKind;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget, Operation};
+use std::pin::pin;
+
+use groundskeeper_controller::jobs::{
+    Created, JobState, MaintenanceJob, create_job, delete_job, job_selector, list_job_pods, observe_jobs,
+};
+use groundskeeper_controller::runtime::context::JobLimits;
+use groundskeeper_controller::runtime::error::Error;
+use groundskeeper_protocol::result::CompactReport;
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle};
+
+/// One request the test expects, and the answer it gets.
+struct Exchange {
+    method: Method,
+    /// Path and query, exactly.
+    uri: String,
+    /// The request body must equal this, when given.
+    body: Option<Value>,
+    status: StatusCode,
+    response: Value,
+}
+
+fn exchange(method: Method, uri: &str, status: StatusCode, response: Value) -> Exchange {
+    Exchange { method, uri: uri.to_owned(), body: None, status, response }
+}
+
+/// A client whose API server answers `script` in order and fails the test on anything else.
+fn scripted(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Value>>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(serve(handle, script));
+    (kube::Client::new(service, "default"), server)
+}
+
+async fn serve(handle: Handle<Request<Body>, Response<Body>>, script: Vec<Exchange>) -> Vec<Value> {
+    let mut handle = pin!(handle);
+    let mut bodies = Vec::new();
+    for expected in script {
+        let (request, send) =
+            handle.next_request().await.expect("the client stopped before the script ended");
+        assert_eq!(request.method(), expected.method, "method of {}", request.uri());
+        assert_eq!(request.uri().to_string(), expected.uri);
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: Value =
+            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        if let Some(want) = &expected.body {
+            assert_eq!(&body, want, "body of {} {}", expected.method, expected.uri);
+        }
+        bodies.push(body);
+        let response = Response::builder()
+            .status(expected.status)
+            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
+            .unwrap();
+        send.send_response(response);
+    }
+    bodies
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+}
+
+fn plan() -> MaintenanceJob {
+    MaintenanceJob {
+        namespace: "etcd".into(),
+        name: "compact-main-1".into(),
+        owner: Default::default(),
+        operation: Operation::Compact(CompactRequest {
+            etcd: EtcdTarget::default(),
+            to: CompactTo::Revision(1),
+            physical: false,
+        }),
+        target: "main".into(),
+        image: "img".into(),
+        image_pull_policy: "Always".into(),
+        limits: JobLimits::default(),
+        node: None,
+        extra_labels: Default::default(),
+        annotations: Default::default(),
+        secret_files: Vec::new(),
+        claim_volumes: Vec::new(),
+        scheduling: Default::default(),
+        resources: None,
+    }
+}
+
+fn job_json(name: &str, uid: &str, conditions: Value) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "etcd", "uid": uid, "resourceVersion": "7"},
+        "status": {"conditions": conditions},
+    })
+}
+
+#[tokio::test]
+async fn create_posts_the_built_job() {
+    let built = serde_json::to_value(groundskeeper_controller::jobs::build_job(&plan())).unwrap();
+    let (client, server) = scripted(vec![Exchange {
+        body: Some(built),
+        ..exchange(
+            Method::POST,
+            "/apis/batch/v1/namespaces/etcd/jobs?",
+            StatusCode::CREATED,
+            job_json("compact-main-1", "u1", json!([])),
+        )
+    }]);
+    let created = create_job(&client, &plan()).await.unwrap();
+    assert!(created.is_new());
+    assert_eq!(created.job().metadata.uid.as_deref(), Some("u1"));
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn create_of_an_existing_job_fetches_it() {
+    let (client, server) = scripted(vec![
+        exchange(
+            Method::POST,
+            "/apis/batch/v1/namespaces/etcd/jobs?",
+            StatusCode::CONFLICT,
+            status(409, "AlreadyExists", "jobs.batch \"compact-main-1\" already exists"),
+        ),
+        exchange(
+            Method::GET,
+            "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1",
+            StatusCode::OK,
+            job_json("compact-main-1", "u-old", json!([])),
+        ),
+    ]);
+    let created = create_job(&client, &plan()).await.unwrap();
+    let Created::Existing(job) = created else { panic!("expected the existing Job") };
+    assert_eq!(job.metadata.uid.as_deref(), Some("u-old"));
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn create_errors_name_the_job() {
+    let (client, server) = scripted(vec![exchange(
+        Method::POST,
+        "/apis/batch/v1/namespaces/etcd/jobs?",
+        StatusCode::FORBIDDEN,
+        status(403, "Forbidden", "jobs.batch is forbidden"),
+    )]);
+    let err = create_job(&client, &plan()).await.unwrap_err();
+    assert!(matches!(err, Error::Kube { .. }));
+    assert_eq!(err.api_status_code(), Some(403));
+    assert!(err.to_string().contains("create Job etcd/compact-main-1"), "{err}");
+    assert_eq!(err.metric_label(), "kube");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn observe_jobs_lists_jobs_then_pods_with_the_same_selector() {
+    let selector = job_selector(OperationKind::Compact, "main");
+    let encoded = "app.kubernetes.io%2Fmanaged-by%3Dgroundskeeper%2Cgroundskeeper.dev%2Foperation%3Dcompact%2Cgroundskeeper.dev%2Ftarget%3Dmain";
+    let result = JobResult::new(
+        Report::Compact(CompactReport {
+            current_revision: 100,
+            compacted_revision: 90,
+            ..Default::default()
+        }),
+        Outcome::Succeeded,
+        "2026-01-01T00:00:00Z".into(),
+        3,
+    );
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "compact-main-1-abcde", "namespace": "etcd",
+                     "labels": {"batch.kubernetes.io/job-name": "compact-main-1"},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "compact-main-1", "uid": "u1", "controller": true}]},
+        "status": {"containerStatuses": [{"name": "groundskeeper-job", "image": "img", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 0, "message": result.to_termination_message()}}}]},
+    });
+    let (client, server) = scripted(vec![
+        exchange(
+            Method::GET,
+            &format!("/apis/batch/v1/namespaces/etcd/jobs?&labelSelector={encoded}"),
+            StatusCode::OK,
+            json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {"resourceVersion": "9"}, "items": [
+                job_json("compact-main-1", "u1", json!([{"type": "Complete", "status": "True", "reason": "CompletionsReached"}])),
+                job_json("compact-main-2", "u2", json!([])),
+            ]}),
+        ),
+        exchange(
+            Method::GET,
+            &format!("/api/v1/namespaces/etcd/pods?&labelSelector={encoded}"),
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": [pod]}),
+        ),
+    ]);
+    let observations = observe_jobs(&client, "etcd", &selector).await.unwrap();
+    assert_eq!(observations.len(), 2);
+    let JobState::Succeeded(finished) = &observations[0].state else { panic!("{:?}", observations[0]) };
+    assert_eq!(finished.result.as_ref().unwrap(), &result);
+    assert!(matches!(observations[1].state, JobState::Running(_)));
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn observe_jobs_skips_the_pod_list_when_there_is_no_job() {
+    let (client, server) = scripted(vec![exchange(
+        Method::GET,
+        "/apis/batch/v1/namespaces/etcd/jobs?&labelSelector=a%3Db",
+        StatusCode::OK,
+        json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []}),
+    )]);
+    assert!(observe_jobs(&client, "etcd", "a=b").await.unwrap().is_empty());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn job_pods_are_listed_by_the_job_name_label() {
+    let (client, server) = scripted(vec![exchange(
+        Method::GET,
+        "/api/v1/namespaces/etcd/pods?&labelSelector=batch.kubernetes.io%2Fjob-name%3Dcompact-main-1",
+        StatusCode::OK,
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
+    )]);
+    assert!(list_job_pods(&client, "etcd", "compact-main-1").await.unwrap().is_empty());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn delete_propagates_in_the_background_and_tolerates_a_gone_job() {
+    let background = json!({"propagationPolicy": "Background"});
+    let (client, server) = scripted(vec![
+        Exchange {
+            body: Some(background.clone()),
+            ..exchange(
+                Method::DELETE,
+                "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
+                StatusCode::OK,
+                job_json("compact-main-1", "u1", json!([])),
+            )
+        },
+        Exchange {
+            body: Some(background),
+            ..exchange(
+                Method::DELETE,
+                "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
+                StatusCode::NOT_FOUND,
+                status(404, "NotFound", "jobs.batch \"compact-main-1\" not found"),
+            )
+        },
+    ]);
+    assert!(delete_job(&client, "etcd", "compact-main-1").await.unwrap());
+    assert!(!delete_job(&client, "etcd", "compact-main-1").await.unwrap());
+    server.await.unwrap();
+}

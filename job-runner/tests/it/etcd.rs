@@ -1,0 +1,484 @@
+//! `groundskeeper-job defrag` and `compact` against real etcd 3.4 and 3.5 clusters (3 members on
+//! loopback). A missing etcd skips the test with a message, except under `CI=true`.
+//!
+//! The tests run one at a time (a lock): several 3-member clusters at once on a small machine
+//! would starve etcd's heartbeats and cause elections that are nobody's fault.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use etcd_client::{AlarmAction, AlarmType};
+use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
+use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
+use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
+use groundskeeper_job::run::exit_code;
+use groundskeeper_protocol::result::{DefragReport, ErrorKind};
+use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
+
+/// Churned dbs reach this size; the thresholds below sit well under it.
+const CHURNED_DB: i64 = 6_000_000;
+const MIN_DEFRAG_BYTES: i64 = 1_000_000;
+
+async fn cluster(version: EtcdVersion, options: ClusterOptions) -> Option<EtcdCluster> {
+    let binary = etcd_or_skip(version)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Some(EtcdCluster::start(&binary, options).await.expect("the etcd cluster starts"))
+}
+
+async fn fragmented(version: EtcdVersion, options: ClusterOptions) -> Option<EtcdCluster> {
+    let cluster = cluster(version, options).await?;
+    cluster.churn(CHURNED_DB).await.expect("churn");
+    Some(cluster)
+}
+
+fn defrag_args(cluster: &EtcdCluster, result_file: &Path) -> DefragArgs {
+    common::defrag_args(cluster, result_file, MIN_DEFRAG_BYTES, 45.0)
+}
+
+/// Runs the real binary; returns its exit code and the result it wrote.
+fn run_binary(cluster: &EtcdCluster, args: &[&str]) -> (i32, JobResult) {
+    let result_file = cluster.dir().join("result.json");
+    let _ = std::fs::remove_file(&result_file);
+    let out = Command::new(env!("CARGO_BIN_EXE_groundskeeper-job"))
+        .args(args)
+        .arg("--result-file")
+        .arg(&result_file)
+        .output()
+        .expect("groundskeeper-job runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json = std::fs::read_to_string(&result_file)
+        .unwrap_or_else(|e| panic!("no result file ({e}); stderr:\n{stderr}"));
+    let result = JobResult::parse(&json).unwrap_or_else(|e| panic!("bad result ({e}): {json}"));
+    eprintln!("{stderr}");
+    (out.status.code().expect("exited"), result)
+}
+
+fn defrag_report(result: &JobResult) -> &DefragReport {
+    match &result.report {
+        Report::Defrag(report) => report,
+        other => panic!("not a defrag report: {other:?}"),
+    }
+}
+
+async fn max_term(cluster: &EtcdCluster) -> u64 {
+    let states = cluster.states().await.expect("every member answers");
+    states.iter().map(|s| s.raft_term).max().unwrap()
+}
+
+groundskeeper_e2e::for_each_etcd_version!(
+    every_member_is_defragmented_with_one_planned_leader_transfer,
+    a_member_under_the_thresholds_is_left_alone,
+    dry_run_changes_nothing,
+    a_member_killed_mid_run_stops_the_run,
+    client_tls_with_generated_certificates,
+    compaction_is_idempotent_and_refuses_future_revisions,
+    a_defrag_call_timeout_is_not_a_failure,
+    a_nospace_alarm_is_disarmed_once_space_is_back,
+    no_move_leader_defragments_the_leader_last_in_place,
+    a_second_run_is_refused_while_the_lock_is_held,
+    endpoints_of_two_clusters_are_refused,
+    a_compaction_is_told_even_when_no_member_needs_a_defrag,
+);
+
+async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let before = cluster.states().await.unwrap();
+    let term_before = max_term(&cluster).await;
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let (code, result) = run_binary(
+        &cluster,
+        &["defrag", "--endpoints", &cluster.endpoints_flag(), "--min-defrag-bytes", &min],
+    );
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert_eq!(result.outcome, Outcome::Succeeded);
+    let report = defrag_report(&result);
+    assert_eq!(report.members.len(), 3);
+    assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
+    for m in &report.members {
+        assert!(m.db_size_after < m.db_size_before / 2, "{m:?} barely shrank");
+    }
+    // Followers first; the leader last, after leadership moved to a follower.
+    let old_leader = before.iter().find(|s| s.is_leader()).unwrap();
+    let last = report.members.last().unwrap();
+    assert_eq!(last.name, old_leader.name);
+    assert!(last.was_leader);
+    assert!(report.members[..2].iter().all(|m| !m.was_leader));
+    let moved_to = report.leader_moved_to.clone().expect("leadership was moved");
+    assert_ne!(moved_to, old_leader.name);
+    // One planned transfer: the term rose by exactly that, no election on top.
+    let after = cluster.states().await.unwrap();
+    let term_after = max_term(&cluster).await;
+    assert!(term_after <= term_before + 1, "term {term_before} → {term_after}: an election happened");
+    assert_eq!(after.iter().find(|s| s.is_leader()).unwrap().name, moved_to);
+    for (b, a) in before.iter().zip(&after) {
+        assert!(a.db_size < b.db_size / 2, "{a:?} still large (was {} bytes)", b.db_size);
+    }
+}
+
+async fn a_member_under_the_thresholds_is_left_alone(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    // Defragment one follower by hand: it is then far under the fragmentation threshold.
+    let states = cluster.states().await.unwrap();
+    let follower = (0..3).find(|i| !states[*i].is_leader()).unwrap();
+    let mut client = cluster.client(Some(follower)).await.unwrap();
+    client.defragment().await.unwrap();
+    let small = cluster.state(follower).await.unwrap();
+    assert!(small.db_size < states[follower].db_size / 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = defrag_args(&cluster, &dir.path().join("r")).options().unwrap();
+    let result = run_defrag(&options, &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    let untouched = report.members.iter().find(|m| m.name == small.name).unwrap();
+    assert!(!untouched.defragmented);
+    assert!(untouched.reason.contains("under the 45% fragmentation threshold"), "{}", untouched.reason);
+    assert_eq!(report.members.last().unwrap().name, small.name, "skipped members come last");
+    assert_eq!(report.members.iter().filter(|m| m.defragmented).count(), 2);
+
+    // Over every size threshold: nothing to do, and the run says so.
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.min_defrag_bytes = 1_000_000_000;
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Skipped, "{result:?}");
+    assert_eq!(exit_code(&result), exit::SUCCESS);
+    assert!(defrag_report(&result).members.iter().all(|m| !m.defragmented));
+}
+
+async fn dry_run_changes_nothing(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let before = cluster.settled_states(Duration::from_secs(30)).await.unwrap();
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let (code, result) = run_binary(
+        &cluster,
+        &[
+            "defrag",
+            "--endpoints",
+            &cluster.endpoints_flag(),
+            "--min-defrag-bytes",
+            &min,
+            "--compact-retain-revisions",
+            "0",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(code, exit::SUCCESS);
+    assert_eq!(result.outcome, Outcome::Succeeded);
+    let report = defrag_report(&result);
+    assert!(report.dry_run);
+    assert_eq!(report.compacted_revision, None);
+    assert!(report.members.iter().all(|m| !m.defragmented && m.reason.starts_with("would defragment")));
+    let after = cluster.states().await.unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (b.db_size, b.leader, b.raft_term, b.revision),
+            (a.db_size, a.leader, a.raft_term, a.revision)
+        );
+    }
+}
+
+async fn a_member_killed_mid_run_stops_the_run(version: EtcdVersion) {
+    let Some(mut cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = defrag_args(&cluster, &dir.path().join("r")).options().unwrap();
+    let names: Vec<String> = (0..3).map(|i| cluster.name(i).to_owned()).collect();
+    let mut killed = None;
+    let mut plan_order = Vec::new();
+    let result = {
+        let cluster = &mut cluster;
+        run_defrag(&options, &mut |progress| match progress {
+            Progress::Planned(plan) => plan_order = plan.members.iter().map(|m| m.name.clone()).collect(),
+            // After the first member, kill the member planned last (the leader).
+            Progress::MemberDone(_) if killed.is_none() => {
+                let victim = plan_order.last().unwrap().clone();
+                cluster.kill(names.iter().position(|n| *n == victim).unwrap());
+                killed = Some(victim);
+            }
+            _ => {}
+        })
+        .await
+    };
+    let killed = killed.expect("a member was killed");
+    assert_eq!(result.outcome, Outcome::Failed, "{result:?}");
+    assert_eq!(exit_code(&result), exit::RETRYABLE);
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.kind, ErrorKind::Retryable);
+    assert!(error.message.contains(&format!("member {killed}")), "{}", error.message);
+    assert!(
+        error.message.contains("not healthy") || error.message.contains("unhealthy"),
+        "{}",
+        error.message
+    );
+    let report = defrag_report(&result);
+    assert_eq!(report.members.iter().filter(|m| m.defragmented).count(), 1, "{report:?}");
+    assert_eq!(report.members.len(), 3);
+    assert!(report.leader_moved_to.is_none(), "nothing more was touched");
+}
+
+async fn client_tls_with_generated_certificates(version: EtcdVersion) {
+    let options = ClusterOptions { client_tls: true, ..ClusterOptions::default() };
+    let Some(cluster) = fragmented(version, options).await else {
+        return;
+    };
+    assert!(cluster.endpoints_flag().starts_with("https://"));
+    let endpoints = cluster.endpoints_flag();
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let mut args = vec!["defrag", "--endpoints", &endpoints, "--min-defrag-bytes", &min];
+    let tls_flags = cluster.tls_flags();
+    args.extend(tls_flags.iter().map(String::as_str));
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert!(defrag_report(&result).members.iter().all(|m| m.defragmented));
+
+    // Without a client certificate the members refuse us: unreachable, retryable.
+    let ca = cluster.tls().unwrap().ca.display().to_string();
+    let (code, result) = run_binary(&cluster, &["defrag", "--endpoints", &endpoints, "--cacert", &ca]);
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    // A TLS file that is not there is bad input.
+    let (code, result) =
+        run_binary(&cluster, &["defrag", "--endpoints", &endpoints, "--cacert", "/nonexistent/ca.pem"]);
+    assert_eq!(code, exit::BAD_INPUT);
+    assert!(result.message.unwrap().contains("--cacert /nonexistent/ca.pem"));
+    // https without a CA is bad input too.
+    let (code, _) = run_binary(&cluster, &["defrag", "--endpoints", &endpoints]);
+    assert_eq!(code, exit::BAD_INPUT);
+    // A CA that did not sign the members' certificates: no retry fixes it.
+    let wrong_ca = cluster.dir().join("unrelated-ca.pem");
+    std::fs::write(&wrong_ca, unrelated_ca_pem()).unwrap();
+    let wrong_ca = wrong_ca.display().to_string();
+    let mut args = vec!["defrag", "--endpoints", &endpoints];
+    let tls_flags: Vec<String> =
+        tls_flags.iter().map(|f| if *f == ca { wrong_ca.clone() } else { f.clone() }).collect();
+    args.extend(tls_flags.iter().map(String::as_str));
+    assert!(args.contains(&wrong_ca.as_str()), "{args:?}");
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("--cacert must be the CA"), "{message}");
+}
+
+fn unrelated_ca_pem() -> String {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+/// Two runs at once on one cluster: the second is refused (retryable) naming the first, touches
+/// nothing, and the lock is gone once the first has finished.
+async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let client = cluster.client(None).await.unwrap();
+    let acquired = DefragLock::acquire(client).await;
+    let Ok(Acquired::Held(held)) = acquired else {
+        panic!("the cluster has space: the lock is taken");
+    };
+    let before = cluster.settled_states(Duration::from_secs(30)).await.unwrap();
+    let endpoints = cluster.endpoints_flag();
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let args = ["defrag", "--endpoints", &endpoints, "--min-defrag-bytes", &min];
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("another defrag run holds this cluster's lock"), "{message}");
+    assert!(message.contains("s left unless renewed"), "{message}");
+    let after = cluster.states().await.unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (b.db_size, b.revision),
+            (a.db_size, a.revision),
+            "{}: nothing defragmented, and the lock moved no revision",
+            b.name
+        );
+    }
+    held.release().await;
+
+    let (code, result) = run_binary(&cluster, &args);
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert!(defrag_report(&result).members.iter().all(|m| m.defragmented));
+    let mut client = cluster.client(None).await.unwrap();
+    let lease = client.lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None).await.unwrap();
+    assert_eq!(lease.ttl(), -1, "the run gave the lock back");
+}
+
+/// One run, one cluster: endpoints of two clusters are bad input, and neither is touched.
+async fn endpoints_of_two_clusters_are_refused(version: EtcdVersion) {
+    let one = ClusterOptions { members: 1, ..ClusterOptions::default() };
+    let Some(first) = cluster(version, one.clone()).await else {
+        return;
+    };
+    let Some(second) = cluster(version, one).await else {
+        return;
+    };
+    let endpoints = format!("{},{}", first.endpoints_flag(), second.endpoints_flag());
+    let (code, result) = run_binary(
+        &first,
+        &["defrag", "--endpoints", &endpoints, "--allow-single-member", "--min-defrag-bytes", "0"],
+    );
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("2 different etcd clusters"), "{message}");
+    assert!(
+        message.contains(&first.endpoints_flag()) && message.contains(&second.endpoints_flag()),
+        "{message}"
+    );
+}
+
+/// `--compact-retain-revisions` compacts even when no member is over the thresholds, and the
+/// result says so.
+async fn a_compaction_is_told_even_when_no_member_needs_a_defrag(version: EtcdVersion) {
+    let Some(cluster) = cluster(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let mut client = cluster.client(None).await.unwrap();
+    for i in 0..50 {
+        client.put("k", format!("v{i}"), None).await.unwrap();
+    }
+    let endpoints = cluster.endpoints_flag();
+    let huge = (64u64 << 30).to_string();
+    let (code, result) = run_binary(
+        &cluster,
+        &[
+            "defrag",
+            "--endpoints",
+            &endpoints,
+            "--min-defrag-bytes",
+            &huge,
+            "--compact-retain-revisions",
+            "10",
+        ],
+    );
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert_eq!(result.outcome, Outcome::Skipped);
+    let compacted = defrag_report(&result).compacted_revision.expect("compacted");
+    let message = result.message.unwrap();
+    assert!(
+        message.starts_with(&format!("compacted to revision {compacted}; 0 of 3 member(s)")),
+        "{message}"
+    );
+}
+
+async fn compaction_is_idempotent_and_refuses_future_revisions(version: EtcdVersion) {
+    let Some(cluster) = cluster(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let mut client = cluster.client(None).await.unwrap();
+    for i in 0..20 {
+        client.put("k", format!("v{i}"), None).await.unwrap();
+    }
+    let current = cluster.state(0).await.unwrap().revision;
+    let endpoints = cluster.endpoints_flag();
+    let (code, result) =
+        run_binary(&cluster, &["compact", "--endpoints", &endpoints, "--retain-revisions", "5"]);
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let Report::Compact(report) = &result.report else { panic!() };
+    assert_eq!((report.current_revision, report.compacted_revision), (current, current - 5));
+    assert!(!report.already_compacted);
+
+    // The same point again, and an older one: already compacted, which is success.
+    for revision in [current - 5, current - 10] {
+        let r = revision.to_string();
+        let (code, result) =
+            run_binary(&cluster, &["compact", "--endpoints", &endpoints, "--revision", &r, "--physical"]);
+        assert_eq!(code, exit::SUCCESS, "{result:?}");
+        let Report::Compact(report) = &result.report else { panic!() };
+        assert!(report.already_compacted, "{report:?}");
+    }
+    // A revision the store has not reached is bad input.
+    let future = (current + 1000).to_string();
+    let (code, result) = run_binary(&cluster, &["compact", "--endpoints", &endpoints, "--revision", &future]);
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.unwrap().contains("future revision"));
+    // Retaining more than the history holds: nothing to do.
+    let (code, result) =
+        run_binary(&cluster, &["compact", "--endpoints", &endpoints, "--retain-revisions", "100000"]);
+    assert_eq!(code, exit::SUCCESS);
+    assert_eq!(result.outcome, Outcome::Skipped);
+    // An unreachable cluster is retryable.
+    let dead = "http://127.0.0.1:1";
+    let (code, _) = run_binary(&cluster, &["compact", "--endpoints", dead, "--retain-revisions", "1"]);
+    assert_eq!(code, exit::RETRYABLE);
+}
+
+async fn a_defrag_call_timeout_is_not_a_failure(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let before = cluster.states().await.unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    // The call gives up at once; the runner must then poll until each defrag is over.
+    args.defrag_call_timeout_ms = 1;
+    args.compact_retain_revisions = Some(0);
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert!(report.compacted_revision.is_some());
+    assert!(report.members.iter().all(|m| m.defragmented));
+    // The defrags did happen (server-side), even though every call was abandoned.
+    for (b, a) in before.iter().zip(cluster.states().await.unwrap()) {
+        assert!(a.db_size < b.db_size / 2, "{a:?} still large (was {} bytes)", b.db_size);
+    }
+}
+
+async fn a_nospace_alarm_is_disarmed_once_space_is_back(version: EtcdVersion) {
+    let options = ClusterOptions { quota_backend_bytes: Some(8_000_000), ..ClusterOptions::default() };
+    let Some(cluster) = cluster(version, options).await else {
+        return;
+    };
+    let mut client = cluster.client(None).await.unwrap();
+    let value = vec![b'x'; 256 * 1024];
+    let mut writes = 0;
+    loop {
+        match client.put(format!("fill/{}", writes % 4), value.clone(), None).await {
+            Ok(_) => writes += 1,
+            Err(err) if err.to_string().contains("database space exceeded") => break,
+            Err(err) => panic!("unexpected write error: {err}"),
+        }
+        assert!(writes < 1000, "the quota was never reached");
+    }
+    let alarms = client.alarm(AlarmAction::Get, AlarmType::None, None).await.unwrap();
+    assert!(alarms.alarms().iter().any(|a| a.alarm() == AlarmType::Nospace));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.compact_retain_revisions = Some(0);
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
+    assert!(!report.alarms_disarmed.is_empty());
+    let alarms = client.alarm(AlarmAction::Get, AlarmType::None, None).await.unwrap();
+    assert!(alarms.alarms().is_empty(), "{} alarm(s) left", alarms.alarms().len());
+    client.put("fill/after", "writable again", None).await.expect("writes are accepted again");
+}
+
+async fn no_move_leader_defragments_the_leader_last_in_place(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let leader = cluster.leader().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.no_move_leader = true;
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert_eq!(report.leader_moved_to, None);
+    assert!(report.members.iter().all(|m| m.defragmented));
+    let last = report.members.last().unwrap();
+    assert_eq!((last.name.as_str(), last.was_leader), (leader.name.as_str(), true));
+}

@@ -1,0 +1,11 @@
+//! The integration tests of this crate, in one binary (one link, one process): each module
+//! is one area.
+
+mod cleanup;
+mod cleanup_agent_client;
+mod cleanup_ring_hash;
+mod common;
+mod etcd;
+mod revision;
+mod signals;
+mod snapshot;

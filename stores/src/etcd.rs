@@ -1,0 +1,6 @@
+//! etcd: reaching a cluster's members, and the rules for compaction, defragmentation and
+//! snapshot files.
+
+pub mod connect;
+pub mod plan;
+pub mod retention;

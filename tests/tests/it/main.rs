@@ -1,0 +1,13 @@
+//! The integration tests of this crate, in one binary (one link, one process): each module
+//! is one area.
+
+mod apiserver;
+mod common;
+mod demo;
+mod etcd_fleet;
+mod etcd_maintenance;
+mod etcd_snapshot;
+mod leader_election;
+mod real_cluster;
+mod scylla_cleanup;
+mod scylla_ownership;
