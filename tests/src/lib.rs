@@ -8,5 +8,6 @@ pub mod apiserver;
 pub mod etcd_cluster;
 pub mod kubelet;
 pub mod measure;
+pub mod reference;
 pub mod scylla_agent;
 pub mod scylla_operator;

@@ -1,4 +1,4 @@
-//! A Scylla Manager Agent stand-in following `shared/reference/scylla/*.json`.
+//! A Scylla Manager Agent stand-in following Scylla's own REST API description (the reference files, see [`crate::reference`]).
 //!
 //! HTTPS on 127.0.0.1 with a throwaway CA, the agent's bearer-token check (401 with the agent's
 //! own body otherwise), and the Scylla REST routes groundskeeper uses, with Scylla's paths,

@@ -85,7 +85,7 @@ fn ordinal_key(service: &str) -> (String, u64) {
     }
 }
 
-/// The cluster preconditions of DESIGN.md, each failing one as "waiting for …".
+/// The cluster preconditions (`docs/protocol.md`, "Scylla"), each failing one as "waiting for …".
 pub fn precondition_failures(cluster: &ClusterFacts) -> Vec<String> {
     let mut waiting = Vec::new();
     match (cluster.generation, cluster.observed_generation) {

@@ -1,4 +1,4 @@
-//! The partial views against scylla-operator's real CRDs (`../shared/reference/scylla/`):
+//! The partial views against scylla-operator's real CRDs (the reference files beside the repository, see `groundskeeper_e2e::reference`):
 //! example objects valid against the CRD deserialise, and every field the views model exists in
 //! the CRD's schema at the same path.
 
@@ -6,12 +6,10 @@ use serde_json::{Value, json};
 
 use super::{ScyllaCluster, ScyllaDBDatacenter};
 
-const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/reference/scylla/");
-
 fn schema(file: &str, version: &str) -> Value {
-    let path = format!("{REFERENCE}{file}");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("read {path}: {err}"));
-    let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|err| panic!("parse {path}: {err}"));
+    let dir = groundskeeper_e2e::reference::scylla_dir(file).expect("checked by the test");
+    let text = groundskeeper_e2e::reference::read(&dir, file);
+    let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|err| panic!("parse {file}: {err}"));
     crd["spec"]["versions"]
         .as_array()
         .unwrap()
@@ -141,6 +139,9 @@ fn scylla_datacenter_example() -> Value {
 
 #[test]
 fn scylla_cluster_example_is_valid_and_reads() {
+    if groundskeeper_e2e::reference::scylla_dir("scylla_cluster_example_is_valid_and_reads").is_none() {
+        return;
+    }
     let crd = schema("scyllaclusters.crd.yaml", "v1");
     let example = scylla_cluster_example();
     validate(&crd, &example, "").unwrap();
@@ -164,6 +165,9 @@ fn scylla_cluster_example_is_valid_and_reads() {
 
 #[test]
 fn scylla_datacenter_example_is_valid_and_reads() {
+    if groundskeeper_e2e::reference::scylla_dir("scylla_datacenter_example_is_valid_and_reads").is_none() {
+        return;
+    }
     let crd = schema("scylladbdatacenters.crd.yaml", "v1alpha1");
     let example = scylla_datacenter_example();
     validate(&crd, &example, "").unwrap();
@@ -178,6 +182,10 @@ fn scylla_datacenter_example_is_valid_and_reads() {
 
 #[test]
 fn every_field_the_views_model_is_in_the_crd_schema() {
+    if groundskeeper_e2e::reference::scylla_dir("every_field_the_views_model_is_in_the_crd_schema").is_none()
+    {
+        return;
+    }
     // Serialising a view gives exactly the fields it models, at the paths it reads them from.
     for (file, version, modelled) in [
         (
@@ -201,6 +209,10 @@ fn every_field_the_views_model_is_in_the_crd_schema() {
 
 #[test]
 fn the_schema_check_rejects_paths_that_do_not_exist() {
+    if groundskeeper_e2e::reference::scylla_dir("the_schema_check_rejects_paths_that_do_not_exist").is_none()
+    {
+        return;
+    }
     let crd = schema("scyllaclusters.crd.yaml", "v1");
     let mut wrong = scylla_cluster_example();
     wrong["spec"]["datacenter"]["racks"][0]["nodes"] = json!(3); // `nodes` is the v1alpha1 name

@@ -1,6 +1,6 @@
 //! What the cleanup trigger should do for one ScyllaCluster: a pure function of a snapshot.
 //!
-//! Rules (see DESIGN.md, "Scylla"):
+//! Rules (see `docs/protocol.md`, "Scylla"):
 //! * where scylla-operator's own cleanup controller runs for the cluster (1.10+), the ring-hash
 //!   rule below stands back: no `last-cleaned-…` is seeded, and a node whose hashes differ (or is
 //!   `NeverCleanedUp`, or not seeded yet) is scylla-operator's to clean whole. The ownership rule

@@ -1,11 +1,9 @@
 //! The conditions we write, checked against scylla-operator's real CRDs
-//! (`../shared/reference/scylla/*.crd.yaml`): `status.conditions` is a plain list there, and each
+//! (scylla-operator's real CRDs, see `groundskeeper_e2e::reference`): `status.conditions` is a plain list there, and each
 //! entry we produce satisfies the schema of its items.
 
 use groundskeeper_controller::conditions::{Condition, ConditionStatus, merge_conditions};
 use serde_json::{Value, json};
-
-const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/reference/scylla/");
 
 struct Target {
     crd_file: &'static str,
@@ -18,9 +16,9 @@ const TARGETS: [Target; 2] = [
 ];
 
 fn load_crd(file: &str) -> Value {
-    let path = format!("{REFERENCE}{file}");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("read {path}: {err}"));
-    serde_saphyr::from_str(&text).unwrap_or_else(|err| panic!("parse {path}: {err}"))
+    let dir = groundskeeper_e2e::reference::scylla_dir(file).expect("checked by the test");
+    let text = groundskeeper_e2e::reference::read(&dir, file);
+    serde_saphyr::from_str(&text).unwrap_or_else(|err| panic!("parse {file}: {err}"))
 }
 
 /// `status.conditions` of one served version of a CRD, and whether that version has a status
@@ -130,6 +128,11 @@ fn our_conditions() -> Vec<Condition> {
 
 #[test]
 fn conditions_are_a_plain_list_on_a_status_subresource() {
+    if groundskeeper_e2e::reference::scylla_dir("conditions_are_a_plain_list_on_a_status_subresource")
+        .is_none()
+    {
+        return;
+    }
     for target in TARGETS {
         let (schema, has_status_subresource) = conditions_schema(&target);
         assert_eq!(schema["type"], "array", "{}", target.crd_file);
@@ -148,6 +151,11 @@ fn conditions_are_a_plain_list_on_a_status_subresource() {
 
 #[test]
 fn every_condition_we_write_satisfies_the_item_schema() {
+    if groundskeeper_e2e::reference::scylla_dir("every_condition_we_write_satisfies_the_item_schema")
+        .is_none()
+    {
+        return;
+    }
     let foreign = json!({"type": "Available", "status": "True", "reason": "AsExpected", "message": "",
                          "lastTransitionTime": "2025-12-24T10:00:00Z", "observedGeneration": 3});
     for target in TARGETS {
@@ -173,6 +181,11 @@ fn every_condition_we_write_satisfies_the_item_schema() {
 
 #[test]
 fn the_check_itself_catches_what_the_api_server_would_reject() {
+    if groundskeeper_e2e::reference::scylla_dir("the_check_itself_catches_what_the_api_server_would_reject")
+        .is_none()
+    {
+        return;
+    }
     let (schema, _) = conditions_schema(&TARGETS[1]);
     let good = json!({"type": "CleanupControllerDegraded", "status": "False", "reason": "AsExpected", "message": "",
                       "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1});

@@ -5,9 +5,9 @@
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget};
 use std::collections::BTreeMap;
-use std::pin::pin;
 use std::sync::Arc;
 
+use crate::mock_api::{Exchange, Server, assert_no_more_requests, scripted_context};
 use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdClusterStatus};
 use groundskeeper_controller::etcd::apply::{apply, status_patch};
 use groundskeeper_controller::etcd::controller::reconcile_at;
@@ -17,104 +17,21 @@ use groundskeeper_controller::etcd::observe::ObservedMember;
 use groundskeeper_controller::etcd::observe::read_client_tls;
 use groundskeeper_controller::etcd::policy::Policy;
 use groundskeeper_controller::jobs::build_job;
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig, JobLimits};
-use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::runtime::context::{Context, JobLimits};
 use groundskeeper_stores::etcd::plan::{MemberObservation, MemberStatus};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, StatusCode};
 use jiff::Timestamp;
-use kube::client::Body;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle};
 
-type MockHandle = Handle<Request<Body>, Response<Body>>;
-
-/// One request the test expects (method and path; the query must contain `query` decoded), and
-/// the answer it gets.
-struct Exchange {
-    method: Method,
-    path: String,
-    query: Option<String>,
-    status: StatusCode,
-    response: Value,
-}
-
+/// A request of `method` on `path`, and its answer.
 fn exchange(method: Method, path: &str, status: StatusCode, response: Value) -> Exchange {
-    Exchange { method, path: path.to_owned(), query: None, status, response }
+    Exchange::new(method, path, status.as_u16(), response)
 }
 
-/// Seen request: method, path, content type, body.
-type Seen = (Method, String, String, Value);
-
-/// A context whose API server answers `script` in order; the task returns the requests and the
-/// handle, so that a test can check that nothing else was asked.
-fn scripted(script: Vec<Exchange>) -> (Arc<Context>, tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(serve(handle, script));
-    let client = kube::Client::new(service, "default");
-    let ctx = Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new()));
-    (Arc::new(ctx), server)
-}
-
-async fn serve(mut handle: MockHandle, script: Vec<Exchange>) -> (Vec<Seen>, MockHandle) {
-    let mut seen = Vec::new();
-    for expected in script {
-        let (request, send) =
-            pin!(&mut handle).next_request().await.expect("the client stopped before the script ended");
-        assert_eq!(request.method(), expected.method, "method of {}", request.uri());
-        assert_eq!(request.uri().path(), expected.path);
-        if let Some(query) = &expected.query {
-            let got = percent_decode(request.uri().query().unwrap_or_default());
-            assert!(got.contains(query.as_str()), "query {got:?} lacks {query:?}");
-        }
-        let content_type = request
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
-        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        seen.push((method, path, content_type, body));
-        let response = Response::builder()
-            .status(expected.status)
-            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
-            .unwrap();
-        send.send_response(response);
-    }
-    (seen, handle)
-}
-
-/// After the client is gone: no request beyond the script was made.
-async fn assert_no_more_requests(
-    ctx: Arc<Context>,
-    server: tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>,
-) -> Vec<Seen> {
-    drop(ctx);
-    let (seen, mut handle) = server.await.unwrap();
-    if let Some((request, _)) = pin!(&mut handle).next_request().await {
-        panic!("unexpected request {} {}", request.method(), request.uri());
-    }
-    seen
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16)
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
+/// A context whose API server answers `script` in order.
+fn scripted(script: Vec<Exchange>) -> (Arc<Context>, Server) {
+    scripted_context(script)
 }
 
 fn now() -> Timestamp {
@@ -226,8 +143,8 @@ async fn a_due_defrag_writes_the_status_then_submits_one_task_and_an_event() {
     assert_eq!(action, Action::requeue(std::time::Duration::from_secs(600)));
     let seen = assert_no_more_requests(ctx, server).await;
 
-    let (_, _, content_type, patch) = &seen[0];
-    assert_eq!(content_type, "application/merge-patch+json");
+    let (content_type, patch) = (seen[0].content_type.as_deref(), &seen[0].body);
+    assert_eq!(content_type, Some("application/merge-patch+json"));
     assert_eq!(patch["metadata"]["resourceVersion"], "7", "written on the resourceVersion decided on");
     let status = &patch["status"];
     assert_eq!(status["activeTask"], name.as_str());
@@ -240,7 +157,7 @@ async fn a_due_defrag_writes_the_status_then_submits_one_task_and_an_event() {
     assert_eq!(progressing["reason"], "TaskCreated");
     assert_eq!(progressing["lastTransitionTime"], "2026-03-01T12:00:00Z");
 
-    let task = &seen[1].3;
+    let task = &seen[1].body;
     assert_eq!(task["metadata"]["name"], name.as_str());
     assert_eq!(task["metadata"]["namespace"], "etcd");
     let labels = &task["metadata"]["labels"];
@@ -258,7 +175,7 @@ async fn a_due_defrag_writes_the_status_then_submits_one_task_and_an_event() {
         json!({"defragment": {"minDefragBytes": 100_000_000, "maxFragmentedPercent": 45.0}})
     );
 
-    let event = &seen[2].3;
+    let event = &seen[2].body;
     assert_eq!(event["reason"], "MaintenanceTaskCreated");
     assert_eq!(event["regarding"]["name"], "main");
     assert!(event["note"].as_str().unwrap().contains(&name), "{event}");
@@ -277,7 +194,7 @@ async fn a_racing_submit_takes_the_existing_task_and_publishes_no_event() {
     ]);
     decide_and_apply(&ctx, &cluster, &fragmented()).await;
     let seen = assert_no_more_requests(ctx, server).await;
-    assert_eq!(seen[0].3["status"]["activeTask"], name.as_str());
+    assert_eq!(seen[0].body["status"]["activeTask"], name.as_str());
 }
 
 #[tokio::test]
@@ -310,7 +227,7 @@ async fn an_unreachable_member_writes_degraded_and_submits_no_task() {
     let (ctx, server) = scripted(vec![exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json())]);
     decide_and_apply(&ctx, &cluster, &Observed::Members(members)).await;
     let seen = assert_no_more_requests(ctx, server).await;
-    let status = &seen[0].3["status"];
+    let status = &seen[0].body["status"];
     let degraded = status["conditions"]
         .as_array()
         .unwrap()
@@ -335,7 +252,7 @@ async fn an_invalid_spec_is_reported_without_asking_etcd() {
     ]);
     reconcile_at(&cluster, &ctx, now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
-    let conditions = seen[1].3["status"]["conditions"].as_array().unwrap().clone();
+    let conditions = seen[1].body["status"]["conditions"].as_array().unwrap().clone();
     let degraded = conditions.iter().find(|c| c["type"] == "DefragControllerDegraded").unwrap();
     assert_eq!(degraded["reason"], "InvalidSpec");
     assert!(
@@ -410,12 +327,7 @@ async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() 
         None,
     );
     let policy = Policy::from_spec(&cluster.spec).unwrap();
-    let (service, _handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let ctx = Context::new(
-        kube::Client::new(service, "default"),
-        ControllerConfig::default(),
-        Arc::new(Metrics::new()),
-    );
+    let (ctx, _server) = scripted_context(Vec::new());
     let limits = job_limits(Some(&policy), &JobLimits::default());
     assert_eq!(
         limits,

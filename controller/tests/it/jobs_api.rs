@@ -2,7 +2,6 @@
 
 use groundskeeper_protocol::OperationKind;
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget, Operation};
-use std::pin::pin;
 
 use groundskeeper_controller::jobs::{
     Created, JobState, MaintenanceJob, create_job, delete_job, job_selector, list_job_pods, observe_jobs,
@@ -11,59 +10,14 @@ use groundskeeper_controller::runtime::context::JobLimits;
 use groundskeeper_controller::runtime::error::Error;
 use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
+use http::{Method, StatusCode};
+
+use crate::mock_api::{Exchange, scripted, status};
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle};
 
-/// One request the test expects, and the answer it gets.
-struct Exchange {
-    method: Method,
-    /// Path and query, exactly.
-    uri: String,
-    /// The request body must equal this, when given.
-    body: Option<Value>,
-    status: StatusCode,
-    response: Value,
-}
-
+/// A request of `method` on exactly `uri`, and its answer.
 fn exchange(method: Method, uri: &str, status: StatusCode, response: Value) -> Exchange {
-    Exchange { method, uri: uri.to_owned(), body: None, status, response }
-}
-
-/// A client whose API server answers `script` in order and fails the test on anything else.
-fn scripted(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Value>>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(serve(handle, script));
-    (kube::Client::new(service, "default"), server)
-}
-
-async fn serve(handle: Handle<Request<Body>, Response<Body>>, script: Vec<Exchange>) -> Vec<Value> {
-    let mut handle = pin!(handle);
-    let mut bodies = Vec::new();
-    for expected in script {
-        let (request, send) =
-            handle.next_request().await.expect("the client stopped before the script ended");
-        assert_eq!(request.method(), expected.method, "method of {}", request.uri());
-        assert_eq!(request.uri().to_string(), expected.uri);
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body: Value =
-            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        if let Some(want) = &expected.body {
-            assert_eq!(&body, want, "body of {} {}", expected.method, expected.uri);
-        }
-        bodies.push(body);
-        let response = Response::builder()
-            .status(expected.status)
-            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
-            .unwrap();
-        send.send_response(response);
-    }
-    bodies
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+    Exchange::uri(method, uri, status.as_u16(), response)
 }
 
 fn plan() -> MaintenanceJob {
@@ -101,19 +55,19 @@ fn job_json(name: &str, uid: &str, conditions: Value) -> Value {
 #[tokio::test]
 async fn create_posts_the_built_job() {
     let built = serde_json::to_value(groundskeeper_controller::jobs::build_job(&plan())).unwrap();
-    let (client, server) = scripted(vec![Exchange {
-        body: Some(built),
-        ..exchange(
+    let (client, server) = scripted(vec![
+        exchange(
             Method::POST,
             "/apis/batch/v1/namespaces/etcd/jobs?",
             StatusCode::CREATED,
             job_json("compact-main-1", "u1", json!([])),
         )
-    }]);
+        .with_body(built),
+    ]);
     let created = create_job(&client, &plan()).await.unwrap();
     assert!(created.is_new());
     assert_eq!(created.job().metadata.uid.as_deref(), Some("u1"));
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
@@ -135,7 +89,7 @@ async fn create_of_an_existing_job_fetches_it() {
     let created = create_job(&client, &plan()).await.unwrap();
     let Created::Existing(job) = created else { panic!("expected the existing Job") };
     assert_eq!(job.metadata.uid.as_deref(), Some("u-old"));
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
@@ -151,7 +105,7 @@ async fn create_errors_name_the_job() {
     assert_eq!(err.api_status_code(), Some(403));
     assert!(err.to_string().contains("create Job etcd/compact-main-1"), "{err}");
     assert_eq!(err.metric_label(), "kube");
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
@@ -198,7 +152,7 @@ async fn observe_jobs_lists_jobs_then_pods_with_the_same_selector() {
     let JobState::Succeeded(finished) = &observations[0].state else { panic!("{:?}", observations[0]) };
     assert_eq!(finished.result.as_ref().unwrap(), &result);
     assert!(matches!(observations[1].state, JobState::Running(_)));
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
@@ -210,7 +164,7 @@ async fn observe_jobs_skips_the_pod_list_when_there_is_no_job() {
         json!({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []}),
     )]);
     assert!(observe_jobs(&client, "etcd", "a=b").await.unwrap().is_empty());
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
@@ -222,33 +176,29 @@ async fn job_pods_are_listed_by_the_job_name_label() {
         json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
     )]);
     assert!(list_job_pods(&client, "etcd", "compact-main-1").await.unwrap().is_empty());
-    server.await.unwrap();
+    server.seen().await;
 }
 
 #[tokio::test]
 async fn delete_propagates_in_the_background_and_tolerates_a_gone_job() {
     let background = json!({"propagationPolicy": "Background"});
     let (client, server) = scripted(vec![
-        Exchange {
-            body: Some(background.clone()),
-            ..exchange(
-                Method::DELETE,
-                "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
-                StatusCode::OK,
-                job_json("compact-main-1", "u1", json!([])),
-            )
-        },
-        Exchange {
-            body: Some(background),
-            ..exchange(
-                Method::DELETE,
-                "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
-                StatusCode::NOT_FOUND,
-                status(404, "NotFound", "jobs.batch \"compact-main-1\" not found"),
-            )
-        },
+        exchange(
+            Method::DELETE,
+            "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
+            StatusCode::OK,
+            job_json("compact-main-1", "u1", json!([])),
+        )
+        .with_body(background.clone()),
+        exchange(
+            Method::DELETE,
+            "/apis/batch/v1/namespaces/etcd/jobs/compact-main-1?",
+            StatusCode::NOT_FOUND,
+            status(404, "NotFound", "jobs.batch \"compact-main-1\" not found"),
+        )
+        .with_body(background),
     ]);
     assert!(delete_job(&client, "etcd", "compact-main-1").await.unwrap());
     assert!(!delete_job(&client, "etcd", "compact-main-1").await.unwrap());
-    server.await.unwrap();
+    server.seen().await;
 }

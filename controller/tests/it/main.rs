@@ -16,6 +16,7 @@ mod jobs_apiserver;
 mod jobs_build;
 mod jobs_observe;
 mod layering;
+mod mock_api;
 mod namespaced_rbac_up_to_date;
 mod scylla_cleanup_apply;
 mod scylla_cleanup_decide;

@@ -2,7 +2,6 @@
 //! the HTTP level: method, path and body of every call.
 
 use std::collections::BTreeMap;
-use std::pin::pin;
 use std::sync::Arc;
 
 use groundskeeper_api::maintenance_task::{NodeCleanupConfig, TaskState};
@@ -22,10 +21,10 @@ use groundskeeper_controller::scylla::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::scylla::record;
 use groundskeeper_controller::scylla::{observe, ring_observer};
 use groundskeeper_protocol::{keys, ring_hash};
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
+use http::Method;
+
+use crate::mock_api::{Exchange, not_found, scripted};
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle};
 
 const NS: &str = "scylla";
 const SC_PATH: &str = "/apis/scylla.scylladb.com/v1/namespaces/scylla/scyllaclusters/basic";
@@ -35,55 +34,9 @@ const JOBS_PATH: &str = "/apis/batch/v1/namespaces/scylla/jobs";
 const TASKS_PATH: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/scylla/maintenancetasks";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/scylla/events";
 
-/// One request the test expects (method, and the path and query starting with `uri`), and the
-/// answer it gets.
-struct Exchange {
-    method: Method,
-    uri: String,
-    status: StatusCode,
-    response: Value,
-}
-
+/// A request of `method` whose path and query start with `uri`, and its answer.
 fn ex(method: Method, uri: &str, status: u16, response: Value) -> Exchange {
-    Exchange { method, uri: uri.to_owned(), status: StatusCode::from_u16(status).unwrap(), response }
-}
-
-#[derive(Debug)]
-struct Seen {
-    method: Method,
-    uri: String,
-    body: Value,
-}
-
-fn scripted(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(serve(handle, script));
-    (kube::Client::new(service, "default"), server)
-}
-
-async fn serve(handle: Handle<Request<Body>, Response<Body>>, script: Vec<Exchange>) -> Vec<Seen> {
-    let mut handle = pin!(handle);
-    let mut seen = Vec::new();
-    for expected in script {
-        let (request, send) =
-            handle.next_request().await.expect("the client stopped before the script ended");
-        let (method, uri) = (request.method().clone(), request.uri().to_string());
-        assert_eq!(method, expected.method, "method of {uri}");
-        assert!(uri.starts_with(&expected.uri), "{uri} does not start with {}", expected.uri);
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        seen.push(Seen { method, uri, body });
-        let response = Response::builder()
-            .status(expected.status)
-            .body(Body::from(serde_json::to_vec(&expected.response).unwrap()))
-            .unwrap();
-        send.send_response(response);
-    }
-    seen
-}
-
-fn not_found() -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound", "message": "not found"})
+    Exchange::prefix(method, uri, status, response)
 }
 
 fn hash(n: u32) -> String {
@@ -177,7 +130,7 @@ async fn seeding_patches_annotations_only_and_writes_conditions_keeping_others()
         reason: SeedReason::Joined,
     }]);
     apply::apply(&ctx, &cluster(), &plan).await.unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert_eq!(
         seen[0].body,
         json!({"metadata": {"annotations": {
@@ -231,7 +184,7 @@ async fn an_ownership_record_is_a_merge_patch_of_its_annotation_and_a_task_names
         },
     ]);
     apply::apply(&ctx, &cluster(), &plan).await.unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert_eq!(seen[0].uri, format!("{SVC_PATH}/basic-dc1-a-3?"));
     assert_eq!(
         seen[0].body,
@@ -273,7 +226,7 @@ async fn members_broadcasting_pod_ips_are_addressed_by_them() {
     };
     let mut members = vec![member("basic-dc1-a-0"), member("basic-dc1-a-1")];
     observe::fill_pod_addresses(&client, &cluster, &mut members).await.unwrap();
-    server.await.unwrap();
+    server.seen().await;
     let addresses: Vec<Option<&str>> = members.iter().map(|m| m.address.as_deref()).collect();
     assert_eq!(addresses, [Some("10.244.0.7"), None]);
 }
@@ -318,7 +271,7 @@ async fn cleanup_job_body() {
         },
     );
     jobs::create_job(&client, &planned).await.unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     let job = &seen[0].body;
     assert_eq!(job["metadata"]["name"], "basic-cleanup-1-0", "never scylla-operator's cleanup-<node>");
     assert_eq!(job["metadata"]["namespace"], NS);
@@ -389,7 +342,7 @@ async fn recording_a_success_patches_and_tells_in_an_event() {
     let ctx = context(client);
     let recorded = record::cleaned_record(Some(&hash(1)), Some(&hash(1)), Some(&hash(0)), None);
     record::node_cleaned(&ctx, &cluster(), "basic-dc1-a-0", "basic-cleanup-1-0", recorded).await.unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert_eq!(seen[0].body["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH], hash(1));
     let event = &seen[1].body;
     assert_eq!(event["reason"], "NodeCleanedUp");
@@ -409,7 +362,7 @@ async fn nothing_to_record_still_tells_and_a_failure_warns() {
     let ctx = context(client);
     record::node_cleaned(&ctx, &cluster(), "basic-dc1-a-1", "t-1", None).await.unwrap();
     record::node_failed(&ctx, &cluster(), "basic-dc1-a-2", "t-2", "keyspace ks: HTTP 500").await;
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert_eq!(seen.len(), 2, "no annotation patch when nothing is to be recorded");
     assert_eq!(seen[1].body["type"], "Warning");
     assert_eq!(seen[1].body["reason"], "CleanupFailed");
@@ -440,7 +393,7 @@ async fn submitting_creates_one_automatic_task_owned_by_the_cluster_and_tells() 
         retry_of: Some("basic-cleanup-1600000000".into()),
     }]);
     apply::apply(&ctx, &cluster(), &plan).await.unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     let task = &seen[0].body;
     assert_eq!(task["metadata"]["name"], "basic-cleanup-1700000000");
     assert_eq!(task["metadata"]["labels"][keys::ORIGIN_LABEL], keys::ORIGIN_AUTOMATIC);
@@ -479,7 +432,7 @@ async fn a_task_submitted_before_a_restart_is_not_an_error() {
         retry_of: None,
     }]);
     apply::apply(&ctx, &cluster(), &plan).await.unwrap();
-    assert_eq!(server.await.unwrap().len(), 4, "no Event for a task that existed");
+    assert_eq!(server.seen().await.len(), 4, "no Event for a task that existed");
 }
 
 #[tokio::test]
@@ -506,7 +459,7 @@ async fn one_failing_write_does_not_stop_the_others_and_is_returned() {
     let err = apply::apply(&ctx, &cluster(), &plan).await.unwrap_err();
     assert!(err.to_string().contains("Service scylla/basic-dc1-a-0"), "{err}");
     assert_eq!(err.metric_label(), "kube");
-    assert_eq!(server.await.unwrap().len(), 5);
+    assert_eq!(server.seen().await.len(), 5);
 }
 
 #[tokio::test]
@@ -575,7 +528,7 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
     };
     let ctx = Context::new(client, config, Arc::new(Metrics::new()));
     let snapshot = observe::observe(&ctx, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap()).await.unwrap();
-    server.await.unwrap();
+    server.seen().await;
     let unknown = snapshot.ownership.clone().unwrap_err();
     assert!(unknown.starts_with("through basic-dc1-a-0: "), "{unknown}");
     assert_eq!(snapshot.members[0].address.as_deref(), Some("10.0.0.0"));
@@ -621,7 +574,7 @@ async fn ring_observer_write_patches_the_hash_with_its_field_manager() {
     )
     .await
     .unwrap();
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert_eq!(
         seen[0].body,
         json!({"metadata": {"annotations": {

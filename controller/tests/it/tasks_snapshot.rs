@@ -3,20 +3,16 @@
 //! Job that mounts it writable (non-root, read-only root file system, no token) and runs the
 //! snapshot with the file name rendered from the task's start and retention.
 
-use std::pin::pin;
 use std::sync::Arc;
 
 use groundskeeper_api::maintenance_task::MaintenanceTask;
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
-use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::runtime::context::Context;
 use groundskeeper_controller::tasks::controller::reconcile_at;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, StatusCode};
 use jiff::Timestamp;
-use kube::client::Body;
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle};
 
-type MockHandle = Handle<Request<Body>, Response<Body>>;
+use crate::mock_api::{Exchange, Server, assert_no_more_requests, scripted_context};
 
 const TASKS: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancetasks";
 const TASK_STATUS: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancetasks/snap/status";
@@ -24,48 +20,17 @@ const CLUSTER: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclus
 const CLAIM: &str = "/api/v1/namespaces/etcd/persistentvolumeclaims/main-snapshots";
 const JOBS: &str = "/apis/batch/v1/namespaces/etcd/jobs";
 
-/// Method, path, body of one request, and the answer it gets.
-type Exchange = (Method, &'static str, StatusCode, Value);
-type Seen = (Method, String, Value);
+/// Method and path of one request, and the answer it gets.
+type Step = (Method, &'static str, StatusCode, Value);
 
-fn scripted(script: Vec<Exchange>) -> (Arc<Context>, tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(serve(handle, script));
-    let client = kube::Client::new(service, "default");
-    let ctx = Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new()));
-    (Arc::new(ctx), server)
-}
-
-async fn serve(mut handle: MockHandle, script: Vec<Exchange>) -> (Vec<Seen>, MockHandle) {
-    let mut seen = Vec::new();
-    for (method, path, status, response) in script {
-        let (request, send) =
-            pin!(&mut handle).next_request().await.expect("the client stopped before the script ended");
-        assert_eq!(request.method(), method, "method of {}", request.uri());
-        assert_eq!(request.uri().path(), path);
-        let method = request.method().clone();
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        seen.push((method, path.to_owned(), body));
-        let response = Response::builder()
-            .status(status)
-            .body(Body::from(serde_json::to_vec(&response).unwrap()))
-            .unwrap();
-        send.send_response(response);
-    }
-    (seen, handle)
-}
-
-async fn assert_no_more_requests(
-    ctx: Arc<Context>,
-    server: tokio::task::JoinHandle<(Vec<Seen>, MockHandle)>,
-) -> Vec<Seen> {
-    drop(ctx);
-    let (seen, mut handle) = server.await.unwrap();
-    if let Some((request, _)) = pin!(&mut handle).next_request().await {
-        panic!("unexpected request {} {}", request.method(), request.uri());
-    }
-    seen
+/// A context whose API server answers `script` in order.
+fn scripted(script: Vec<Step>) -> (Arc<Context>, Server) {
+    scripted_context(
+        script
+            .into_iter()
+            .map(|(method, path, status, response)| Exchange::new(method, path, status.as_u16(), response))
+            .collect(),
+    )
 }
 
 fn now() -> Timestamp {
@@ -119,7 +84,7 @@ async fn a_missing_claim_keeps_the_task_pending_naming_the_claim_and_makes_no_jo
     ]);
     reconcile_at(&task_object(), &ctx, &groundskeeper_controller::task_targets(), now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
-    let status = &seen[3].2["status"];
+    let status = &seen[3].body["status"];
     assert_eq!(status["state"], "Pending");
     let queued = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Queued").unwrap();
     assert_eq!(queued["status"], "True");
@@ -151,8 +116,8 @@ async fn an_existing_claim_gets_the_snapshot_job_mounting_it() {
     ]);
     reconcile_at(&task_object(), &ctx, &groundskeeper_controller::task_targets(), now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
-    assert_eq!(seen[3].2["status"]["state"], "InProgress");
-    let job = &seen[5].2;
+    assert_eq!(seen[3].body["status"]["state"], "InProgress");
+    let job = &seen[5].body;
     assert_eq!(job["metadata"]["name"], "snap-0");
     assert_eq!(job["metadata"]["labels"]["groundskeeper.dev/operation"], "snapshot");
     let pod = &job["spec"]["template"]["spec"];
@@ -201,7 +166,7 @@ async fn an_existing_claim_gets_the_snapshot_job_mounting_it() {
     assert_eq!(container["allowPrivilegeEscalation"], false);
     assert_eq!(container["capabilities"]["drop"], json!(["ALL"]));
     // The task shows where its snapshot goes while the Job runs.
-    let snapshot = &seen[6].2["status"]["snapshot"];
+    let snapshot = &seen[6].body["status"]["snapshot"];
     assert_eq!(snapshot["persistentVolumeClaim"], "main-snapshots");
     assert_eq!(snapshot["file"], "main-20260301T120000Z.db");
 }

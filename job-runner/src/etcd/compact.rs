@@ -71,7 +71,7 @@ pub enum Compacted {
     AlreadyCompacted,
 }
 
-/// Maps etcd's compaction errors (gRPC OutOfRange, see DESIGN.md) to the run's outcome.
+/// Maps etcd's compaction errors (gRPC OutOfRange, see `docs/protocol.md`, "etcd") to the run's outcome.
 pub fn classify_compact_error(message: &str) -> Result<Compacted, Failure> {
     if message.contains("required revision has been compacted") {
         Ok(Compacted::AlreadyCompacted)

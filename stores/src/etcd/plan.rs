@@ -1,7 +1,7 @@
 //! What to defragment, in which order, and whether it is safe to go on: pure functions of the
 //! members' observed status, shared by `groundskeeper-job defrag` and the controller.
 //!
-//! The rules (see DESIGN.md, "etcd"):
+//! The rules (see `docs/protocol.md`, "etcd"):
 //! * a member is defragmented when its db is at least `min_defrag_bytes` AND at least
 //!   `max_fragmented_percent` of it is free pages (under a `NOSPACE` alarm, the size alone);
 //! * only when every member is healthy and there are at least 3 voting members (a defrag blocks

@@ -1,5 +1,5 @@
 //! A client for the Scylla Manager Agent, which proxies Scylla's REST API over HTTPS with a bearer
-//! token (see `shared/reference/scylla/*.json` for the API, DESIGN.md for the agent).
+//! token (see Scylla's REST API description for the API, `docs/protocol.md` for the agent).
 //!
 //! Used by `groundskeeper-job cleanup` and by the controller's ring observer. Every call names
 //! its method and path in errors; the token is never part of any message.

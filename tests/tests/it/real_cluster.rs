@@ -32,14 +32,16 @@ async fn client_or_skip() -> Option<kube::Client> {
 
 fn crd_files() -> Vec<std::path::PathBuf> {
     let ours = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crds");
-    let scylla = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/reference/scylla");
     let mut files: Vec<_> = std::fs::read_dir(ours)
         .expect("manifests/crds exists")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
-    for name in ["scyllaclusters.crd.yaml", "scylladbdatacenters.crd.yaml"] {
-        files.push(std::path::Path::new(scylla).join(name));
+    // scylla-operator's own CRDs, applied only where the cluster has none yet.
+    if let Some(scylla) = groundskeeper_e2e::reference::scylla_dir("real_cluster") {
+        for name in ["scyllaclusters.crd.yaml", "scylladbdatacenters.crd.yaml"] {
+            files.push(scylla.join(name));
+        }
     }
     files
 }
@@ -64,7 +66,7 @@ async fn ensure_crds(client: &kube::Client) {
         let text = std::fs::read_to_string(&path).unwrap();
         let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = crd["metadata"]["name"].as_str().unwrap().to_string();
-        let ours = !path.to_string_lossy().contains("shared/reference");
+        let ours = path.starts_with(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/crds"));
         if ours || crds.get_opt(&name).await.unwrap().is_none() {
             crds.patch(&name, &PatchParams::apply("groundskeeper-e2e").force(), &Patch::Apply(&crd))
                 .await
