@@ -161,7 +161,7 @@ async fn write_status(
 }
 
 /// Publishes Events about `cluster`.
-pub async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
+pub(crate) async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
     let regarding = cluster.object_ref(&());
     for planned in events {
         let event = Event {

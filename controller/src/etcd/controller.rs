@@ -30,7 +30,7 @@ use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 
 /// This controller's name in metrics and logs.
-pub const CONTROLLER: &str = "etcd";
+pub(crate) const CONTROLLER: &str = "etcd";
 /// Wait before deciding again on a status that changed under a decision.
 pub(super) const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 

@@ -657,13 +657,13 @@ pub fn etcd_target(policy: &Policy) -> EtcdTarget {
 
 /// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
 /// them.
-pub fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
+pub(crate) fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
     Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true })
 }
 
 /// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
 /// leadership and single-member settings from the cluster's policy.
-pub fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
+pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
     Operation::Defrag(DefragRequest {
         etcd: etcd_target(policy),
         min_defrag_bytes: thresholds.min_defrag_bytes,

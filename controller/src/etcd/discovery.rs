@@ -39,13 +39,13 @@ use groundskeeper_api::etcd_cluster::{
 use groundskeeper_api::storage_cluster::StorageCluster;
 
 /// This controller's name in metrics and logs.
-pub const CONTROLLER: &str = "storage-clusters";
+pub(crate) const CONTROLLER: &str = "storage-clusters";
 /// Label on an EtcdCluster made for a StorageCluster: the StorageCluster's name.
-pub const STORAGE_CLUSTER_LABEL: &str = "groundskeeper.dev/storage-cluster";
+pub(crate) const STORAGE_CLUSTER_LABEL: &str = "groundskeeper.dev/storage-cluster";
 /// Prefix of the EtcdCluster's name.
-pub const NAME_PREFIX: &str = "storagecluster-";
+pub(crate) const NAME_PREFIX: &str = "storagecluster-";
 /// Warning Event reason on a StorageCluster that cannot be maintained.
-pub const INVALID_STORAGE_CLUSTER: &str = "InvalidStorageCluster";
+pub(crate) const INVALID_STORAGE_CLUSTER: &str = "InvalidStorageCluster";
 
 /// Runs the discovery until the watch stream ends (returns at once when it is off).
 pub async fn run(ctx: Arc<Context>) {
@@ -58,7 +58,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 /// The EtcdCluster a StorageCluster stands for, or why there is none.
-pub fn desired_cluster(
+pub(crate) fn desired_cluster(
     storage: &StorageCluster,
     settings: &StorageClusterDiscovery,
 ) -> std::result::Result<EtcdCluster, String> {

@@ -7,7 +7,7 @@ use groundskeeper_api::etcd_cluster::EtcdPartition;
 
 /// A cluster as the fleet check needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetMember {
+pub(crate) struct FleetMember {
     pub namespace: String,
     pub name: String,
     pub partition: Option<EtcdPartition>,
@@ -21,7 +21,7 @@ impl FleetMember {
 
 /// The other clusters (`namespace/name`, sorted) of `me`'s fleet that claim its cluster id;
 /// empty when `me` belongs to no fleet.
-pub fn id_collisions(me: &FleetMember, all: &[FleetMember]) -> Vec<String> {
+pub(crate) fn id_collisions(me: &FleetMember, all: &[FleetMember]) -> Vec<String> {
     let Some(mine) = &me.partition else {
         return Vec::new();
     };
@@ -39,7 +39,7 @@ pub fn id_collisions(me: &FleetMember, all: &[FleetMember]) -> Vec<String> {
 }
 
 /// The Degraded message of a cluster whose id is also claimed by `others`.
-pub fn collision_message(partition: &EtcdPartition, others: &[String]) -> String {
+pub(crate) fn collision_message(partition: &EtcdPartition, others: &[String]) -> String {
     format!(
         "spec.partition.clusterId {} of fleet {} is also claimed by EtcdCluster {}: their revisions \
          would collide; neither is maintained until each cluster of the fleet has an id of its own",

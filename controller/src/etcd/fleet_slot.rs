@@ -12,7 +12,7 @@
 
 /// A maintenance task of some cluster of the fleet, as the bound needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetTask {
+pub(crate) struct FleetTask {
     /// `namespace/name` of its EtcdCluster.
     pub cluster: String,
     pub task: String,
@@ -32,7 +32,7 @@ impl FleetTask {
 
 /// The clusters of the fleet (other than `me`) in maintenance, each as `namespace/name`
 /// (MaintenanceTask `task`), sorted.
-pub fn holders(me: &str, tasks: &[FleetTask]) -> Vec<String> {
+pub(crate) fn holders(me: &str, tasks: &[FleetTask]) -> Vec<String> {
     let mut holders: Vec<(&str, &str)> = tasks
         .iter()
         .filter(|t| t.cluster != me && t.holds_a_slot())
@@ -44,7 +44,7 @@ pub fn holders(me: &str, tasks: &[FleetTask]) -> Vec<String> {
 }
 
 /// Why a task of `me` may not start now, or `None` when a slot of `fleet` is free for it.
-pub fn slot_wait(me: &str, fleet: &str, max_concurrent: usize, tasks: &[FleetTask]) -> Option<String> {
+pub(crate) fn slot_wait(me: &str, fleet: &str, max_concurrent: usize, tasks: &[FleetTask]) -> Option<String> {
     let holders = holders(me, tasks);
     (holders.len() >= max_concurrent).then(|| {
         format!(

@@ -18,13 +18,13 @@ use groundskeeper_protocol::{JobResult, Report};
 use groundskeeper_api::etcd_cluster::{EtcdMemberStatus, EtcdPartitionStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ClusterLabels {
+pub(crate) struct ClusterLabels {
     pub namespace: String,
     pub cluster: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MemberLabels {
+pub(crate) struct MemberLabels {
     pub namespace: String,
     pub cluster: String,
     pub member: String,
@@ -32,7 +32,7 @@ pub struct MemberLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-pub struct EtcdMetrics {
+pub(crate) struct EtcdMetrics {
     pub fragmented_percent: Family<MemberLabels, FloatGauge>,
     pub db_size_bytes: Family<MemberLabels, Gauge>,
     pub reclaimed_bytes: Family<ClusterLabels, Counter>,

@@ -234,7 +234,7 @@ pub(super) async fn fleet_collisions(ctx: &Context, cluster: &EtcdCluster) -> Re
 }
 
 /// Every EtcdCluster in the namespaces this controller looks after.
-pub async fn all_clusters(ctx: &Context) -> Result<Vec<EtcdCluster>> {
+pub(crate) async fn all_clusters(ctx: &Context) -> Result<Vec<EtcdCluster>> {
     let mut all = Vec::new();
     for namespace in scope::watched(&ctx.config) {
         let api: Api<EtcdCluster> = scope::api(&ctx.client, namespace.as_deref());
@@ -297,7 +297,7 @@ pub async fn read_client_tls(
 }
 
 /// Reads the client TLS Secret, if any, and asks every member.
-pub async fn observe_members(client: &kube::Client, namespace: &str, policy: &Policy) -> Observed {
+pub(crate) async fn observe_members(client: &kube::Client, namespace: &str, policy: &Policy) -> Observed {
     let tls = match &policy.tls_secret {
         Some(secret) => match read_client_tls(client, namespace, secret).await {
             Ok(tls) => Some(tls),

@@ -29,17 +29,17 @@ use groundskeeper_api::etcd_cluster::{
 };
 
 /// Condition type: True while the cluster's revisions cannot be ordered against the fleet's.
-pub const CLOCK_SKEWED: &str = "ClockSkewed";
+pub(crate) const CLOCK_SKEWED: &str = "ClockSkewed";
 /// Reasons of [`CLOCK_SKEWED`] (and of its Warning Event).
-pub const CLOCK_AHEAD: &str = "ClockAhead";
-pub const CLOCK_BEHIND: &str = "ClockBehind";
-pub const CLUSTER_ID_MISMATCH: &str = "ClusterIdMismatch";
+pub(crate) const CLOCK_AHEAD: &str = "ClockAhead";
+pub(crate) const CLOCK_BEHIND: &str = "ClockBehind";
+pub(crate) const CLUSTER_ID_MISMATCH: &str = "ClusterIdMismatch";
 /// Reason of [`CLOCK_SKEWED`] False, and of the Normal Event when it clears.
-pub const CLOCK_IN_STEP: &str = "ClockInStep";
+pub(crate) const CLOCK_IN_STEP: &str = "ClockInStep";
 
 /// What the revisions say of the cluster's clock and id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Finding {
+pub(crate) enum Finding {
     /// Within the threshold, or nothing proven.
     InStep,
     /// The newest revision's time is `by_ms` ahead of the controller's clock.
@@ -103,7 +103,7 @@ pub fn max_clock_skew_ms(partition: &EtcdPartition) -> i64 {
 
 /// The decoded revisions and what they say.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RevisionCheck {
+pub(crate) struct RevisionCheck {
     pub status: EtcdPartitionStatus,
     pub finding: Finding,
 }
@@ -112,7 +112,7 @@ pub struct RevisionCheck {
 /// status: its revision and observation time tell whether the newest revision was made since,
 /// its busiest millisecond is kept unless a busier one is seen. `None` when no member reported
 /// a revision.
-pub fn check_revisions(
+pub(crate) fn check_revisions(
     partition: &EtcdPartition,
     revisions: &[(String, i64)],
     previous: &EtcdClusterStatus,
@@ -190,7 +190,7 @@ fn busiest_seen(
 
 /// The revision to compact a `Partitioned` cluster to now, keeping `retention` of history:
 /// `None` when no compaction is due (see the module's documentation).
-pub fn compaction_due(
+pub(crate) fn compaction_due(
     partition: &EtcdPartition,
     retention: SignedDuration,
     current_revision: Option<i64>,

@@ -9,10 +9,10 @@ use groundskeeper_api::etcd_cluster::{
 };
 
 /// Shortest `checkInterval`: observing more often only loads the members.
-pub const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
+pub(crate) const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
 /// Shortest `periodic` retention. Revisions are sampled every retention/10 and every sample is
 /// a status write; this keeps those writes at most one a minute.
-pub const MIN_PERIODIC_RETENTION: SignedDuration = SignedDuration::from_mins(10);
+pub(crate) const MIN_PERIODIC_RETENTION: SignedDuration = SignedDuration::from_mins(10);
 
 /// The spec, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,11 +92,6 @@ impl Policy {
             job: spec.job.clone(),
             partition: spec.partition.clone(),
         })
-    }
-
-    /// Fewest voting members the cluster must have before anything is defragmented.
-    pub fn min_voting_members(&self) -> usize {
-        if self.allow_single_member { 1 } else { 3 }
     }
 }
 
@@ -286,7 +281,7 @@ mod tests {
     fn defaults_are_valid() {
         let policy = Policy::from_spec(&spec()).unwrap();
         assert_eq!(policy.check_interval, SignedDuration::from_mins(10));
-        assert_eq!(policy.min_voting_members(), 3);
+        assert!(!policy.allow_single_member, "a single member is not defragmented by default");
         assert_eq!(policy.compaction, None);
     }
 

@@ -27,9 +27,9 @@ use groundskeeper_api::maintenance_task::{
 };
 
 /// `status.lastMaintenanceOutcome` values.
-pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
-pub const OUTCOME_SKIPPED: &str = "Skipped";
-pub const OUTCOME_FAILED: &str = "Failed";
+pub(crate) const OUTCOME_SUCCEEDED: &str = "Succeeded";
+pub(crate) const OUTCOME_SKIPPED: &str = "Skipped";
+pub(crate) const OUTCOME_FAILED: &str = "Failed";
 
 /// A maintenance task that became final, as its cluster's status records it.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,7 +243,7 @@ fn apply_defrag(status: &mut EtcdClusterStatus, report: &DefragReport, finished_
 
 /// The task as [`record`] takes it: its final status and its finished step Jobs (those without
 /// a step label are not its steps).
-pub fn finished_task(
+pub(crate) fn finished_task(
     task: &MaintenanceTask,
     status: &MaintenanceTaskStatus,
     jobs: &[JobObservation],
@@ -272,7 +272,7 @@ pub fn finished_task(
 /// Records a task that just became final (`status`) in its EtcdCluster's status, then publishes
 /// the Event and counts the results; a completed Snapshot task becomes `lastSnapshot`. Tasks of
 /// other targets, rejected tasks and tasks whose cluster is gone record nothing.
-pub async fn record_task(
+pub(crate) async fn record_task(
     ctx: &Context,
     task: &MaintenanceTask,
     status: &MaintenanceTaskStatus,

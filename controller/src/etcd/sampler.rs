@@ -22,24 +22,24 @@ const SAMPLES_PER_INTERVAL: i32 = 10;
 const MAX_COMPACT_INTERVAL: SignedDuration = SignedDuration::from_hours(1);
 
 /// Time between two compactions: `min(retention, 1h)`.
-pub fn compact_interval(retention: SignedDuration) -> SignedDuration {
+pub(crate) fn compact_interval(retention: SignedDuration) -> SignedDuration {
     retention.min(MAX_COMPACT_INTERVAL)
 }
 
 /// Time between two samples: `min(retention, 1h) / 10`.
-pub fn sample_interval(retention: SignedDuration) -> SignedDuration {
+pub(crate) fn sample_interval(retention: SignedDuration) -> SignedDuration {
     compact_interval(retention) / SAMPLES_PER_INTERVAL
 }
 
 /// Most samples ever kept: etcd's `retention / sampleInterval + 1`, plus the one sample at or
 /// beyond the retention boundary.
-pub fn max_samples(retention: SignedDuration) -> usize {
+pub(crate) fn max_samples(retention: SignedDuration) -> usize {
     let per_retention = retention.as_nanos() / sample_interval(retention).as_nanos();
     usize::try_from(per_retention).unwrap_or(usize::MAX).saturating_add(2)
 }
 
 /// When the next sample is due: at once without samples, else a sample interval after the last.
-pub fn next_sample_at(samples: &[RevisionSample], retention: SignedDuration) -> Option<Timestamp> {
+pub(crate) fn next_sample_at(samples: &[RevisionSample], retention: SignedDuration) -> Option<Timestamp> {
     samples.last().map(|last| last.time.0 + sample_interval(retention))
 }
 

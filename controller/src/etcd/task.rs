@@ -41,7 +41,7 @@ use crate::tasks::steps::{StepsState, steps_state};
 use crate::tasks::target::{ReadTarget, Target};
 
 /// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
-pub const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
+pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
 
 /// One step of a task: one Job running `operation`, with `claim` mounted when it writes to a
 /// volume.
@@ -87,7 +87,7 @@ pub fn steps(work: &Work, policy: &Policy, naming: &SnapshotNaming) -> Result<Ve
 
 /// The snapshot file's name: the template rendered for the cluster at the task's time; `Err`
 /// when that is no plain file name.
-pub fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<String, String> {
+pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<String, String> {
     let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
         .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
     Ok(template.render(naming.time))
@@ -116,7 +116,7 @@ fn snapshot_step(policy: &Policy, snapshot: &Snapshot, naming: &SnapshotNaming) 
 
 /// Why a Snapshot task waits when its claim does not exist (Kubernetes would leave the Job's
 /// pod Pending without a word).
-pub fn missing_claim_reason(namespace: &str, claim: &str) -> String {
+pub(crate) fn missing_claim_reason(namespace: &str, claim: &str) -> String {
     format!(
         "PersistentVolumeClaim {claim} does not exist in namespace {namespace}: the snapshot is \
          written there. Create it (ReadWriteOnce is enough; room for spec.config.snapshot.retain \

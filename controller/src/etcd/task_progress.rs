@@ -11,7 +11,7 @@ use crate::tasks::step_jobs::step_of;
 
 /// The members a finished defrag or compact step reports, as the task's per-member progress.
 /// A compaction acts on the whole cluster, so it is one entry named after the cluster.
-pub fn member_progress(
+pub(crate) fn member_progress(
     result: &JobResult,
     job: &str,
     cluster: &str,
@@ -207,7 +207,7 @@ fn mebibytes(bytes: i64) -> String {
 
 /// Per-member progress from the results of the finished step Jobs, later steps' entries
 /// replacing earlier ones of the same member.
-pub fn progress_from_jobs(jobs: &[JobObservation], cluster: &str) -> Vec<NodeProgress> {
+pub(crate) fn progress_from_jobs(jobs: &[JobObservation], cluster: &str) -> Vec<NodeProgress> {
     let mut ordered: Vec<&JobObservation> = jobs.iter().filter(|j| step_of(j).is_some()).collect();
     ordered.sort_by_key(|j| step_of(j));
     let mut nodes: Vec<NodeProgress> = Vec::new();

@@ -54,7 +54,7 @@ pub struct Finished {
 impl Finished {
     /// What a person should read about a failed Job: the runner's own words first, else the
     /// Job's condition.
-    pub fn explanation(&self) -> String {
+    pub(crate) fn explanation(&self) -> String {
         match &self.result {
             Ok(result) => result
                 .error

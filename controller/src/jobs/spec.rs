@@ -27,11 +27,11 @@ use crate::runtime::context::JobLimits;
 /// Name of the one container of every maintenance Job's pod.
 pub const CONTAINER_NAME: &str = "groundskeeper-job";
 /// Where the runner writes its result; the kubelet copies it into the pod status.
-pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+pub(crate) const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// uid and gid of the runner: `nonroot` of distroless images.
-pub const RUN_AS_ID: i64 = 65532;
+pub(crate) const RUN_AS_ID: i64 = 65532;
 /// Size bound of the writable `/tmp` (the root file system is read-only).
-pub const TMP_SIZE_LIMIT: &str = "64Mi";
+pub(crate) const TMP_SIZE_LIMIT: &str = "64Mi";
 
 /// A Secret key mounted as a read-only file.
 #[derive(Clone, Debug, Default, PartialEq)]

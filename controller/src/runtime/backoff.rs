@@ -11,17 +11,17 @@ use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
 /// Longest wait after repeated failures of one object's reconciliation.
-pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(600);
+pub(crate) const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(600);
 
 /// The wait after `failures` failures in a row: `base` doubled per failure after the first,
 /// at most [`MAX_ERROR_BACKOFF`].
-pub fn error_backoff(base: Duration, failures: u32) -> Duration {
+pub(crate) fn error_backoff(base: Duration, failures: u32) -> Duration {
     let factor = 1u32 << failures.saturating_sub(1).min(10);
     base.saturating_mul(factor).min(MAX_ERROR_BACKOFF)
 }
 
 /// How many reconciliations of each object failed in a row.
-pub struct FailureCounts<K: Resource> {
+pub(crate) struct FailureCounts<K: Resource> {
     counts: Mutex<HashMap<ObjectRef<K>, u32>>,
 }
 

@@ -13,10 +13,10 @@ use crate::runtime::metrics::Metrics;
 use groundskeeper_api::conditions::truncate;
 
 /// Longest Event note the API server accepts (bytes).
-pub const EVENT_NOTE_MAX: usize = 1024;
+pub(crate) const EVENT_NOTE_MAX: usize = 1024;
 
 /// Name the controller reports itself as, in Events and field managers.
-pub const CONTROLLER_NAME: &str = "groundskeeper";
+pub(crate) const CONTROLLER_NAME: &str = "groundskeeper";
 
 /// Limits put on every maintenance Job unless a controller says otherwise.
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
@@ -234,7 +234,7 @@ impl Context {
     /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`), its note
     /// cut to the API's limit. Events are for people, and the conditions and metrics carry the
     /// same facts: one that cannot be published is logged, never retried, and fails nothing.
-    pub async fn publish_event(&self, regarding: &ObjectReference, mut event: Event) {
+    pub(crate) async fn publish_event(&self, regarding: &ObjectReference, mut event: Event) {
         event.note = event.note.map(|note| truncate(&note, EVENT_NOTE_MAX));
         if let Err(err) = self.recorder.publish(&event, regarding).await {
             let name = regarding.name.as_deref().unwrap_or("?");

@@ -33,7 +33,7 @@ pub enum ManifestError {
 }
 
 /// Whether `name` is a valid namespace name (an RFC 1123 label).
-pub fn is_namespace_name(name: &str) -> bool {
+pub(crate) fn is_namespace_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     !name.is_empty()

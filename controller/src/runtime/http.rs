@@ -25,7 +25,7 @@ impl Readiness {
         self.0.store(true, Ordering::Relaxed);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }

@@ -50,7 +50,7 @@ pub enum LeaderError {
 
 /// The Lease record as last seen, and when this replica first saw it (by its own clock).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Observation {
+pub(crate) struct Observation {
     holder: Option<String>,
     renew_time: Option<jiff::Timestamp>,
     seen_since: Instant,
@@ -80,7 +80,7 @@ pub enum Step {
 }
 
 /// The pure core of the election: `lease` as just read, `observed` as seen since `seen_since`.
-pub fn next_step(
+pub(crate) fn next_step(
     lease: Option<&Lease>,
     observed: Option<&Observation>,
     identity: &str,

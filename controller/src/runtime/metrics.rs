@@ -47,7 +47,7 @@ pub struct JobOutcomeLabels {
 
 /// Series of one layer or data store, registered into the process's registry the first time they
 /// are asked for ([`Metrics::family`]).
-pub trait MetricFamily: Send + Sync + 'static {
+pub(crate) trait MetricFamily: Send + Sync + 'static {
     /// Creates the series and registers them.
     fn register(registry: &mut Registry) -> Self
     where
@@ -116,7 +116,7 @@ impl Metrics {
     }
 
     /// The series of family `F`, registered on first use.
-    pub fn family<F: MetricFamily>(&self) -> Arc<F> {
+    pub(crate) fn family<F: MetricFamily>(&self) -> Arc<F> {
         let mut families = self.families.lock().expect("metric families lock");
         let family = families.entry(TypeId::of::<F>()).or_insert_with(|| {
             let mut registry = self.registry.lock().expect("metrics registry lock");
@@ -126,7 +126,7 @@ impl Metrics {
     }
 
     /// Counts a reconciliation and measures it until the returned guard is dropped.
-    pub fn reconcile_started(&self, controller: &str) -> ReconcileTimer {
+    pub(crate) fn reconcile_started(&self, controller: &str) -> ReconcileTimer {
         let labels = ControllerLabels { controller: controller.to_owned() };
         self.reconciles.get_or_create(&labels).inc();
         ReconcileTimer {
@@ -136,14 +136,14 @@ impl Metrics {
     }
 
     /// Counts a failed reconciliation under the error's [`Error::metric_label`].
-    pub fn reconcile_failed(&self, controller: &str, error: &Error) {
+    pub(crate) fn reconcile_failed(&self, controller: &str, error: &Error) {
         self.reconcile_failures
             .get_or_create(&ErrorLabels { controller: controller.to_owned(), error: error.metric_label() })
             .inc();
     }
 
     /// Counts a Job created for `operation`.
-    pub fn job_created(&self, operation: &str) {
+    pub(crate) fn job_created(&self, operation: &str) {
         self.jobs_created.get_or_create(&OperationLabels { operation: operation.to_owned() }).inc();
     }
 
@@ -165,7 +165,7 @@ impl Metrics {
 }
 
 /// Observes the duration of one reconciliation when dropped.
-pub struct ReconcileTimer {
+pub(crate) struct ReconcileTimer {
     histogram: Histogram,
     started: Instant,
 }

@@ -37,7 +37,7 @@ where
 
 /// Runs `run` for every watched namespace (once, for all of them, in cluster-wide mode) until
 /// every run has ended.
-pub async fn in_each_namespace<F, Fut>(ctx: &Context, run: F)
+pub(crate) async fn in_each_namespace<F, Fut>(ctx: &Context, run: F)
 where
     F: Fn(Option<String>) -> Fut,
     Fut: Future<Output = ()>,

@@ -95,7 +95,7 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
 
 /// The automatic Cleanup task of `cluster` for `nodes`, owned by the cluster (it goes with it),
 /// recording the ring it was submitted for.
-pub fn cleanup_task(
+pub(crate) fn cleanup_task(
     cluster: &ScyllaCluster,
     name: &str,
     nodes: &[String],
@@ -155,12 +155,12 @@ fn describe_nodes(nodes: &[String], per_node: &[NodeCleanupConfig]) -> String {
 }
 
 /// The merge patch writing a node's ownership record.
-pub fn ownership_record_patch(value: &str) -> serde_json::Value {
+pub(crate) fn ownership_record_patch(value: &str) -> serde_json::Value {
     serde_json::json!({ "metadata": { "annotations": { OWNED_AT_LAST_CLEANUP: value } } })
 }
 
 /// Writes `value` as member Service `service`'s ownership record.
-pub async fn patch_ownership_record(
+pub(crate) async fn patch_ownership_record(
     client: &kube::Client,
     namespace: &str,
     service: &str,

@@ -24,7 +24,7 @@ use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::coexistence;
 
 /// The `controller` label of this controller's metrics.
-pub const CONTROLLER: &str = "scylla-cleanup";
+pub(crate) const CONTROLLER: &str = "scylla-cleanup";
 
 /// Runs the cleanup controller until the process is told to stop.
 pub async fn run(ctx: Arc<Context>) {
@@ -60,21 +60,21 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
 }
 
 /// The ScyllaCluster a member Service belongs to (`scylla/cluster` label, same namespace).
-pub fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
+pub(crate) fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaCluster>> {
     let cluster = service.metadata.labels.as_ref()?.get(keys::SCYLLA_CLUSTER_LABEL)?;
     let namespace = service.metadata.namespace.as_deref()?;
     Some(ObjectRef::new(cluster).within(namespace))
 }
 
 /// The ScyllaCluster one of scylla-operator's cleanup Jobs works for (`scylla/cluster` label).
-pub fn cluster_of_operator_job(job: Job) -> Option<ObjectRef<ScyllaCluster>> {
+pub(crate) fn cluster_of_operator_job(job: Job) -> Option<ObjectRef<ScyllaCluster>> {
     let cluster = job.metadata.labels.as_ref()?.get(keys::SCYLLA_CLUSTER_LABEL)?;
     let namespace = job.metadata.namespace.as_deref()?;
     Some(ObjectRef::new(cluster).within(namespace))
 }
 
 /// The ScyllaCluster a task works on, when it works on one.
-pub fn cluster_of_task(task: MaintenanceTask) -> Option<ObjectRef<ScyllaCluster>> {
+pub(crate) fn cluster_of_task(task: MaintenanceTask) -> Option<ObjectRef<ScyllaCluster>> {
     if task.spec.target.kind != TargetKind::ScyllaCluster {
         return None;
     }

@@ -67,7 +67,7 @@ use groundskeeper_api::scylla::facts::{
 };
 
 /// Wait between a cleanup task that failed in a way a retry may fix and the next one.
-pub const RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
+pub(crate) const RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
 /// Requeue while a cleanup task is queued or runs, so its end is noticed even if a watch event
 /// is missed.
 pub const REQUEUE_WHILE_RUNNING: Duration = Duration::from_secs(30);
@@ -164,7 +164,7 @@ pub enum Action {
 
 /// A node the automatic task cleans.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub service: String,
     /// Its current ring hash.
     pub ring_hash: String,
@@ -633,7 +633,7 @@ fn owned_now(snapshot: &Snapshot, member: &MemberFacts) -> Result<BTreeMap<Strin
 
 /// What `member` replicates now per vnode keyspace in the cluster's ring `views`, or why that is
 /// unknown.
-pub fn owned_by(
+pub(crate) fn owned_by(
     views: &Result<Vec<RingView>, String>,
     member: &MemberFacts,
 ) -> Result<BTreeMap<String, RangeSet>, String> {
@@ -829,7 +829,7 @@ fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
 }
 
 /// "waiting for …" the agent token Secret, when it or its key is missing.
-pub fn secret_wait(namespace: &str, secret: &SecretState) -> Option<String> {
+pub(crate) fn secret_wait(namespace: &str, secret: &SecretState) -> Option<String> {
     match secret {
         SecretState::Present => None,
         SecretState::Missing { name } => {

@@ -30,7 +30,7 @@ pub fn node_address(namespace: &str, service: &str) -> String {
 /// fits the (tainted, labelled) nodes Scylla runs on. Not the pod anti-affinity: it spreads Scylla
 /// pods apart ("not on a node that runs another Scylla pod"), and applied to the Job it would keep
 /// it off exactly the dedicated nodes it is meant to fit on.
-pub fn rack_scheduling(cluster: &ScyllaCluster, rack: &str) -> Scheduling {
+pub(crate) fn rack_scheduling(cluster: &ScyllaCluster, rack: &str) -> Scheduling {
     let placement = cluster.rack(rack).and_then(|r| r.placement.clone()).unwrap_or_default();
     Scheduling {
         tolerations: placement.tolerations,

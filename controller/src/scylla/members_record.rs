@@ -29,13 +29,13 @@ impl MembersRecord {
 }
 
 /// The members record to write with `hash`, when every member agrees on it.
-pub fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {
+pub(crate) fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {
     settled.as_ref().filter(|r| r.ring_hash == hash).cloned()
 }
 
 /// The members record of a cluster whose every member reports the same well-formed current hash
 /// and has a UID; `None` otherwise (or when other datacenters may hold nodes we cannot see).
-pub fn settled_record(cluster: &ClusterFacts, members: &[MemberFacts]) -> Option<MembersRecord> {
+pub(crate) fn settled_record(cluster: &ClusterFacts, members: &[MemberFacts]) -> Option<MembersRecord> {
     if !cluster.single_datacenter || members.is_empty() {
         return None;
     }

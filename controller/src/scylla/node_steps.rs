@@ -20,9 +20,9 @@ use groundskeeper_api::scylla::coexistence::Hold;
 /// (the runner's bad-input exit code: wrong token, unknown keyspace).
 pub const BAD_INPUT: &str = "BadInput";
 /// `lastErrors[].code` of a Cleanup task one of whose nodes failed, a retry may help.
-pub const NODE_FAILED: &str = "NodeFailed";
+pub(crate) const NODE_FAILED: &str = "NodeFailed";
 /// `lastErrors[].code` of a Cleanup task naming a node that is not a member of its cluster.
-pub const NODE_NOT_FOUND: &str = "NodeNotFound";
+pub(crate) const NODE_NOT_FOUND: &str = "NodeNotFound";
 
 /// What a node's Job says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub fn step(
 /// Nodes of a Cleanup task that another cleaner looks after (see
 /// [`groundskeeper_api::scylla::coexistence`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holds {
+pub(crate) struct Holds {
     /// Nodes that may not start now: why, and the ring the other cleaner cleans them for.
     pub held: BTreeMap<String, Hold>,
     /// Nodes the other cleaner has cleaned for the ring they waited for: nothing left to do.
@@ -83,7 +83,7 @@ pub struct Holds {
 /// takes no place within the bounds; a pending node the other cleaner has since cleaned for that
 /// ring is skipped (a second cleanup for one ring change is never run); a node already running
 /// is followed as ever.
-pub fn step_holding(
+pub(crate) fn step_holding(
     mut nodes: Vec<NodeProgress>,
     jobs: &BTreeMap<usize, (String, NodeJob)>,
     racks: &BTreeMap<String, (String, String)>,

@@ -22,12 +22,12 @@ use groundskeeper_api::scylla::facts::{
 };
 
 /// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
-pub fn agent_token_secret_name(cluster: &str) -> String {
+pub(crate) fn agent_token_secret_name(cluster: &str) -> String {
     format!("{cluster}-auth-token")
 }
 
 /// The member Services (one per Scylla node) of the ScyllaCluster `namespace/cluster`.
-pub async fn list_member_services(
+pub(crate) async fn list_member_services(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
@@ -42,7 +42,7 @@ pub async fn list_member_services(
 }
 
 /// The Cleanup tasks of ScyllaCluster `namespace/cluster`.
-pub async fn list_cleanup_tasks(
+pub(crate) async fn list_cleanup_tasks(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
@@ -59,7 +59,7 @@ pub async fn list_cleanup_tasks(
 }
 
 /// A Cleanup task of ScyllaCluster `cluster` (in the task's namespace).
-pub fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
+pub(crate) fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
     task.spec.task_type == TaskType::Cleanup
         && task.spec.target.kind == TargetKind::ScyllaCluster
         && task.spec.target.name == cluster
@@ -123,7 +123,7 @@ pub async fn fill_pod_addresses(
 }
 
 /// scylla-operator's cleanup Jobs of ScyllaCluster `namespace/cluster`: read, never written.
-pub async fn list_operator_cleanup_jobs(
+pub(crate) async fn list_operator_cleanup_jobs(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
@@ -133,13 +133,17 @@ pub async fn list_operator_cleanup_jobs(
 }
 
 /// Whether the agent token Secret exists and holds its key. The token itself is not kept.
-pub async fn read_secret_state(client: &kube::Client, namespace: &str, cluster: &str) -> Result<SecretState> {
+pub(crate) async fn read_secret_state(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<SecretState> {
     let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
     Ok(secret_state(&name, secret.as_ref()))
 }
 
 /// The cluster's agent token Secret (`<cluster>-auth-token`) with its name; `None` if absent.
-pub async fn get_agent_token_secret(
+pub(crate) async fn get_agent_token_secret(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
@@ -151,7 +155,7 @@ pub async fn get_agent_token_secret(
     Ok((name, secret))
 }
 
-pub fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {
+pub(crate) fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {
     let Some(secret) = secret else {
         return SecretState::Missing { name: name.to_owned() };
     };

@@ -57,7 +57,7 @@ use groundskeeper_stores::scylla::agent::{Mapper, TokenRange};
 /// object, leaving room for everyone else's.
 pub const RECORD_SIZE_LIMIT: usize = 128 * 1024;
 /// Format version of [`OwnershipRecord`].
-pub const RECORD_VERSION: u32 = 1;
+pub(crate) const RECORD_VERSION: u32 = 1;
 
 /// Token ranges `(start, end]`, sorted, disjoint and not touching (touching ones are merged),
 /// over the Murmur3 token space `(i64::MIN, i64::MAX]` (`i64::MIN` is no node's token).
@@ -67,7 +67,7 @@ pub struct RangeSet(Vec<(i64, i64)>);
 impl RangeSet {
     /// From `(start, end]` ranges as `describe_ring` gives them: a range with `start > end`
     /// wraps past the largest token, `start == end` is the whole ring.
-    pub fn from_ring_ranges(ranges: impl IntoIterator<Item = (i64, i64)>) -> Self {
+    pub(crate) fn from_ring_ranges(ranges: impl IntoIterator<Item = (i64, i64)>) -> Self {
         let mut intervals = Vec::new();
         for (start, end) in ranges {
             match start.cmp(&end) {
@@ -83,7 +83,7 @@ impl RangeSet {
     }
 
     /// From non-wrapping `(start, end]` intervals in any order; empty ones are dropped.
-    pub fn from_intervals(mut intervals: Vec<(i64, i64)>) -> Self {
+    pub(crate) fn from_intervals(mut intervals: Vec<(i64, i64)>) -> Self {
         intervals.retain(|(s, e)| s < e);
         intervals.sort_unstable();
         let mut merged: Vec<(i64, i64)> = Vec::with_capacity(intervals.len());
@@ -138,12 +138,12 @@ impl RangeSet {
         RangeSet(out)
     }
 
-    pub fn is_subset_of(&self, other: &RangeSet) -> bool {
+    pub(crate) fn is_subset_of(&self, other: &RangeSet) -> bool {
         self.minus(other).is_empty()
     }
 
     /// The share of the ring covered, 0 to 1 (for messages).
-    pub fn share_of_ring(&self) -> f64 {
+    pub(crate) fn share_of_ring(&self) -> f64 {
         let width: u128 = self.0.iter().map(|(s, e)| (i128::from(*e) - i128::from(*s)) as u128).sum();
         width as f64 / 2f64.powi(64)
     }
@@ -294,7 +294,7 @@ impl RingView {
     }
 
     /// The ranges `endpoint` replicates here (none when it is no replica of anything).
-    pub fn ranges_of(&self, endpoint: &str) -> RangeSet {
+    pub(crate) fn ranges_of(&self, endpoint: &str) -> RangeSet {
         self.nodes.get(endpoint).map(|n| n.ranges.clone()).unwrap_or_default()
     }
 }
@@ -568,7 +568,7 @@ pub struct Lost {
 }
 
 impl Lost {
-    pub fn share_of_ring(&self) -> f64 {
+    pub(crate) fn share_of_ring(&self) -> f64 {
         self.ranges.share_of_ring()
     }
 }

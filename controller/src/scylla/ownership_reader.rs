@@ -18,10 +18,10 @@ use crate::runtime::context::{Context, ControllerConfig};
 use groundskeeper_api::scylla::facts::MemberFacts;
 
 /// Nodes asked in turn for the ring views before ownership counts as unknown.
-pub const NODES_TRIED: usize = 2;
+pub(crate) const NODES_TRIED: usize = 2;
 
 /// Ownership reads in flight at once on one agent.
-pub const CONCURRENT_READS: usize = 8;
+pub(crate) const CONCURRENT_READS: usize = 8;
 
 /// What could not be read, for the decision's fallback reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +59,7 @@ async fn read_group(agent: &AgentClient, keyspaces: BTreeSet<String>) -> Result<
 
 /// How the controller reaches the agent of member `service`: its DNS name on the agent port,
 /// unless the configuration says otherwise ([`ControllerConfig::agent_endpoints`]).
-pub fn agent_config(
+pub(crate) fn agent_config(
     config: &ControllerConfig,
     namespace: &str,
     service: &str,
@@ -77,7 +77,7 @@ pub fn agent_config(
 /// The ring views of cluster `namespace/cluster`, read through the first joined node (one with a
 /// current ring hash) that answers, [`NODES_TRIED`] at most; or why they cannot be known, as the
 /// fallback reason the decision reports.
-pub async fn read_cluster_views(
+pub(crate) async fn read_cluster_views(
     ctx: &Context,
     namespace: &str,
     cluster: &str,

@@ -99,7 +99,7 @@ pub fn last_cleaned_patch(hash: &str, members: Option<&MembersRecord>) -> Value 
 }
 
 /// Writes `hash` (and the members record) as member Service `service`'s last-cleaned ring.
-pub async fn patch_service(
+pub(crate) async fn patch_service(
     client: &kube::Client,
     namespace: &str,
     service: &str,

@@ -44,7 +44,7 @@ use groundskeeper_api::scylla::ScyllaCluster;
 /// Field manager of the observer's writes, as `metadata.managedFields` records it.
 pub const FIELD_MANAGER: &str = "groundskeeper-ring-observer";
 /// Another writer's hash untouched for this long is checked (and corrected if wrong).
-pub const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
 
 /// Who keeps a member Service's `current-token-ring-hash` up to date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ pub fn broadcast_address(cluster: &ScyllaCluster, service: &Service, pod: Option
     service.spec.as_ref()?.cluster_ip.clone().filter(|ip| !ip.is_empty() && ip != "None")
 }
 
-pub fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
+pub(crate) fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
     cluster
         .spec
         .expose_options
@@ -143,7 +143,7 @@ pub async fn run_ring_observer(ctx: Arc<Context>) {
 
 /// One pass over every ScyllaCluster it looks after. A failing cluster is logged and does not
 /// stop the others.
-pub async fn observe_all(ctx: &Context) -> Result<()> {
+pub(crate) async fn observe_all(ctx: &Context) -> Result<()> {
     let mut clusters = Vec::new();
     for namespace in scope::watched(&ctx.config) {
         let api: Api<ScyllaCluster> = scope::api(&ctx.client, namespace.as_deref());
@@ -249,7 +249,7 @@ pub async fn write_current_hash(
 }
 
 /// The agent token from the cluster's Secret. Errors name the Secret and key, never the content.
-pub async fn read_token(client: &kube::Client, namespace: &str, cluster: &str) -> Result<AuthToken> {
+pub(crate) async fn read_token(client: &kube::Client, namespace: &str, cluster: &str) -> Result<AuthToken> {
     let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
     token_from_secret(namespace, &name, secret.as_ref())
 }

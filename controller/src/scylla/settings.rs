@@ -14,7 +14,7 @@ pub struct Limits {
 
 /// The cluster's concurrency annotations (1 per rack and no cluster bound when absent), or what
 /// is wrong with them: nothing starts on a guess.
-pub fn cluster_limits(cluster: &ClusterFacts) -> Result<Limits, Vec<String>> {
+pub(crate) fn cluster_limits(cluster: &ClusterFacts) -> Result<Limits, Vec<String>> {
     let per_rack = positive_annotation(cluster, keys::CLEANUP_MAX_PER_RACK);
     let per_cluster = positive_annotation(cluster, keys::CLEANUP_MAX_PER_CLUSTER);
     match (per_rack, per_cluster) {

@@ -66,7 +66,7 @@ pub fn facts(cluster: Option<&ClusterFacts>, secret: &SecretState) -> TargetFact
 
 /// The nodes a task cleans, in cleaning order (datacenter, rack, ordinal), each `Pending`: the
 /// ones it names, else every member of the cluster. `Err` names a node that is not a member.
-pub fn plan_nodes(
+pub(crate) fn plan_nodes(
     cleanup: &Cleanup,
     cluster: &ClusterFacts,
     members: &[MemberFacts],
@@ -120,7 +120,7 @@ pub fn racks(members: &[MemberFacts]) -> BTreeMap<String, (String, String)> {
 
 /// Which pending nodes may start now (indexes into `nodes`, in order), given those running and
 /// the bounds. A node whose rack is unknown never starts.
-pub fn to_start(
+pub(crate) fn to_start(
     nodes: &[NodeProgress],
     racks: &BTreeMap<String, (String, String)>,
     limits: Limits,

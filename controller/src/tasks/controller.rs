@@ -36,7 +36,7 @@ use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 
 /// This controller's name in metrics and logs.
-pub const CONTROLLER: &str = "tasks";
+pub(crate) const CONTROLLER: &str = "tasks";
 
 /// Runs the task controller, for tasks on the kinds of target in `targets`, until the process is
 /// told to stop.

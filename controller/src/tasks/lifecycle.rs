@@ -362,13 +362,13 @@ fn due_at(task: &TaskView, decision: &Decision, now: Timestamp) -> Option<Timest
 }
 
 /// Creation plus `deadlineSeconds`.
-pub fn deadline_of(task: &TaskView) -> Option<Timestamp> {
+pub(crate) fn deadline_of(task: &TaskView) -> Option<Timestamp> {
     after(task.created, task.deadline_seconds?)
 }
 
 /// When a finished task is to be deleted: its finish (else its creation) plus its TTL (a
 /// negative TTL, which validation refuses, counts as 0).
-pub fn expiry_of(task: &TaskView) -> Option<Timestamp> {
+pub(crate) fn expiry_of(task: &TaskView) -> Option<Timestamp> {
     let finished = task.completed_at.unwrap_or(task.created);
     after(finished, task.ttl_seconds_after_finished.max(0))
 }

@@ -47,12 +47,12 @@ pub enum Place {
 }
 
 /// Queue order: creation time, then name.
-pub fn queue_order(a: (&Timestamp, &str), b: (&Timestamp, &str)) -> Ordering {
+pub(crate) fn queue_order(a: (&Timestamp, &str), b: (&Timestamp, &str)) -> Ordering {
     a.0.cmp(b.0).then_with(|| a.1.cmp(b.1))
 }
 
 /// The indices of `entries` in queue order.
-pub fn in_queue_order(entries: &[QueueEntry]) -> Vec<usize> {
+pub(crate) fn in_queue_order(entries: &[QueueEntry]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by(|&a, &b| {
         queue_order((&entries[a].created, &entries[a].name), (&entries[b].created, &entries[b].name))

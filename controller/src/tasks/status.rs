@@ -31,9 +31,9 @@ use groundskeeper_api::maintenance_task::{
 use groundskeeper_api::maintenance_task::{QUEUED, READY};
 
 /// `lastErrors[].code` of a task that did not finish by its deadline.
-pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub(crate) const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 /// `lastErrors[].code` of a task whose target was deleted while it ran.
-pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+pub(crate) const TARGET_NOT_FOUND: &str = "TargetNotFound";
 
 /// The status after `decision`. Decisions that change nothing in the status (`KeepRunning`,
 /// `Nothing`, `Delete`) return it as it is.

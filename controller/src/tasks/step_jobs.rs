@@ -14,13 +14,13 @@ use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 
 /// `lastErrors[].code` of a task whose step Job failed.
-pub const JOB_FAILED: &str = "JobFailed";
+pub(crate) const JOB_FAILED: &str = "JobFailed";
 /// `lastErrors[].code` of a task whose work this version cannot do on its target.
-pub const NOT_SUPPORTED: &str = "NotSupported";
+pub(crate) const NOT_SUPPORTED: &str = "NotSupported";
 
 /// The Jobs of this task (by label, and owned by this very task: a task deleted and created
 /// again under the same name does not inherit the old one's Jobs).
-pub async fn task_jobs(ctx: &Context, task: &MaintenanceTask) -> Result<Vec<JobObservation>> {
+pub(crate) async fn task_jobs(ctx: &Context, task: &MaintenanceTask) -> Result<Vec<JobObservation>> {
     let namespace = task.namespace().unwrap_or_default();
     let selector = format!("{}={}", keys::TASK_LABEL, task_label(task));
     let jobs = jobs::observe_jobs(&ctx.client, &namespace, &selector).await?;
@@ -30,17 +30,17 @@ pub async fn task_jobs(ctx: &Context, task: &MaintenanceTask) -> Result<Vec<JobO
 }
 
 /// The step (or node index) a task's Job runs, from its label.
-pub fn step_of(job: &JobObservation) -> Option<usize> {
+pub(crate) fn step_of(job: &JobObservation) -> Option<usize> {
     job.labels.get(keys::TASK_STEP_LABEL)?.parse().ok()
 }
 
 /// The task's name as a label value (at most 63 characters).
-pub fn task_label(task: &MaintenanceTask) -> String {
+pub(crate) fn task_label(task: &MaintenanceTask) -> String {
     bounded_name(&task.name_any(), "")
 }
 
 /// The labels tying a Job to its task and step.
-pub fn step_labels(task: &MaintenanceTask, step: usize) -> BTreeMap<String, String> {
+pub(crate) fn step_labels(task: &MaintenanceTask, step: usize) -> BTreeMap<String, String> {
     BTreeMap::from([
         (keys::TASK_LABEL.to_owned(), task_label(task)),
         (keys::TASK_STEP_LABEL.to_owned(), step.to_string()),
@@ -71,7 +71,7 @@ pub fn owner_of(task: &MaintenanceTask) -> Result<OwnerReference> {
 }
 
 /// Why step `step` failed, from its Job's result, else its conditions.
-pub fn failure_of(jobs: &[JobObservation], step: usize) -> String {
+pub(crate) fn failure_of(jobs: &[JobObservation], step: usize) -> String {
     let Some(job) = jobs.iter().find(|j| step_of(j) == Some(step)) else {
         return format!("step {} failed", step + 1);
     };
@@ -92,7 +92,7 @@ pub fn failure_of(jobs: &[JobObservation], step: usize) -> String {
 
 /// `{time}` of a task's work: when it started, as its status says (written before any Job
 /// exists), else its creation. Both stay as they are across restarts.
-pub fn task_time(task: &MaintenanceTask, status: &MaintenanceTaskStatus, now: Timestamp) -> Timestamp {
+pub(crate) fn task_time(task: &MaintenanceTask, status: &MaintenanceTaskStatus, now: Timestamp) -> Timestamp {
     status.started_at.as_ref().or(task.metadata.creation_timestamp.as_ref()).map_or(now, |t| t.0)
 }
 

@@ -8,7 +8,7 @@ use crate::jobs::JobState;
 
 /// What to do next with a running task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepsState {
+pub(crate) enum StepsState {
     /// Step `i` has no Job yet: create it.
     Start(usize),
     /// Step `i`'s Job runs: wait.
@@ -20,7 +20,7 @@ pub enum StepsState {
 }
 
 /// Where `count` steps stand, given the Jobs found: `(step, state)` pairs in any order.
-pub fn steps_state(count: usize, jobs: &[(usize, &JobState)]) -> StepsState {
+pub(crate) fn steps_state(count: usize, jobs: &[(usize, &JobState)]) -> StepsState {
     for step in 0..count {
         match jobs.iter().find(|(s, _)| *s == step).map(|(_, state)| state) {
             None => return StepsState::Start(step),

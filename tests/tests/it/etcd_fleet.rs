@@ -27,10 +27,9 @@ use std::time::Duration;
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
 use groundskeeper_controller::etcd;
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig, StorageClusterDiscovery};
-use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::runtime::context::{ControllerConfig, StorageClusterDiscovery};
 use groundskeeper_e2e::apiserver::rbac::{
-    CONTROLLER_TOKEN, Grants, controller_grants, controller_grants_with_storage_cluster_discovery,
+    controller_grants, controller_grants_with_storage_cluster_discovery,
 };
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
@@ -41,14 +40,11 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::common;
+use crate::harness::{Controllers, Part, api_server, etcd_clusters, maintenance_tasks, wait_until};
 use common::etcd_jobs::run_etcd_job;
 
 /// Guards against a scenario that never converges; not a performance bound.
 const GUARD: Duration = Duration::from_secs(60);
-
-fn etcd_clusters() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "etcdclusters")
-}
 
 fn cluster(namespace: &str, name: &str, cluster_id: i64) -> Value {
     json!({
@@ -70,29 +66,18 @@ fn degraded(server: &ApiServer, namespace: &str, name: &str) -> Option<(String, 
     Some((c["reason"].as_str()?.to_owned(), c["message"].as_str()?.to_owned()))
 }
 
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let guard = tokio::time::Instant::now() + GUARD;
-    while !done() {
-        assert!(tokio::time::Instant::now() < guard, "never reached: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    wait_until(what, GUARD, Duration::from_millis(50), done, String::new).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_claiming_one_fleet_id_are_both_reported_and_left_alone() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(
-        ApiServer::builder().authorize(CONTROLLER_TOKEN, controller_grants()).start().await.unwrap(),
-    );
+    let server = api_server(controller_grants()).await;
     server.create(&etcd_clusters(), Some("system"), cluster("system", "system", 0)).unwrap();
     server.create(&etcd_clusters(), Some("system"), cluster("system", "tenant-a", 1)).unwrap();
     server.create(&etcd_clusters(), Some("tenants"), cluster("tenants", "tenant-b", 1)).unwrap();
-    let ctx = Arc::new(Context::new(
-        server.client_with_token(CONTROLLER_TOKEN),
-        ControllerConfig { requeue_busy: Duration::from_secs(1), ..ControllerConfig::default() },
-        Arc::new(Metrics::new()),
-    ));
-    let trigger = tokio::spawn(etcd::controller::run(ctx));
+    let config = ControllerConfig { requeue_busy: Duration::from_secs(1), ..ControllerConfig::default() };
+    let _controllers = Controllers::start(&server, config, &[Part::Etcd]);
 
     let collision = |namespace: &str, name: &str| {
         degraded(&server, namespace, name)
@@ -120,7 +105,7 @@ async fn two_clusters_claiming_one_fleet_id_are_both_reported_and_left_alone() {
             "a Warning Event about {name}: {events:#?}"
         );
     }
-    let tasks = server.list(&ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks"), None);
+    let tasks = server.list(&maintenance_tasks(), None);
     assert!(tasks.is_empty(), "no maintenance while ids collide: {tasks:#?}");
 
     // tenant-b takes an id of its own: its spec changed, so it is looked at again at once.
@@ -130,7 +115,6 @@ async fn two_clusters_claiming_one_fleet_id_are_both_reported_and_left_alone() {
         collision("tenants", "tenant-b").is_none() && degraded(&server, "tenants", "tenant-b").is_some()
     })
     .await;
-    trigger.abort();
 }
 
 /// The scenarios with real etcd run one at a time: several clusters at once on a small machine
@@ -142,10 +126,6 @@ const NAMESPACE: &str = "etcd";
 const CHURNED_DB: i64 = 6_000_000;
 /// Well under the churned size, well over what a defragmented db of this data holds (~2 MB).
 const MIN_DEFRAG_BYTES: i64 = 4_000_000;
-
-fn tasks() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
-}
 
 fn storage_clusters() -> ResourceId {
     ResourceId::new("", "v1", "storageclusters")
@@ -160,46 +140,19 @@ async fn start_etcd(binary: &std::path::Path) -> etcd_cluster::EtcdCluster {
 
 /// The controllers (etcd trigger, task controller) and the Job simulator running the runner
 /// (its containers held until `gate` opens).
-struct Controllers {
+struct Fleet {
     jobs: JobSimulator,
     gate: watch::Sender<bool>,
-    handles: Vec<tokio::task::JoinHandle<()>>,
+    _controllers: Controllers,
 }
 
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        for handle in &self.handles {
-            handle.abort();
-        }
-    }
-}
-
-async fn api_server(grants: Grants) -> Arc<ApiServer> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Arc::new(
-        ApiServer::builder()
-            .authorize(CONTROLLER_TOKEN, grants)
-            .start()
-            .await
-            .expect("the API server starts"),
-    )
-}
-
-fn start_controllers(server: &Arc<ApiServer>, config: ControllerConfig) -> Controllers {
+fn start_controllers(server: &Arc<ApiServer>, config: ControllerConfig) -> Fleet {
     let (gate, opened) = watch::channel(false);
     let jobs =
         JobSimulator::builder(server.clone(), move |container| run_etcd_job(container, opened.clone()))
             .spawn();
-    let ctx = Arc::new(Context::new(
-        server.client_with_token(CONTROLLER_TOKEN),
-        ControllerConfig { requeue_busy: Duration::from_secs(1), ..config },
-        Arc::new(Metrics::new()),
-    ));
-    let handles = vec![
-        tokio::spawn(etcd::controller::run(ctx.clone())),
-        tokio::spawn(groundskeeper_controller::run_task_controller(ctx)),
-    ];
-    Controllers { jobs, gate, handles }
+    let config = ControllerConfig { requeue_busy: Duration::from_secs(1), ..config };
+    Fleet { jobs, gate, _controllers: Controllers::start(server, config, &[Part::Etcd, Part::Tasks]) }
 }
 
 fn fleet_cluster(name: &str, endpoints: Vec<String>, scheme: &str, cluster_id: i64) -> Value {
@@ -225,7 +178,7 @@ fn cluster_of(server: &ApiServer, namespace: &str, name: &str) -> Option<EtcdClu
 
 fn tasks_of(server: &ApiServer, cluster: &str) -> Vec<MaintenanceTask> {
     server
-        .list(&tasks(), Some(NAMESPACE))
+        .list(&maintenance_tasks(), Some(NAMESPACE))
         .into_iter()
         .map(|t| serde_json::from_value::<MaintenanceTask>(t).expect("a MaintenanceTask"))
         .filter(|t| t.spec.target.name == cluster)

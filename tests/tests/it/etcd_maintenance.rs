@@ -28,20 +28,21 @@ use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use groundskeeper_api::maintenance_task::{MaintenanceTask, NodeState, TaskState, TaskType};
 use groundskeeper_controller::etcd::decide::TLS_MOUNT_DIR;
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
-use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
+use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::kubelet::JobSimulator;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::common;
+use crate::harness::{
+    Controllers, Part, api_server, etcd_clusters, jobs, maintenance_tasks, names, wait_until,
+};
 use common::etcd_jobs::run_etcd_job;
 
 const NAMESPACE: &str = "etcd";
@@ -56,18 +57,6 @@ const SETTLE_GUARD: Duration = Duration::from_secs(90);
 const PROGRESSING: &str = "DefragControllerProgressing";
 const DEGRADED: &str = "DefragControllerDegraded";
 const DISABLED: &str = "DefragControllerDisabled";
-
-fn etcd_clusters() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "etcdclusters")
-}
-
-fn jobs() -> ResourceId {
-    ResourceId::of::<Job>()
-}
-
-fn tasks() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
-}
 
 /// A loopback URL nothing listens on.
 fn dead_endpoint() -> String {
@@ -98,15 +87,7 @@ struct Scenario {
     jobs: JobSimulator,
     /// Jobs' containers wait until this is true.
     gate: watch::Sender<bool>,
-    controller: tokio::task::JoinHandle<()>,
-    tasks: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Scenario {
-    fn drop(&mut self) {
-        self.controller.abort();
-        self.tasks.abort();
-    }
+    controllers: Controllers,
 }
 
 impl Scenario {
@@ -119,13 +100,7 @@ impl Scenario {
         let churn = etcd.churn(CHURNED_DB).await.expect("churn");
 
         // The controller acts with what manifests/rbac/ grants it, and nothing more.
-        let server = Arc::new(
-            ApiServer::builder()
-                .authorize(CONTROLLER_TOKEN, controller_grants())
-                .start()
-                .await
-                .expect("the API server starts"),
-        );
+        let server = api_server(controller_grants()).await;
         let mut spec = json!({
             "endpoints": etcd.client_urls(),
             "policy": {
@@ -160,19 +135,9 @@ impl Scenario {
         let jobs =
             JobSimulator::builder(server.clone(), move |container| run_etcd_job(container, opened.clone()))
                 .spawn();
-        let client = server.client_with_token(CONTROLLER_TOKEN);
-        let ctx = Arc::new(Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new())));
-        let controller = tokio::spawn(groundskeeper_controller::etcd::controller::run(ctx.clone()));
-        let tasks = tokio::spawn(groundskeeper_controller::run_task_controller(ctx));
-        Some(Scenario {
-            server,
-            etcd,
-            churned_revision: churn.compacted_revision,
-            jobs,
-            gate,
-            controller,
-            tasks,
-        })
+        let controllers =
+            Controllers::start(&server, ControllerConfig::default(), &[Part::Etcd, Part::Tasks]);
+        Some(Scenario { server, etcd, churned_revision: churn.compacted_revision, jobs, gate, controllers })
     }
 
     /// Lets Jobs' containers run (until then they are held, as if their image were pulling).
@@ -197,17 +162,13 @@ impl Scenario {
     }
 
     fn job_names(&self) -> Vec<String> {
-        self.server
-            .list(&jobs(), Some(NAMESPACE))
-            .iter()
-            .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_owned))
-            .collect()
+        names(&self.server, &jobs(), NAMESPACE).into_iter().collect()
     }
 
     /// The tasks the trigger submitted (label `groundskeeper.dev/origin: automatic`).
     fn automatic_tasks(&self) -> Vec<MaintenanceTask> {
         self.server
-            .list(&tasks(), Some(NAMESPACE))
+            .list(&maintenance_tasks(), Some(NAMESPACE))
             .into_iter()
             .filter(|t| t["metadata"]["labels"]["groundskeeper.dev/origin"] == "automatic")
             .map(|t| serde_json::from_value(t).expect("a MaintenanceTask"))
@@ -227,18 +188,21 @@ impl Scenario {
     }
 
     async fn wait_for(&self, what: &str, mut done: impl FnMut(&Scenario) -> bool) {
-        let guard = tokio::time::Instant::now() + SETTLE_GUARD;
-        while !done(self) {
-            if tokio::time::Instant::now() > guard {
-                panic!(
-                    "never reached: {what}\njobs: {:#?}\nstatus: {:#?}\nevents: {:#?}",
+        wait_until(
+            what,
+            SETTLE_GUARD,
+            Duration::from_millis(50),
+            || done(self),
+            || {
+                format!(
+                    "jobs: {:#?}\nstatus: {:#?}\nevents: {:#?}",
                     self.jobs.log(),
                     self.cluster().status,
                     self.events()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                )
+            },
+        )
+        .await;
     }
 
     /// Changes the spec (a threshold nudged, still met by the members) and waits until the
@@ -259,18 +223,12 @@ impl Scenario {
 
     /// Stops the task controller as a crash would (mid-reconciliation or not).
     async fn kill_task_controller(&mut self) {
-        self.tasks.abort();
-        let _ = (&mut self.tasks).await;
+        self.controllers.stop(Part::Tasks).await;
     }
 
     /// Starts the task controller again, with nothing carried over but what the API holds.
     fn start_task_controller(&mut self) {
-        let ctx = Arc::new(Context::new(
-            self.server.client_with_token(CONTROLLER_TOKEN),
-            ControllerConfig::default(),
-            Arc::new(Metrics::new()),
-        ));
-        self.tasks = tokio::spawn(groundskeeper_controller::run_task_controller(ctx));
+        self.controllers.spawn(Part::Tasks);
     }
 
     /// Creates a MaintenanceTask on the cluster, as a person would.
@@ -285,7 +243,7 @@ impl Scenario {
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": "manual"}},
             "spec": spec,
         });
-        self.server.create(&tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
+        self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
     }
 
     fn task(&self, name: &str) -> MaintenanceTask {
@@ -713,7 +671,7 @@ async fn a_task_past_its_deadline_fails_and_its_job_is_deleted(version: EtcdVers
     let mut task = json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
         "metadata": {"name": "too-slow", "namespace": NAMESPACE},
         "spec": {"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": "Defragment", "deadlineSeconds": 3}});
-    scenario.server.create(&tasks(), Some(NAMESPACE), task.take()).expect("the task");
+    scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task.take()).expect("the task");
     // The gate stays shut: the Job never gets to run.
     scenario
         .wait_for("the task Failed past its deadline", |s| {
@@ -743,13 +701,13 @@ async fn a_finished_task_is_deleted_after_its_ttl(version: EtcdVersion) {
         "metadata": {"name": "short-lived", "namespace": NAMESPACE},
         "spec": {"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": "Compact",
                  "config": {"compact": {"retainRevisions": 0}}, "ttlSecondsAfterFinished": 2}});
-    scenario.server.create(&tasks(), Some(NAMESPACE), task.take()).expect("the task");
+    scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task.take()).expect("the task");
     scenario
         .wait_for("the task Completed", |s| s.task_state("short-lived") == Some(TaskState::Completed))
         .await;
     scenario
         .wait_for("the task deleted after its TTL", |s| {
-            s.server.get(&tasks(), Some(NAMESPACE), "short-lived").is_none()
+            s.server.get(&maintenance_tasks(), Some(NAMESPACE), "short-lived").is_none()
         })
         .await;
 }
@@ -808,7 +766,10 @@ async fn deleting_a_running_task_deletes_its_job(version: EtcdVersion) {
     };
     scenario.create_task("changed-my-mind", "Defragment", Value::Null);
     scenario.wait_for("its Job created", |s| !s.job_names().is_empty()).await;
-    scenario.server.delete(&tasks(), Some(NAMESPACE), "changed-my-mind").expect("the task deleted");
+    scenario
+        .server
+        .delete(&maintenance_tasks(), Some(NAMESPACE), "changed-my-mind")
+        .expect("the task deleted");
     scenario
         .wait_for("its Job deleted with it", |s| {
             s.server.get(&jobs(), Some(NAMESPACE), "changed-my-mind-0").is_none()

@@ -18,30 +18,24 @@ use std::time::Duration;
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, SnapshotStatus, TaskState};
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
-use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
+use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{self, ClusterOptions, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_job::cli::{Cli, Command};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+
+use crate::harness::{
+    Controllers, Part, api_server, etcd_clusters, jobs, maintenance_tasks, names, wait_until,
+};
 
 const NAMESPACE: &str = "etcd";
 const CLUSTER: &str = "main";
 /// Guards against a scenario that never settles; not a performance bound.
 const SETTLE_GUARD: Duration = Duration::from_secs(90);
-
-fn tasks() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
-}
-
-fn jobs() -> ResourceId {
-    ResourceId::of::<Job>()
-}
 
 /// Runs a snapshot Job's container: `groundskeeper-job snapshot` with the Job's own arguments,
 /// `--output` resolved into the claim's folder, the result file standing for the termination
@@ -78,13 +72,7 @@ struct Scenario {
     server: Arc<ApiServer>,
     etcd: etcd_cluster::EtcdCluster,
     jobs: JobSimulator,
-    tasks: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Scenario {
-    fn drop(&mut self) {
-        self.tasks.abort();
-    }
+    controllers: Controllers,
 }
 
 impl Scenario {
@@ -95,13 +83,7 @@ impl Scenario {
             .await
             .expect("the etcd cluster starts");
         etcd.fill(1_000_000).await.expect("fill");
-        let server = Arc::new(
-            ApiServer::builder()
-                .authorize(CONTROLLER_TOKEN, controller_grants())
-                .start()
-                .await
-                .expect("the API server starts"),
-        );
+        let server = api_server(controller_grants()).await;
         let cluster = json!({
             "apiVersion": "groundskeeper.dev/v1alpha1",
             "kind": "EtcdCluster",
@@ -109,34 +91,16 @@ impl Scenario {
             // No automatic maintenance: only the tasks created here run.
             "spec": { "endpoints": etcd.client_urls(), "policy": { "enabled": false } },
         });
-        server
-            .create(
-                &ResourceId::new("groundskeeper.dev", "v1alpha1", "etcdclusters"),
-                Some(NAMESPACE),
-                cluster,
-            )
-            .expect("the EtcdCluster");
+        server.create(&etcd_clusters(), Some(NAMESPACE), cluster).expect("the EtcdCluster");
         let jobs = JobSimulator::builder(server.clone(), run_snapshot_job).spawn();
-        let ctx = Arc::new(Context::new(
-            server.client_with_token(CONTROLLER_TOKEN),
-            ControllerConfig::default(),
-            Arc::new(Metrics::new()),
-        ));
-        let tasks = tokio::spawn(groundskeeper_controller::run_task_controller(ctx));
-        Some(Scenario { server, etcd, jobs, tasks })
+        let controllers = Controllers::start(&server, ControllerConfig::default(), &[Part::Tasks]);
+        Some(Scenario { server, etcd, jobs, controllers })
     }
 
     /// Stops the task controller as a crash would and starts it again, with nothing carried
     /// over but what the API holds.
     async fn restart_task_controller(&mut self) {
-        self.tasks.abort();
-        let _ = (&mut self.tasks).await;
-        let ctx = Arc::new(Context::new(
-            self.server.client_with_token(CONTROLLER_TOKEN),
-            ControllerConfig::default(),
-            Arc::new(Metrics::new()),
-        ));
-        self.tasks = tokio::spawn(groundskeeper_controller::run_task_controller(ctx));
+        self.controllers.restart(Part::Tasks).await;
     }
 
     fn create_claim(&self, name: &str) {
@@ -161,7 +125,7 @@ impl Scenario {
                 "config": { "snapshot": config },
             },
         });
-        self.server.create(&tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
+        self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
     }
 
     fn task(&self, name: &str) -> MaintenanceTask {
@@ -177,22 +141,21 @@ impl Scenario {
     }
 
     fn job_names(&self) -> Vec<String> {
-        self.server
-            .list(&jobs(), Some(NAMESPACE))
-            .iter()
-            .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_owned))
-            .collect()
+        names(&self.server, &jobs(), NAMESPACE).into_iter().collect()
     }
 
     async fn wait_for(&self, what: &str, mut done: impl FnMut(&Scenario) -> bool) {
-        let guard = tokio::time::Instant::now() + SETTLE_GUARD;
-        while !done(self) {
-            if tokio::time::Instant::now() > guard {
-                let tasks = self.server.list(&tasks(), Some(NAMESPACE));
-                panic!("never reached: {what}\njobs: {:#?}\ntasks: {tasks:#?}", self.jobs.log());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until(
+            what,
+            SETTLE_GUARD,
+            Duration::from_millis(50),
+            || done(self),
+            || {
+                let tasks = self.server.list(&maintenance_tasks(), Some(NAMESPACE));
+                format!("jobs: {:#?}\ntasks: {tasks:#?}", self.jobs.log())
+            },
+        )
+        .await;
     }
 
     /// Creates the task and waits until it Completed; its snapshot status.

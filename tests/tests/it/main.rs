@@ -7,6 +7,7 @@ mod demo;
 mod etcd_fleet;
 mod etcd_maintenance;
 mod etcd_snapshot;
+mod harness;
 mod leader_election;
 mod real_cluster;
 mod scylla_cleanup;

@@ -19,8 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
-use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants, controller_grants_namespaced};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
@@ -37,20 +36,14 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use serde_json::{Value, json};
 
+use crate::harness::{Controllers, Part, api_server, jobs, maintenance_tasks, names, wait_until};
+
 const NAMESPACE: &str = "scylla";
 const CLUSTER: &str = "basic";
 const DATACENTER: &str = "us-east-1";
 const AGENT_TOKEN: &str = "agent-token";
 /// Guards against a scenario that never converges; not a performance bound.
 const CONVERGENCE_GUARD: Duration = Duration::from_secs(120);
-
-fn maintenance_tasks() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
-}
-
-fn jobs() -> ResourceId {
-    ResourceId::of::<Job>()
-}
 
 /// The types of the conditions in an object's status, in order.
 fn condition_types(object: &Value) -> Vec<&str> {
@@ -163,24 +156,13 @@ fn job_simulator(server: Arc<ApiServer>, agents: BTreeMap<String, (String, u16)>
 /// One ScyllaCluster, its nodes (agents) and the controller running against the in-memory API.
 struct Scenario {
     server: Arc<ApiServer>,
-    metrics: Arc<Metrics>,
     agents: BTreeMap<String, ScyllaAgent>,
     jobs: JobSimulator,
-    /// The trigger, then the task controller.
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    ctx: Arc<Context>,
+    controllers: Controllers,
     with_datacenter: bool,
     operator: ScyllaOperator,
     /// scylla-operator's own cleanup controller, where the scenario runs one.
     operator_cleanup: Option<CleanupController>,
-}
-
-impl Drop for Scenario {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
 }
 
 /// How the controller is installed: `manifests/rbac/cluster-wide/`, or `manifests/rbac/namespaced/`
@@ -232,10 +214,8 @@ impl Scenario {
             Mode::ClusterWide => (controller_grants(), Vec::new()),
             Mode::Namespaced => (controller_grants_namespaced(), vec![NAMESPACE.to_owned()]),
         };
-        let _ = rustls::crypto::ring::default_provider().install_default();
         // The controller acts with what manifests/rbac/ grants it, and nothing more.
-        let server =
-            Arc::new(ApiServer::builder().authorize(CONTROLLER_TOKEN, grants).start().await.unwrap());
+        let server = api_server(grants).await;
         let new_ring = ring(6);
         let mut agents = BTreeMap::new();
         let mut addresses = BTreeMap::new();
@@ -273,7 +253,6 @@ impl Scenario {
         }
         let jobs = job_simulator(server.clone(), addresses.clone());
         let operator_cleanup = operator.cleanup.map(|_| operator.run_cleanup_controller(server.clone()));
-        let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
             namespaces,
@@ -282,27 +261,14 @@ impl Scenario {
             agent_endpoints: addresses,
             ..ControllerConfig::default()
         };
-        let client = server.client_with_token(CONTROLLER_TOKEN);
-        let ctx = Arc::new(Context::new(client, config, metrics.clone()));
-        let trigger = tokio::spawn(groundskeeper_controller::scylla::controller::run(ctx.clone()));
-        let tasks = tokio::spawn(groundskeeper_controller::run_task_controller(ctx.clone()));
-        Scenario {
-            server,
-            metrics,
-            agents,
-            jobs,
-            tasks: vec![trigger, tasks],
-            ctx,
-            with_datacenter,
-            operator,
-            operator_cleanup,
-        }
+        let controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
+        Scenario { server, agents, jobs, controllers, with_datacenter, operator, operator_cleanup }
     }
 
     /// Completed reconciliations of the cleanup controller: the count of its duration histogram,
     /// recorded when a reconciliation ends.
     fn reconciliations(&self) -> u64 {
-        let text = self.metrics.encode();
+        let text = self.controllers.metrics.encode();
         text.lines()
             .filter(|l| {
                 l.split('{').next().is_some_and(|name| name.ends_with("reconcile_duration_seconds_count"))
@@ -313,17 +279,14 @@ impl Scenario {
     }
 
     async fn wait_for(&self, what: &str, mut done: impl FnMut(&Scenario) -> bool) {
-        let guard = tokio::time::Instant::now() + CONVERGENCE_GUARD;
-        while !done(self) {
-            if tokio::time::Instant::now() > guard {
-                panic!(
-                    "never reached: {what}\njobs: {:#?}\nconditions: {:#}",
-                    self.jobs.log(),
-                    self.conditions_json()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until(
+            what,
+            CONVERGENCE_GUARD,
+            Duration::from_millis(20),
+            || done(self),
+            || format!("jobs: {:#?}\nconditions: {:#}", self.jobs.log(), self.conditions_json()),
+        )
+        .await;
     }
 
     /// Where the controller writes its conditions.
@@ -385,8 +348,7 @@ impl Scenario {
 
     /// Stops the task controller wherever it is, as a crash would, and starts a new one.
     fn restart_task_controller(&mut self) {
-        self.tasks[1].abort();
-        self.tasks[1] = tokio::spawn(groundskeeper_controller::run_task_controller(self.ctx.clone()));
+        self.controllers.spawn(Part::Tasks);
     }
 
     fn task_names(&self) -> Vec<String> {
@@ -408,11 +370,7 @@ impl Scenario {
     }
 
     fn job_names(&self) -> BTreeSet<String> {
-        self.server
-            .list(&jobs(), Some(NAMESPACE))
-            .iter()
-            .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
-            .collect()
+        names(&self.server, &jobs(), NAMESPACE)
     }
 
     /// Nudges the controller (an unrelated annotation on the ScyllaCluster) and waits until it has

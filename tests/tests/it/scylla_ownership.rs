@@ -13,11 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
-use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_controller::scylla::job::node_address;
-use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
-use groundskeeper_e2e::apiserver::{ApiServer, Changes, PatchFormat, ResourceId};
+use groundskeeper_e2e::apiserver::rbac::controller_grants;
+use groundskeeper_e2e::apiserver::{ApiServer, Changes, PatchFormat};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::scylla_agent::cluster::{Cluster, Strategy};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, ScyllaAgent};
@@ -25,6 +24,8 @@ use groundskeeper_e2e::scylla_operator::{ScyllaOperator, scylla_clusters, servic
 use groundskeeper_job::cli::{Cli, Command};
 use groundskeeper_protocol::{keys, ring_hash};
 use serde_json::json;
+
+use crate::harness::{Controllers, Part, api_server, maintenance_tasks, wait_until};
 
 const NAMESPACE: &str = "scylla";
 const CLUSTER: &str = "basic";
@@ -49,10 +50,6 @@ fn operator() -> ScyllaOperator {
         datacenter: DATACENTER.into(),
         cleanup: None,
     }
-}
-
-fn maintenance_tasks() -> ResourceId {
-    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
 }
 
 /// A cleanup Job's container: the runner in-process with the Job's arguments, pointed at the
@@ -102,8 +99,7 @@ struct Scenario {
     model: Cluster,
     agents: BTreeMap<String, ScyllaAgent>,
     jobs: JobSimulator,
-    metrics: Arc<Metrics>,
-    controllers: Vec<tokio::task::JoinHandle<()>>,
+    controllers: Controllers,
     /// Nodes in the ring now, as (rack, ordinal, address).
     members: Vec<Node>,
     /// The agents answer describe_ring.
@@ -113,20 +109,9 @@ struct Scenario {
     progressing_messages: Arc<Mutex<Vec<String>>>,
 }
 
-impl Drop for Scenario {
-    fn drop(&mut self) {
-        for task in &self.controllers {
-            task.abort();
-        }
-    }
-}
-
 impl Scenario {
     async fn start(ownership: bool) -> Scenario {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let server = Arc::new(
-            ApiServer::builder().authorize(CONTROLLER_TOKEN, controller_grants()).start().await.unwrap(),
-        );
+        let server = api_server(controller_grants()).await;
         let model = Cluster::new(42, 8);
         let mut agents = BTreeMap::new();
         let mut addresses = BTreeMap::new();
@@ -156,7 +141,6 @@ impl Scenario {
         let progressing_messages = Arc::new(Mutex::new(Vec::new()));
         let recorder =
             tokio::spawn(record_progressing_messages(server.subscribe(), progressing_messages.clone()));
-        let metrics = Arc::new(Metrics::new());
         let config = ControllerConfig {
             requeue_busy: Duration::from_secs(1),
             // A replication change moves no Kubernetes object: the idle resync is what sees it.
@@ -164,18 +148,13 @@ impl Scenario {
             agent_endpoints: addresses,
             ..ControllerConfig::default()
         };
-        let ctx = Arc::new(Context::new(server.client_with_token(CONTROLLER_TOKEN), config, metrics.clone()));
-        let controllers = vec![
-            tokio::spawn(groundskeeper_controller::scylla::controller::run(ctx.clone())),
-            tokio::spawn(groundskeeper_controller::run_task_controller(ctx.clone())),
-            recorder,
-        ];
+        let mut controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
+        controllers.own(recorder);
         Scenario {
             server,
             model,
             agents,
             jobs,
-            metrics,
             controllers,
             members: Vec::new(),
             ownership,
@@ -279,7 +258,8 @@ impl Scenario {
     }
 
     fn reconciliations(&self) -> u64 {
-        self.metrics
+        self.controllers
+            .metrics
             .encode()
             .lines()
             .filter(|l| l.contains("reconcile_duration_seconds_count") && l.contains("scylla-cleanup"))
@@ -313,15 +293,14 @@ impl Scenario {
     }
 
     async fn wait_for(&self, what: &str, mut done: impl FnMut(&Scenario) -> bool) {
-        let guard = tokio::time::Instant::now() + CONVERGENCE_GUARD;
-        while !done(self) {
-            assert!(
-                tokio::time::Instant::now() < guard,
-                "never reached: {what}\njobs: {:#?}",
-                self.jobs.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until(
+            what,
+            CONVERGENCE_GUARD,
+            Duration::from_millis(20),
+            || done(self),
+            || format!("jobs: {:#?}", self.jobs.log()),
+        )
+        .await;
     }
 
     async fn counts(&self) -> Counts {

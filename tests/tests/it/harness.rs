@@ -1,0 +1,158 @@
+//! What every end-to-end scenario stands on: the in-memory API server acting with what
+//! `manifests/rbac/` grants the controller, the controllers themselves (each one started,
+//! stopped and restarted on its own, as a crash and a new pod would), and the one way to wait
+//! for the system to get somewhere. The Job simulator, the etcd clusters and the Scylla agents
+//! are each scenario's own: what a Job's container runs is what a scenario is about.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::metrics::Metrics;
+use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants};
+use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
+use tokio::task::JoinHandle;
+
+/// An API server whose controller token holds `grants` (see
+/// `groundskeeper_e2e::apiserver::rbac::controller_grants`), with the process's TLS provider
+/// installed.
+pub async fn api_server(grants: Grants) -> Arc<ApiServer> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Arc::new(
+        ApiServer::builder()
+            .authorize(CONTROLLER_TOKEN, grants)
+            .start()
+            .await
+            .expect("the API server starts"),
+    )
+}
+
+/// One of the controllers of `groundskeeper-controller`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// The EtcdCluster controller (and the StorageCluster discovery, when configured).
+    Etcd,
+    /// The Scylla cleanup trigger.
+    ScyllaCleanup,
+    /// The task controller, for every kind of target.
+    Tasks,
+}
+
+/// The controllers a scenario runs, each acting with the controller's token. Dropping them stops
+/// them.
+pub struct Controllers {
+    server: Arc<ApiServer>,
+    config: ControllerConfig,
+    /// Shared by every controller started here, across restarts: counts survive a restart.
+    pub metrics: Arc<Metrics>,
+    running: BTreeMap<Part, JoinHandle<()>>,
+    /// Other tasks of the scenario stopped with the controllers.
+    others: Vec<JoinHandle<()>>,
+}
+
+impl Controllers {
+    /// Starts `parts` against `server` with `config`.
+    pub fn start(server: &Arc<ApiServer>, config: ControllerConfig, parts: &[Part]) -> Controllers {
+        let mut controllers = Controllers {
+            server: server.clone(),
+            config,
+            metrics: Arc::new(Metrics::new()),
+            running: BTreeMap::new(),
+            others: Vec::new(),
+        };
+        for part in parts {
+            controllers.spawn(*part);
+        }
+        controllers
+    }
+
+    /// A new context, as a new controller process would have: a new client with the controller's
+    /// token, the scenario's configuration, the shared metrics.
+    pub fn context(&self) -> Arc<Context> {
+        let client = self.server.client_with_token(CONTROLLER_TOKEN);
+        Arc::new(Context::new(client, self.config.clone(), self.metrics.clone()))
+    }
+
+    /// Starts `part` with a new context, replacing (aborting) a running one.
+    pub fn spawn(&mut self, part: Part) {
+        let ctx = self.context();
+        let handle = match part {
+            Part::Etcd => tokio::spawn(groundskeeper_controller::etcd::controller::run(ctx)),
+            Part::ScyllaCleanup => tokio::spawn(groundskeeper_controller::scylla::controller::run(ctx)),
+            Part::Tasks => tokio::spawn(groundskeeper_controller::run_task_controller(ctx)),
+        };
+        if let Some(old) = self.running.insert(part, handle) {
+            old.abort();
+        }
+    }
+
+    /// Stops `part` wherever it is, as a crash would, and waits until it is gone.
+    pub async fn stop(&mut self, part: Part) {
+        if let Some(handle) = self.running.remove(&part) {
+            handle.abort();
+            let _ = handle.await;
+        }
+    }
+
+    /// Stops `part` and starts it again with nothing carried over but what the API holds.
+    pub async fn restart(&mut self, part: Part) {
+        self.stop(part).await;
+        self.spawn(part);
+    }
+
+    /// Stops `handle` with the controllers.
+    pub fn own(&mut self, handle: JoinHandle<()>) {
+        self.others.push(handle);
+    }
+}
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        for handle in self.running.values().chain(&self.others) {
+            handle.abort();
+        }
+    }
+}
+
+/// Polls `done` every `every` until it holds; after `guard` fails the test with `what` and what
+/// `diagnose` says of the system then.
+pub async fn wait_until(
+    what: &str,
+    guard: Duration,
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+    diagnose: impl FnOnce() -> String,
+) {
+    let deadline = tokio::time::Instant::now() + guard;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            panic!("never reached: {what}\n{}", diagnose());
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The names of the objects of `resource` in `namespace`.
+pub fn names(server: &ApiServer, resource: &ResourceId, namespace: &str) -> BTreeSet<String> {
+    server
+        .list(resource, Some(namespace))
+        .iter()
+        .filter_map(|object| object["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Jobs.
+pub fn jobs() -> ResourceId {
+    ResourceId::new("batch", "v1", "jobs")
+}
+
+/// MaintenanceTasks.
+pub fn maintenance_tasks() -> ResourceId {
+    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
+}
+
+/// EtcdClusters.
+pub fn etcd_clusters() -> ResourceId {
+    ResourceId::new("groundskeeper.dev", "v1alpha1", "etcdclusters")
+}
