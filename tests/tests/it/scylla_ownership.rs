@@ -9,7 +9,7 @@
 //! decides). Missed cleanups are the model's ground truth: (node, keyspace) pairs still holding
 //! data of ranges the node no longer replicates once everything settled.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -236,11 +236,13 @@ impl Scenario {
             self.sidecars_report();
             if self.ownership {
                 // Each remaining node only gained ranges: recorded clean, and the condition says so.
-                self.wait_for("the condition saying no node lost a range", |s| {
-                    let expected = format!("ownership rule: {} nodes lost no range", s.members.len());
-                    s.progressing_messages.lock().unwrap()[seen_before..]
+                // The sidecars report the new ring one Service at a time, so a pass may see only
+                // some of them: the nodes may be named over several messages.
+                self.wait_for("the condition naming every remaining node as having lost no range", |s| {
+                    let named = named_lost_nothing(&s.progressing_messages.lock().unwrap()[seen_before..]);
+                    s.members
                         .iter()
-                        .any(|message| message.contains(&expected))
+                        .all(|(rack, ordinal, _)| named.contains(&operator().member_name(rack, *ordinal)))
                 })
                 .await;
             } else {
@@ -310,6 +312,20 @@ impl Scenario {
             missed: self.model.stale().len(),
         }
     }
+}
+
+/// The nodes `messages` name as recorded clean by the ownership rule for losing no range.
+fn named_lost_nothing(messages: &[String]) -> BTreeSet<String> {
+    const NAMES_FOLLOW: &str = "recorded clean for the new ring: ";
+    messages
+        .iter()
+        .filter_map(|message| {
+            let (_, rest) = message.split_once("ownership rule: ")?;
+            let (_, names) = rest.split_once(NAMES_FOLLOW)?;
+            Some(names.split(';').next().unwrap_or_default().to_owned())
+        })
+        .flat_map(|names| names.split(", ").map(str::to_owned).collect::<Vec<_>>())
+        .collect()
 }
 
 /// Records each new message of the ScyllaCluster's CleanupControllerProgressing condition.
