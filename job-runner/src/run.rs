@@ -168,13 +168,57 @@ pub fn exit_code(result: &JobResult) -> i32 {
 }
 
 /// Writes the result to `path` (shrunk to fit a termination message) and the full result to
-/// stdout, so a person running the binary by hand sees it too. A result file that cannot be
-/// written is logged, not fatal: the work is done either way.
+/// stdout, so a person running the binary by hand sees it too, then logs how the run ended and
+/// its peak memory.
+///
+/// A result file that cannot be written (its folder is a file, the disk is full, the file
+/// system is read-only) does not change the exit code: the exit code alone tells the controller
+/// whether the work is done, to be retried, or refused, and retrying done work to report it again
+/// could cost hours (a node cleanup) or a second snapshot. The failure is logged as an error, and
+/// what a failed write left behind is emptied, so the controller reads "no result" (and says
+/// so) rather than half a result. See `docs/results.md`.
 pub fn report(result: &JobResult, path: &Path) {
-    if let Err(err) = std::fs::write(path, result.to_termination_message()) {
-        tracing::warn!(path = %path.display(), error = %err, "could not write the result file");
+    if let Err(err) = write_result_file(path, &result.to_termination_message()) {
+        tracing::error!(
+            path = %path.display(),
+            error = %err,
+            exit_code = exit_code(result),
+            "could not write the result file: the exit code still tells the outcome, the details are on stdout only"
+        );
     }
     println!("{}", serde_json::to_string_pretty(result).expect("results always serialise"));
+    match peak_memory_bytes() {
+        Some(peak) => tracing::info!(
+            outcome = ?result.outcome,
+            duration_ms = result.duration_ms,
+            peak_memory = %format!("{} MiB ({peak} bytes)", groundskeeper_protocol::result::mib(peak)),
+            "run finished"
+        ),
+        None => tracing::info!(outcome = ?result.outcome, duration_ms = result.duration_ms, "run finished"),
+    }
+}
+
+/// Writes `text` to `path` whole, or leaves the file empty: a write cut short by a full disk
+/// would otherwise leave the start of a JSON document.
+fn write_result_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    // A full disk may only show when the data is flushed; `/dev/null` and the like cannot be.
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    let written =
+        file.write_all(text.as_bytes()).and_then(|()| if regular { file.sync_all() } else { Ok(()) });
+    if written.is_err() {
+        let _ = file.set_len(0);
+    }
+    written
+}
+
+/// The process's peak resident memory (`VmHWM` of `/proc/self/status`), where Linux tells it.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]

@@ -162,6 +162,9 @@ pub enum Proxy {
     EchoHeadersOnError,
     /// Successful answers arrive as a page that is not JSON (a captive portal, a broken proxy).
     GarbledBodies,
+    /// Every answer keeps its status but its body never ends: a JSON array of strings, sent in
+    /// chunks without a declared length, for as long as the client reads.
+    EndlessBodies,
 }
 
 impl Default for AgentSpec {
@@ -567,6 +570,16 @@ fn through_proxy(proxy: Proxy, request: &Request<Incoming>, answer: Response<Bod
         }
         Proxy::GarbledBodies if answer.status().is_success() => {
             respond(StatusCode::OK, "<html><body>Please sign in to continue</body></html>".to_owned())
+        }
+        Proxy::EndlessBodies => {
+            let opening = futures::stream::once(async { Ok::<_, Infallible>(bytes_of("[")) });
+            let chunk = format!("\"{}\",", "x".repeat(64 * 1024 - 4));
+            let rest = futures::stream::repeat_with(move || Ok(bytes_of(&chunk)));
+            Response::builder()
+                .status(answer.status())
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(futures::StreamExt::chain(opening, rest)))
+                .expect("a valid response")
         }
         _ => answer,
     }
@@ -985,6 +998,10 @@ fn scylla_error(status: StatusCode, message: &str) -> Response<Body> {
 
 fn not_found() -> Response<Body> {
     scylla_error(StatusCode::NOT_FOUND, "Not found")
+}
+
+fn bytes_of(text: &str) -> axum::body::Bytes {
+    axum::body::Bytes::copy_from_slice(text.as_bytes())
 }
 
 fn respond(status: StatusCode, body: String) -> Response<Body> {

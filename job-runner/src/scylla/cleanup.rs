@@ -34,7 +34,7 @@ use groundskeeper_protocol::{JobResult, Outcome, Report};
 use crate::run::{self, DEFAULT_RESULT_FILE, Failure, RunClock, Stop, StopSignal};
 use groundskeeper_stores::scylla::agent::{
     AgentClient, AgentConfig, AgentError, DEFAULT_AGENT_PORT, KeyspaceType, Replication, TaskState,
-    TaskStatus,
+    TaskStatus, check_keyspace_name,
 };
 use groundskeeper_stores::scylla::token::AuthToken;
 
@@ -269,6 +269,9 @@ async fn clean_node(
     run::check_wait("--poll-interval", args.poll_interval)?;
     run::check_wait("--request-timeout", args.request_timeout)?;
     run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
+    for keyspace in &args.keyspaces {
+        check_keyspace_name(keyspace).map_err(|err| Failure::bad_input(format!("--keyspace: {err}")))?;
+    }
     let client = connect(args)?;
     let context = |err: AgentError| agent_failure(args, err);
 

@@ -99,6 +99,22 @@ async fn run_binary(args: &CleanupArgs, extra: &[&str]) -> (i32, Output, Option<
     (output.status.code().expect("exited"), output, result)
 }
 
+/// Runs the real binary as [`run_binary`] does; also returns its peak resident memory in bytes,
+/// as its last log line tells it. (The kernel's count for a child, `wait4`'s `ru_maxrss`,
+/// includes the peak of the test process it was spawned from.)
+async fn run_binary_measured(args: &CleanupArgs, extra: &[&str]) -> (i32, Output, Option<JobResult>, u64) {
+    let (code, output, result) = run_binary(args, extra).await;
+    let peak = peak_memory_logged(&stderr(&output));
+    (code, output, result, peak)
+}
+
+/// The bytes of `peak_memory="… MiB (N bytes)"` in the runner's `run finished` line.
+fn peak_memory_logged(stderr: &str) -> u64 {
+    let line = stderr.lines().rev().find(|l| l.contains("run finished")).expect("a `run finished` line");
+    let (_, rest) = line.split_once(" MiB (").expect("peak memory in MiB and bytes");
+    rest.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -593,4 +609,108 @@ async fn a_failed_listed_keyspace_leaves_the_flag_set_even_when_said_to_be_all()
 
     assert_eq!(result.outcome, Outcome::Failed);
     assert!(!cleanup_report(&result).marked_node_clean && !agent.marked_clean());
+}
+
+/// Peak memory the runner may reach on a hostile answer: its own needs (about 20 MiB in a debug
+/// build) and the answer's bound (4 MiB for a keyspace list) read once, with room to parse it.
+const HOSTILE_ANSWER_PEAK: u64 = 40 * 1024 * 1024;
+
+/// A body that never ends is read up to its bound (4 MiB for the keyspace list), then refused:
+/// exit 2, memory bounded, and nothing of the body echoed.
+#[tokio::test]
+async fn an_endless_answer_is_refused_at_its_bound() {
+    install_provider();
+    let agent = ScyllaAgent::start(AgentSpec { proxy: Proxy::EndlessBodies, ..node() }).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+
+    let (code, output, result, peak) = run_binary_measured(&args, &[]).await;
+
+    assert_eq!(code, exit::BAD_INPUT, "{}", stderr(&output));
+    let message = result.expect("a result").error.expect("an error").message;
+    assert!(message.contains("GET /storage_service/keyspaces"), "{message}");
+    assert!(message.contains("larger than 4194304 bytes (4 MiB)"), "{message}");
+    assert!(peak < HOSTILE_ANSWER_PEAK, "peak memory {peak} bytes");
+    let printed = output.stdout.len() + output.stderr.len();
+    assert!(printed < 16 * 1024, "{printed} bytes of output:\n{}", stderr(&output));
+    eprintln!("peak memory on an endless answer: {peak} bytes");
+    assert!(agent.cleaned_keyspaces().is_empty());
+}
+
+/// An error answer whose body never ends: only its start is read, the error is what the status
+/// says.
+#[tokio::test]
+async fn an_endless_error_body_is_cut_short() {
+    install_provider();
+    let agent = ScyllaAgent::start(AgentSpec { proxy: Proxy::EndlessBodies, ..node() }).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token("not-the-agent-token"));
+
+    let (code, output, result, peak) = run_binary_measured(&args, &[]).await;
+
+    assert_eq!(code, exit::BAD_INPUT, "{}", stderr(&output));
+    let message = result.expect("a result").error.expect("an error").message;
+    assert!(message.contains("HTTP 401"), "{message}");
+    assert!(peak < HOSTILE_ANSWER_PEAK, "peak memory {peak} bytes");
+    assert!(output.stdout.len() + output.stderr.len() < 16 * 1024);
+}
+
+/// A keyspace list larger than any real one (100,000 names of 48 characters, 5 MiB) is refused
+/// from its declared length, before it is read; nothing is cleaned.
+#[tokio::test]
+async fn a_keyspace_list_over_its_bound_is_refused() {
+    install_provider();
+    let mut spec = node();
+    for i in 0..100_000 {
+        spec = spec.keyspace(&format!("ks{i:046}"), KeyspaceKind::Vnodes);
+    }
+    let agent = ScyllaAgent::start(spec).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+
+    let (code, output, result, peak) = run_binary_measured(&args, &[]).await;
+
+    assert_eq!(code, exit::BAD_INPUT, "{}", stderr(&output));
+    let message = result.expect("a result").error.expect("an error").message;
+    assert!(message.contains("larger than 4194304 bytes"), "{message}");
+    assert!(peak < HOSTILE_ANSWER_PEAK, "peak memory {peak} bytes");
+    assert!(output.stdout.len() < 16 * 1024, "{} bytes on stdout", output.stdout.len());
+    assert!(agent.cleaned_keyspaces().is_empty());
+}
+
+/// `--keyspace` values no Scylla keyspace can have never reach a request path: `..` would name
+/// the parent path, a newline would be dropped by the URL parser and name another keyspace.
+#[tokio::test]
+async fn keyspace_names_scylla_cannot_have_exit_2_and_send_nothing() {
+    for name in ["..", "shop\n", "shop/../ledger", "shop%2F", "", "shop ledger"] {
+        let agent = ScyllaAgent::start(node()).await;
+        let files = Files::new();
+        let mut args = args(&agent, &files, &files.token(&agent.token()));
+        args.keyspaces = vec![name.to_owned()];
+
+        let (code, output, result) = run_binary(&args, &[]).await;
+
+        assert_eq!(code, exit::BAD_INPUT, "{name:?}: {}", stderr(&output));
+        let message = result.expect("a result").error.expect("an error").message;
+        assert!(message.starts_with("--keyspace: keyspace "), "{name:?}: {message}");
+        assert!(agent.calls().is_empty(), "{name:?}: {:?}", agent.call_lines());
+    }
+}
+
+/// A keyspace name in the node's own list that Scylla could not have (a broken or hostile agent)
+/// is refused before anything is cleaned.
+#[tokio::test]
+async fn a_listed_keyspace_scylla_cannot_have_is_refused() {
+    install_provider();
+    let agent = ScyllaAgent::start(node().keyspace("..", KeyspaceKind::Vnodes)).await;
+    let files = Files::new();
+    let args = args(&agent, &files, &files.token(&agent.token()));
+
+    let (code, output, result) = run_binary(&args, &[]).await;
+
+    assert_eq!(code, exit::BAD_INPUT, "{}", stderr(&output));
+    let message = result.expect("a result").error.expect("an error").message;
+    assert!(message.contains(r#"keyspace listed by the node "..""#), "{message}");
+    assert!(agent.cleaned_keyspaces().is_empty());
+    assert!(agent.call_lines().iter().all(|c| !c.contains("cleanup")), "{:?}", agent.call_lines());
 }

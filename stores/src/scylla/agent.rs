@@ -25,6 +25,42 @@ pub const DEFAULT_AGENT_PORT: u16 = 10001;
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Scylla's refusal to clean while the token ring moves (the sync and the async cleanup call).
 pub const TOPOLOGY_CHANGING_MESSAGE: &str = "Can not perform cleanup operation when topology changes";
+/// Longest keyspace name accepted: Scylla keeps a directory per keyspace, and a file name
+/// component is at most 255 bytes (CQL itself allows 48 characters).
+pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
+
+/// How large an answer of each kind may be. Each bound fits the largest answer a real cluster
+/// gives with a wide margin; anything larger is a broken node or something hostile in between,
+/// and reading on would only cost memory (an endless body otherwise grows until the pod dies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerSize {
+    /// One object: a task's status or id, per-node ownership, an error body. 1 MiB.
+    Small,
+    /// `storage_service/keyspaces`: 4 MiB, over 80,000 keyspace names of 48 characters; a
+    /// cluster with thousands of keyspaces is already far past what Scylla advises.
+    Keyspaces,
+    /// Token lists, task lists, running compactions: 32 MiB, the whole ring of 1,000 nodes of
+    /// 256 tokens is under 6 MiB.
+    List,
+    /// `describe_ring`: one row per token, with its replicas (about 450 bytes at RF 3): 256 MiB
+    /// fits 1,000 nodes of 256 tokens at RF 5.
+    Ring,
+}
+
+impl AnswerSize {
+    pub const fn limit_bytes(self) -> usize {
+        const MIB: usize = 1024 * 1024;
+        match self {
+            AnswerSize::Small => MIB,
+            AnswerSize::Keyspaces => 4 * MIB,
+            AnswerSize::List => 32 * MIB,
+            AnswerSize::Ring => 256 * MIB,
+        }
+    }
+}
+
+/// Error bodies are read this far at most: only an excerpt is ever shown.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -70,6 +106,14 @@ pub enum AgentError {
     Transport { request: String, message: String },
     #[error("{request}: unexpected response: {message}")]
     Decode { request: String, message: String },
+    #[error(
+        "{request}: the answer is larger than {limit} bytes ({mib} MiB), more than any Scylla node \
+         sends for it; the node or a proxy in between is broken, nothing more was read",
+        mib = limit / (1024 * 1024)
+    )]
+    TooLarge { request: String, limit: usize },
+    #[error("{what} {name:?}: {why}")]
+    InvalidName { what: &'static str, name: String, why: &'static str },
     #[error("agent client: {0}")]
     Config(String),
 }
@@ -89,6 +133,8 @@ impl AgentError {
             AgentError::Unauthorized { .. }
             | AgentError::NotFound { .. }
             | AgentError::Certificate { .. }
+            | AgentError::TooLarge { .. }
+            | AgentError::InvalidName { .. }
             | AgentError::Config(_) => false,
         }
     }
@@ -285,12 +331,12 @@ impl AgentClient {
 
     /// `GET /storage_service/tokens`: the whole ring, in Scylla's order.
     pub async fn tokens(&self) -> Result<Vec<String>, AgentError> {
-        self.get(&["storage_service", "tokens"], &[]).await
+        self.get(&["storage_service", "tokens"], &[], AnswerSize::List).await
     }
 
     /// `GET /storage_service/tokens/{endpoint}`: one node's tokens (empty while it bootstraps).
     pub async fn node_tokens(&self, endpoint: &str) -> Result<Vec<String>, AgentError> {
-        self.get(&["storage_service", "tokens", endpoint], &[]).await
+        self.get(&["storage_service", "tokens", endpoint], &[], AnswerSize::List).await
     }
 
     /// `GET /storage_service/keyspaces?type=..&replication=..`.
@@ -300,7 +346,15 @@ impl AgentClient {
         replication: Replication,
     ) -> Result<Vec<String>, AgentError> {
         let query = [("type", keyspace_type.as_param()), ("replication", replication.as_param())];
-        self.get(&["storage_service", "keyspaces"], &query).await
+        let names: Vec<String> =
+            self.get(&["storage_service", "keyspaces"], &query, AnswerSize::Keyspaces).await?;
+        // A name no keyspace can have would reach a request path later: refuse the answer.
+        for name in &names {
+            if let Err(AgentError::InvalidName { name, why, .. }) = check_keyspace_name(name) {
+                return Err(AgentError::InvalidName { what: "keyspace listed by the node", name, why });
+            }
+        }
+        Ok(names)
     }
 
     /// `GET /storage_service/describe_ring/{keyspace}`: every range of the ring with its replicas
@@ -308,33 +362,37 @@ impl AgentClient {
     /// for 100 nodes of 256 vnodes): fetch it once per replication, not per keyspace. A tablet
     /// keyspace has no per-keyspace ring (Scylla answers HTTP 500).
     pub async fn describe_ring(&self, keyspace: &str) -> Result<Vec<TokenRange>, AgentError> {
-        self.get(&["storage_service", "describe_ring", keyspace], &[]).await
+        check_keyspace_name(keyspace)?;
+        self.get(&["storage_service", "describe_ring", keyspace], &[], AnswerSize::Ring).await
     }
 
     /// `GET /storage_service/ownership/{keyspace}`: per node address, the share of the ring it
     /// replicates for `keyspace` (as Scylla formats a `float`). Small (one row per node), and the
     /// same for keyspaces replicated alike.
     pub async fn effective_ownership(&self, keyspace: &str) -> Result<Vec<Mapper>, AgentError> {
-        self.get(&["storage_service", "ownership", keyspace], &[]).await
+        check_keyspace_name(keyspace)?;
+        self.get(&["storage_service", "ownership", keyspace], &[], AnswerSize::Small).await
     }
 
     /// `POST /tasks/compaction/keyspace_cleanup/{keyspace}`: starts a cleanup, returns its task
     /// id. `NotFound` where the node has no task API (older Scylla).
     pub async fn start_keyspace_cleanup(&self, keyspace: &str) -> Result<String, AgentError> {
+        check_keyspace_name(keyspace)?;
         let path = ["tasks", "compaction", "keyspace_cleanup", keyspace];
-        self.call(Method::POST, &path, &[], Some(self.request_timeout)).await
+        self.call(Method::POST, &path, &[], Some(self.request_timeout), AnswerSize::Small).await
     }
 
     /// `POST /storage_service/keyspace_cleanup/{keyspace}`: cleans and returns when done. No client
     /// timeout: on a large node this takes hours, and giving up would not stop it anyway.
     pub async fn keyspace_cleanup_blocking(&self, keyspace: &str) -> Result<(), AgentError> {
+        check_keyspace_name(keyspace)?;
         let path = ["storage_service", "keyspace_cleanup", keyspace];
         self.call_ignoring_body(Method::POST, &path, &[], None).await
     }
 
     /// `GET /task_manager/task_status/{task_id}`.
     pub async fn task_status(&self, task_id: &str) -> Result<TaskStatus, AgentError> {
-        self.get(&["task_manager", "task_status", task_id], &[]).await
+        self.get(&["task_manager", "task_status", task_id], &[], AnswerSize::Small).await
     }
 
     /// `GET /task_manager/wait_task/{task_id}?timeout=<seconds>`: the status once the task is
@@ -347,12 +405,13 @@ impl AgentClient {
         let seconds = timeout.map(|t| t.as_secs().max(1).to_string());
         let query: Vec<(&str, &str)> = seconds.iter().map(|s| ("timeout", s.as_str())).collect();
         let client_timeout = timeout.map(|t| t + self.request_timeout);
-        self.call(Method::GET, &["task_manager", "wait_task", task_id], &query, client_timeout).await
+        let path = ["task_manager", "wait_task", task_id];
+        self.call(Method::GET, &path, &query, client_timeout, AnswerSize::Small).await
     }
 
     /// `GET /task_manager/list_module_tasks/{module}`.
     pub async fn module_tasks(&self, module: &str) -> Result<Vec<TaskStats>, AgentError> {
-        self.get(&["task_manager", "list_module_tasks", module], &[]).await
+        self.get(&["task_manager", "list_module_tasks", module], &[], AnswerSize::List).await
     }
 
     /// `POST /task_manager/abort_task/{task_id}`. False when Scylla says the task cannot be
@@ -368,7 +427,7 @@ impl AgentClient {
 
     /// `GET /compaction_manager/compactions`: compactions running now (cleanups included).
     pub async fn compactions(&self) -> Result<Vec<CompactionSummary>, AgentError> {
-        self.get(&["compaction_manager", "compactions"], &[]).await
+        self.get(&["compaction_manager", "compactions"], &[], AnswerSize::List).await
     }
 
     /// `POST /compaction_manager/stop_compaction?type=<TYPE>` (`CLEANUP`, `COMPACTION`, ...).
@@ -389,8 +448,13 @@ impl AgentClient {
         }
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &[&str], query: &[(&str, &str)]) -> Result<T, AgentError> {
-        self.call(Method::GET, path, query, Some(self.request_timeout)).await
+    async fn get<T: DeserializeOwned>(
+        &self,
+        path: &[&str],
+        query: &[(&str, &str)],
+        size: AnswerSize,
+    ) -> Result<T, AgentError> {
+        self.call(Method::GET, path, query, Some(self.request_timeout), size).await
     }
 
     async fn call<T: DeserializeOwned>(
@@ -399,8 +463,9 @@ impl AgentClient {
         path: &[&str],
         query: &[(&str, &str)],
         timeout: Option<Duration>,
+        size: AnswerSize,
     ) -> Result<T, AgentError> {
-        let (request, body) = self.send(method, path, query, timeout).await?;
+        let (request, body) = self.send(method, path, query, timeout, size).await?;
         serde_json::from_str(&body)
             .map_err(|err| AgentError::Decode { request, message: format!("{err} in {}", excerpt(&body)) })
     }
@@ -412,18 +477,20 @@ impl AgentClient {
         query: &[(&str, &str)],
         timeout: Option<Duration>,
     ) -> Result<(), AgentError> {
-        self.send(method, path, query, timeout).await.map(|_| ())
+        self.send(method, path, query, timeout, AnswerSize::Small).await.map(|_| ())
     }
 
-    /// Sends one request; returns `"<METHOD> <path>"` and the body of a 2xx answer.
+    /// Sends one request; returns `"<METHOD> <path>"` and the body of a 2xx answer, read up to
+    /// `size`'s bound.
     async fn send(
         &self,
         method: Method,
         path: &[&str],
         query: &[(&str, &str)],
         timeout: Option<Duration>,
+        size: AnswerSize,
     ) -> Result<(String, String), AgentError> {
-        let url = self.url(path, query);
+        let url = self.url(path, query)?;
         let request = format!("{method} {}", url.path());
         let mut builder = self
             .http
@@ -435,20 +502,91 @@ impl AgentClient {
         }
         let response = builder.send().await.map_err(|err| transport_error(&request, &err))?;
         let status = response.status();
-        let body = response.text().await.map_err(|err| transport_error(&request, &err))?;
-        // Whatever the node or a proxy echoes, the token goes no further than this.
-        let body = self.token.redact(&body);
-        if status.is_success() { Ok((request, body)) } else { Err(status_error(request, status, &body)) }
+        if !status.is_success() {
+            let body = read_bounded(response, ERROR_BODY_LIMIT, &request, Overflow::Truncate).await?;
+            // Whatever the node or a proxy echoes, the token goes no further than this.
+            return Err(status_error(request, status, &self.token.redact(&body)));
+        }
+        let body = read_bounded(response, size.limit_bytes(), &request, Overflow::Refuse).await?;
+        Ok((request, self.token.redact(&body)))
     }
 
-    fn url(&self, path: &[&str], query: &[(&str, &str)]) -> Url {
+    fn url(&self, path: &[&str], query: &[(&str, &str)]) -> Result<Url, AgentError> {
+        for segment in path {
+            check_path_segment(segment)?;
+        }
         let mut url = self.base.clone();
         url.path_segments_mut().expect("an https URL has a path").clear().extend(path);
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
-        url
+        Ok(url)
     }
+}
+
+/// What to do with a body longer than its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    /// An answer to use: a longer one is an error.
+    Refuse,
+    /// An error body, only ever shown as an excerpt: keep the start, drop the rest.
+    Truncate,
+}
+
+/// Reads a body chunk by chunk, never holding more than `limit` bytes of it: a declared length
+/// over the bound is refused before reading, an endless body as soon as it passes the bound.
+async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+    request: &str,
+    overflow: Overflow,
+) -> Result<String, AgentError> {
+    let too_large = || AgentError::TooLarge { request: request.to_owned(), limit };
+    if overflow == Overflow::Refuse && response.content_length().is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|err| transport_error(request, &err))? {
+        if body.len() + chunk.len() > limit {
+            if overflow == Overflow::Refuse {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk[..limit - body.len()]);
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A keyspace name Scylla could have: letters, digits and underscores (CQL's `\w+`, quoted
+/// or not), at most [`MAX_KEYSPACE_NAME_LEN`]. Anything else placed in a request path could
+/// name another path (`..`) or another keyspace (a newline the URL parser drops).
+pub fn check_keyspace_name(name: &str) -> Result<(), AgentError> {
+    let invalid = |why| Err(AgentError::InvalidName { what: "keyspace", name: name.to_owned(), why });
+    if name.is_empty() || name.len() > MAX_KEYSPACE_NAME_LEN {
+        return invalid("a keyspace name has 1 to 255 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return invalid("a keyspace name has only letters, digits and underscores");
+    }
+    Ok(())
+}
+
+/// A value placed in a request path (a task id, a node address, a keyspace): only characters
+/// those values have, and never `.` or `..`, which URL parsing resolves to another path even
+/// when percent-encoded.
+fn check_path_segment(segment: &str) -> Result<(), AgentError> {
+    let invalid = |why| Err(AgentError::InvalidName { what: "path segment", name: segment.to_owned(), why });
+    if segment.is_empty() || segment == "." || segment == ".." {
+        return invalid("an empty, `.` or `..` segment names another path");
+    }
+    if segment.len() > MAX_KEYSPACE_NAME_LEN
+        || !segment.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+    {
+        return invalid("only letters, digits and `_-.:` are sent in a request path, up to 255 of them");
+    }
+    Ok(())
 }
 
 fn status_error(request: String, status: StatusCode, body: &str) -> AgentError {
@@ -703,8 +841,35 @@ mod tests {
         let token = AuthToken::new("t").unwrap();
         let client = AgentClient::new(AgentConfig::new("fd00::1", token)).unwrap();
         assert_eq!(client.base_url(), "https://[fd00::1]:10001/");
-        let url = client.url(&["storage_service", "tokens", "a/b"], &[("type", "all")]);
-        assert_eq!(url.as_str(), "https://[fd00::1]:10001/storage_service/tokens/a%2Fb?type=all");
+        let url = client.url(&["storage_service", "tokens", "fd00::2"], &[("type", "all")]).unwrap();
+        assert_eq!(url.as_str(), "https://[fd00::1]:10001/storage_service/tokens/fd00::2?type=all");
+        for segment in ["a/b", "..", ".", "", "ks\n", "ks%2e", "ks?x", "ks#x", "ks\\x", "k s"] {
+            let err = client.url(&["storage_service", "tokens", segment], &[]).unwrap_err();
+            assert!(matches!(err, AgentError::InvalidName { .. }), "{segment:?}: {err:?}");
+            assert!(!err.is_retryable(), "{segment:?}");
+        }
+    }
+
+    #[test]
+    fn keyspace_names_are_those_scylla_can_have() {
+        for name in ["ks", "My_Keyspace_2", "system_auth", &"k".repeat(MAX_KEYSPACE_NAME_LEN)] {
+            assert!(check_keyspace_name(name).is_ok(), "{name}");
+        }
+        for name in [
+            "",
+            "..",
+            ".",
+            "ks\n",
+            "ks/x",
+            "ks-x",
+            "ks x",
+            "ks.t",
+            "ké",
+            &"k".repeat(MAX_KEYSPACE_NAME_LEN + 1),
+        ] {
+            let err = check_keyspace_name(name).unwrap_err();
+            assert!(err.to_string().starts_with(&format!("keyspace {name:?}: ")), "{err}");
+        }
     }
 
     #[test]
