@@ -12,7 +12,10 @@ use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 
 use crate::run::{self, Failure, RunClock, StopSignal};
-use groundskeeper_stores::etcd::connect::{Connection, EndpointArgs, REQUEST_TIMEOUT};
+use futures::future::join_all;
+use groundskeeper_stores::etcd::connect::{
+    Connection, EndpointArgs, REQUEST_TIMEOUT, error_chain, mixed_clusters, unreachable_failure,
+};
 pub use groundskeeper_stores::etcd::plan::CompactTarget;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -163,19 +166,38 @@ async fn compact_with(
     Ok(Outcome::Succeeded)
 }
 
-/// A client on the first endpoint that answers a status call.
+/// A client on the first endpoint (in the order given) that answers a status call, once every
+/// endpoint was asked (in parallel) which cluster it belongs to: endpoints of two clusters are
+/// refused (exit 2) as `defrag` and `snapshot` refuse them, rather than compacting whichever
+/// cluster is listed first.
 pub async fn first_answering_client(connection: &Connection) -> Result<Client, Failure> {
+    let answers =
+        join_all(connection.endpoints.iter().map(|endpoint| status_via(connection, endpoint))).await;
+    let clusters: Vec<(String, u64)> = connection
+        .endpoints
+        .iter()
+        .zip(&answers)
+        .filter_map(|(endpoint, answer)| Some((endpoint.clone(), answer.as_ref().ok()?.1)))
+        .collect();
+    if let Some(mixed) = mixed_clusters(&clusters) {
+        return Err(Failure::bad_input(mixed));
+    }
     let mut errors = Vec::new();
-    for endpoint in &connection.endpoints {
-        match connection.client(endpoint, Some(REQUEST_TIMEOUT)).await {
-            Ok(mut client) => match client.status().await {
-                Ok(_) => return Ok(client),
-                Err(err) => errors.push(format!("{endpoint}: {err}")),
-            },
-            Err(err) => errors.push(format!("{endpoint}: {err}")),
+    for (endpoint, answer) in connection.endpoints.iter().zip(answers) {
+        match answer {
+            Ok((client, _)) => return Ok(client),
+            Err(why) => errors.push((endpoint.clone(), why)),
         }
     }
-    Err(Failure::retryable(format!("no etcd endpoint answered: {}", errors.join("; "))))
+    Err(unreachable_failure(&errors, connection.has_tls()))
+}
+
+/// A client on `endpoint` and the cluster id its status names.
+async fn status_via(connection: &Connection, endpoint: &str) -> Result<(Client, u64), String> {
+    let mut client = connection.client(endpoint, Some(REQUEST_TIMEOUT)).await.map_err(|e| error_chain(&e))?;
+    let status = client.status().await.map_err(|e| error_chain(&e))?;
+    let cluster = status.header().map(|h| h.cluster_id()).unwrap_or_default();
+    Ok((client, cluster))
 }
 
 /// `groundskeeper-job compact`: runs, reports, and returns the exit code.

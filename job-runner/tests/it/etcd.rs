@@ -77,6 +77,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     compaction_is_idempotent_and_refuses_future_revisions,
     a_defrag_call_timeout_is_not_a_failure,
     a_nospace_alarm_is_disarmed_once_space_is_back,
+    a_nospace_alarm_under_the_size_minimum_is_cured,
     no_move_leader_defragments_the_leader_last_in_place,
     a_second_run_is_refused_while_the_lock_is_held,
     endpoints_of_two_clusters_are_refused,
@@ -323,18 +324,29 @@ async fn endpoints_of_two_clusters_are_refused(version: EtcdVersion) {
     let Some(second) = cluster(version, one).await else {
         return;
     };
+    let mut writer = first.client(None).await.unwrap();
+    for i in 0..20 {
+        writer.put(format!("k{i}"), "v", None).await.unwrap();
+    }
     let endpoints = format!("{},{}", first.endpoints_flag(), second.endpoints_flag());
-    let (code, result) = run_binary(
-        &first,
-        &["defrag", "--endpoints", &endpoints, "--allow-single-member", "--min-defrag-bytes", "0"],
-    );
-    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
-    let message = result.error.unwrap().message;
-    assert!(message.contains("2 different etcd clusters"), "{message}");
-    assert!(
-        message.contains(&first.endpoints_flag()) && message.contains(&second.endpoints_flag()),
-        "{message}"
-    );
+    let defrag = ["defrag", "--endpoints", &endpoints, "--allow-single-member", "--min-defrag-bytes", "0"];
+    // The same rule for every subcommand that talks to a cluster.
+    let compact = ["compact", "--endpoints", &endpoints, "--retain-revisions", "0"];
+    for args in [&defrag[..], &compact[..]] {
+        let (code, result) = run_binary(&first, args);
+        assert_eq!(code, exit::BAD_INPUT, "{args:?}: {result:?}");
+        let message = result.error.unwrap().message;
+        assert!(message.contains("2 different etcd clusters"), "{message}");
+        assert!(
+            message.contains(&first.endpoints_flag()) && message.contains(&second.endpoints_flag()),
+            "{message}"
+        );
+    }
+    // Neither cluster was compacted: the first one's oldest revision is still readable.
+    writer
+        .get("k0", Some(etcd_client::GetOptions::new().with_revision(2)))
+        .await
+        .expect("revision 2 is kept");
 }
 
 /// `--compact-retain-revisions` compacts even when no member is over the thresholds, and the
@@ -435,6 +447,18 @@ async fn a_defrag_call_timeout_is_not_a_failure(version: EtcdVersion) {
 }
 
 async fn a_nospace_alarm_is_disarmed_once_space_is_back(version: EtcdVersion) {
+    nospace_alarm_cured(version, MIN_DEFRAG_BYTES).await;
+}
+
+/// A cluster with a small quota fills under the size minimum (100 MB by default): alarmed, it is
+/// still defragmented and disarmed, not skipped while it stays read-only.
+async fn a_nospace_alarm_under_the_size_minimum_is_cured(version: EtcdVersion) {
+    nospace_alarm_cured(version, groundskeeper_stores::etcd::plan::DEFAULT_MIN_DEFRAG_BYTES).await;
+}
+
+/// Fills an 8 MB quota until the NOSPACE alarm goes off, then a defrag run with its own
+/// compaction and `min_defrag_bytes` must defragment every member, disarm, and writes succeed.
+async fn nospace_alarm_cured(version: EtcdVersion, min_defrag_bytes: i64) {
     let options = ClusterOptions { quota_backend_bytes: Some(8_000_000), ..ClusterOptions::default() };
     let Some(cluster) = cluster(version, options).await else {
         return;
@@ -454,7 +478,7 @@ async fn a_nospace_alarm_is_disarmed_once_space_is_back(version: EtcdVersion) {
     assert!(alarms.alarms().iter().any(|a| a.alarm() == AlarmType::Nospace));
 
     let dir = tempfile::tempdir().unwrap();
-    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    let mut args = common::defrag_args(&cluster, &dir.path().join("r"), min_defrag_bytes, 45.0);
     args.compact_retain_revisions = Some(0);
     let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
     assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");

@@ -172,6 +172,11 @@ fn tls_options(
 }
 
 impl Connection {
+    /// Whether the members are reached over TLS.
+    pub fn has_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// A client bound to one URL. `timeout` bounds every request of this client.
     pub async fn client(&self, url: &str, timeout: Option<Duration>) -> Result<Client, etcd_client::Error> {
         let mut options = ConnectOptions::new().with_connect_timeout(CONNECT_TIMEOUT);

@@ -3,7 +3,7 @@
 //!
 //! The rules (see `docs/protocol.md`, "etcd"):
 //! * a member is defragmented when its db is at least `min_defrag_bytes` AND at least
-//!   `max_fragmented_percent` of it is free pages (under a `NOSPACE` alarm, the size alone);
+//!   `max_fragmented_percent` of it is free pages, and under a `NOSPACE` alarm whatever its size;
 //! * only when every member is healthy and there are at least 3 voting members (a defrag blocks
 //!   its member: with fewer, one blocked member can stall the cluster);
 //! * never a learner (it does not serve the client traffic that benefits, and promotion races);
@@ -166,16 +166,11 @@ pub fn needs_defrag(policy: &DefragPolicy, status: &MemberStatus) -> (bool, Stri
         format!("db {} bytes ({} in use), {percent:.1}% fragmented", status.db_size, status.db_size_in_use);
     // Under a NOSPACE alarm the cluster refuses writes, and without writes bbolt never commits
     // the pages a compaction freed, so `dbSizeInUse` stays stale: the fragmentation figure
-    // cannot be trusted and the defrag is the cure anyway.
-    let nospace = status.errors.iter().any(|e| is_nospace_alarm(e));
-    if nospace && size_ok {
-        return (
-            true,
-            format!(
-                "{facts}: a NOSPACE alarm is raised and the db is at least {} bytes",
-                policy.min_defrag_bytes
-            ),
-        );
+    // cannot be trusted. Nor can the size minimum hold it back: a cluster with a small quota
+    // fills under it, and an alarmed cluster stays read-only until a defrag frees the space and
+    // the alarm is disarmed; that is what maintenance is for.
+    if status.errors.iter().any(|e| is_nospace_alarm(e)) {
+        return (true, format!("{facts}: a NOSPACE alarm is raised, whatever the thresholds"));
     }
     let reason = match (size_ok, fragmentation_ok) {
         (true, true) => format!(

@@ -83,11 +83,18 @@ fn thresholds_both_must_be_reached_and_are_inclusive() {
 }
 
 #[test]
-fn a_nospace_alarm_waives_the_fragmentation_threshold_not_the_size() {
+fn a_nospace_alarm_waives_both_thresholds() {
     let alarm = "memberID:1 alarm:NOSPACE ";
     let cases = [
         ("stale in-use figure, alarm raised", with_error(member(1, 1, 200 * MB, 200 * MB), alarm), true),
-        ("alarm raised, db under the minimum", with_error(member(1, 1, 50 * MB, 0), alarm), false),
+        // A small quota (or a small cluster) fills under the size minimum: still full, still cured.
+        ("alarm raised, db under the minimum", with_error(member(1, 1, 8 * MB, 8 * MB), alarm), true),
+        (
+            "alarm raised by another member",
+            with_error(member(1, 1, 5 * MB, 5 * MB), "memberID:2 alarm:NOSPACE "),
+            true,
+        ),
+        ("no alarm, db under the minimum", member(1, 1, 50 * MB, 0), false),
         ("no alarm, not fragmented", member(1, 1, 200 * MB, 200 * MB), false),
         (
             "another alarm does not count",
