@@ -250,16 +250,28 @@ pub async fn run_defrag_until(
     let clock = RunClock::start();
     let mut report = DefragReport { dry_run: options.dry_run, ..DefragReport::default() };
     let result = {
-        let run =
-            Run { options, report: RefCell::new(&mut report), on_progress: RefCell::new(on_progress), stop };
-        tokio::select! {
+        let run = Run {
+            options,
+            report: RefCell::new(&mut report),
+            on_progress: RefCell::new(on_progress),
+            stop,
+            lock: RefCell::new(None),
+        };
+        let result = tokio::select! {
             result = run.go() => result,
             // What is in flight is given up on here, so the result is written before SIGKILL;
             // the report already says what is known of every member.
             given_up = stop.deadline_passed() => Err(given_up.failure(
                 "the grace period was ending with remote work in flight; what was in flight is reported unknown",
             )),
+        };
+        // A run given up on still holds the lock: give it back, so the retry need not wait for
+        // the lease to end (a release takes one answering member, bounded).
+        let held = run.lock.borrow_mut().take();
+        if let Some(lock) = held {
+            lock.release().await;
         }
+        result
     };
     let (outcome, failure, message) = match result {
         Ok((outcome, message)) => (outcome, None, Some(message)),
@@ -282,6 +294,9 @@ struct Run<'a> {
     report: RefCell<&'a mut DefragReport>,
     on_progress: RefCell<&'a mut dyn FnMut(Progress<'_>)>,
     stop: &'a StopSignal,
+    /// The cluster's defrag lock while the run holds it, here rather than in `go`'s future so
+    /// that a run given up on at its stop deadline still releases it.
+    lock: RefCell<Option<DefragLock>>,
 }
 
 /// A member's defrag ended without being known done: what is known, and why.
@@ -328,13 +343,14 @@ impl Run<'_> {
         if self.options.dry_run {
             return self.maintain(&cluster).await;
         }
-        let client = cluster
-            .any_client()
-            .ok_or_else(|| Failure::retryable("no etcd member answered to take the defrag lock"))?;
-        match DefragLock::acquire(client).await? {
+        match DefragLock::acquire(cluster.clients()).await? {
             Acquired::Held(lock) => {
+                *self.lock.borrow_mut() = Some(*lock);
                 let result = self.maintain(&cluster).await;
-                lock.release().await;
+                let held = self.lock.borrow_mut().take();
+                if let Some(lock) = held {
+                    lock.release().await;
+                }
                 result
             }
             Acquired::NoSpace(why) => {

@@ -17,6 +17,7 @@
 use std::time::Duration;
 
 use etcd_client::{Client, LeaseGrantOptions};
+use futures::future::select_ok;
 
 use crate::run::Failure;
 
@@ -27,6 +28,14 @@ pub const LEASE_TTL_SECONDS: i64 = 60;
 /// How often the holder renews it: a renewal may go to a member that a defrag blocks for a
 /// while, so several renewals fit in one lease.
 const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// How long one member may take to answer a renewal or a release before the next is asked: a
+/// member that died or froze must not hold the lock (or the end of the run) up.
+const MEMBER_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a release keeps asking while no member takes it: an election after the leader died
+/// takes a second or two, and the lease would otherwise outlive the run by a minute.
+const RELEASE_WITHIN: Duration = Duration::from_secs(10);
+const RELEASE_RETRY_EVERY: Duration = Duration::from_millis(250);
 
 /// What taking the lock gave.
 pub enum Acquired {
@@ -37,8 +46,12 @@ pub enum Acquired {
 
 /// A held lock. Release it with [`DefragLock::release`]; dropped unreleased, it stops being
 /// renewed and ends with its lease.
+///
+/// It keeps a client for every member: the lease lives in the cluster, not in a member, so it is
+/// renewed and released through whichever member answers. Through one member only, a member that
+/// died during the run would keep the lock held for its whole lease after the run.
 pub struct DefragLock {
-    client: Client,
+    clients: Vec<Client>,
     renewing: tokio::task::JoinHandle<()>,
 }
 
@@ -49,8 +62,12 @@ impl Drop for DefragLock {
 }
 
 impl DefragLock {
-    /// Takes the lock, or says for how long another run holds it.
-    pub async fn acquire(mut client: Client) -> Result<Acquired, Failure> {
+    /// Takes the lock through the first of `clients` (one per member, in the order to try them),
+    /// or says for how long another run holds it.
+    pub async fn acquire(clients: Vec<Client>) -> Result<Acquired, Failure> {
+        let Some(mut client) = clients.first().cloned() else {
+            return Err(Failure::retryable("no etcd member answered to take the defrag lock"));
+        };
         let grant = LeaseGrantOptions::new().with_id(LOCK_LEASE_ID);
         match client.lease_grant(LEASE_TTL_SECONDS, Some(grant)).await {
             Ok(_) => {}
@@ -67,16 +84,41 @@ impl DefragLock {
                 )));
             }
         }
-        let renewing = tokio::spawn(renew(client.clone()));
-        Ok(Acquired::Held(Box::new(Self { client, renewing })))
+        let renewing = tokio::spawn(renew(clients.clone()));
+        Ok(Acquired::Held(Box::new(Self { clients, renewing })))
     }
 
-    /// Gives the lock back at once.
-    pub async fn release(mut self) {
+    /// Gives the lock back at once, through every member in parallel: the first that answers
+    /// ends it (a lease already gone counts as released). When none does (the member that died
+    /// was the leader, and the others have not elected a new one yet) it asks again, for up to
+    /// [`RELEASE_WITHIN`]: after that the lock ends with its lease.
+    pub async fn release(self) {
         self.renewing.abort();
-        if let Err(e) = self.client.lease_revoke(LOCK_LEASE_ID).await {
-            tracing::warn!(error = %e, "could not release the defrag lock; it ends with its lease");
+        let deadline = tokio::time::Instant::now() + RELEASE_WITHIN;
+        loop {
+            let revokes = self.clients.iter().cloned().map(|client| Box::pin(revoke(client)));
+            let error = match select_ok(revokes).await {
+                Ok(((), _)) => {
+                    tracing::info!("defrag lock released");
+                    return;
+                }
+                Err(error) => error,
+            };
+            if tokio::time::Instant::now() + RELEASE_RETRY_EVERY >= deadline {
+                tracing::warn!(%error, "no member took the release of the defrag lock; it ends with its lease");
+                return;
+            }
+            tokio::time::sleep(RELEASE_RETRY_EVERY).await;
         }
+    }
+}
+
+async fn revoke(mut client: Client) -> Result<(), String> {
+    match tokio::time::timeout(MEMBER_ANSWER_TIMEOUT, client.lease_revoke(LOCK_LEASE_ID)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.to_string().contains("requested lease not found") => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {MEMBER_ANSWER_TIMEOUT:?}")),
     }
 }
 
@@ -93,19 +135,36 @@ pub fn refusal(left: Option<i64>) -> String {
     )
 }
 
-async fn renew(mut client: Client) {
-    let Ok((mut keeper, mut answers)) = client.lease_keep_alive(LOCK_LEASE_ID).await else {
-        tracing::warn!("could not renew the defrag lock; it ends with its lease");
-        return;
-    };
+/// Renews the lease every [`RENEW_EVERY`] through the member that answered last, moving on to the
+/// next member when one does not answer in time.
+async fn renew(clients: Vec<Client>) {
+    let mut next = 0;
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        if keeper.keep_alive().await.is_err() || answers.message().await.is_err() {
+        let mut renewed = false;
+        for attempt in 0..clients.len() {
+            let index = (next + attempt) % clients.len();
+            if renew_through(clients[index].clone()).await {
+                next = index;
+                renewed = true;
+                break;
+            }
+        }
+        if !renewed {
             tracing::warn!(
-                "renewing the defrag lock failed; it ends with its lease unless a renewal gets through"
+                "no member took the renewal of the defrag lock; it ends with its lease unless a renewal gets through"
             );
         }
     }
+}
+
+/// One renewal through one member: true once it answered with the lease still alive (opening
+/// the keep-alive stream sends the first renewal and reads its answer).
+async fn renew_through(mut client: Client) -> bool {
+    matches!(
+        tokio::time::timeout(MEMBER_ANSWER_TIMEOUT, client.lease_keep_alive(LOCK_LEASE_ID)).await,
+        Ok(Ok(_))
+    )
 }
 
 #[cfg(test)]

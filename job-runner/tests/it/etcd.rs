@@ -17,6 +17,7 @@ use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
 use groundskeeper_job::run::exit_code;
 use groundskeeper_protocol::result::{DefragReport, ErrorKind};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
+use groundskeeper_stores::etcd::connect::Cluster;
 
 /// Churned dbs reach this size; the thresholds below sit well under it.
 const CHURNED_DB: i64 = 6_000_000;
@@ -80,6 +81,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_nospace_alarm_under_the_size_minimum_is_cured,
     no_move_leader_defragments_the_leader_last_in_place,
     a_second_run_is_refused_while_the_lock_is_held,
+    the_lock_is_released_through_a_member_that_answers,
     endpoints_of_two_clusters_are_refused,
     a_compaction_is_told_even_when_no_member_needs_a_defrag,
 );
@@ -225,6 +227,11 @@ async fn a_member_killed_mid_run_stops_the_run(version: EtcdVersion) {
     assert_eq!(report.members.iter().filter(|m| m.defragmented).count(), 1, "{report:?}");
     assert_eq!(report.members.len(), 3);
     assert!(report.leader_moved_to.is_none(), "nothing more was touched");
+    // The run gave its lock back through a member that answers: a retry is not held up by it.
+    let alive = names.iter().position(|n| *n != killed).unwrap();
+    let mut client = cluster.client(Some(alive)).await.unwrap();
+    let lease = client.lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None).await.unwrap();
+    assert_eq!(lease.ttl(), -1, "the stopped run released the lock");
 }
 
 async fn client_tls_with_generated_certificates(version: EtcdVersion) {
@@ -283,7 +290,7 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
         return;
     };
     let client = cluster.client(None).await.unwrap();
-    let acquired = DefragLock::acquire(client).await;
+    let acquired = DefragLock::acquire(vec![client]).await;
     let Ok(Acquired::Held(held)) = acquired else {
         panic!("the cluster has space: the lock is taken");
     };
@@ -313,6 +320,49 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
     let mut client = cluster.client(None).await.unwrap();
     let lease = client.lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None).await.unwrap();
     assert_eq!(lease.ttl(), -1, "the run gave the lock back");
+}
+
+/// The lock is taken through the lowest-id member; that member then freezes (SIGSTOP) or dies
+/// (SIGKILL). The release goes through a member that answers, so the lease is gone at once, and
+/// the retry, once the member is back, is not refused by a lock nobody holds.
+async fn the_lock_is_released_through_a_member_that_answers(version: EtcdVersion) {
+    let Some(mut cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for freeze in [true, false] {
+        let options = defrag_args(&cluster, &dir.path().join("r")).options().unwrap();
+        let members = Cluster::discover(options.connection.clone()).await.expect("the cluster answers");
+        let first = members.members.iter().min_by_key(|m| m.id).unwrap().name.clone();
+        let Ok(Acquired::Held(lock)) = DefragLock::acquire(members.clients()).await else {
+            panic!("the cluster has space: the lock is taken");
+        };
+        let victim = (0..cluster.len()).find(|i| cluster.name(*i) == first).unwrap();
+        let witness = (victim + 1) % cluster.len();
+        if freeze {
+            cluster.pause(victim);
+        } else {
+            cluster.kill(victim);
+        }
+        lock.release().await;
+
+        let mut client = cluster.client(Some(witness)).await.unwrap();
+        let lease =
+            client.lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None).await.unwrap();
+        assert_eq!(lease.ttl(), -1, "freeze {freeze}: the lock is gone although {first} does not answer");
+        if freeze {
+            cluster.resume(victim);
+            cluster.wait_healthy(Duration::from_secs(30)).await.unwrap();
+        } else {
+            cluster.restart(victim).await.unwrap();
+        }
+        let endpoints = cluster.endpoints_flag();
+        let min = MIN_DEFRAG_BYTES.to_string();
+        let (code, result) =
+            run_binary(&cluster, &["defrag", "--endpoints", &endpoints, "--min-defrag-bytes", &min]);
+        assert_eq!(code, exit::SUCCESS, "freeze {freeze}: the retry starts at once: {result:?}");
+        cluster.churn(CHURNED_DB).await.expect("churn");
+    }
 }
 
 /// One run, one cluster: endpoints of two clusters are bad input, and neither is touched.

@@ -260,6 +260,13 @@ impl Cluster {
         self.clients.get(id).cloned()
     }
 
+    /// A client for every member that answered, lowest id first.
+    pub fn clients(&self) -> Vec<Client> {
+        let mut ids: Vec<&u64> = self.clients.keys().collect();
+        ids.sort();
+        ids.into_iter().map(|id| self.clients[id].clone()).collect()
+    }
+
     pub fn member(&self, id: u64) -> Option<&Member> {
         self.members.iter().find(|m| m.id == id)
     }
