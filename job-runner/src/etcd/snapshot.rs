@@ -149,6 +149,14 @@ pub fn hex(bytes: &[u8]) -> String {
 /// when etcd's restore would refuse the file (or it cannot be read: bad input either way).
 pub fn check_file(path: &Path) -> Result<Checked, Failure> {
     let refuse = |why: String| Failure::bad_input(format!("snapshot {}: {why}", path.display()));
+    // Before opening: opening a FIFO waits for a writer, forever.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(refuse(format!("is {}, not a regular file", special_kind(&m.file_type()))));
+        }
+        Err(e) => return Err(refuse(format!("cannot open it: {e}"))),
+        Ok(_) => {}
+    }
     let mut file = File::open(path).map_err(|e| refuse(format!("cannot open it: {e}")))?;
     let metadata = file.metadata().map_err(|e| refuse(e.to_string()))?;
     if !metadata.is_file() {
@@ -206,7 +214,10 @@ pub fn choose_member(observed: &[MemberObservation]) -> Result<(&MemberObservati
 }
 
 /// The output path, checked before anything is asked of etcd: a file name in a folder that
-/// exists. Returns the folder and the temporary file's path.
+/// exists, naming nothing yet or a regular file (an earlier snapshot, replaced atomically).
+/// A device, a FIFO, a socket or a folder is refused, and so is a symbolic link leading out of
+/// the output's folder: the snapshot is only ever written as a regular file in that folder.
+/// Returns the folder and the temporary file's path.
 pub fn check_output(output: &Path) -> Result<(PathBuf, PathBuf), Failure> {
     let bad = |why: &str| Failure::bad_input(format!("--output {}: {why}", output.display()));
     let name = output
@@ -226,10 +237,65 @@ pub fn check_output(output: &Path) -> Result<(PathBuf, PathBuf), Failure> {
         Ok(_) => return Err(bad("its folder is not a folder")),
         Err(e) => return Err(bad(&format!("its folder {}: {e}", dir.display()))),
     }
-    if std::fs::metadata(output).is_ok_and(|m| m.is_dir()) {
-        return Err(bad("is a folder"));
+    match std::fs::symlink_metadata(output) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bad(&e.to_string())),
+        Ok(m) if m.file_type().is_symlink() => check_link_stays_in(output, &dir).map_err(|why| bad(&why))?,
+        Ok(m) if m.is_dir() => return Err(bad("is a folder")),
+        Ok(m) if !m.is_file() => {
+            return Err(bad(&format!(
+                "is {}, not a regular file: a snapshot is only written as a regular file; give a \
+                 file name in a folder on the snapshot volume",
+                special_kind(&m.file_type())
+            )));
+        }
+        Ok(_) => {}
     }
     Ok((dir.clone(), dir.join(format!(".{name}.partial"))))
+}
+
+/// A symbolic link at the output's name is replaced by the snapshot (never written through);
+/// still, one leading out of the folder is a mistake or a trap, and is refused.
+fn check_link_stays_in(link: &Path, dir: &Path) -> Result<(), String> {
+    let target = std::fs::read_link(link).map_err(|e| format!("cannot read the link: {e}"))?;
+    let target = if target.is_absolute() { target } else { dir.join(target) };
+    let folder = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
+    let target_folder = target.parent().and_then(|p| std::fs::canonicalize(p).ok());
+    if target_folder.as_deref() != Some(folder.as_path()) || target.file_name().is_none() {
+        return Err(format!(
+            "is a symbolic link to {}, outside its folder {}; give the path of a file in the folder itself",
+            target.display(),
+            folder.display()
+        ));
+    }
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if !m.is_file() => Err(format!(
+            "is a symbolic link to {}, which is {}, not a regular file",
+            target.display(),
+            special_kind(&m.file_type())
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What kind of file a non-regular one is, in words.
+fn special_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a folder"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// The temporary file, removed when dropped unless it was renamed into place.
@@ -240,17 +306,23 @@ struct Partial {
 }
 
 impl Partial {
+    /// Creates the temporary file anew: whatever is at its name (a file left by a run that was
+    /// killed, or a symbolic link planted there) is removed first, and the file is created only
+    /// if nothing is there (`O_EXCL`, which never follows a link).
     fn create(path: &Path) -> Result<Self, Failure> {
-        let file = OpenOptions::new().write(true).read(true).create(true).truncate(true).open(path).map_err(
-            |e| {
-                let message = format!("cannot create {}: {e}", path.display());
-                if e.kind() == std::io::ErrorKind::PermissionDenied {
-                    Failure::bad_input(message)
-                } else {
-                    Failure::retryable(message)
-                }
-            },
-        )?;
+        let failure = |e: std::io::Error| {
+            let message = format!("cannot create {}: {e}", path.display());
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                Failure::bad_input(message)
+            } else {
+                Failure::retryable(message)
+            }
+        };
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failure(e)),
+            _ => {}
+        }
+        let file = OpenOptions::new().write(true).read(true).create_new(true).open(path).map_err(failure)?;
         Ok(Self { path: path.to_owned(), file: Some(file), kept: false })
     }
 

@@ -118,6 +118,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     verify_accepts_a_good_snapshot_and_refuses_damaged_copies,
     a_lone_member_over_tls_is_snapshotted_as_the_leader,
     a_stopped_run_leaves_no_file,
+    links_are_replaced_never_written_through,
 );
 
 async fn a_snapshot_under_writes_restores_every_key_up_to_its_revision(version: EtcdVersion) {
@@ -367,6 +368,111 @@ async fn a_dead_endpoint_or_a_missing_folder_leaves_no_file() {
     let (code, _) = run(&args(dir.path()), &result_file).await;
     assert_eq!(code, exit::BAD_INPUT, "a folder as --output");
     assert_eq!(listing(dir.path()), ["result.json"]);
+}
+
+/// `--output` naming a FIFO, a socket, a device node (where this user may make one), a folder, or
+/// a symbolic link leading out of its folder: exit 2 before anything is asked of etcd, and the
+/// file is left as it was. All made in a scratch folder, never the system's own.
+#[tokio::test]
+async fn special_files_and_links_out_of_the_folder_are_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("snapshots");
+    std::fs::create_dir(&dir).unwrap();
+    let outside = scratch.path().join("outside.txt");
+    std::fs::write(&outside, "not a snapshot").unwrap();
+    let fifo = dir.join("fifo.db");
+    make_node(&fifo, libc::S_IFIFO | 0o600, 0).expect("mkfifo");
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("socket.db")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("out.db")).unwrap();
+    std::os::unix::fs::symlink("../outside.txt", dir.join("relative-out.db")).unwrap();
+    std::os::unix::fs::symlink(&fifo, dir.join("to-fifo.db")).unwrap();
+    let mut cases = vec![
+        ("fifo.db", "is a FIFO, not a regular file"),
+        ("socket.db", "is a socket, not a regular file"),
+        ("out.db", "is a symbolic link to"),
+        ("relative-out.db", "outside its folder"),
+        ("to-fifo.db", "which is a FIFO"),
+    ];
+    // A device node like /dev/null's (1, 3), made here: only root may.
+    match make_node(&dir.join("null.db"), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) {
+        Ok(()) => cases.push(("null.db", "is a character device, not a regular file")),
+        Err(e) => eprintln!("skipped: the device-node case (mknod needs root: {e})"),
+    }
+    let result_file = scratch.path().join("result.json");
+    for (name, why) in cases {
+        let output = dir.join(name);
+        let before = std::fs::symlink_metadata(&output).unwrap().file_type();
+        let args = ["snapshot", "--endpoints", "http://127.0.0.1:1", "--output"]
+            .map(str::to_owned)
+            .into_iter()
+            .chain([output.display().to_string()])
+            .collect::<Vec<_>>();
+        let (code, result) = run(&args, &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{name}: {result:?}");
+        let message = result.message.unwrap();
+        assert!(message.contains("--output") && message.contains(why), "{name}: {message}");
+        assert_eq!(std::fs::symlink_metadata(&output).unwrap().file_type(), before, "{name} left as it was");
+    }
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not a snapshot");
+    assert!(!listing(&dir).iter().any(|n| n.ends_with(".partial")), "{:?}", listing(&dir));
+}
+
+/// `snapshot verify` on a FIFO refuses at once (opening it would wait for a writer forever).
+#[tokio::test]
+async fn verify_refuses_what_is_not_a_regular_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    let fifo = scratch.path().join("fifo.db");
+    make_node(&fifo, libc::S_IFIFO | 0o600, 0).expect("mkfifo");
+    let checked =
+        tokio::time::timeout(Duration::from_secs(60), tokio::task::spawn_blocking(move || verify(&fifo)))
+            .await
+            .expect("verify answers instead of waiting on the FIFO")
+            .unwrap();
+    let (code, result, _) = checked;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.unwrap().contains("is a FIFO, not a regular file"));
+}
+
+/// mknod(2) in a scratch folder.
+fn make_node(path: &Path, mode: libc::mode_t, device: libc::dev_t) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mknod only creates the node.
+    match unsafe { libc::mknod(path.as_ptr(), mode, device) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// A symbolic link at the output's name, staying in the folder, is replaced by the snapshot (the
+/// file it pointed to is untouched); a link planted at the temporary file's name is removed, not
+/// written through. Then an earlier regular snapshot is replaced, atomically, as before.
+async fn links_are_replaced_never_written_through(version: EtcdVersion) {
+    let Some((cluster, _)) = cluster(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("snapshots");
+    std::fs::create_dir(&dir).unwrap();
+    let outside = scratch.path().join("outside.txt");
+    std::fs::write(&outside, "not a snapshot").unwrap();
+    let earlier = dir.join("earlier.db");
+    std::fs::write(&earlier, "an earlier file").unwrap();
+    let output = dir.join("latest.db");
+    std::os::unix::fs::symlink("earlier.db", &output).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join(".latest.db.partial")).unwrap();
+    let result_file = scratch.path().join("result.json");
+
+    for round in ["over the link", "over the earlier snapshot"] {
+        let (code, result) = run(&snapshot_args(&cluster, &output), &result_file).await;
+        assert_eq!(code, exit::SUCCESS, "{round}: {result:?}");
+        assert!(std::fs::symlink_metadata(&output).unwrap().is_file(), "{round}: a regular file now");
+        let (code, _, _) = verify(&output);
+        assert_eq!(code, exit::SUCCESS, "{round}: the snapshot checks");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not a snapshot", "{round}");
+        assert_eq!(std::fs::read_to_string(&earlier).unwrap(), "an earlier file", "{round}");
+        assert_eq!(listing(&dir), ["earlier.db", "latest.db"], "{round}");
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
