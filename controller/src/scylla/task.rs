@@ -347,7 +347,12 @@ async fn advance(
             member.and_then(|m| m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH).cloned())
         });
         record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
-        if let Some(member) = member {
+        // Exit 0 says every keyspace the Job was given is clean: the ring is recorded above. What
+        // it cleaned keyspace by keyspace is in its result only; unread, the ownership record
+        // stays as it was (at worst a keyspace is cleaned again later, never missed).
+        if let Some(why) = unreadable_result(&jobs, job) {
+            tracing::warn!(node = %node.name, job, "ownership record left as it was: the Job's result cannot be read: {why}");
+        } else if let Some(member) = member {
             let views = views.get_or_insert(read_views(ctx, cluster, facts, members).await);
             let cleaned = Cleaned { job_hash, last_cleaned: last_cleaned.as_deref() };
             record_ownership_after_cleanup(ctx, facts, member, cleaned, node, views).await?;
@@ -429,19 +434,28 @@ fn node_jobs(jobs: &[JobObservation]) -> BTreeMap<usize, (String, NodeJob)> {
     jobs.iter().filter_map(|job| Some((step_of(job)?, (job.name.clone(), node_job(job))))).collect()
 }
 
+/// Why the result of succeeded Job `name` cannot be read, if it cannot.
+fn unreadable_result(jobs: &[JobObservation], name: &str) -> Option<String> {
+    match &jobs.iter().find(|j| j.name == name)?.state {
+        JobState::Succeeded(finished) => finished.result.as_ref().err().map(ToString::to_string),
+        _ => None,
+    }
+}
+
 fn node_job(job: &JobObservation) -> NodeJob {
     match &job.state {
         JobState::Running(_) => NodeJob::Running,
-        JobState::Succeeded(finished) => {
-            let keyspaces = finished.result.as_ref().map(record::keyspaces_cleaned).unwrap_or_default();
-            let message = finished
-                .result
-                .as_ref()
-                .ok()
-                .and_then(|r| r.message.clone())
-                .unwrap_or_else(|| "cleaned".to_owned());
-            NodeJob::Succeeded { keyspaces, message }
-        }
+        JobState::Succeeded(finished) => match &finished.result {
+            Ok(result) => NodeJob::Succeeded {
+                keyspaces: record::keyspaces_cleaned(result),
+                message: result.message.clone().unwrap_or_else(|| "cleaned".to_owned()),
+            },
+            // The runner's exit code is the outcome; the result only its details.
+            Err(why) => NodeJob::Succeeded {
+                keyspaces: Vec::new(),
+                message: format!("cleaned (the Job succeeded), but which keyspaces is not known: {why}"),
+            },
+        },
         JobState::Failed(finished) => {
             NodeJob::Failed { message: finished.explanation(), retryable: finished.retryable() }
         }

@@ -36,6 +36,14 @@ const SECTOR: u64 = 512;
 /// A member that sends nothing for this long is given up on (retryable).
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The most a snapshot stream may bring for a member whose db was `db_size` bytes just before:
+/// twice that plus 64 MiB (the db may grow between the status read and the stream's start, never
+/// by that much). More is not this member's database, and would only fill the volume. Every
+/// other answer from etcd is one gRPC message, at most 4 MiB (the gRPC client's default limit).
+pub fn stream_limit(db_size: i64) -> u64 {
+    (db_size.max(0) as u64).saturating_mul(2).saturating_add(64 * 1024 * 1024)
+}
+
 #[derive(clap::Args, Debug, Clone)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SnapshotArgs {
@@ -482,6 +490,7 @@ async fn snapshot_with(
     report.member = Some(member.name.clone());
     report.member_id = Some(member.id_hex());
     report.from_leader = from_leader;
+    let limit = stream_limit(member.status.as_ref().map_or(0, |s| s.db_size));
     let url = cluster
         .member(member.id)
         .and_then(|m| m.url.clone())
@@ -521,6 +530,14 @@ async fn snapshot_with(
             })?;
         let Some(message) = message else { break };
         let blob = message.blob();
+        if check.len + blob.len() as u64 > limit {
+            return Err(Failure::retryable(format!(
+                "the snapshot stream from {} passed {limit} bytes ({} MiB), more than its database \
+                 could hold; stopped, nothing kept",
+                member.name,
+                mib(limit)
+            )));
+        }
         partial.file().write_all(blob).map_err(|e| write_failure(&partial_path, e))?;
         check.update(blob);
         if last_log.elapsed() > Duration::from_secs(10) {
@@ -646,6 +663,16 @@ mod tests {
         let mut bytes = db.to_vec();
         bytes.extend_from_slice(&Sha256::digest(db));
         bytes
+    }
+
+    #[test]
+    fn a_stream_may_bring_twice_the_db_and_64_mib_more() {
+        const MIB: u64 = 1024 * 1024;
+        for (db_size, limit) in
+            [(0, 64 * MIB), (-1, 64 * MIB), (100 * MIB as i64, 264 * MIB), (i64::MAX, u64::MAX)]
+        {
+            assert_eq!(stream_limit(db_size), limit, "{db_size}");
+        }
     }
 
     #[test]

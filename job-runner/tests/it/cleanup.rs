@@ -93,8 +93,11 @@ async fn run_binary(args: &CleanupArgs, extra: &[&str]) -> (i32, Output, Option<
         command.args(["--keyspace", keyspace]);
     }
     let output = command.output().await.expect("run groundskeeper-job");
-    let result = std::fs::read_to_string(&args.result_file)
-        .ok()
+    // Only a regular file holds a result (a full device reads as endless zeros).
+    let result = std::fs::metadata(&args.result_file)
+        .is_ok_and(|m| m.is_file())
+        .then(|| std::fs::read_to_string(&args.result_file).ok())
+        .flatten()
         .map(|json| JobResult::parse(&json).expect("the result file is a JobResult"));
     (output.status.code().expect("exited"), output, result)
 }
@@ -713,4 +716,35 @@ async fn a_listed_keyspace_scylla_cannot_have_is_refused() {
     assert!(message.contains(r#"keyspace listed by the node "..""#), "{message}");
     assert!(agent.cleaned_keyspaces().is_empty());
     assert!(agent.call_lines().iter().all(|c| !c.contains("cleanup")), "{:?}", agent.call_lines());
+}
+
+/// The result file cannot be written (its folder is a file; a device that is always full): the
+/// work is done and the exit code says so (0), the failure is logged as an error, and the result
+/// is on stdout. The exit code alone carries the outcome (see docs/results.md).
+#[tokio::test]
+async fn a_result_file_that_cannot_be_written_keeps_the_exit_code() {
+    install_provider();
+    let files = Files::new();
+    let blocker = files.write("a-file", "");
+    let mut unwritable = vec![("its folder is a file", blocker.join("result.json"))];
+    // A device like /dev/full (1, 7), made in the scratch folder: only root may.
+    let full = files.dir.path().join("full");
+    match std::process::Command::new("mknod").arg(&full).args(["c", "1", "7"]).status() {
+        Ok(status) if status.success() => unwritable.push(("the disk is full", full)),
+        _ => eprintln!("skipped: the full-disk case (mknod of a full device needs root)"),
+    }
+    for (case, result_file) in unwritable {
+        let agent = ScyllaAgent::start(node()).await;
+        let mut args = args(&agent, &files, &files.token(&agent.token()));
+        args.result_file = result_file;
+
+        let (code, output, _) = run_binary(&args, &[]).await;
+
+        assert_eq!(code, exit::SUCCESS, "{case}: {}", stderr(&output));
+        assert!(stderr(&output).contains("could not write the result file"), "{case}: {}", stderr(&output));
+        let printed =
+            JobResult::parse(&String::from_utf8_lossy(&output.stdout)).expect("the result on stdout");
+        assert_eq!(printed.outcome, Outcome::Succeeded, "{case}");
+        assert_eq!(agent.cleaned_keyspaces().len(), 4, "{case}: the work was done");
+    }
 }

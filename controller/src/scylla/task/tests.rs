@@ -139,3 +139,40 @@ fn to_start_respects_rack_and_cluster_bounds() {
     let stranger = vec![progress("gone", Pending), progress("sc-dc-a-0", Pending)];
     assert_eq!(to_start(&stranger, &racks, bound(1, None)), vec![1], "a node of no known rack never starts");
 }
+
+/// A Job that succeeded (exit 0) whose result cannot be read: the node counts as cleaned, the
+/// node's message says what is not known, and the ownership record is not written from it.
+#[test]
+fn a_succeeded_job_without_a_readable_result_is_cleaned_with_details_unknown() {
+    use crate::jobs::{Finished, ResultError};
+    let finished = |result| Finished { reason: "Completed".into(), message: String::new(), result };
+    let job = |name: &str, state| JobObservation {
+        namespace: "ns".into(),
+        name: name.into(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        deleting: false,
+        owner_uid: None,
+        state,
+    };
+    let empty =
+        ResultError::Empty { job: "ns/j".into(), pod: "p".into(), exit_code: 0, reason: "Completed".into() };
+    let unread = job("j", JobState::Succeeded(finished(Err(empty))));
+    match node_job(&unread) {
+        NodeJob::Succeeded { keyspaces, message } => {
+            assert!(keyspaces.is_empty());
+            assert!(message.contains("which keyspaces is not known"), "{message}");
+            assert!(message.contains("left no result"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(unreadable_result(std::slice::from_ref(&unread), "j").is_some());
+    let result = groundskeeper_protocol::JobResult::new(
+        groundskeeper_protocol::Report::Cleanup(Default::default()),
+        groundskeeper_protocol::Outcome::Succeeded,
+        "2026-01-01T00:00:00Z".into(),
+        1,
+    );
+    let read = job("k", JobState::Succeeded(finished(Ok(result))));
+    assert_eq!(unreadable_result(&[unread, read], "k"), None);
+}
