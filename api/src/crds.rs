@@ -7,6 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::etcd_cluster::EtcdCluster;
+use crate::maintenance_schedule::MaintenanceSchedule;
 use crate::maintenance_task::MaintenanceTask;
 
 /// Every CRD groundskeeper owns, with the file name it is checked in under.
@@ -14,6 +15,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("etcdclusters.groundskeeper.dev.yaml", EtcdCluster::crd()),
         ("maintenancetasks.groundskeeper.dev.yaml", MaintenanceTask::crd()),
+        ("maintenanceschedules.groundskeeper.dev.yaml", MaintenanceSchedule::crd()),
     ]
 }
 

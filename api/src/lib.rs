@@ -1,7 +1,7 @@
 //! groundskeeper's API: the objects it reads and writes, and what can be said of them without a
 //! Kubernetes API at hand. Shared by the controller and the kubectl plugin.
 //!
-//! * its own custom resources ([`etcd_cluster`], [`maintenance_task`], generated into
+//! * its own custom resources ([`etcd_cluster`], [`maintenance_task`], [`maintenance_schedule`], generated into
 //!   `manifests/crds/` by [`crds`]) and the partial views of others' ([`scylla`],
 //!   [`storage_cluster`]);
 //! * their checks ([`validate`]: a MaintenanceTask's spec, with errors naming the field);
@@ -12,10 +12,12 @@
 pub mod conditions;
 pub mod crds;
 pub mod etcd_cluster;
+pub mod maintenance_schedule;
 pub mod maintenance_task;
 pub mod scylla;
 pub mod storage_cluster;
 pub mod validate;
 
 pub use etcd_cluster::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};
+pub use maintenance_schedule::{MaintenanceSchedule, MaintenanceScheduleSpec, MaintenanceScheduleStatus};
 pub use maintenance_task::{MaintenanceTask, MaintenanceTaskSpec, MaintenanceTaskStatus};
