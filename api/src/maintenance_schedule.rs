@@ -8,6 +8,7 @@
 //! label ([`SCHEDULE_LABEL`]) and an owner reference, so they go when it goes.
 
 pub mod calendar;
+pub mod validate;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
@@ -126,7 +127,20 @@ impl ConcurrencyPolicy {
 pub struct TaskTemplate {
     #[serde(default, skip_serializing_if = "TemplateMetadata::is_empty")]
     pub metadata: TemplateMetadata,
+    /// A MaintenanceTask's spec, checked as one (but changeable: a task's spec is immutable, a
+    /// template's is not).
+    #[schemars(schema_with = "template_spec_schema")]
     pub spec: MaintenanceTaskSpec,
+}
+
+/// MaintenanceTaskSpec's schema without its immutability rule, which holds for a task and would
+/// make every schedule's template impossible to change.
+fn template_spec_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = <MaintenanceTaskSpec as JsonSchema>::json_schema(generator);
+    if let Some(rules) = schema.get_mut("x-kubernetes-validations").and_then(|r| r.as_array_mut()) {
+        rules.retain(|rule| rule.get("rule").and_then(|r| r.as_str()) != Some("self == oldSelf"));
+    }
+    schema
 }
 
 /// Labels and annotations of the tasks a schedule makes (the schedule adds its own).
@@ -216,5 +230,15 @@ mod tests {
         assert_eq!(spec.concurrency_policy, ConcurrencyPolicy::Forbid);
         assert_eq!(spec.starting_deadline_seconds, None);
         assert_eq!((spec.successful_tasks_history_limit, spec.failed_tasks_history_limit), (3, 1));
+    }
+
+    #[test]
+    fn the_template_can_be_changed_though_a_task_cannot() {
+        use kube::CustomResourceExt;
+        let schedule = serde_json::to_string(&MaintenanceSchedule::crd()).unwrap();
+        assert!(!schedule.contains("self == oldSelf"), "the template carries the task's immutability rule");
+        assert!(schedule.contains("type Cleanup needs target kind ScyllaCluster"), "the other rules stay");
+        let task = serde_json::to_string(&crate::MaintenanceTask::crd()).unwrap();
+        assert!(task.contains("self == oldSelf"));
     }
 }

@@ -7,6 +7,7 @@
 //! * [`jobs`]: a planned operation turned into a Job, and a finished Job read back;
 //! * [`conditions`]: status conditions written beside other controllers';
 //! * [`tasks`]: the MaintenanceTask queue, lifecycle and the one controller that creates Jobs;
+//! * [`schedules`]: MaintenanceTasks made on a cron schedule, through the same queue;
 //! * [`etcd`] and [`scylla`]: each data store's pipeline (observe → decide → apply), what a task
 //!   means on its clusters (`task.rs`, `job.rs`) and what a finished Job records (`record.rs`).
 //!
@@ -18,6 +19,7 @@ pub mod conditions;
 pub mod etcd;
 pub mod jobs;
 pub mod runtime;
+pub mod schedules;
 pub mod scylla;
 pub mod tasks;
 

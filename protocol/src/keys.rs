@@ -62,12 +62,14 @@ pub const OWNED_AT_LAST_CLEANUP: &str = "groundskeeper.dev/owned-at-last-cleanup
 pub const RING_HASH_OBSERVED_AT: &str = "groundskeeper.dev/ring-hash-observed-at";
 
 /// Label on a MaintenanceTask: who asked for it, [`ORIGIN_AUTOMATIC`] (one of groundskeeper's
-/// triggers) or [`ORIGIN_MANUAL`] (a person). Lets people list, and clean up, their own tasks.
+/// triggers), [`ORIGIN_SCHEDULE`] (a MaintenanceSchedule) or [`ORIGIN_MANUAL`] (a person). Lets people list, and clean up, their own tasks.
 pub const ORIGIN_LABEL: &str = "groundskeeper.dev/origin";
 /// Value of [`ORIGIN_LABEL`] on tasks groundskeeper's triggers create.
 pub const ORIGIN_AUTOMATIC: &str = "automatic";
 /// Value of [`ORIGIN_LABEL`] on tasks people create.
 pub const ORIGIN_MANUAL: &str = "manual";
+/// Value of [`ORIGIN_LABEL`] on tasks a MaintenanceSchedule makes.
+pub const ORIGIN_SCHEDULE: &str = "schedule";
 /// Label on a Job run for a MaintenanceTask: the task's name (the task owns the Job too).
 pub const TASK_LABEL: &str = "groundskeeper.dev/task";
 /// Label on a task's Job: which step of the task it runs, from 0.

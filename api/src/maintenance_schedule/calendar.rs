@@ -78,6 +78,11 @@ impl Calendar {
         }
     }
 
+    /// The time zone the expression is read in.
+    pub fn time_zone(&self) -> &TimeZone {
+        &self.time_zone
+    }
+
     /// The first run strictly after `after`.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let mut wall = after.to_zoned(self.time_zone.clone()).datetime();

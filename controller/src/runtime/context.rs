@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder, Reporter};
 
+use crate::runtime::clock::Clock;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::metrics::Metrics;
 use groundskeeper_api::conditions::truncate;
@@ -222,13 +223,21 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Publishes `events.k8s.io/v1` Events.
     pub recorder: Recorder,
+    /// What time it is for decisions that time drives (the system's unless a test set one).
+    pub clock: Clock,
 }
 
 impl Context {
     /// A context whose Events are reported by [`CONTROLLER_NAME`], instance = this pod's hostname.
     pub fn new(client: kube::Client, config: ControllerConfig, metrics: Arc<Metrics>) -> Self {
         let recorder = Recorder::new(client.clone(), Reporter::from(CONTROLLER_NAME));
-        Self { client, config, metrics, recorder }
+        Self { client, config, metrics, recorder, clock: Clock::system() }
+    }
+
+    /// The same context on another clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Publishes an Event about `regarding` (e.g. `scylla_cluster.object_ref(&())`), its note

@@ -3,6 +3,7 @@
 //! the namespaced mode. Knows no data store.
 
 pub mod backoff;
+pub mod clock;
 pub mod context;
 pub mod deploy;
 pub mod error;
