@@ -216,7 +216,7 @@ fn next_status(
             recent.push(ScheduledTask { name, scheduled_time: Time(run), state: None });
         }
     }
-    recent.sort_by(|a, b| b.scheduled_time.0.cmp(&a.scheduled_time.0));
+    recent.sort_by_key(|t| std::cmp::Reverse(t.scheduled_time.0));
     let active = recent
         .iter()
         .filter(|t| {

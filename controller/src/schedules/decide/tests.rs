@@ -48,6 +48,7 @@ fn a_due_run_makes_its_task_and_the_next_run_is_known() {
 
 /// (case, policy, the previous run's task state, made, skipped, deleted)
 #[test]
+#[allow(clippy::type_complexity)] // a table of cases
 fn the_concurrency_policy_decides_when_the_previous_task_is_unfinished() {
     use TaskState::*;
     let cases: &[(&str, ConcurrencyPolicy, Option<TaskState>, bool, bool, bool)] = &[
