@@ -10,6 +10,7 @@ fn calendar(expression: &str, zone: &str) -> Calendar {
 
 /// (case, expression, zone, after, the runs that follow, in order)
 #[test]
+#[allow(clippy::type_complexity)] // a table of cases
 fn runs_follow_the_wall_clock_through_daylight_saving_and_leap_days() {
     let cases: &[(&str, &str, &str, &str, &[&str])] = &[
         (
@@ -91,6 +92,7 @@ fn runs_follow_the_wall_clock_through_daylight_saving_and_leap_days() {
 
 /// (case, expression, zone, since: the last run or the schedule's creation, now, what is due)
 #[test]
+#[allow(clippy::type_complexity)] // a table of cases
 fn only_the_latest_missed_run_is_due_and_never_twice() {
     let cases: &[(&str, &str, &str, &str, &str, Option<&str>)] = &[
         ("not yet", "0 3 * * *", "UTC", "2026-11-24T03:00:00Z", "2026-11-25T02:59:59Z", None),
