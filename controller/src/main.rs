@@ -1,5 +1,5 @@
-//! `groundskeeper-controller`: runs the Scylla cleanup controller, its ring observer and the
-//! EtcdCluster controller in one process, behind leader election, with `/metrics`, `/healthz`
+//! `groundskeeper-controller`: runs the Scylla cleanup controller, its ring observer, the
+//! EtcdCluster controller, the task and the schedule controllers in one process, behind leader election, with `/metrics`, `/healthz`
 //! and `/readyz`.
 
 use std::net::SocketAddr;
@@ -11,7 +11,7 @@ use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::http::{self, Readiness};
 use groundskeeper_controller::runtime::leader::{self, LeaderElectionConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::{etcd, run_task_controller, scylla};
+use groundskeeper_controller::{etcd, run_task_controller, schedules, scylla};
 
 #[derive(Parser)]
 #[command(name = "groundskeeper-controller", version, about)]
@@ -26,7 +26,7 @@ struct Cli {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "scylla-cleanup,ring-observer,etcd,tasks"
+        default_value = "scylla-cleanup,ring-observer,etcd,tasks,schedules"
     )]
     controllers: Vec<Part>,
     /// Namespace of the leader-election Lease (the controller's own).
@@ -56,6 +56,8 @@ enum Part {
     Etcd,
     /// MaintenanceTasks: queued per target, run as Jobs, results in their status.
     Tasks,
+    /// MaintenanceSchedules: MaintenanceTasks made on a cron schedule.
+    Schedules,
 }
 
 #[tokio::main]
@@ -109,6 +111,7 @@ async fn run_until_shutdown(ctx: Arc<Context>, parts: Vec<Part>) {
             Part::RingObserver => Box::pin(scylla::ring_observer::run_ring_observer(ctx)),
             Part::Etcd => Box::pin(etcd::controller::run(ctx)),
             Part::Tasks => Box::pin(run_task_controller(ctx)),
+            Part::Schedules => Box::pin(schedules::controller::run(ctx)),
         };
         task
     });

@@ -62,13 +62,7 @@ impl Calendar {
         let cron = parser
             .parse(expression)
             .map_err(|err| CalendarError::Expression(expression.to_owned(), err.to_string()))?;
-        // A named zone only: an empty name or a fixed offset would be taken by jiff for something
-        // else than the user meant.
-        if time_zone.is_empty() || time_zone.starts_with(['+', '-']) {
-            return Err(CalendarError::TimeZone(time_zone.to_owned()));
-        }
-        let time_zone =
-            TimeZone::get(time_zone).map_err(|_| CalendarError::TimeZone(time_zone.to_owned()))?;
+        let time_zone = time_zone_named(time_zone)?;
         let calendar = Self { cron, time_zone };
         // Feb 30th parses but never comes: say so now rather than never run.
         let probe = "2000-01-01T00:00:00Z".parse::<Timestamp>().expect("a valid timestamp");
@@ -146,6 +140,15 @@ impl Calendar {
             }
         }
     }
+}
+
+/// The IANA time zone `name`. A named zone only: an empty name or a fixed offset would be taken
+/// by jiff for something else than the user meant.
+pub fn time_zone_named(name: &str) -> Result<TimeZone, CalendarError> {
+    if name.is_empty() || name.starts_with(['+', '-']) {
+        return Err(CalendarError::TimeZone(name.to_owned()));
+    }
+    TimeZone::get(name).map_err(|_| CalendarError::TimeZone(name.to_owned()))
 }
 
 /// A wall-clock time as a chrono time in UTC: a calendar without daylight saving, which is all

@@ -5,7 +5,7 @@
 use jiff::SignedDuration;
 use kube::ResourceExt;
 
-use super::calendar::{Calendar, CalendarError};
+use super::calendar::{Calendar, time_zone_named};
 use super::{ConcurrencyPolicy, MaintenanceSchedule};
 use crate::maintenance_task::{MaintenanceTask, MaintenanceTaskSpec};
 use crate::validate::{FieldError, validate};
@@ -37,12 +37,17 @@ pub fn validate_schedule(schedule: &MaintenanceSchedule) -> Result<ValidSchedule
     let mut error = |field: &str, message: String| {
         errors.push(FieldError { object: object.clone(), field: field.to_owned(), message })
     };
-    let calendar = match Calendar::new(&spec.schedule, &spec.time_zone) {
-        Ok(calendar) => Some(calendar),
-        Err(err @ CalendarError::TimeZone(_)) => {
+    // The zone on its own first, so that a wrong expression and a wrong zone are both told.
+    let zone_known = match time_zone_named(&spec.time_zone) {
+        Ok(_) => true,
+        Err(err) => {
             error("spec.timeZone", err.to_string());
-            None
+            false
         }
+    };
+    let zone = if zone_known { spec.time_zone.as_str() } else { "UTC" };
+    let calendar = match Calendar::new(&spec.schedule, zone) {
+        Ok(calendar) => zone_known.then_some(calendar),
         Err(err) => {
             error("spec.schedule", err.to_string());
             None

@@ -57,7 +57,17 @@ pub async fn reconcile(
 ) -> Result<Action> {
     let ctx = &reconciler.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
-    let action = reconcile_at(&schedule, ctx, ctx.clock.now()).await?;
+    // Read afresh: the watch cache may not show yet the status the previous pass wrote, and a run
+    // decided on an older one would be skipped (and counted) twice.
+    let namespace = schedule.namespace().unwrap_or_default();
+    let api: Api<MaintenanceSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = schedule.name_any();
+    let Some(fresh) =
+        api.get_opt(&name).await.map_err(Error::kube(format!("get MaintenanceSchedule {namespace}/{name}")))?
+    else {
+        return Ok(Action::await_change());
+    };
+    let action = reconcile_at(&fresh, ctx, ctx.clock.now()).await?;
     reconciler.succeeded(&schedule);
     Ok(action)
 }

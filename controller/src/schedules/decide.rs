@@ -83,13 +83,12 @@ pub(crate) struct ScheduleFacts<'a> {
 
 pub(crate) fn decide(facts: &ScheduleFacts<'_>, tasks: &[MadeTask], now: Timestamp) -> SchedulePlan {
     let valid = facts.valid;
-    // The tasks' own record counts too: a task made just before a restart, its status unwritten.
-    let since = [Some(facts.created), facts.last_schedule_time, tasks.iter().map(|t| t.scheduled).max()]
-        .into_iter()
-        .flatten()
-        .max()
-        .expect("the creation time is always there");
-    let mut plan = SchedulePlan { last_schedule_time: facts.last_schedule_time, ..SchedulePlan::default() };
+    // The tasks' own record counts too: a task made just before a restart (or by a pass whose
+    // status write this pass has not seen yet), its run not yet in the status read.
+    let newest_made = tasks.iter().map(|t| t.scheduled).max();
+    let last = facts.last_schedule_time.max(newest_made);
+    let since = last.map_or(facts.created, |last| last.max(facts.created));
+    let mut plan = SchedulePlan { last_schedule_time: last, ..SchedulePlan::default() };
     if let Some(due) = valid.calendar.latest_due(since, now) {
         plan.last_schedule_time = Some(due);
         match refusal(valid, tasks, due, now) {

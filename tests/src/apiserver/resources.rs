@@ -156,6 +156,14 @@ pub fn groundskeeper_custom_types() -> Vec<ResourceType> {
             true,
             true,
         ),
+        ResourceType::custom(
+            "groundskeeper.dev",
+            "v1alpha1",
+            "maintenanceschedules",
+            "MaintenanceSchedule",
+            true,
+            true,
+        ),
     ]
 }
 

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use groundskeeper_controller::runtime::clock::Clock;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants};
@@ -37,6 +38,8 @@ pub enum Part {
     ScyllaCleanup,
     /// The task controller, for every kind of target.
     Tasks,
+    /// The MaintenanceSchedule controller.
+    Schedules,
 }
 
 /// The controllers a scenario runs, each acting with the controller's token. Dropping them stops
@@ -44,6 +47,8 @@ pub enum Part {
 pub struct Controllers {
     server: Arc<ApiServer>,
     config: ControllerConfig,
+    /// The clock every controller started here reads (the system's unless set).
+    clock: Clock,
     /// Shared by every controller started here, across restarts: counts survive a restart.
     pub metrics: Arc<Metrics>,
     running: BTreeMap<Part, JoinHandle<()>>,
@@ -57,6 +62,7 @@ impl Controllers {
         let mut controllers = Controllers {
             server: server.clone(),
             config,
+            clock: Clock::system(),
             metrics: Arc::new(Metrics::new()),
             running: BTreeMap::new(),
             others: Vec::new(),
@@ -67,11 +73,28 @@ impl Controllers {
         controllers
     }
 
+    /// Starts `parts` as [`Controllers::start`] does, all reading `clock`.
+    pub fn start_with_clock(
+        server: &Arc<ApiServer>,
+        config: ControllerConfig,
+        clock: Clock,
+        parts: &[Part],
+    ) -> Controllers {
+        let mut controllers = Controllers::start(server, config, &[]);
+        controllers.clock = clock;
+        for part in parts {
+            controllers.spawn(*part);
+        }
+        controllers
+    }
+
     /// A new context, as a new controller process would have: a new client with the controller's
     /// token, the scenario's configuration, the shared metrics.
     pub fn context(&self) -> Arc<Context> {
         let client = self.server.client_with_token(CONTROLLER_TOKEN);
-        Arc::new(Context::new(client, self.config.clone(), self.metrics.clone()))
+        Arc::new(
+            Context::new(client, self.config.clone(), self.metrics.clone()).with_clock(self.clock.clone()),
+        )
     }
 
     /// Starts `part` with a new context, replacing (aborting) a running one.
@@ -81,6 +104,7 @@ impl Controllers {
             Part::Etcd => tokio::spawn(groundskeeper_controller::etcd::controller::run(ctx)),
             Part::ScyllaCleanup => tokio::spawn(groundskeeper_controller::scylla::controller::run(ctx)),
             Part::Tasks => tokio::spawn(groundskeeper_controller::run_task_controller(ctx)),
+            Part::Schedules => tokio::spawn(groundskeeper_controller::schedules::controller::run(ctx)),
         };
         if let Some(old) = self.running.insert(part, handle) {
             old.abort();
@@ -150,6 +174,11 @@ pub fn jobs() -> ResourceId {
 /// MaintenanceTasks.
 pub fn maintenance_tasks() -> ResourceId {
     ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancetasks")
+}
+
+/// MaintenanceSchedules.
+pub fn maintenance_schedules() -> ResourceId {
+    ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenanceschedules")
 }
 
 /// EtcdClusters.

@@ -10,5 +10,6 @@ mod etcd_snapshot;
 mod harness;
 mod leader_election;
 mod real_cluster;
+mod schedules;
 mod scylla_cleanup;
 mod scylla_ownership;

@@ -132,6 +132,7 @@ fn a_clock_that_goes_back_or_a_restart_makes_nothing_twice() {
     let tasks = [task("made", "2026-11-22T03:00:00Z", None)];
     let restarted = plan(&valid, Some("2026-11-21T03:00:00Z"), &tasks, "2026-11-22T03:00:30Z");
     assert_eq!(restarted.create, None);
+    assert_eq!(restarted.last_schedule_time, Some(at("2026-11-22T03:00:00Z")), "the status catches up");
 }
 
 #[test]
