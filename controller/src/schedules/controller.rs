@@ -62,8 +62,10 @@ pub async fn reconcile(
     let namespace = schedule.namespace().unwrap_or_default();
     let api: Api<MaintenanceSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = schedule.name_any();
-    let Some(fresh) =
-        api.get_opt(&name).await.map_err(Error::kube(format!("get MaintenanceSchedule {namespace}/{name}")))?
+    let Some(fresh) = api
+        .get_opt(&name)
+        .await
+        .map_err(Error::kube(format!("get MaintenanceSchedule {namespace}/{name}")))?
     else {
         return Ok(Action::await_change());
     };

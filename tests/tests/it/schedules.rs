@@ -168,7 +168,10 @@ async fn forbid_skips_runs_while_the_previous_task_is_unfinished() {
     assert_eq!(states(&s.tasks("hourly")), owned(&[("03:00", "Completed"), ("06:00", "")]));
     // Repeats of one reason are one Event with a count (the recorder's series); the metric counts each.
     let events = s.events("hourly");
-    assert!(events.iter().any(|e| e.starts_with("RunSkipped") && e.contains("concurrencyPolicy Forbid")), "{events:?}");
+    assert!(
+        events.iter().any(|e| e.starts_with("RunSkipped") && e.contains("concurrencyPolicy Forbid")),
+        "{events:?}"
+    );
     assert!(events.iter().any(|e| e.starts_with("TaskCreated")), "{events:?}");
     let metrics = s.controllers.metrics.encode();
     assert!(
