@@ -149,6 +149,30 @@ fn the_compact_example_keeps_ten_thousand_revisions() {
     );
 }
 
+const SCHEDULE_EXAMPLES: [&str; 2] = ["schedule-nightly-snapshot.yaml", "schedule-weekly-maintenance.yaml"];
+
+/// The schedule examples pass every check, their tasks' too, and run when they say.
+#[test]
+fn the_schedule_examples_are_valid_and_run_when_they_say() {
+    use groundskeeper_api::MaintenanceSchedule;
+    use groundskeeper_api::maintenance_schedule::validate::validate_schedule;
+    // (file, a time, the run after it)
+    let runs = [
+        // Berlin, spring forward: 02:30 does not exist, the run happens at the jump (03:00 CEST).
+        ("schedule-nightly-snapshot.yaml", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z"),
+        // Sunday 04:00 in New York (EST, UTC-5) after a Tuesday.
+        ("schedule-weekly-maintenance.yaml", "2026-11-24T12:00:00Z", "2026-11-29T09:00:00Z"),
+    ];
+    for (file, after, next) in runs {
+        let schedule: MaintenanceSchedule =
+            serde_saphyr::from_str(&example(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let valid = validate_schedule(&schedule)
+            .unwrap_or_else(|errors| panic!("{file}: {}", describe_errors(&errors)));
+        let next_run = valid.calendar.next_after(after.parse().unwrap()).expect("a next run");
+        assert_eq!(next_run, next.parse().unwrap(), "{file}");
+    }
+}
+
 /// CI validates the other manifests against Kubernetes' own schemas and skips custom resources
 /// (apiVersion groundskeeper.dev/…): each of those must be checked here instead.
 #[test]
@@ -157,6 +181,7 @@ fn every_custom_resource_example_is_checked_here() {
     let mut checked: Vec<&str> = TASK_EXAMPLES.iter().map(|(file, _)| *file).collect();
     checked.push("etcdcluster.yaml");
     checked.push("etcdcluster-partitioned.yaml");
+    checked.extend(SCHEDULE_EXAMPLES);
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let custom = example(&name).lines().any(|line| line.starts_with("apiVersion: groundskeeper.dev/"));
