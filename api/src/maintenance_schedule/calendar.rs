@@ -142,6 +142,34 @@ impl Calendar {
     }
 }
 
+/// Calendars already built, by expression and time zone: building one (parsing the expression,
+/// finding its first run) costs about 13 µs, deciding a schedule's runs 2 µs, and the same few
+/// expressions come back on every pass. Holds at most [`Calendars::CAPACITY`]; beyond that it
+/// starts again empty.
+#[derive(Debug, Default)]
+pub struct Calendars {
+    built: std::sync::Mutex<std::collections::HashMap<(String, String), Result<Calendar, CalendarError>>>,
+}
+
+impl Calendars {
+    pub const CAPACITY: usize = 10_000;
+
+    /// [`Calendar::new`], remembered.
+    pub fn get(&self, expression: &str, time_zone: &str) -> Result<Calendar, CalendarError> {
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (expression.to_owned(), time_zone.to_owned());
+        if let Some(found) = built.get(&key) {
+            return found.clone();
+        }
+        if built.len() >= Self::CAPACITY {
+            built.clear();
+        }
+        let calendar = Calendar::new(expression, time_zone);
+        built.insert(key, calendar.clone());
+        calendar
+    }
+}
+
 /// The IANA time zone `name`. A named zone only: an empty name or a fixed offset would be taken
 /// by jiff for something else than the user meant.
 pub fn time_zone_named(name: &str) -> Result<TimeZone, CalendarError> {

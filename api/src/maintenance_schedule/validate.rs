@@ -5,7 +5,7 @@
 use jiff::SignedDuration;
 use kube::ResourceExt;
 
-use super::calendar::{Calendar, time_zone_named};
+use super::calendar::{Calendar, Calendars, time_zone_named};
 use super::{ConcurrencyPolicy, MaintenanceSchedule};
 use crate::maintenance_task::{MaintenanceTask, MaintenanceTaskSpec};
 use crate::validate::{FieldError, validate};
@@ -31,6 +31,14 @@ pub fn schedule_display_name(schedule: &MaintenanceSchedule) -> String {
 
 /// The schedule's spec checked, or every mistake in it.
 pub fn validate_schedule(schedule: &MaintenanceSchedule) -> Result<ValidSchedule, Vec<FieldError>> {
+    validate_schedule_with(schedule, &Calendars::default())
+}
+
+/// [`validate_schedule`], its calendar taken from (or added to) `calendars`.
+pub fn validate_schedule_with(
+    schedule: &MaintenanceSchedule,
+    calendars: &Calendars,
+) -> Result<ValidSchedule, Vec<FieldError>> {
     let object = schedule_display_name(schedule);
     let spec = &schedule.spec;
     let mut errors = Vec::new();
@@ -46,7 +54,7 @@ pub fn validate_schedule(schedule: &MaintenanceSchedule) -> Result<ValidSchedule
         }
     };
     let zone = if zone_known { spec.time_zone.as_str() } else { "UTC" };
-    let calendar = match Calendar::new(&spec.schedule, zone) {
+    let calendar = match calendars.get(&spec.schedule, zone) {
         Ok(calendar) => zone_known.then_some(calendar),
         Err(err) => {
             error("spec.schedule", err.to_string());

@@ -17,7 +17,8 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 
-use groundskeeper_api::maintenance_schedule::validate::{ValidSchedule, validate_schedule};
+use groundskeeper_api::maintenance_schedule::calendar::Calendars;
+use groundskeeper_api::maintenance_schedule::validate::{ValidSchedule, validate_schedule_with};
 use groundskeeper_api::maintenance_schedule::{
     MAX_RECENT_TASKS, MaintenanceSchedule, MaintenanceScheduleStatus, READY, SCHEDULE_LABEL,
     SCHEDULED_TIME_ANNOTATION, ScheduledTask, SkippedRun,
@@ -48,12 +49,17 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
     let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref());
     let controller = Controller::new(schedules, watcher::Config::default())
         .owns(tasks, watcher::Config::default().labels(SCHEDULE_LABEL));
-    reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
+    let calendars = Arc::new(Calendars::default());
+    reconciler::run(controller, ctx, CONTROLLER, move |schedule, reconciler| {
+        reconcile(schedule, reconciler, calendars.clone())
+    })
+    .await;
 }
 
 pub async fn reconcile(
     schedule: Arc<MaintenanceSchedule>,
     reconciler: Arc<Reconciler<MaintenanceSchedule>>,
+    calendars: Arc<Calendars>,
 ) -> Result<Action> {
     let ctx = &reconciler.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
@@ -69,19 +75,24 @@ pub async fn reconcile(
     else {
         return Ok(Action::await_change());
     };
-    let action = reconcile_at(&fresh, ctx, ctx.clock.now()).await?;
+    let action = reconcile_at(&fresh, ctx, &calendars, ctx.clock.now()).await?;
     reconciler.succeeded(&schedule);
     Ok(action)
 }
 
 /// [`reconcile`] with the clock given.
-pub async fn reconcile_at(schedule: &MaintenanceSchedule, ctx: &Context, now: Timestamp) -> Result<Action> {
+pub async fn reconcile_at(
+    schedule: &MaintenanceSchedule,
+    ctx: &Context,
+    calendars: &Calendars,
+    now: Timestamp,
+) -> Result<Action> {
     if schedule.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // its tasks go with it (owner references)
     }
     let namespace = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
-    let valid = match validate_schedule(schedule) {
+    let valid = match validate_schedule_with(schedule, calendars) {
         Ok(valid) => valid,
         Err(errors) => {
             let message = describe_errors(&errors);

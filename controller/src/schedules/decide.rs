@@ -18,7 +18,7 @@ use groundskeeper_api::maintenance_task::TaskState;
 
 /// A task the schedule made, as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MadeTask {
+pub struct MadeTask {
     pub name: String,
     /// The run it stands for.
     pub scheduled: Timestamp,
@@ -34,14 +34,14 @@ impl MadeTask {
 
 /// Why a due run made no task (also the metric's `reason` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SkipReason {
+pub enum SkipReason {
     Suspended,
     ConcurrencyForbid,
     MissedDeadline,
 }
 
 impl SkipReason {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::Suspended => "Suspended",
             SkipReason::ConcurrencyForbid => "ConcurrencyForbid",
@@ -52,7 +52,7 @@ impl SkipReason {
 
 /// A run that made no task.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Skip {
+pub struct Skip {
     pub scheduled: Timestamp,
     pub reason: SkipReason,
     pub message: String,
@@ -60,7 +60,7 @@ pub(crate) struct Skip {
 
 /// What to do now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct SchedulePlan {
+pub struct SchedulePlan {
     /// Make the task of this run.
     pub create: Option<Timestamp>,
     /// Delete these tasks (replaced, or beyond the history), with why.
@@ -74,14 +74,14 @@ pub(crate) struct SchedulePlan {
 }
 
 /// The schedule's state and history as read.
-pub(crate) struct ScheduleFacts<'a> {
+pub struct ScheduleFacts<'a> {
     pub valid: &'a ValidSchedule,
     pub created: Timestamp,
     /// From the status: the newest run made or skipped.
     pub last_schedule_time: Option<Timestamp>,
 }
 
-pub(crate) fn decide(facts: &ScheduleFacts<'_>, tasks: &[MadeTask], now: Timestamp) -> SchedulePlan {
+pub fn decide(facts: &ScheduleFacts<'_>, tasks: &[MadeTask], now: Timestamp) -> SchedulePlan {
     let valid = facts.valid;
     // The tasks' own record counts too: a task made just before a restart (or by a pass whose
     // status write this pass has not seen yet), its run not yet in the status read.

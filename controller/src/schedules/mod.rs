@@ -3,5 +3,5 @@
 //! makes run through the same queue as every other task; it knows no data store.
 
 pub mod controller;
-pub(crate) mod decide;
+pub mod decide;
 pub(crate) mod metrics;
