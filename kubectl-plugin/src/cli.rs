@@ -1,4 +1,4 @@
-//! The command line: `kubectl groundskeeper task|etcd|scylla …` with kubectl's usual flags.
+//! The command line: `kubectl groundskeeper task|schedule|etcd|scylla …` with kubectl's usual flags.
 
 use std::path::PathBuf;
 
@@ -60,6 +60,23 @@ pub enum Command {
     /// ScyllaClusters.
     #[command(subcommand)]
     Scylla(ScyllaCommand),
+    /// MaintenanceSchedules: list, describe (with their next runs).
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCommand {
+    /// The schedules: expression, time zone, last and next run, what they made.
+    #[command(alias = "ls")]
+    List,
+    /// One schedule: its next runs in its time zone and in UTC, its tasks, why a run was skipped.
+    Describe {
+        name: String,
+        /// How many of the next runs to show.
+        #[arg(long, default_value_t = 5)]
+        next: usize,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -10,6 +10,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::MaintenanceSchedule;
 use groundskeeper_api::maintenance_task::{
     DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskState,
     TaskTarget, TaskType,
@@ -22,7 +23,8 @@ use groundskeeper_protocol::names::bounded_name;
 
 use crate::access::Access;
 use crate::cli::{
-    Cli, Command, CreateArgs, EtcdCommand, ListArgs, Output, ScyllaCommand, TaskCommand, parse_target_kind,
+    Cli, Command, CreateArgs, EtcdCommand, ListArgs, Output, ScheduleCommand, ScyllaCommand, TaskCommand,
+    parse_target_kind,
 };
 use crate::error::Error;
 use crate::render;
@@ -47,7 +49,37 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
             cleanup_status(&access, &name, output).await
         }
+        Command::Schedule(ScheduleCommand::List) => schedule_list(&access, output).await,
+        Command::Schedule(ScheduleCommand::Describe { name, next }) => {
+            schedule_describe(&access, &name, next, output).await
+        }
     }
+}
+
+async fn schedule_list(access: &Access, output: Option<Output>) -> Result<i32, Error> {
+    let schedules: Vec<MaintenanceSchedule> = access.list(Some(&access.namespace), None).await?;
+    match output {
+        Some(format) => print_object(format, &list_of(&schedules))?,
+        None => print!("{}", render::schedule::list(&schedules, Timestamp::now())),
+    }
+    Ok(0)
+}
+
+async fn schedule_describe(
+    access: &Access,
+    name: &str,
+    next: usize,
+    output: Option<Output>,
+) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let schedule = access.get::<MaintenanceSchedule>(&namespace, name).await.map_err(|e| {
+        e.with_hint(format!("list them with `kubectl groundskeeper schedule list -n {namespace}`"))
+    })?;
+    match output {
+        Some(format) => print_object(format, &schedule)?,
+        None => print!("{}", render::schedule::describe(&schedule, Timestamp::now(), next)),
+    }
+    Ok(0)
 }
 
 /// The object as JSON or YAML.

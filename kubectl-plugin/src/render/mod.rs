@@ -2,6 +2,7 @@
 
 pub mod etcd;
 pub mod progress;
+pub mod schedule;
 pub mod scylla;
 pub mod task;
 

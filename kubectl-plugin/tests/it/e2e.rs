@@ -692,3 +692,46 @@ async fn errors_say_what_is_wrong_and_what_to_do() {
         "the CRD scyllaclusters.scylla.scylladb.com is not installed. ScyllaClusters come with scylla-operator",
     );
 }
+
+/// `schedule list` and `schedule describe` as the plugin's user sees them: the next run in the
+/// schedule's own zone, its tasks, a schedule that does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_are_listed_and_described_with_their_next_runs() {
+    let server = ApiServer::builder()
+        .authorize(PLUGIN_USER_TOKEN, plugin_user(&[NAMESPACE]))
+        .start()
+        .await
+        .expect("the API server starts");
+    let schedules = ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenanceschedules");
+    let schedule = json!({
+        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceSchedule",
+        "metadata": {"name": "nightly-snapshot", "namespace": NAMESPACE},
+        "spec": {"schedule": "30 2 * * *", "timeZone": "Europe/Berlin", "concurrencyPolicy": "Forbid",
+                 "taskTemplate": {"spec": {"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": "Snapshot"}}}
+    });
+    server.create(&schedules, Some(NAMESPACE), schedule).expect("the schedule");
+    let status = json!({"status": {
+        "lastScheduleTime": "2026-11-24T01:30:00Z",
+        "recentTasks": [{"name": "nightly-snapshot-29400000", "scheduledTime": "2026-11-24T01:30:00Z", "state": "Completed"}]
+    }});
+    server.patch(&schedules, Some(NAMESPACE), "nightly-snapshot", PatchFormat::Merge, &status, true).unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let user = kubeconfig(&server, dir.path(), "user", Some(PLUGIN_USER_TOKEN));
+
+    let run = plugin(&user, &["schedule", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("nightly-snapshot"), "{run:?}");
+    assert!(run.stdout.contains("Snapshot EtcdCluster/main"), "{run:?}");
+    assert!(run.stdout.contains("02:30 CE"), "the next run in Berlin time: {run:?}");
+
+    let run = plugin(&user, &["schedule", "describe", "nightly-snapshot", "--next", "2"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for want in
+        ["Schedule:      30 2 * * * (Europe/Berlin)", "Next runs:", "nightly-snapshot-29400000", "Completed"]
+    {
+        assert!(run.stdout.contains(want), "{want:?} missing: {run:?}");
+    }
+    let run = plugin(&user, &["schedule", "describe", "nope"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("list them with `kubectl groundskeeper schedule list -n etcd`"), "{run:?}");
+}
