@@ -14,6 +14,7 @@ pub mod crds;
 pub mod etcd_cluster;
 pub mod maintenance_schedule;
 pub mod maintenance_task;
+pub mod maintenance_window;
 pub mod scylla;
 pub mod storage_cluster;
 pub mod validate;

@@ -127,17 +127,21 @@ impl Calendar {
         civil_of(found.naive_utc())
     }
 
-    /// The instant a wall-clock time stands for in the time zone: the first of two in a repeated
-    /// hour, and for a time skipped by the clock, the instant the clock jumped.
     fn instant_of(&self, wall: DateTime) -> Option<Timestamp> {
-        match self.time_zone.to_ambiguous_timestamp(wall).offset() {
-            AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(wall).ok(),
-            AmbiguousOffset::Fold { before, .. } => before.to_timestamp(wall).ok(),
-            AmbiguousOffset::Gap { after, .. } => {
-                // With the offset after the jump the time reads as earlier than the jump itself.
-                let before_jump = after.to_timestamp(wall).ok()?;
-                self.time_zone.following(before_jump).next().map(|t| t.timestamp())
-            }
+        instant_of(&self.time_zone, wall)
+    }
+}
+
+/// The instant a wall-clock time stands for in `time_zone`: the first of two in a repeated hour,
+/// and for a time skipped by the clock, the instant the clock jumped.
+pub fn instant_of(time_zone: &TimeZone, wall: DateTime) -> Option<Timestamp> {
+    match time_zone.to_ambiguous_timestamp(wall).offset() {
+        AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(wall).ok(),
+        AmbiguousOffset::Fold { before, .. } => before.to_timestamp(wall).ok(),
+        AmbiguousOffset::Gap { after, .. } => {
+            // With the offset after the jump the time reads as earlier than the jump itself.
+            let before_jump = after.to_timestamp(wall).ok()?;
+            time_zone.following(before_jump).next().map(|t| t.timestamp())
         }
     }
 }
