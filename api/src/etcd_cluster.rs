@@ -58,6 +58,11 @@ pub struct EtcdClusterSpec {
     /// several etcd clusters): its place in the fleet. Absent: a cluster on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<EtcdPartition>,
+    /// When automatic maintenance may start: weekly windows in a time zone. Outside them the
+    /// automatic tasks wait (Pending, saying when the next window opens); work in progress is
+    /// never interrupted by a window closing. Absent: any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_windows: Option<crate::maintenance_window::MaintenanceWindowsSpec>,
 }
 
 /// A cluster's place in a fleet of partitioned etcd clusters.

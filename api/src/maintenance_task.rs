@@ -101,6 +101,11 @@ pub struct MaintenanceTaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub deadline_seconds: Option<i64>,
+    /// Start only inside the target's maintenance windows (an EtcdCluster's
+    /// `spec.maintenanceWindows`, a ScyllaCluster's `groundskeeper.dev/maintenance-windows`), as
+    /// automatic tasks always do. False: a task made by hand starts as soon as it may.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_window: bool,
 }
 
 /// The cluster a task works on.

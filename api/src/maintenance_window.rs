@@ -162,6 +162,47 @@ impl Windows {
     }
 }
 
+/// The windows of an object, checked, with every mistake in one line naming `object` and the
+/// field under `prefix` (e.g. `spec.maintenanceWindows`); `None` when it has none.
+pub fn windows_of(
+    spec: Option<&MaintenanceWindowsSpec>,
+    object: &str,
+    prefix: &str,
+) -> Option<Result<Windows, String>> {
+    let spec = spec?;
+    Some(Windows::new(spec).map_err(|errors| {
+        errors
+            .iter()
+            .map(|(field, why)| format!("{object}: {prefix}.{field}: {why}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }))
+}
+
+/// A ScyllaCluster's windows from its annotations ([`groundskeeper_protocol::keys::MAINTENANCE_WINDOWS`],
+/// `;`-separated, and [`groundskeeper_protocol::keys::MAINTENANCE_TIME_ZONE`]).
+pub fn windows_from_annotations(
+    annotations: &std::collections::BTreeMap<String, String>,
+    object: &str,
+) -> Option<Result<Windows, String>> {
+    use groundskeeper_protocol::keys::{MAINTENANCE_TIME_ZONE, MAINTENANCE_WINDOWS};
+    let windows = annotations.get(MAINTENANCE_WINDOWS)?;
+    let spec = MaintenanceWindowsSpec {
+        time_zone: annotations.get(MAINTENANCE_TIME_ZONE).cloned().unwrap_or_else(default_time_zone),
+        windows: windows.split(';').map(str::trim).filter(|w| !w.is_empty()).map(str::to_owned).collect(),
+    };
+    Some(Windows::new(&spec).map_err(|errors| {
+        errors
+            .iter()
+            .map(|(field, why)| {
+                let key = if field == "timeZone" { MAINTENANCE_TIME_ZONE } else { MAINTENANCE_WINDOWS };
+                format!("{object}: metadata.annotations[{key}]: {field}: {why}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }))
+}
+
 fn parse_window(text: &str) -> Result<Window, String> {
     let form = "write days then a time range, e.g. \"Mon-Fri 01:00-05:00\", \"Sat,Sun 22:00-06:00\" or \"* 02:00-04:00\"";
     let mut parts = text.split_whitespace();

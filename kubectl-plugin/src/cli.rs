@@ -118,6 +118,10 @@ pub struct CreateArgs {
     /// Fail the task if it has not finished this many seconds after its creation.
     #[arg(long, value_name = "SECONDS")]
     pub deadline: Option<i64>,
+    /// Start only inside the target's maintenance windows (as automatic tasks do); without it
+    /// the task starts as soon as its target may take work.
+    #[arg(long)]
+    pub wait_for_window: bool,
     /// Follow the task until it ends; the exit code says how it ended.
     #[arg(long)]
     pub wait: bool,

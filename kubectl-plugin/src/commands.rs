@@ -127,6 +127,7 @@ pub fn new_task(
             config,
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
             deadline_seconds: args.deadline,
+            wait_for_window: args.wait_for_window,
         },
         status: None,
     };

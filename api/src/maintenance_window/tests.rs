@@ -109,3 +109,27 @@ fn bad_windows_name_the_entry_and_say_what_to_write() {
     // Adjacent windows are not overlapping ones.
     windows("UTC", &["Mon 01:00-02:00", "Mon 02:00-03:00", "Sun 22:00-24:00", "Mon 00:00-01:00"]);
 }
+
+#[test]
+fn a_scylla_clusters_windows_come_from_its_annotations() {
+    use groundskeeper_protocol::keys::{MAINTENANCE_TIME_ZONE, MAINTENANCE_WINDOWS};
+    let annotations = std::collections::BTreeMap::from([
+        (MAINTENANCE_WINDOWS.to_owned(), "Mon-Fri 01:00-05:00; Sat,Sun 22:00-06:00".to_owned()),
+        (MAINTENANCE_TIME_ZONE.to_owned(), "Europe/Berlin".to_owned()),
+    ]);
+    let windows = windows_from_annotations(&annotations, "ScyllaCluster db/basic").unwrap().unwrap();
+    assert_eq!(
+        windows.state_at(at("2026-11-24T00:30:00Z")),
+        WindowState::Open { closes: at("2026-11-24T04:00:00Z") }
+    );
+    assert!(windows_from_annotations(&Default::default(), "x").is_none());
+    let bad =
+        std::collections::BTreeMap::from([(MAINTENANCE_WINDOWS.to_owned(), "Mon 03:00-03:00".to_owned())]);
+    let why = windows_from_annotations(&bad, "ScyllaCluster db/basic").unwrap().unwrap_err();
+    assert!(
+        why.starts_with(
+            "ScyllaCluster db/basic: metadata.annotations[groundskeeper.dev/maintenance-windows]: windows[0]"
+        ),
+        "{why}"
+    );
+}

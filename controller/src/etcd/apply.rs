@@ -103,6 +103,8 @@ pub fn automatic_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<Ma
             config: planned.config.clone(),
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
             deadline_seconds: None,
+            // Automatic: it waits for the target's maintenance windows whatever this says.
+            wait_for_window: false,
         },
         status: None,
     })

@@ -93,6 +93,8 @@ pub(crate) fn desired_cluster(
                 ..EtcdMaintenancePolicy::default()
             },
             job: Default::default(),
+            // Left to the user, as the policy is: discovery keeps only its own fields in step.
+            maintenance_windows: None,
             partition: Some(EtcdPartition {
                 fleet: settings.fleet.clone(),
                 cluster_id,

@@ -273,6 +273,17 @@ impl ReadCluster {
 }
 
 impl ReadTarget for ReadCluster {
+    fn windows(&self) -> Option<std::result::Result<groundskeeper_api::maintenance_window::Windows, String>> {
+        let cluster = self.cluster.as_deref()?;
+        let object =
+            format!("EtcdCluster {}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+        groundskeeper_api::maintenance_window::windows_of(
+            cluster.spec.maintenance_windows.as_ref(),
+            &object,
+            "spec.maintenanceWindows",
+        )
+    }
+
     fn facts(&self) -> TargetFacts {
         match (facts(self.cluster.as_deref()), &self.fleet_wait) {
             (TargetFacts::Ready, Some(reason)) => TargetFacts::Waiting { reason: reason.clone() },

@@ -137,6 +137,8 @@ pub(crate) fn cleanup_task(
             },
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
             deadline_seconds: None,
+            // Automatic: it waits for the target's maintenance windows whatever this says.
+            wait_for_window: false,
         },
         status: None,
     })

@@ -207,6 +207,16 @@ impl ReadCluster {
 }
 
 impl ReadTarget for ReadCluster {
+    fn windows(&self) -> Option<std::result::Result<groundskeeper_api::maintenance_window::Windows, String>> {
+        let view = self.found.as_deref()?;
+        let object = format!(
+            "ScyllaCluster {}/{}",
+            view.cluster.namespace().unwrap_or_default(),
+            view.cluster.name_any()
+        );
+        groundskeeper_api::maintenance_window::windows_from_annotations(view.cluster.annotations(), &object)
+    }
+
     fn facts(&self) -> TargetFacts {
         match &self.found {
             Some(view) => facts(Some(&view.facts), &view.secret),

@@ -23,7 +23,7 @@ use kube::{Api, ResourceExt};
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TaskState};
 use groundskeeper_protocol::keys;
 
-use super::lifecycle::{Decision, TargetFacts, TargetTasks, TaskView, decide};
+use super::lifecycle::{Decision, TargetFacts, TargetTasks, TaskView, WindowGate, decide};
 use super::metrics::TaskMetrics;
 use super::status::apply_decision;
 use super::step_jobs::{NOT_SUPPORTED, task_jobs};
@@ -34,6 +34,7 @@ use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
+use groundskeeper_api::maintenance_window::{WindowState, Windows};
 
 /// This controller's name in metrics and logs.
 pub(crate) const CONTROLLER: &str = "tasks";
@@ -63,7 +64,7 @@ pub async fn reconcile(
     targets: Targets,
 ) -> Result<Action> {
     let _timer = reconciler.ctx.metrics.reconcile_started(CONTROLLER);
-    let action = reconcile_at(&task, &reconciler.ctx, &targets, Timestamp::now()).await?;
+    let action = reconcile_at(&task, &reconciler.ctx, &targets, reconciler.ctx.clock.now()).await?;
     reconciler.succeeded(&task);
     Ok(action)
 }
@@ -94,6 +95,7 @@ pub async fn reconcile_at(
         target: task.spec.target.clone(),
         facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts()),
         tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
+        window: target.as_ref().and_then(|t| t.windows()).map(|windows| window_gate(windows, now)),
     };
     let mut plan = decide(&input, now);
     // A task that would start now but cannot yet (its target says why) waits, the queue behind
@@ -122,6 +124,17 @@ pub async fn reconcile_at(
         (false, None) => ctx.config.requeue_idle,
     };
     Ok(Action::requeue(requeue.max(Duration::from_secs(1))))
+}
+
+/// Where the target's windows stand at `now`.
+fn window_gate(windows: std::result::Result<Windows, String>, now: Timestamp) -> WindowGate {
+    match windows {
+        Ok(windows) => match windows.state_at(now) {
+            WindowState::Open { .. } => WindowGate::Open,
+            WindowState::Closed { opens } => WindowGate::Closed { opens, opens_local: windows.local(opens) },
+        },
+        Err(why) => WindowGate::Invalid { why },
+    }
 }
 
 /// Why the tasks about to start must wait although their target may take work, as the target

@@ -48,6 +48,18 @@ pub enum TargetFacts {
     Ready,
 }
 
+/// The target's maintenance windows, for the tasks that wait for them (automatic ones, and
+/// those whose spec asks to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowGate {
+    /// A window is open: work may start.
+    Open,
+    /// None is open; the next opens at `opens` (`opens_local`: in the windows' zone, for people).
+    Closed { opens: Timestamp, opens_local: String },
+    /// The windows are written wrong (`why` names the field): nothing that waits for them starts.
+    Invalid { why: String },
+}
+
 /// What the lifecycle needs of a task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
@@ -62,6 +74,9 @@ pub struct TaskView {
     pub ttl_seconds_after_finished: i64,
     /// What [`validate`] said of the spec.
     pub validation: Result<(), Vec<FieldError>>,
+    /// Starts only inside the target's maintenance windows: an automatic task, or one whose spec
+    /// says `waitForWindow`.
+    pub waits_for_window: bool,
 }
 
 impl TaskView {
@@ -80,6 +95,9 @@ impl TaskView {
             deadline_seconds: task.spec.deadline_seconds,
             ttl_seconds_after_finished: task.spec.ttl_seconds_after_finished,
             validation: validate(task).map(|_| ()),
+            waits_for_window: task.spec.wait_for_window
+                || task.labels().get(groundskeeper_protocol::keys::ORIGIN_LABEL).map(String::as_str)
+                    == Some(groundskeeper_protocol::keys::ORIGIN_AUTOMATIC),
         }
     }
 }
@@ -90,6 +108,8 @@ pub struct TargetTasks {
     pub target: TaskTarget,
     pub facts: TargetFacts,
     pub tasks: Vec<TaskView>,
+    /// `None`: the target has no maintenance windows (work may start at any time).
+    pub window: Option<WindowGate>,
 }
 
 /// A target as a key: tasks of different namespaces never share a queue.
@@ -193,6 +213,8 @@ pub enum WaitReason {
     },
     /// Its target, which is not ready for work for `reason` (as the caller gave it).
     Target { target: TaskTarget, reason: String },
+    /// Its target's next maintenance window (the task waits for windows).
+    Window { target: TaskTarget, gate: WindowGate },
 }
 
 impl WaitReason {
@@ -201,6 +223,7 @@ impl WaitReason {
         match self {
             WaitReason::QueuedBehind { .. } => "QueuedBehindTask",
             WaitReason::Target { .. } => "WaitingForTarget",
+            WaitReason::Window { .. } => "WaitingForWindow",
         }
     }
 }
@@ -216,6 +239,23 @@ impl fmt::Display for WaitReason {
             WaitReason::Target { target, reason } => {
                 write!(f, "waits for {} {}: {reason}", target.kind, target.name)
             }
+            WaitReason::Window { target, gate: WindowGate::Closed { opens, opens_local } } => write!(
+                f,
+                "waits for the next maintenance window of {} {}: it opens {opens_local} ({opens}); \
+                 this task starts only inside one",
+                target.kind, target.name
+            ),
+            WaitReason::Window { target, gate } => write!(
+                f,
+                "waits for a maintenance window of {} {}, whose windows cannot be read: {}; fix them \
+                 and this task starts inside the next one",
+                target.kind,
+                target.name,
+                match gate {
+                    WindowGate::Invalid { why } => why.as_str(),
+                    _ => "",
+                }
+            ),
         }
     }
 }
@@ -245,7 +285,7 @@ pub fn decide(input: &TargetTasks, now: Timestamp) -> TargetPlan {
     let in_queue: Vec<usize> = (0..tasks.len()).filter(|&i| decisions[i].is_none()).collect();
     let entries: Vec<QueueEntry> = in_queue.iter().map(|&i| queue_entry(&tasks[i])).collect();
     for (&i, place) in in_queue.iter().zip(queue::place(&entries)) {
-        decisions[i] = Some(from_place(place, input));
+        decisions[i] = Some(from_place(place, input, &tasks[i]));
     }
     let decided: Vec<(&TaskView, Decision)> = tasks
         .iter()
@@ -298,19 +338,27 @@ fn queue_entry(task: &TaskView) -> QueueEntry {
     }
 }
 
-fn from_place(place: Place, input: &TargetTasks) -> Decision {
+fn from_place(place: Place, input: &TargetTasks, task: &TaskView) -> Decision {
     match place {
         Place::Running => Decision::KeepRunning,
-        Place::Head => head_decision(input),
-        Place::Behind { head, head_running, ahead } => Decision::Wait {
-            reason: WaitReason::QueuedBehind {
-                task: head,
-                // A head that is not running yet starts in this very pass when the target is
-                // ready: say so now, rather than write a second message once it has.
-                task_running: head_running || input.facts == TargetFacts::Ready,
-                ahead,
-            },
-        },
+        Place::Head => head_decision(input, task),
+        Place::Behind { head, head_running, ahead } => {
+            // A head that is not running yet starts in this very pass when the target is ready
+            // (and, if it waits for one, a window is open): say so now, rather than write a
+            // second message once it has.
+            let head_starts = input
+                .tasks
+                .iter()
+                .find(|t| t.name == head)
+                .is_some_and(|head| matches!(head_decision(input, head), Decision::Start));
+            Decision::Wait {
+                reason: WaitReason::QueuedBehind {
+                    task: head,
+                    task_running: head_running || head_starts,
+                    ahead,
+                },
+            }
+        }
         Place::Duplicate { of, of_running } => Decision::Reject {
             reason: Rejection::Duplicate {
                 of,
@@ -320,10 +368,19 @@ fn from_place(place: Place, input: &TargetTasks) -> Decision {
     }
 }
 
-/// The head starts when its target is ready.
-fn head_decision(input: &TargetTasks) -> Decision {
+/// The head starts when its target is ready, and, if it waits for one, a window is open.
+fn head_decision(input: &TargetTasks, head: &TaskView) -> Decision {
     match &input.facts {
-        TargetFacts::Ready => Decision::Start,
+        TargetFacts::Ready => match &input.window {
+            Some(gate @ (WindowGate::Closed { .. } | WindowGate::Invalid { .. }))
+                if head.waits_for_window =>
+            {
+                Decision::Wait {
+                    reason: WaitReason::Window { target: input.target.clone(), gate: gate.clone() },
+                }
+            }
+            _ => Decision::Start,
+        },
         TargetFacts::Waiting { reason } => Decision::Wait {
             reason: WaitReason::Target { target: input.target.clone(), reason: reason.clone() },
         },
@@ -356,6 +413,10 @@ fn due_at(task: &TaskView, decision: &Decision, now: Timestamp) -> Option<Timest
         // Final from now on: its time to live starts now.
         Decision::Reject { .. } | Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } => {
             after(now, task.ttl_seconds_after_finished.max(0))
+        }
+        // The window's opening is when it may start.
+        Decision::Wait { reason: WaitReason::Window { gate: WindowGate::Closed { opens, .. }, .. } } => {
+            Some(deadline_of(task).map_or(*opens, |deadline| deadline.min(*opens)))
         }
         Decision::Wait { .. } | Decision::Start | Decision::KeepRunning => deadline_of(task),
     }

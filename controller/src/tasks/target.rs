@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TargetKind};
+use groundskeeper_api::maintenance_window::Windows;
 
 use super::lifecycle::TargetFacts;
 use crate::runtime::context::Context;
@@ -32,6 +33,12 @@ pub trait Target: Send + Sync + 'static {
 pub trait ReadTarget: Send + Sync {
     /// Whether it may take a task's work now.
     fn facts(&self) -> TargetFacts;
+
+    /// Its maintenance windows, checked (`Err`: what is wrong, naming the field); `None` when it
+    /// has none.
+    fn windows(&self) -> Option<std::result::Result<Windows, String>> {
+        None
+    }
 
     /// Why `task`, about to start on a target that may take work, must wait all the same (a
     /// volume its Job writes to does not exist yet, say); `None` when it may start.

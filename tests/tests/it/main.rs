@@ -13,3 +13,4 @@ mod real_cluster;
 mod schedules;
 mod scylla_cleanup;
 mod scylla_ownership;
+mod windows;

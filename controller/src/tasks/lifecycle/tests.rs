@@ -29,6 +29,7 @@ fn task(name: &str, second: i64, task_type: TaskType) -> TaskView {
         deadline_seconds: None,
         ttl_seconds_after_finished: 3600,
         validation: Ok(()),
+        waits_for_window: false,
     }
 }
 
@@ -68,7 +69,7 @@ fn ready(tasks: Vec<TaskView>) -> TargetTasks {
 }
 
 fn with_facts(facts: TargetFacts, tasks: Vec<TaskView>) -> TargetTasks {
-    TargetTasks { target: etcd_main(), facts, tasks }
+    TargetTasks { target: etcd_main(), facts, tasks, window: None }
 }
 
 fn waiting_for(reason: &str) -> TargetFacts {
@@ -493,5 +494,49 @@ fn tasks_group_by_namespace_and_target() {
             ("a", "EtcdCluster", "other", 1),
             ("b", "EtcdCluster", "main", 1),
         ]
+    );
+}
+
+/// Automatic tasks (and those that ask) wait for the target's maintenance window, saying when it
+/// opens, and are looked at again then; others start at once; an open window lets them start.
+#[test]
+fn tasks_that_wait_for_windows_start_only_inside_one() {
+    let automatic = |name: &str, second: i64| {
+        let mut t = task(name, second, TaskType::Defragment);
+        t.waits_for_window = true;
+        t
+    };
+    let opens = at(7200);
+    let closed = WindowGate::Closed { opens, opens_local: "Tue 2026-11-24 03:00 CET".into() };
+    let mut input = ready(vec![automatic("auto", 1)]);
+    input.window = Some(closed.clone());
+    let plan = decide(&input, at(10));
+    let window_wait =
+        Decision::Wait { reason: WaitReason::Window { target: etcd_main(), gate: closed.clone() } };
+    assert_eq!(plan.decisions[0].decision, window_wait);
+    assert_eq!(plan.requeue_at, Some(opens), "looked at again when the window opens");
+    let message = WaitReason::Window { target: etcd_main(), gate: closed.clone() }.to_string();
+    assert!(message.contains("it opens Tue 2026-11-24 03:00 CET"), "{message}");
+    // A task made by hand does not wait for the window; the automatic one behind it is queued.
+    let mut input = ready(vec![task("by-hand", 0, TaskType::Compact), automatic("auto", 1)]);
+    input.window = Some(closed.clone());
+    let plan = decide(&input, at(10));
+    assert_eq!(plan.decisions[0].decision, Decision::Start);
+    assert_eq!(plan.decisions[1].decision, queued_behind("by-hand", true, 1));
+    // The window open: it starts.
+    let mut input = ready(vec![automatic("auto", 1)]);
+    input.window = Some(WindowGate::Open);
+    assert_eq!(decide(&input, at(10)).decisions[0].decision, Decision::Start);
+    // No windows at all: it starts.
+    assert_eq!(decide(&ready(vec![automatic("auto", 1)]), at(10)).decisions[0].decision, Decision::Start);
+    // Windows written wrong: it waits, saying what is wrong.
+    let mut input = ready(vec![automatic("auto", 1)]);
+    input.window = Some(WindowGate::Invalid {
+        why: "EtcdCluster etcd/main: spec.maintenanceWindows.windows[0]: ...".into(),
+    });
+    let decision = &decide(&input, at(10)).decisions[0].decision;
+    assert!(
+        matches!(decision, Decision::Wait { reason } if reason.to_string().contains("windows cannot be read")),
+        "{decision:?}"
     );
 }

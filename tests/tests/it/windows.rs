@@ -1,0 +1,122 @@
+//! Maintenance windows end to end on the in-memory API, on a clock the test moves: the task
+//! controller holds an automatic task Pending outside its EtcdCluster's window (its `Queued`
+//! condition naming when the window opens) and starts it inside; a task made by hand starts at
+//! once unless it asks to wait for the window.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use groundskeeper_controller::runtime::clock::Clock;
+use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_e2e::apiserver::ApiServer;
+use groundskeeper_e2e::apiserver::rbac::controller_grants;
+use serde_json::{Value, json};
+
+use crate::harness::{Controllers, Part, api_server, etcd_clusters, jobs, maintenance_tasks, wait_until};
+
+const NAMESPACE: &str = "etcd";
+const GUARD: Duration = Duration::from_secs(30);
+
+struct Scenario {
+    server: Arc<ApiServer>,
+    clock: Clock,
+    _controllers: Controllers,
+}
+
+impl Scenario {
+    /// An EtcdCluster `main` whose window is Saturday 22:00 to Sunday 06:00, Berlin time; the
+    /// clock on Tuesday 2099-11-24 12:00 UTC (far ahead of the system clock, which stamps the
+    /// objects' creation).
+    async fn start() -> Scenario {
+        let server = api_server(controller_grants()).await;
+        let cluster = json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": NAMESPACE},
+            "spec": {"endpoints": ["http://127.0.0.1:1"],
+                     "maintenanceWindows": {"timeZone": "Europe/Berlin", "windows": ["Sat 22:00-06:00"]}}
+        });
+        server.create(&etcd_clusters(), Some(NAMESPACE), cluster).unwrap();
+        let clock = Clock::manual("2099-11-24T12:00:00Z".parse().unwrap());
+        let config = ControllerConfig {
+            requeue_idle: Duration::from_millis(100),
+            requeue_busy: Duration::from_millis(100),
+            ..ControllerConfig::default()
+        };
+        let controllers = Controllers::start_with_clock(&server, config, clock.clone(), &[Part::Tasks]);
+        Scenario { server, clock, _controllers: controllers }
+    }
+
+    fn create_task(&self, name: &str, origin: &str, wait_for_window: bool) {
+        let task = json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": origin}},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment",
+                     "waitForWindow": wait_for_window}
+        });
+        self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
+    }
+
+    fn task(&self, name: &str) -> Value {
+        self.server.get(&maintenance_tasks(), Some(NAMESPACE), name).unwrap_or_default()
+    }
+
+    fn state(&self, name: &str) -> String {
+        self.task(name)["status"]["state"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn queued(&self, name: &str) -> Value {
+        self.task(name)["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Queued")
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn wait_for(&self, what: &str, done: impl Fn(&Scenario) -> bool) {
+        wait_until(
+            what,
+            GUARD,
+            Duration::from_millis(10),
+            || done(self),
+            || format!("{:#}\n{:#}", self.task("automatic"), self.task("by-hand")),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_automatic_task_waits_for_the_window_and_runs_inside_it() {
+    let s = Scenario::start().await;
+    s.create_task("automatic", "automatic", false);
+    s.wait_for("the automatic task waits for the window", |s| {
+        s.queued("automatic")["reason"] == "WaitingForWindow"
+    })
+    .await;
+    let message = s.queued("automatic")["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("it opens Sat 2099-11-28 22:00 CET (2099-11-28T21:00:00Z)"),
+        "the next window, in Berlin time and UTC: {message}"
+    );
+    assert_eq!(s.state("automatic"), "Pending");
+    assert!(s.server.list(&jobs(), Some(NAMESPACE)).is_empty(), "no Job outside the window");
+
+    // Friday evening: still closed. Saturday 22:05 Berlin: open, it starts and its Job is made.
+    s.clock.set("2099-11-27T20:00:00Z".parse().unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.state("automatic"), "Pending");
+    s.clock.set("2099-11-28T21:05:00Z".parse().unwrap());
+    s.wait_for("the automatic task starts inside the window", |s| s.state("automatic") == "InProgress").await;
+    s.wait_for("its Job is made", |s| !s.server.list(&jobs(), Some(NAMESPACE)).is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_by_hand_starts_at_once_unless_it_asks_to_wait() {
+    let s = Scenario::start().await;
+    s.create_task("patient", "manual", true);
+    s.wait_for("the patient task waits", |s| s.queued("patient")["reason"] == "WaitingForWindow").await;
+    s.server.delete(&maintenance_tasks(), Some(NAMESPACE), "patient").unwrap();
+    s.create_task("by-hand", "manual", false);
+    s.wait_for("the task by hand starts outside the window", |s| s.state("by-hand") == "InProgress").await;
+}
