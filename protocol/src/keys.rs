@@ -80,7 +80,7 @@ pub const TASK_STEP_LABEL: &str = "groundskeeper.dev/task-step";
 pub const RESERVED_JOB_NAME_PREFIX: &str = "cleanup-";
 
 /// Annotation on a ScyllaCluster: its maintenance windows, `;`-separated, e.g.
-/// `Mon-Fri 01:00-05:00; Sat,Sun 22:00-06:00` (automatic cleanups start only inside them).
+/// `Mon-Fri 01:00-05:00; Sat 22:00-06:00` (automatic cleanups start only inside them).
 pub const MAINTENANCE_WINDOWS: &str = "groundskeeper.dev/maintenance-windows";
 /// Annotation on a ScyllaCluster: the IANA time zone of [`MAINTENANCE_WINDOWS`] (default UTC).
 pub const MAINTENANCE_TIME_ZONE: &str = "groundskeeper.dev/maintenance-time-zone";

@@ -114,7 +114,7 @@ fn bad_windows_name_the_entry_and_say_what_to_write() {
 fn a_scylla_clusters_windows_come_from_its_annotations() {
     use groundskeeper_protocol::keys::{MAINTENANCE_TIME_ZONE, MAINTENANCE_WINDOWS};
     let annotations = std::collections::BTreeMap::from([
-        (MAINTENANCE_WINDOWS.to_owned(), "Mon-Fri 01:00-05:00; Sat,Sun 22:00-06:00".to_owned()),
+        (MAINTENANCE_WINDOWS.to_owned(), "Mon-Fri 01:00-05:00; Sat 22:00-06:00".to_owned()),
         (MAINTENANCE_TIME_ZONE.to_owned(), "Europe/Berlin".to_owned()),
     ]);
     let windows = windows_from_annotations(&annotations, "ScyllaCluster db/basic").unwrap().unwrap();
