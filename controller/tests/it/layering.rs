@@ -1,7 +1,7 @@
 //! The layering of `controller/src`, checked on every test run so that it cannot decay: generic
 //! layers across, one folder per data store, imports in one direction only.
 //!
-//! * the generic layers, lowest first: `runtime` → `jobs` → `conditions` → `tasks`. Each may use
+//! * the generic layers, lowest first: `runtime` → `jobs` → `conditions` → `tasks` → `schedules`. Each may use
 //!   the ones below it, never one above it, and none of them may use a data store: neither the
 //!   folders `etcd` and `scylla`, nor what the shared crates know of one data store
 //!   (`groundskeeper_stores`, `groundskeeper_api::{etcd_cluster, storage_cluster, scylla}`);
@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const GENERIC: [&str; 4] = ["runtime", "jobs", "conditions", "tasks"];
+const GENERIC: [&str; 5] = ["runtime", "jobs", "conditions", "tasks", "schedules"];
 const STORES: [&str; 2] = ["etcd", "scylla"];
 
 /// What a data store's code may not name of the other one in the shared crates.
