@@ -15,6 +15,7 @@ use groundskeeper_api::maintenance_task::{
     DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskState,
     TaskTarget, TaskType,
 };
+use groundskeeper_api::maintenance_window::{windows_from_annotations, windows_of};
 use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::facts::member_selector;
 use groundskeeper_api::validate::{describe_errors, validate};
@@ -322,9 +323,34 @@ async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Res
             format,
             &EtcdStatusView { cluster: &cluster, tasks: render::etcd::tasks_of(&cluster, &tasks) },
         )?,
-        None => print!("{}", render::etcd::status(&cluster, &tasks, Timestamp::now())),
+        None => {
+            print!("{}", render::etcd::status(&cluster, &tasks, Timestamp::now()));
+            let spec = cluster.spec.maintenance_windows.as_ref();
+            let object = format!("EtcdCluster {namespace}/{name}");
+            let target = TaskTarget { kind: TargetKind::EtcdCluster, name: name.to_owned() };
+            print!(
+                "{}",
+                render::schedule::target_timing(
+                    spec.map(|s| format!("{} ({})", s.windows.join("; "), s.time_zone)),
+                    windows_of(spec, &object, "spec.maintenanceWindows"),
+                    &schedules_in(access, &namespace).await?,
+                    &target,
+                    Timestamp::now(),
+                )
+            );
+        }
     }
     Ok(0)
+}
+
+/// The schedules of `namespace` for a status screen: none where their CRD is not installed yet,
+/// or where the plugin's role predates them (the rest of the screen is still worth showing).
+async fn schedules_in(access: &Access, namespace: &str) -> Result<Vec<MaintenanceSchedule>, Error> {
+    match access.list::<MaintenanceSchedule>(Some(namespace), None).await {
+        Ok(schedules) => Ok(schedules),
+        Err(Error::CrdMissing { .. } | Error::Forbidden { .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
 }
 
 async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
@@ -338,7 +364,26 @@ async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> 
     let view = render::scylla::cleanup_status(&cluster, &services, &jobs);
     match output {
         Some(format) => print_object(format, &view)?,
-        None => print!("{}", render::scylla::render(&view, Timestamp::now())),
+        None => {
+            print!("{}", render::scylla::render(&view, Timestamp::now()));
+            let object = format!("ScyllaCluster {namespace}/{name}");
+            let annotations = cluster.annotations();
+            let text = annotations.get(keys::MAINTENANCE_WINDOWS).map(|w| {
+                let zone = annotations.get(keys::MAINTENANCE_TIME_ZONE).map_or("UTC", String::as_str);
+                format!("{w} ({zone})")
+            });
+            let target = TaskTarget { kind: TargetKind::ScyllaCluster, name: name.to_owned() };
+            print!(
+                "{}",
+                render::schedule::target_timing(
+                    text,
+                    windows_from_annotations(annotations, &object),
+                    &schedules_in(access, &namespace).await?,
+                    &target,
+                    Timestamp::now(),
+                )
+            );
+        }
     }
     Ok(0)
 }

@@ -5,6 +5,8 @@ use kube::ResourceExt;
 
 use groundskeeper_api::maintenance_schedule::MaintenanceSchedule;
 use groundskeeper_api::maintenance_schedule::validate::validate_schedule;
+use groundskeeper_api::maintenance_task::TaskTarget;
+use groundskeeper_api::maintenance_window::{WindowState, Windows};
 use groundskeeper_api::validate::describe_errors;
 
 use super::{conditions, relative, table, when};
@@ -138,6 +140,58 @@ pub fn describe(schedule: &MaintenanceSchedule, now: Timestamp, next: usize) -> 
     out
 }
 
+/// When a target's work may start and what is scheduled on it: its maintenance windows
+/// (`windows_text` as written, `windows` checked) and the schedules whose tasks name it.
+pub fn target_timing(
+    windows_text: Option<String>,
+    windows: Option<Result<Windows, String>>,
+    schedules: &[MaintenanceSchedule],
+    target: &TaskTarget,
+    now: Timestamp,
+) -> String {
+    let windows_line = match (windows_text, windows) {
+        (_, None) | (None, _) => "any time (no maintenance windows)".to_owned(),
+        (Some(text), Some(Err(why))) => format!("{text}: cannot be read, automatic tasks wait: {why}"),
+        (Some(text), Some(Ok(windows))) => match windows.state_at(now) {
+            WindowState::Open { closes } => format!(
+                "{text}: open until {} ({}); automatic tasks start only inside a window",
+                windows.local(closes),
+                relative(now, closes)
+            ),
+            WindowState::Closed { opens } => format!(
+                "{text}: closed, the next opens {} ({}); automatic tasks start only inside a window",
+                windows.local(opens),
+                relative(now, opens)
+            ),
+        },
+    };
+    let mut out = format!(
+        "
+When:
+  Windows:    {windows_line}
+"
+    );
+    let ours: Vec<&MaintenanceSchedule> =
+        schedules.iter().filter(|s| s.spec.task_template.spec.target == *target).collect();
+    if ours.is_empty() {
+        out.push_str(
+            "  Schedules:  none
+",
+        );
+    }
+    for schedule in ours {
+        out.push_str(&format!(
+            "  Schedule:   {} ({}, {} {}): next {}\n",
+            schedule.name_any(),
+            schedule.spec.task_template.spec.task_type,
+            schedule.spec.schedule,
+            schedule.spec.time_zone,
+            next_run(schedule, now)
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +249,40 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} missing:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_targets_windows_and_schedules_are_told_together() {
+        use groundskeeper_api::maintenance_window::{MaintenanceWindowsSpec, Windows};
+        let spec = MaintenanceWindowsSpec {
+            time_zone: "Europe/Berlin".into(),
+            windows: vec!["Sat 22:00-06:00".into()],
+        };
+        let target: TaskTarget =
+            serde_json::from_value(json!({"kind": "EtcdCluster", "name": "main"})).unwrap();
+        let text = target_timing(
+            Some(spec.windows.join("; ") + " (Europe/Berlin)"),
+            Some(Windows::new(&spec).map_err(|e| format!("{e:?}"))),
+            &[schedule(json!({}), json!({}))],
+            &target,
+            now(),
+        );
+        assert!(
+            text.contains(
+                "Windows:    Sat 22:00-06:00 (Europe/Berlin): closed, the next opens Sat 2026-03-28 22:00 CET (in 9h)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Schedule:   nightly (Snapshot, 30 2 * * * Europe/Berlin): next Sun 2026-03-29 03:00 CEST"
+            ),
+            "{text}"
+        );
+        let other: TaskTarget =
+            serde_json::from_value(json!({"kind": "EtcdCluster", "name": "other"})).unwrap();
+        let none = target_timing(None, None, &[schedule(json!({}), json!({}))], &other, now());
+        assert!(none.contains("any time") && none.contains("Schedules:  none"), "{none}");
     }
 
     #[test]
