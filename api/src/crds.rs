@@ -8,6 +8,7 @@ use kube::CustomResourceExt;
 
 use crate::etcd_cluster::EtcdCluster;
 use crate::maintenance_schedule::MaintenanceSchedule;
+use crate::maintenance_suspension::MaintenanceSuspension;
 use crate::maintenance_task::MaintenanceTask;
 
 /// Every CRD groundskeeper owns, with the file name it is checked in under.
@@ -16,6 +17,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("etcdclusters.groundskeeper.dev.yaml", EtcdCluster::crd()),
         ("maintenancetasks.groundskeeper.dev.yaml", MaintenanceTask::crd()),
         ("maintenanceschedules.groundskeeper.dev.yaml", MaintenanceSchedule::crd()),
+        ("maintenancesuspensions.groundskeeper.dev.yaml", MaintenanceSuspension::crd()),
     ]
 }
 

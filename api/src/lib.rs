@@ -13,6 +13,7 @@ pub mod conditions;
 pub mod crds;
 pub mod etcd_cluster;
 pub mod maintenance_schedule;
+pub mod maintenance_suspension;
 pub mod maintenance_task;
 pub mod maintenance_window;
 pub mod scylla;

@@ -44,8 +44,13 @@ fn main() {
         let started = Instant::now();
         waiting = 0;
         for (key, views) in group_by_target(&tasks, now) {
-            let input =
-                TargetTasks { target: key.target, facts: TargetFacts::Ready, tasks: views, window: None };
+            let input = TargetTasks {
+                target: key.target,
+                facts: TargetFacts::Ready,
+                tasks: views,
+                window: None,
+                suspensions: Vec::new(),
+            };
             let plan = decide(&input, now);
             waiting += plan.decisions.iter().filter(|d| matches!(d.decision, Decision::Wait { .. })).count();
         }

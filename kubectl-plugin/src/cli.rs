@@ -63,6 +63,38 @@ pub enum Command {
     /// MaintenanceSchedules: list, describe (with their next runs).
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Suspend a cluster's maintenance: its tasks wait (running ones too with --stop-running),
+    /// except the types --allow names; it ends by itself after --for / at --until.
+    Suspend(SuspendArgs),
+    /// Resume a cluster's maintenance: delete its suspensions.
+    Resume {
+        /// KIND/NAME: `etcdcluster/main`, `scyllacluster/db`.
+        target: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SuspendArgs {
+    /// KIND/NAME: `etcdcluster/main`, `scyllacluster/db`.
+    pub target: String,
+    /// Why (shown on every task that waits).
+    #[arg(long)]
+    pub reason: String,
+    /// How long, e.g. `2h`, `30m`, `1h30m`.
+    #[arg(long = "for", value_name = "DURATION", conflicts_with = "until")]
+    pub duration: Option<String>,
+    /// Until when (RFC 3339, e.g. `2026-11-25T06:00:00Z`). Neither: until `resume`.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Task types that go on meanwhile (repeatable), e.g. `--allow snapshot`.
+    #[arg(long = "allow", value_parser = parse_task_type)]
+    pub allow: Vec<TaskType>,
+    /// Stop tasks that are running (their Jobs are deleted); without it they finish.
+    #[arg(long)]
+    pub stop_running: bool,
+    /// Who suspends, as tasks will name them (default: $USER).
+    #[arg(long)]
+    pub by: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,6 +11,9 @@ use serde::Serialize;
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::MaintenanceSchedule;
+use groundskeeper_api::maintenance_suspension::{
+    MaintenanceSuspension, MaintenanceSuspensionSpec, RunningTasks, SUSPENDED_BY_ANNOTATION,
+};
 use groundskeeper_api::maintenance_task::{
     DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec, TargetKind, TaskState,
     TaskTarget, TaskType,
@@ -50,11 +53,134 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
             cleanup_status(&access, &name, output).await
         }
+        Command::Suspend(args) => suspend(&access, args, output).await,
+        Command::Resume { target } => resume(&access, &target).await,
         Command::Schedule(ScheduleCommand::List) => schedule_list(&access, output).await,
         Command::Schedule(ScheduleCommand::Describe { name, next }) => {
             schedule_describe(&access, &name, next, output).await
         }
     }
+}
+
+/// The target of `suspend` and `resume`: `KIND/NAME`, the kind spelled as `task list --target`
+/// takes it.
+fn suspension_target(text: &str) -> Result<TaskTarget, Error> {
+    let (kind, name) = text.split_once('/').ok_or_else(|| {
+        Error::Invalid(format!("{text:?}: give KIND/NAME, e.g. etcdcluster/main or scyllacluster/db"))
+    })?;
+    let kind = parse_target_kind(kind).ok_or_else(|| {
+        Error::Invalid(format!("{text:?}: unknown kind {kind:?}: EtcdCluster or ScyllaCluster"))
+    })?;
+    if name.is_empty() {
+        return Err(Error::Invalid(format!("{text:?}: no name after the kind")));
+    }
+    Ok(TaskTarget { kind, name: name.to_owned() })
+}
+
+/// The suspension `suspend` makes, checked as the controller checks it.
+pub fn new_suspension(
+    args: &crate::cli::SuspendArgs,
+    namespace: &str,
+    now: Timestamp,
+) -> Result<MaintenanceSuspension, Error> {
+    let target = suspension_target(&args.target)?;
+    let until = match (&args.duration, &args.until) {
+        (Some(text), _) => {
+            let duration: jiff::SignedDuration = text.parse().map_err(|e| {
+                Error::Invalid(format!("--for {text:?}: not a duration like 2h, 30m or 1h30m ({e})"))
+            })?;
+            if !duration.is_positive() {
+                return Err(Error::Invalid(format!("--for {text:?}: must be more than zero")));
+            }
+            Some(now.checked_add(duration).map_err(|e| Error::Invalid(format!("--for {text:?}: {e}")))?)
+        }
+        (None, Some(text)) => {
+            let until: Timestamp = text.parse().map_err(|e| {
+                Error::Invalid(format!("--until {text:?}: not a time like 2026-11-25T06:00:00Z ({e})"))
+            })?;
+            if until <= now {
+                return Err(Error::Invalid(format!(
+                    "--until {text}: in the past (it is {now}): a suspension in the past suspends nothing"
+                )));
+            }
+            Some(until)
+        }
+        (None, None) => None,
+    };
+    if args.reason.trim().is_empty() {
+        return Err(Error::Invalid("--reason is empty: say why, for whoever finds the tasks waiting".into()));
+    }
+    let by = args.by.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "someone".to_owned());
+    let mut suspension = MaintenanceSuspension::new(
+        "",
+        MaintenanceSuspensionSpec {
+            target: target.clone(),
+            reason: args.reason.clone(),
+            until: until.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+            allow_task_types: args.allow.clone(),
+            running_tasks: if args.stop_running { RunningTasks::Stop } else { RunningTasks::Wait },
+        },
+    );
+    suspension.metadata = ObjectMeta {
+        generate_name: Some(bounded_name(&target.name, "-suspension-")),
+        namespace: Some(namespace.to_owned()),
+        annotations: Some([(SUSPENDED_BY_ANNOTATION.to_owned(), by)].into()),
+        ..ObjectMeta::default()
+    };
+    Ok(suspension)
+}
+
+async fn suspend(
+    access: &Access,
+    args: crate::cli::SuspendArgs,
+    output: Option<Output>,
+) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let suspension = new_suspension(&args, &namespace, Timestamp::now())?;
+    let target = &suspension.spec.target;
+    check_target(access, &namespace, &target.kind, &target.name).await?;
+    let created = access.create(&namespace, &suspension).await?;
+    match output {
+        Some(format) => print_object(format, &created)?,
+        None => {
+            let until = created
+                .spec
+                .until
+                .as_ref()
+                .map_or_else(|| "until resumed".to_owned(), |t| format!("until {}", t.0));
+            println!(
+                "maintenance of {}/{} suspended {until} (maintenancesuspension.groundskeeper.dev/{}); {}; resume: kubectl groundskeeper resume -n {namespace} {}",
+                target.kind,
+                target.name,
+                created.name_any(),
+                if args.stop_running { "running tasks are stopped" } else { "running tasks finish" },
+                args.target
+            );
+        }
+    }
+    Ok(0)
+}
+
+async fn resume(access: &Access, text: &str) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let target = suspension_target(text)?;
+    let suspensions: Vec<MaintenanceSuspension> = access.list(Some(&namespace), None).await?;
+    let ours: Vec<&MaintenanceSuspension> = suspensions.iter().filter(|s| s.spec.target == target).collect();
+    if ours.is_empty() {
+        println!("{}/{} is not suspended: nothing to resume", target.kind, target.name);
+        return Ok(0);
+    }
+    for suspension in &ours {
+        access.delete::<MaintenanceSuspension>(&namespace, &suspension.name_any()).await?;
+    }
+    let names: Vec<String> = ours.iter().map(|s| s.name_any()).collect();
+    println!(
+        "maintenance of {}/{} resumed: deleted {}; its waiting tasks start in turn",
+        target.kind,
+        target.name,
+        names.join(", ")
+    );
+    Ok(0)
 }
 
 async fn schedule_list(access: &Access, output: Option<Output>) -> Result<i32, Error> {
@@ -477,5 +603,53 @@ mod tests {
             running,
             "task t cancelled: it was InProgress; deleted with its Job(s) t-0 (their pods get SIGTERM; the runner stops what it can stop)\n  a member already being defragmented finishes: etcd cannot stop a defragmentation once begun\n  already done, and kept: m0 (Succeeded)\n"
         );
+    }
+
+    fn suspend_args(line: &[&str]) -> crate::cli::SuspendArgs {
+        let mut argv = vec!["kubectl-groundskeeper", "suspend"];
+        argv.extend(line);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Suspend(args) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_suspension_is_for_a_while_with_a_reason_and_never_in_the_past() {
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        let args = suspend_args(&[
+            "etcdcluster/main",
+            "--for",
+            "2h",
+            "--reason",
+            "incident",
+            "--allow",
+            "snapshot",
+            "--stop-running",
+            "--by",
+            "alice",
+        ]);
+        let suspension = new_suspension(&args, "etcd", now).unwrap();
+        assert_eq!(
+            suspension.spec.until.as_ref().map(|t| t.0),
+            Some("2026-11-24T12:00:00Z".parse().unwrap())
+        );
+        assert_eq!(suspension.spec.running_tasks, RunningTasks::Stop);
+        assert_eq!(suspension.spec.allow_task_types, vec![TaskType::Snapshot]);
+        assert_eq!(suspension.annotations().get(SUSPENDED_BY_ANNOTATION).map(String::as_str), Some("alice"));
+        assert_eq!(suspension.metadata.generate_name.as_deref(), Some("main-suspension-"));
+        for (line, want) in [
+            (vec!["main", "--reason", "x"], "give KIND/NAME"),
+            (vec!["etcdcluster/main", "--reason", " "], "--reason is empty"),
+            (
+                vec!["etcdcluster/main", "--reason", "x", "--until", "2026-11-24T09:00:00Z"],
+                "a suspension in the past",
+            ),
+            (vec!["etcdcluster/main", "--reason", "x", "--for", "soon"], "not a duration"),
+            (vec!["etcdcluster/main", "--reason", "x", "--for", "0s"], "must be more than zero"),
+        ] {
+            let err = new_suspension(&suspend_args(&line), "etcd", now).unwrap_err().to_string();
+            assert!(err.contains(want), "{line:?}: {err}");
+        }
     }
 }

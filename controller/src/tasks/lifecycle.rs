@@ -32,6 +32,7 @@ use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use super::queue::{self, Place, QueueEntry, Standing};
+use groundskeeper_api::maintenance_suspension::Suspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState, TaskTarget, TaskType};
 use groundskeeper_api::validate::{FieldError, describe_errors, validate};
 
@@ -110,6 +111,8 @@ pub struct TargetTasks {
     pub tasks: Vec<TaskView>,
     /// `None`: the target has no maintenance windows (work may start at any time).
     pub window: Option<WindowGate>,
+    /// The target's maintenance suspensions in force now.
+    pub suspensions: Vec<Suspension>,
 }
 
 /// A target as a key: tasks of different namespaces never share a queue.
@@ -143,6 +146,9 @@ pub enum Decision {
     KeepRunning,
     /// It did not finish by `deadline` (state Failed, code `DeadlineExceeded`); stop its Jobs.
     FailDeadline { deadline: Timestamp },
+    /// Its target's maintenance was suspended with running tasks stopped (state Failed, code
+    /// `Suspended`); stop its Jobs. `by` describes the suspension.
+    FailSuspended { by: String },
     /// Its target was deleted while it ran (state Failed, code `TargetNotFound`); stop its Jobs.
     FailTargetGone { target: TaskTarget },
     /// Finished, and its time to live has passed: delete the object.
@@ -215,6 +221,8 @@ pub enum WaitReason {
     Target { target: TaskTarget, reason: String },
     /// Its target's next maintenance window (the task waits for windows).
     Window { target: TaskTarget, gate: WindowGate },
+    /// Its target's maintenance is suspended (`suspension` describes it).
+    Suspended { target: TaskTarget, suspension: String, until: Option<Timestamp> },
 }
 
 impl WaitReason {
@@ -224,6 +232,7 @@ impl WaitReason {
             WaitReason::QueuedBehind { .. } => "QueuedBehindTask",
             WaitReason::Target { .. } => "WaitingForTarget",
             WaitReason::Window { .. } => "WaitingForWindow",
+            WaitReason::Suspended { .. } => "Suspended",
         }
     }
 }
@@ -238,6 +247,9 @@ impl fmt::Display for WaitReason {
             }
             WaitReason::Target { target, reason } => {
                 write!(f, "waits for {} {}: {reason}", target.kind, target.name)
+            }
+            WaitReason::Suspended { target, suspension, .. } => {
+                write!(f, "waits while {} {} is suspended: {suspension}", target.kind, target.name)
             }
             WaitReason::Window { target, gate: WindowGate::Closed { opens, opens_local } } => write!(
                 f,
@@ -281,7 +293,7 @@ pub struct TargetPlan {
 pub fn decide(input: &TargetTasks, now: Timestamp) -> TargetPlan {
     let tasks = &input.tasks;
     let mut decisions: Vec<Option<Decision>> =
-        tasks.iter().map(|task| settle(task, &input.target, &input.facts, now)).collect();
+        tasks.iter().map(|task| settle(task, &input.target, &input.facts, &input.suspensions, now)).collect();
     let in_queue: Vec<usize> = (0..tasks.len()).filter(|&i| decisions[i].is_none()).collect();
     let entries: Vec<QueueEntry> = in_queue.iter().map(|&i| queue_entry(&tasks[i])).collect();
     for (&i, place) in in_queue.iter().zip(queue::place(&entries)) {
@@ -300,7 +312,13 @@ pub fn earliest_requeue(plans: &[TargetPlan]) -> Option<Timestamp> {
 }
 
 /// The decisions that do not depend on the queue; `None` for a task that is to be queued.
-fn settle(task: &TaskView, target: &TaskTarget, facts: &TargetFacts, now: Timestamp) -> Option<Decision> {
+fn settle(
+    task: &TaskView,
+    target: &TaskTarget,
+    facts: &TargetFacts,
+    suspensions: &[Suspension],
+    now: Timestamp,
+) -> Option<Decision> {
     if task.state.is_final() {
         return Some(finished(task, now));
     }
@@ -318,6 +336,11 @@ fn settle(task: &TaskView, target: &TaskTarget, facts: &TargetFacts, now: Timest
     }
     if running && *facts == TargetFacts::Missing {
         return Some(Decision::FailTargetGone { target: target.clone() });
+    }
+    if running
+        && let Some(suspension) = suspensions.iter().find(|s| s.stop_running && !s.allows(&task.task_type))
+    {
+        return Some(Decision::FailSuspended { by: suspension.describe() });
     }
     None
 }
@@ -370,6 +393,17 @@ fn from_place(place: Place, input: &TargetTasks, task: &TaskView) -> Decision {
 
 /// The head starts when its target is ready, and, if it waits for one, a window is open.
 fn head_decision(input: &TargetTasks, head: &TaskView) -> Decision {
+    if let Some(suspension) = input.suspensions.iter().find(|s| !s.allows(&head.task_type))
+        && input.facts != TargetFacts::Missing
+    {
+        return Decision::Wait {
+            reason: WaitReason::Suspended {
+                target: input.target.clone(),
+                suspension: suspension.describe(),
+                until: suspension.until,
+            },
+        };
+    }
     match &input.facts {
         TargetFacts::Ready => match &input.window {
             Some(gate @ (WindowGate::Closed { .. } | WindowGate::Invalid { .. }))
@@ -411,8 +445,13 @@ fn due_at(task: &TaskView, decision: &Decision, now: Timestamp) -> Option<Timest
         Decision::Delete => None,
         Decision::Nothing => expiry_of(task),
         // Final from now on: its time to live starts now.
-        Decision::Reject { .. } | Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } => {
-            after(now, task.ttl_seconds_after_finished.max(0))
+        Decision::Reject { .. }
+        | Decision::FailDeadline { .. }
+        | Decision::FailTargetGone { .. }
+        | Decision::FailSuspended { .. } => after(now, task.ttl_seconds_after_finished.max(0)),
+        // A suspension that ends by itself: look again then.
+        Decision::Wait { reason: WaitReason::Suspended { until: Some(until), .. } } => {
+            Some(deadline_of(task).map_or(*until, |deadline| deadline.min(*until)))
         }
         // The window's opening is when it may start.
         Decision::Wait { reason: WaitReason::Window { gate: WindowGate::Closed { opens, .. }, .. } } => {

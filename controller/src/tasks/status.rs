@@ -32,6 +32,8 @@ use groundskeeper_api::maintenance_task::{QUEUED, READY};
 
 /// `lastErrors[].code` of a task that did not finish by its deadline.
 pub(crate) const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// `lastErrors[].code` of a running task stopped by a suspension of its target.
+pub(crate) const SUSPENDED: &str = "Suspended";
 /// `lastErrors[].code` of a task whose target was deleted while it ran.
 pub(crate) const TARGET_NOT_FOUND: &str = "TargetNotFound";
 
@@ -75,6 +77,16 @@ pub fn apply_decision(
                     "{} {} was deleted while the task ran; its work is stopped",
                     target.kind, target.name
                 ),
+            ),
+            generation,
+            now,
+        ),
+        Decision::FailSuspended { by } => finish(
+            status,
+            Ending::failure(
+                TaskState::Failed,
+                SUSPENDED,
+                format!("stopped: {by} (spec.runningTasks Stop); create the task again once it is resumed"),
             ),
             generation,
             now,

@@ -37,7 +37,13 @@ async fn server() -> (ApiServer, Api<MaintenanceTask>) {
 async fn reconcile(tasks: &Api<MaintenanceTask>, facts: TargetFacts, now: Timestamp) {
     let listed = tasks.list(&ListParams::default()).await.unwrap().items;
     for (key, views) in group_by_target(&listed, now) {
-        let input = TargetTasks { target: key.target, facts: facts.clone(), tasks: views, window: None };
+        let input = TargetTasks {
+            target: key.target,
+            facts: facts.clone(),
+            tasks: views,
+            window: None,
+            suspensions: Vec::new(),
+        };
         for decided in decide(&input, now).decisions {
             if decided.decision == Decision::Delete {
                 tasks.delete(&decided.name, &DeleteParams::default()).await.unwrap();

@@ -164,6 +164,14 @@ pub fn groundskeeper_custom_types() -> Vec<ResourceType> {
             true,
             true,
         ),
+        ResourceType::custom(
+            "groundskeeper.dev",
+            "v1alpha1",
+            "maintenancesuspensions",
+            "MaintenanceSuspension",
+            true,
+            false,
+        ),
     ]
 }
 

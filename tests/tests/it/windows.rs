@@ -120,3 +120,56 @@ async fn a_task_by_hand_starts_at_once_unless_it_asks_to_wait() {
     s.create_task("by-hand", "manual", false);
     s.wait_for("the task by hand starts outside the window", |s| s.state("by-hand") == "InProgress").await;
 }
+
+fn suspensions() -> groundskeeper_e2e::apiserver::ResourceId {
+    groundskeeper_e2e::apiserver::ResourceId::new("groundskeeper.dev", "v1alpha1", "maintenancesuspensions")
+}
+
+impl Scenario {
+    fn suspend(&self, until: &str, running: &str) {
+        let suspension = json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceSuspension",
+            "metadata": {"name": "freeze", "namespace": NAMESPACE,
+                         "annotations": {"groundskeeper.dev/suspended-by": "alice"}},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "reason": "incident 4711",
+                     "until": until, "allowTaskTypes": ["Snapshot"], "runningTasks": running}
+        });
+        self.server.create(&suspensions(), Some(NAMESPACE), suspension).unwrap();
+    }
+}
+
+/// Suspended with running tasks left to finish: a new task waits, naming who, why and until when;
+/// the suspension ends by itself and the task starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_holds_new_work_and_ends_by_itself() {
+    let s = Scenario::start().await;
+    s.suspend("2099-11-24T14:00:00Z", "Wait");
+    s.create_task("by-hand", "manual", false);
+    s.wait_for("the task waits for the suspension", |s| s.queued("by-hand")["reason"] == "Suspended").await;
+    let message = s.queued("by-hand")["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("suspended by alice until 2099-11-24T14:00:00Z")
+            && message.contains("incident 4711"),
+        "{message}"
+    );
+    assert!(message.contains("Snapshot tasks go on"), "{message}");
+    s.clock.set("2099-11-24T14:00:01Z".parse().unwrap());
+    s.wait_for("the task starts once the suspension has ended", |s| s.state("by-hand") == "InProgress").await;
+}
+
+/// Suspended with running tasks stopped: the running task fails (code Suspended) and its Job goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_that_stops_running_work_fails_it_and_deletes_its_jobs() {
+    let s = Scenario::start().await;
+    s.create_task("by-hand", "manual", false);
+    s.wait_for("the task runs with its Job", |s| {
+        s.state("by-hand") == "InProgress" && !s.server.list(&jobs(), Some(NAMESPACE)).is_empty()
+    })
+    .await;
+    s.suspend("2099-11-24T14:00:00Z", "Stop");
+    s.wait_for("the task is stopped", |s| s.state("by-hand") == "Failed").await;
+    let error = s.task("by-hand")["status"]["lastErrors"][0].clone();
+    assert_eq!(error["code"], "Suspended", "{error:#}");
+    assert!(error["description"].as_str().unwrap().contains("suspended by alice"), "{error:#}");
+    s.wait_for("its Job is deleted", |s| s.server.list(&jobs(), Some(NAMESPACE)).is_empty()).await;
+}

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use groundskeeper_api::maintenance_suspension::Suspension;
 use groundskeeper_api::maintenance_task::TargetKind;
 
 use TaskType::{Compact, Defragment, Snapshot};
@@ -69,7 +70,7 @@ fn ready(tasks: Vec<TaskView>) -> TargetTasks {
 }
 
 fn with_facts(facts: TargetFacts, tasks: Vec<TaskView>) -> TargetTasks {
-    TargetTasks { target: etcd_main(), facts, tasks, window: None }
+    TargetTasks { target: etcd_main(), facts, tasks, window: None, suspensions: Vec::new() }
 }
 
 fn waiting_for(reason: &str) -> TargetFacts {
@@ -539,4 +540,48 @@ fn tasks_that_wait_for_windows_start_only_inside_one() {
         matches!(decision, Decision::Wait { reason } if reason.to_string().contains("windows cannot be read")),
         "{decision:?}"
     );
+}
+
+/// A suspension holds the waiting tasks (saying who, why, until when) except the types it
+/// allows; running tasks go on, or stop when it says so; its end is when to look again.
+#[test]
+fn a_suspension_holds_tasks_and_stops_running_ones_only_when_told() {
+    let suspension = |stop_running: bool| Suspension {
+        name: "freeze".into(),
+        reason: "incident 4711".into(),
+        by: "alice".into(),
+        until: Some(at(3600)),
+        allow: vec![TaskType::Snapshot],
+        stop_running,
+    };
+    let mut input = ready(vec![
+        running(task("defrag", 0, TaskType::Defragment), 1),
+        task("compact", 2, TaskType::Compact),
+    ]);
+    input.suspensions = vec![suspension(false)];
+    let plan = decide(&input, at(10));
+    assert_eq!(plan.decisions[0].decision, Decision::KeepRunning, "Wait: running work goes on");
+    assert_eq!(plan.decisions[1].decision, queued_behind("defrag", true, 1));
+
+    input.suspensions = vec![suspension(true)];
+    let plan = decide(&input, at(10));
+    assert!(
+        matches!(&plan.decisions[0].decision, Decision::FailSuspended { by } if by.contains("suspended by alice"))
+    );
+    match &plan.decisions[1].decision {
+        Decision::Wait { reason: reason @ WaitReason::Suspended { .. } } => {
+            let text = reason.to_string();
+            assert!(text.contains("suspended by alice until") && text.contains("incident 4711"), "{text}");
+            assert_eq!(reason.code(), "Suspended");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A snapshot goes on; a compaction waits and is looked at again when the suspension ends.
+    let mut input = ready(vec![task("snap", 0, TaskType::Snapshot)]);
+    input.suspensions = vec![suspension(true)];
+    assert_eq!(decide(&input, at(10)).decisions[0].decision, Decision::Start);
+    let mut input = ready(vec![task("compact", 0, TaskType::Compact)]);
+    input.suspensions = vec![suspension(false)];
+    assert_eq!(decide(&input, at(10)).requeue_at, Some(at(3600)));
 }
