@@ -18,6 +18,7 @@ const TASKS: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenanc
 const TASK_STATUS: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancetasks/snap/status";
 const CLUSTER: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/etcdclusters/main";
 const CLAIM: &str = "/api/v1/namespaces/etcd/persistentvolumeclaims/main-snapshots";
+const SUSPENSIONS: &str = "/apis/groundskeeper.dev/v1alpha1/namespaces/etcd/maintenancesuspensions";
 const JOBS: &str = "/apis/batch/v1/namespaces/etcd/jobs";
 
 /// Method and path of one request, and the answer it gets.
@@ -79,12 +80,13 @@ async fn a_missing_claim_keeps_the_task_pending_naming_the_claim_and_makes_no_jo
     let (ctx, server) = scripted(vec![
         (Method::GET, TASKS, StatusCode::OK, list(vec![task()])),
         (Method::GET, CLUSTER, StatusCode::OK, cluster()),
+        (Method::GET, SUSPENSIONS, StatusCode::OK, list(vec![])),
         (Method::GET, CLAIM, StatusCode::NOT_FOUND, not_found("persistentvolumeclaims \"main-snapshots\"")),
         (Method::PATCH, TASK_STATUS, StatusCode::OK, task()),
     ]);
     reconcile_at(&task_object(), &ctx, &groundskeeper_controller::task_targets(), now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
-    let status = &seen[3].body["status"];
+    let status = &seen[4].body["status"];
     assert_eq!(status["state"], "Pending");
     let queued = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Queued").unwrap();
     assert_eq!(queued["status"], "True");
@@ -103,6 +105,7 @@ async fn an_existing_claim_gets_the_snapshot_job_mounting_it() {
     let (ctx, server) = scripted(vec![
         (Method::GET, TASKS, StatusCode::OK, list(vec![task()])),
         (Method::GET, CLUSTER, StatusCode::OK, cluster()),
+        (Method::GET, SUSPENSIONS, StatusCode::OK, list(vec![])),
         (Method::GET, CLAIM, StatusCode::OK, claim),
         (Method::PATCH, TASK_STATUS, StatusCode::OK, task()),
         (Method::GET, JOBS, StatusCode::OK, list(vec![])),
@@ -116,8 +119,8 @@ async fn an_existing_claim_gets_the_snapshot_job_mounting_it() {
     ]);
     reconcile_at(&task_object(), &ctx, &groundskeeper_controller::task_targets(), now()).await.unwrap();
     let seen = assert_no_more_requests(ctx, server).await;
-    assert_eq!(seen[3].body["status"]["state"], "InProgress");
-    let job = &seen[5].body;
+    assert_eq!(seen[4].body["status"]["state"], "InProgress");
+    let job = &seen[6].body;
     assert_eq!(job["metadata"]["name"], "snap-0");
     assert_eq!(job["metadata"]["labels"]["groundskeeper.dev/operation"], "snapshot");
     let pod = &job["spec"]["template"]["spec"];
@@ -166,7 +169,7 @@ async fn an_existing_claim_gets_the_snapshot_job_mounting_it() {
     assert_eq!(container["allowPrivilegeEscalation"], false);
     assert_eq!(container["capabilities"]["drop"], json!(["ALL"]));
     // The task shows where its snapshot goes while the Job runs.
-    let snapshot = &seen[6].body["status"]["snapshot"];
+    let snapshot = &seen[7].body["status"]["snapshot"];
     assert_eq!(snapshot["persistentVolumeClaim"], "main-snapshots");
     assert_eq!(snapshot["file"], "main-20260301T120000Z.db");
 }
