@@ -86,6 +86,8 @@ async fn observe_and_decide(name: &str, policy: &Policy, previous: &EtcdClusterS
         tasks: &[],
         previous,
         collisions: &[],
+        suspensions: &[],
+        windows: None,
         now: Timestamp::now(),
     })
 }

@@ -28,6 +28,9 @@ use crate::runtime::context::Context;
 use crate::runtime::error::Result;
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
+use crate::tasks::hold::suspensions_of;
+use groundskeeper_api::maintenance_task::TaskTarget;
+use groundskeeper_api::maintenance_window::windows_of;
 
 /// This controller's name in metrics and logs.
 pub(crate) const CONTROLLER: &str = "etcd";
@@ -65,7 +68,7 @@ pub async fn reconcile(
     reconciler: Arc<Reconciler<EtcdCluster>>,
 ) -> Result<Action> {
     let _timer = reconciler.ctx.metrics.reconcile_started(CONTROLLER);
-    let action = reconcile_at(&cluster, &reconciler.ctx, Timestamp::now()).await?;
+    let action = reconcile_at(&cluster, &reconciler.ctx, reconciler.ctx.clock.now()).await?;
     reconciler.succeeded(&cluster);
     Ok(action)
 }
@@ -85,6 +88,19 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
     }
     let policy = Policy::from_spec(&cluster.spec);
     let collisions = fleet_collisions(ctx, cluster).await?;
+    // Read only where a task may be submitted (what holds it back is not needed otherwise).
+    let suspensions = match &policy {
+        Ok(_) if collisions.is_empty() => {
+            let target = TaskTarget { kind: TargetKind::EtcdCluster, name: name.clone() };
+            suspensions_of(ctx, &namespace, &target, now).await?
+        }
+        _ => Vec::new(),
+    };
+    let windows = windows_of(
+        cluster.spec.maintenance_windows.as_ref(),
+        &format!("EtcdCluster {namespace}/{name}"),
+        "spec.maintenanceWindows",
+    );
     // A cluster whose fleet id is disputed is not maintained: nothing to observe for it.
     let observed = match &policy {
         Ok(policy) if collisions.is_empty() => observe_members(&ctx.client, &namespace, policy).await,
@@ -99,6 +115,8 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         tasks: &tasks,
         previous: &previous,
         collisions: &collisions,
+        suspensions: &suspensions,
+        windows: windows.as_ref(),
         now,
     });
     apply(cluster, ctx, &observed, decision, now).await

@@ -36,10 +36,13 @@ use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::conditions::Condition;
 use crate::etcd::record::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, is_maintenance};
+use crate::tasks::hold::automatic_hold;
 use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
+use groundskeeper_api::maintenance_suspension::Suspension;
 use groundskeeper_api::maintenance_task::{
     CompactConfig, DefragmentConfig, MaintenanceConfig, MaintenanceTask, TaskConfig, TaskState, TaskType,
 };
+use groundskeeper_api::maintenance_window::Windows;
 use groundskeeper_protocol::names::bounded_name;
 
 pub const PROGRESSING: &str = "DefragControllerProgressing";
@@ -124,6 +127,10 @@ pub struct Input<'a> {
     /// The other clusters of its fleet (`namespace/name`) that claim its cluster id
     /// ([`super::fleet::id_collisions`]); empty for a cluster of no fleet.
     pub collisions: &'a [String],
+    /// The cluster's maintenance suspensions in force now.
+    pub suspensions: &'a [Suspension],
+    /// Its maintenance windows, checked (`None`: it has none).
+    pub windows: Option<&'a std::result::Result<Windows, String>>,
     pub now: Timestamp,
 }
 
@@ -254,6 +261,7 @@ pub fn decide(input: &Input) -> Decision {
     let mut requeue = requeue_for(policy, &status, input.now);
     let unhealthy = unhealthy_message(input.observed);
     let mut submit = None;
+    let mut held = None;
     let mut degraded = unhealthy.map(|m| ("MembersUnhealthy", m));
     if active.is_none() && degraded.is_none() && policy.enabled {
         match backoff_until(policy, &status) {
@@ -262,6 +270,17 @@ pub fn decide(input: &Input) -> Decision {
                 Ok(planned) => submit = planned,
                 Err(refusal) => degraded = Some(refusal),
             },
+        }
+        // Due, but held: a suspension or a closed window means no task at all, not one waiting.
+        if let Some(task) = &submit
+            && let Some((why, until)) =
+                automatic_hold(input.suspensions, input.windows, &task.task_type, input.now)
+        {
+            held = Some(format!("{} is due ({}) but held: {why}", task.task_type, task.reason));
+            if let Some(until) = until.filter(|u| *u > input.now) {
+                requeue = requeue.min(until.duration_since(input.now));
+            }
+            submit = None;
         }
     }
     if degraded.is_none() && status.last_maintenance_outcome.as_deref() == Some(OUTCOME_FAILED) {
@@ -283,7 +302,11 @@ pub fn decide(input: &Input) -> Decision {
     }
     let requeue_after = requeue.max(MIN_REQUEUE);
     status.next_check_time = Some((input.now + requeue_after).into());
-    let mut conditions = conditions(policy.enabled, progressing(active, submit.as_ref()), degraded);
+    let progress = match held {
+        Some(message) => (false, "Held", message),
+        None => progressing(active, submit.as_ref()),
+    };
+    let mut conditions = conditions(policy.enabled, progress, degraded);
     if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
         conditions.push(condition);
         events.extend(event);

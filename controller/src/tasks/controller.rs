@@ -34,7 +34,6 @@ use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
-use groundskeeper_api::maintenance_suspension::{MaintenanceSuspension, Suspension, in_force};
 use groundskeeper_api::maintenance_window::{WindowState, Windows};
 
 /// This controller's name in metrics and logs.
@@ -97,7 +96,7 @@ pub async fn reconcile_at(
         facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts()),
         tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
         window: target.as_ref().and_then(|t| t.windows()).map(|windows| window_gate(windows, now)),
-        suspensions: suspensions_of(ctx, &namespace, &task.spec.target, now).await?,
+        suspensions: super::hold::suspensions_of(ctx, &namespace, &task.spec.target, now).await?,
     };
     let mut plan = decide(&input, now);
     // A task that would start now but cannot yet (its target says why) waits, the queue behind
@@ -126,26 +125,6 @@ pub async fn reconcile_at(
         (false, None) => ctx.config.requeue_idle,
     };
     Ok(Action::requeue(requeue.max(Duration::from_secs(1))))
-}
-
-/// The suspensions of `target` in force at `now`. One that cannot be used (no reason, an end
-/// before its making) suspends nothing and is logged, naming the field.
-async fn suspensions_of(
-    ctx: &Context,
-    namespace: &str,
-    target: &groundskeeper_api::maintenance_task::TaskTarget,
-    now: Timestamp,
-) -> Result<Vec<Suspension>> {
-    let api: Api<MaintenanceSuspension> = Api::namespaced(ctx.client.clone(), namespace);
-    let listed = api
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube(format!("list MaintenanceSuspensions in {namespace}")))?;
-    let (active, errors) = in_force(&listed.items, target, now);
-    for error in errors {
-        tracing::warn!(%error, "a MaintenanceSuspension that cannot be used suspends nothing");
-    }
-    Ok(active)
 }
 
 /// Where the target's windows stand at `now`.

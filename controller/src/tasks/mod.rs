@@ -9,6 +9,7 @@
 //! [`target::Target`] and is handed to the controller when it starts.
 
 pub mod controller;
+pub mod hold;
 pub mod lifecycle;
 pub mod metrics;
 pub mod queue;

@@ -90,6 +90,8 @@ struct Case {
     previous: EtcdClusterStatus,
     /// Other clusters of its fleet claiming its id.
     collisions: Vec<String>,
+    suspensions: Vec<groundskeeper_api::maintenance_suspension::Suspension>,
+    windows: Option<Result<groundskeeper_api::maintenance_window::Windows, String>>,
     now: Timestamp,
 }
 
@@ -100,6 +102,8 @@ fn case(members: Vec<ObservedMember>) -> Case {
         tasks: vec![],
         previous: EtcdClusterStatus::default(),
         collisions: vec![],
+        suspensions: vec![],
+        windows: None,
         now: now(),
     }
 }
@@ -115,6 +119,8 @@ fn run(case: &Case) -> Decision {
         tasks: &case.tasks,
         previous: &case.previous,
         collisions: &case.collisions,
+        suspensions: &case.suspensions,
+        windows: case.windows.as_ref(),
         now: case.now,
     })
 }
@@ -889,4 +895,49 @@ fn what_a_queued_task_waits_for_shows_on_its_cluster() {
     let mut freed = queued.clone();
     freed.waits_for = None;
     assert_eq!(check_due(&previous, Some(1), &[freed], now()), Ok(()));
+}
+
+/// A task that is due is not submitted at all while the cluster is suspended or outside its
+/// maintenance windows: the Progressing condition says what is due and why it is held, and the
+/// trigger looks again when the hold ends.
+#[test]
+fn due_work_is_held_by_a_suspension_or_a_closed_window() {
+    use groundskeeper_api::maintenance_suspension::Suspension;
+    use groundskeeper_api::maintenance_window::{MaintenanceWindowsSpec, Windows};
+    let base = case(fragmented_trio());
+    assert!(run(&base).submit.is_some(), "due without a hold");
+
+    let mut suspended = case(fragmented_trio());
+    suspended.suspensions = vec![Suspension {
+        name: "freeze".into(),
+        reason: "incident 4711".into(),
+        by: "alice".into(),
+        until: Some("2026-03-01T13:00:00Z".parse().unwrap()),
+        allow: vec![TaskType::Snapshot],
+        stop_running: false,
+    }];
+    let decision = run(&suspended);
+    assert_eq!(decision.submit, None);
+    let (_, reason, message) = condition(&decision, "DefragControllerProgressing");
+    assert_eq!(reason, "Held");
+    assert!(message.contains("is due") && message.contains("suspended by alice"), "{message}");
+    assert!(decision.requeue_after <= SignedDuration::from_hours(1), "{:?}", decision.requeue_after);
+
+    let mut outside = case(fragmented_trio());
+    // 12:00 UTC on a Sunday: the window opens at 22:00.
+    let spec = MaintenanceWindowsSpec { time_zone: "UTC".into(), windows: vec!["* 22:00-02:00".into()] };
+    outside.windows = Some(Windows::new(&spec).map_err(|e| format!("{e:?}")));
+    let decision = run(&outside);
+    assert_eq!(decision.submit, None);
+    let (_, reason, message) = condition(&decision, "DefragControllerProgressing");
+    assert_eq!(reason, "Held");
+    assert!(
+        message.contains("outside its maintenance windows: the next opens Sun 2026-03-01 22:00 UTC"),
+        "{message}"
+    );
+
+    let mut inside = case(fragmented_trio());
+    let spec = MaintenanceWindowsSpec { time_zone: "UTC".into(), windows: vec!["* 10:00-14:00".into()] };
+    inside.windows = Some(Windows::new(&spec).map_err(|e| format!("{e:?}")));
+    assert!(run(&inside).submit.is_some(), "inside the window");
 }

@@ -44,6 +44,8 @@ fn decide_on(
         tasks: &[],
         previous: &Default::default(),
         collisions: &[],
+        suspensions: &[],
+        windows: None,
         now: jiff::Timestamp::now(),
     })
 }

@@ -120,6 +120,8 @@ async fn decide_and_apply(ctx: &Context, cluster: &EtcdCluster, observed: &Obser
         tasks: &[],
         previous: &previous,
         collisions: &[],
+        suspensions: &[],
+        windows: None,
         now: now(),
     });
     apply(cluster, ctx, observed, decision, now()).await.unwrap()
