@@ -84,6 +84,9 @@ pub struct Snapshot {
     pub ownership: Result<Vec<RingView>, String>,
     /// scylla-operator's own cleanup of the cluster (see [`coexistence`]).
     pub scylla_operator: OperatorCleanup,
+    /// Why its automatic cleanup is held now (a suspension, a closed maintenance window): no
+    /// task is submitted while there is one.
+    pub holds: Vec<String>,
     pub now: jiff::Timestamp,
 }
 
@@ -825,6 +828,7 @@ fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
         blockers.push("waiting for the invalid annotations on the ScyllaCluster to be fixed".into());
     }
     blockers.extend(secret_wait(&snapshot.cluster.namespace, &snapshot.agent_token));
+    blockers.extend(snapshot.holds.iter().map(|hold| format!("automatic cleanup held: {hold}")));
     blockers
 }
 

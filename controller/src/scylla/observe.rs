@@ -15,7 +15,10 @@ use super::ownership_reader::read_cluster_views;
 use super::ring_observer::broadcasts_pod_ip;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
+use crate::tasks::hold::{automatic_hold, suspensions_of};
+use groundskeeper_api::maintenance_task::TaskTarget;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
+use groundskeeper_api::maintenance_window::windows_from_annotations;
 use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::facts::{
     MemberFacts, cluster_facts, current_members, member_selector, operator_cleanup, operator_cleanup_selector,
@@ -78,7 +81,27 @@ pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestam
     fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
     snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &operator_jobs);
     snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
+    snapshot.holds = automatic_holds(ctx, cluster, &namespace, &name, now).await?;
     Ok(snapshot)
+}
+
+/// Why the cluster's automatic cleanup is held now: a suspension of it that does not allow
+/// Cleanup, or its maintenance windows (annotations) closed or unreadable.
+async fn automatic_holds(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    namespace: &str,
+    name: &str,
+    now: jiff::Timestamp,
+) -> Result<Vec<String>> {
+    let target = TaskTarget { kind: TargetKind::ScyllaCluster, name: name.to_owned() };
+    let suspensions = suspensions_of(ctx, namespace, &target, now).await?;
+    let windows =
+        windows_from_annotations(cluster.annotations(), &format!("ScyllaCluster {namespace}/{name}"));
+    Ok(automatic_hold(&suspensions, windows.as_ref(), &TaskType::Cleanup, now)
+        .map(|(why, _)| why)
+        .into_iter()
+        .collect())
 }
 
 /// The ring views, unless nothing can be cleaned anyway (turned off, no agent token).
@@ -185,6 +208,7 @@ pub fn build_snapshot(
         tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),
         agent_token,
         ownership: Err("not read".into()),
+        holds: Vec::new(),
         now,
     }
 }

@@ -517,6 +517,13 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
         ),
         // The token, read again for the ownership reads through the joined node's agent.
         ex(Method::GET, "/api/v1/namespaces/scylla/secrets/basic-auth-token", 200, secret),
+        // What holds automatic cleanup back: the cluster's suspensions (none).
+        ex(
+            Method::GET,
+            "/apis/groundskeeper.dev/v1alpha1/namespaces/scylla/maintenancesuspensions?",
+            200,
+            json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceSuspensionList", "metadata": {}, "items": []}),
+        ),
     ]);
     // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.
     let config = ControllerConfig {

@@ -118,6 +118,7 @@ fn snapshot(members: Vec<MemberFacts>, tasks: Vec<TaskFacts>) -> Snapshot {
         // These cases are the ring-hash rule's: ownership cases are in scylla_ownership_decide.rs.
         ownership: Err("not read".into()),
         scylla_operator: OperatorCleanup::default(),
+        holds: Vec::new(),
         now: now(),
     }
 }
@@ -851,4 +852,25 @@ fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
     // Without any sign of scylla-operator's cleanup the same cluster gets a task as ever.
     let plan = decide(&snapshot(scale_out, vec![]));
     assert_eq!(submits(&plan), nodes(&[("a", 0), ("a", 1)]));
+}
+
+/// A suspension or a closed window (`holds`, as observe finds them) keeps the automatic cleanup
+/// from being submitted at all, and the condition says why; the joined nodes are still seeded.
+#[test]
+fn a_held_cluster_gets_no_cleanup_task_and_says_why() {
+    let (old, new) = (h(3), h(6));
+    let one_rack: Vec<MemberFacts> =
+        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let mut held = snapshot(one_rack, vec![]);
+    held.holds = vec!["outside its maintenance windows: the next opens Sat 2026-11-28 22:00 CET".into()];
+    let plan = decide(&held);
+    assert!(submits(&plan).is_empty(), "{plan:#?}");
+    let progressing = &plan.progressing;
+    assert!(
+        progressing.message.contains("automatic cleanup held: outside its maintenance windows"),
+        "{}",
+        progressing.message
+    );
+    assert!(progressing.message.contains("3 of 6 nodes need cleanup"), "{}", progressing.message);
+    check("held", &held, &[Expect::Seeds((3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect())]);
 }

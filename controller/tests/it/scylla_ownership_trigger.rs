@@ -157,6 +157,7 @@ impl Sim {
             agent_token: SecretState::Present,
             ownership: self.views(),
             scylla_operator: OperatorCleanup::observed(types.iter().map(String::as_str), vec![]),
+            holds: Vec::new(),
             now: now(),
         }
     }
