@@ -23,7 +23,7 @@ use groundskeeper_api::maintenance_schedule::{
     MAX_RECENT_TASKS, MaintenanceSchedule, MaintenanceScheduleStatus, READY, SCHEDULE_LABEL,
     SCHEDULED_TIME_ANNOTATION, ScheduledTask, SkippedRun,
 };
-use groundskeeper_api::maintenance_task::MaintenanceTask;
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
 use groundskeeper_api::validate::describe_errors;
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::names::bounded_name;
@@ -240,25 +240,13 @@ fn next_status(
         }
     }
     recent.sort_by_key(|t| std::cmp::Reverse(t.scheduled_time.0));
-    let active = recent
-        .iter()
-        .filter(|t| {
-            !matches!(
-                t.state,
-                Some(
-                    groundskeeper_api::maintenance_task::TaskState::Completed
-                        | groundskeeper_api::maintenance_task::TaskState::Failed
-                        | groundskeeper_api::maintenance_task::TaskState::Rejected
-                )
-            )
-        })
-        .map(|t| t.name.clone())
-        .collect();
+    let active =
+        recent.iter().filter(|t| !t.state.unwrap_or_default().is_final()).map(|t| t.name.clone()).collect();
     recent.truncate(MAX_RECENT_TASKS);
     let last_successful_time = owned
         .iter()
         .filter_map(|t| t.status.as_ref())
-        .filter(|s| s.state == Some(groundskeeper_api::maintenance_task::TaskState::Completed))
+        .filter(|s| s.state == Some(TaskState::Completed))
         .filter_map(|s| s.completed_at.clone())
         .max_by_key(|t| t.0)
         .or(previous.last_successful_time);

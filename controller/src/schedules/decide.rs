@@ -27,8 +27,9 @@ pub struct MadeTask {
 }
 
 impl MadeTask {
+    /// Not yet seen counts as Pending.
     fn unfinished(&self) -> bool {
-        !matches!(self.state, Some(TaskState::Completed | TaskState::Failed | TaskState::Rejected))
+        !self.state.unwrap_or_default().is_final()
     }
 }
 
