@@ -438,10 +438,15 @@ async fn compaction_is_idempotent_and_refuses_future_revisions(version: EtcdVers
         return;
     };
     let mut client = cluster.client(None).await.unwrap();
+    let mut current = 0;
     for i in 0..20 {
-        client.put("k", format!("v{i}"), None).await.unwrap();
+        // The store's revision after the write, as the leader committed it: a follower's status
+        // read now may not have applied it yet.
+        current = client.put("k", format!("v{i}"), None).await.unwrap().header().unwrap().revision();
     }
-    let current = cluster.state(0).await.unwrap().revision;
+    // Every member has applied it before the runner asks one of them.
+    let settled = cluster.settled_states(Duration::from_secs(30)).await.expect("the cluster settles");
+    assert!(settled.iter().all(|m| m.revision == current), "{settled:?}");
     let endpoints = cluster.endpoints_flag();
     let (code, result) =
         run_binary(&cluster, &["compact", "--endpoints", &endpoints, "--retain-revisions", "5"]);
