@@ -148,6 +148,10 @@ pub struct EtcdMaintenancePolicy {
     /// `--auto-compaction-*` or the Kubernetes API server may).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<EtcdCompactionPolicy>,
+    /// The automatic tasks wait for a person's approval of their plan before starting
+    /// (`spec.requireApproval` of the tasks submitted): proposed, reviewed, approved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_approval: bool,
 }
 
 impl Default for EtcdMaintenancePolicy {
@@ -160,6 +164,7 @@ impl Default for EtcdMaintenancePolicy {
             allow_single_member: false,
             move_leader: true,
             compaction: None,
+            require_approval: false,
         }
     }
 }
@@ -339,6 +344,10 @@ pub struct EtcdMemberStatus {
     pub last_defrag_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_bytes_reclaimed: Option<i64>,
+    /// The member's last defragmentations (db size before, seconds; at most 5, oldest first):
+    /// a plan expects the next one to take as long per byte.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defrag_history: Vec<crate::plan::WorkSample>,
 }
 
 /// One revision sample of the periodic compactor.

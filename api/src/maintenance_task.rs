@@ -106,6 +106,13 @@ pub struct MaintenanceTaskSpec {
     /// automatic tasks always do. False: a task made by hand starts as soon as it may.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_window: bool,
+    /// Wait for a person's approval before starting: the task stays Pending (condition `Queued`,
+    /// reason `AwaitingApproval`) with its plan in `status.plan` until its
+    /// `groundskeeper.dev/approved-plan` annotation names that plan's id (`kubectl groundskeeper
+    /// task approve NAME`). If the plan changes before the task starts (a node joined, a member
+    /// grew), the new plan needs approving again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_approval: bool,
 }
 
 /// The cluster a task works on.
@@ -512,6 +519,14 @@ pub struct MaintenanceTaskStatus {
     /// Snapshot: the file being written, and once written what it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotStatus>,
+    /// What the task does, in order, with expected durations: written while it awaits approval
+    /// and when it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::plan::TaskPlan>,
+    /// Nodes not started because their expected duration would run past the end of the
+    /// maintenance window (tasks that wait for windows only): they start in the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_for_next_window: Option<i32>,
 }
 
 /// A Snapshot task's file.

@@ -68,8 +68,8 @@ pub struct Windows {
 /// Where the windows stand at a moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WindowState {
-    /// A window is open until `closes`.
-    Open { closes: Timestamp },
+    /// A window is open since `opened` until `closes`.
+    Open { opened: Timestamp, closes: Timestamp },
     /// None is open; the next opens at `opens`.
     Closed { opens: Timestamp },
 }
@@ -138,7 +138,7 @@ impl Windows {
             for window in self.windows.iter().filter(|w| w.days.contains(&date.weekday())) {
                 let Some((start, end)) = self.instants(window, date) else { continue };
                 if start <= now && now < end {
-                    return WindowState::Open { closes: end };
+                    return WindowState::Open { opened: start, closes: end };
                 }
                 if start > now && opens.is_none_or(|o| start < o) {
                     opens = Some(start);

@@ -130,6 +130,26 @@ impl Access {
         }
     }
 
+    /// A JSON merge patch of the object's metadata or spec.
+    pub async fn merge_patch<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<K, Error>
+    where
+        K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let params = kube::api::PatchParams::default();
+        match self.api::<K>(Some(namespace)).patch(name, &params, &kube::api::Patch::Merge(patch)).await {
+            Ok(patched) => Ok(patched),
+            Err(err) => Err(self.explain(Request::of::<K>("patch", Some(namespace), Some(name)), err).await),
+        }
+    }
+
     /// Deletes with background propagation: dependents (a task's Jobs) go too.
     pub async fn delete<K>(&self, namespace: &str, name: &str) -> Result<(), Error>
     where

@@ -124,6 +124,17 @@ pub enum TaskCommand {
     Wait { name: String },
     /// Cancel a task: delete it, and with it its Jobs.
     Cancel { name: String },
+    /// The plan of a task as `task create` would make it, without creating it (a dry run): which
+    /// nodes or members, in which order, what is skipped and why, expected durations.
+    Plan(CreateArgs),
+    /// Approve the plan a task awaits approval for (its `status.plan.id`); it starts once its
+    /// target, windows and queue allow.
+    Approve {
+        name: String,
+        /// The plan id you reviewed: refused if the task's plan has changed since.
+        #[arg(long)]
+        plan: Option<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -154,6 +165,9 @@ pub struct CreateArgs {
     /// the task starts as soon as its target may take work.
     #[arg(long)]
     pub wait_for_window: bool,
+    /// Wait for approval of its plan (`task approve NAME`) before starting.
+    #[arg(long)]
+    pub require_approval: bool,
     /// Follow the task until it ends; the exit code says how it ended.
     #[arg(long)]
     pub wait: bool,

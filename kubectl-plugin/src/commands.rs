@@ -19,9 +19,11 @@ use groundskeeper_api::maintenance_task::{
     TaskTarget, TaskType,
 };
 use groundskeeper_api::maintenance_window::{windows_from_annotations, windows_of};
+use groundskeeper_api::plan::{cleanup_plan, etcd_plan};
 use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::facts::member_selector;
-use groundskeeper_api::validate::{describe_errors, validate};
+use groundskeeper_api::scylla::facts::{cluster_facts, current_members};
+use groundskeeper_api::validate::{Work, describe_errors, validate};
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::names::bounded_name;
 
@@ -49,6 +51,8 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Task(TaskCommand::Describe { name }) => describe(&access, &name, output).await,
         Command::Task(TaskCommand::Wait { name }) => wait_for_task(&access, &name, output).await,
         Command::Task(TaskCommand::Cancel { name }) => cancel(&access, &name).await,
+        Command::Task(TaskCommand::Plan(args)) => plan(&access, args, output).await,
+        Command::Task(TaskCommand::Approve { name, plan }) => approve(&access, &name, plan.as_deref()).await,
         Command::Etcd(EtcdCommand::Status { name }) => etcd_status(&access, &name, output).await,
         Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
             cleanup_status(&access, &name, output).await
@@ -255,6 +259,7 @@ pub fn new_task(
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
             deadline_seconds: args.deadline,
             wait_for_window: args.wait_for_window,
+            require_approval: args.require_approval,
         },
         status: None,
     };
@@ -377,6 +382,96 @@ async fn wait_for_task(access: &Access, name: &str, output: Option<Output>) -> R
 /// Cancelling is deleting: the controller has no "cancelled" state. A Pending task leaves the
 /// queue; a running task's Jobs are deleted with it (its owner references), so their pods get
 /// SIGTERM and the runner stops what it can stop.
+/// `task plan`: the plan `task create` with the same arguments would run, made from the target
+/// as it is now; nothing is created.
+async fn plan(access: &Access, args: CreateArgs, output: Option<Output>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let document = args.config_file.as_deref().map(read_config_file).transpose()?;
+    let task = new_task(&args, &namespace, document.as_deref())?;
+    let work = validate(&task).map_err(|errors| Error::Invalid(describe_errors(&errors)))?.work;
+    let name = task.spec.target.name.clone();
+    let plan = match &task.spec.target.kind {
+        TargetKind::ScyllaCluster => {
+            let cluster: ScyllaCluster = access
+                .get(&namespace, &name)
+                .await
+                .map_err(|e| e.with_hint(not_found_hint("ScyllaCluster", "scyllaclusters", &namespace)))?;
+            let services: Vec<Service> = access.list(Some(&namespace), Some(&member_selector(&name))).await?;
+            match &work {
+                Work::Cleanup(cleanup) => {
+                    cleanup_plan(cleanup, &cluster_facts(&cluster), &current_members(&services))
+                }
+                _ => Err("only a Cleanup task runs on a ScyllaCluster".to_owned()),
+            }
+        }
+        TargetKind::EtcdCluster => {
+            let cluster: EtcdCluster = access
+                .get(&namespace, &name)
+                .await
+                .map_err(|e| e.with_hint(not_found_hint("EtcdCluster", "etcdclusters", &namespace)))?;
+            etcd_plan(&work, &cluster, &format!("{namespace}/{name}"))
+        }
+        TargetKind::Unknown(kind) => Err(format!("no plan for a target of kind {kind}")),
+    }
+    .map_err(Error::Invalid)?;
+    match output {
+        Some(format) => print_object(format, &plan)?,
+        None => {
+            print!("{}", render::plan::plan(&plan));
+            println!("(a dry run: nothing was created; `task create` with the same arguments runs it)");
+        }
+    }
+    Ok(0)
+}
+
+/// `task approve`: sets the task's approved plan to the plan in its status (or refuses when the
+/// plan given is not that plan any more).
+async fn approve(access: &Access, name: &str, reviewed: Option<&str>) -> Result<i32, Error> {
+    let namespace = access.namespace.clone();
+    let task = get_task(access, &namespace, name).await?;
+    let id = approvable_plan(&task, reviewed)?;
+    let patch = serde_json::json!({"metadata": {"annotations": {keys::APPROVED_PLAN: id}}});
+    access.merge_patch::<MaintenanceTask>(&namespace, name, &patch).await?;
+    println!(
+        "maintenancetask.groundskeeper.dev/{name}: plan {id} approved; it starts once its target, \
+         windows and queue allow (kubectl groundskeeper task wait -n {namespace} {name})"
+    );
+    Ok(0)
+}
+
+/// The plan id `task approve` may set on `task`, or why not.
+pub fn approvable_plan(task: &MaintenanceTask, reviewed: Option<&str>) -> Result<String, Error> {
+    let name = task.name_any();
+    if !task.spec.require_approval {
+        return Err(Error::Invalid(format!(
+            "task {name} does not ask for approval (spec.requireApproval is false): it needs none"
+        )));
+    }
+    let state = render::task::state_of(task);
+    if state != TaskState::Pending {
+        return Err(Error::Invalid(format!("task {name} is {state}: only a Pending task can be approved")));
+    }
+    let plan = task.status.as_ref().and_then(|s| s.plan.as_ref());
+    let id = match plan {
+        Some(plan) if !plan.id.is_empty() => plan.id.clone(),
+        Some(plan) => {
+            return Err(Error::Invalid(format!("task {name} has no plan to approve: {}", plan.summary)));
+        }
+        None => {
+            return Err(Error::Invalid(format!(
+                "task {name} has no plan yet: the controller writes it once it has seen the task; try again in a moment"
+            )));
+        }
+    };
+    match reviewed {
+        Some(reviewed) if reviewed.trim() != id => Err(Error::Invalid(format!(
+            "task {name}'s plan is now {id}, not {reviewed}: it changed since you reviewed it; \
+             review it again (`kubectl groundskeeper task describe {name}`) and approve {id}"
+        ))),
+        _ => Ok(id),
+    }
+}
+
 async fn cancel(access: &Access, name: &str) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
     let task = get_task(access, &namespace, name).await?;

@@ -84,3 +84,14 @@ pub const RESERVED_JOB_NAME_PREFIX: &str = "cleanup-";
 pub const MAINTENANCE_WINDOWS: &str = "groundskeeper.dev/maintenance-windows";
 /// Annotation on a ScyllaCluster: the IANA time zone of [`MAINTENANCE_WINDOWS`] (default UTC).
 pub const MAINTENANCE_TIME_ZONE: &str = "groundskeeper.dev/maintenance-time-zone";
+
+/// Annotation on a ScyllaCluster: `"true"` makes its automatic cleanups wait for a person's
+/// approval of their plan (`spec.requireApproval` of the tasks the trigger creates).
+pub const REQUIRE_APPROVAL: &str = "groundskeeper.dev/require-approval";
+/// Annotation on a MaintenanceTask that asks for approval: the id of the plan (`status.plan.id`)
+/// a person approved. A task starts only when it equals the plan it would run now.
+pub const APPROVED_PLAN: &str = "groundskeeper.dev/approved-plan";
+/// Annotation on a Scylla member Service: the node's last cleanups (at most 5, oldest first),
+/// `<load bytes or ?>:<seconds>` comma-separated, from which the next cleanup's duration is
+/// expected.
+pub const CLEANUP_HISTORY: &str = "groundskeeper.dev/cleanup-history";

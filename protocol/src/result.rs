@@ -85,6 +85,11 @@ pub struct CleanupReport {
     /// Scylla's own "cleanup needed" flag was reset (`mark_node_as_clean`, where offered).
     #[serde(default)]
     pub marked_node_clean: bool,
+    /// The node's data on disk before the cleanup (`GET /storage_service/load`), bytes; absent
+    /// when the node did not say. The controller expects the node's next cleanup to take as
+    /// long per byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_bytes: Option<i64>,
     #[serde(default)]
     pub keyspaces: Vec<KeyspaceCleanup>,
 }

@@ -64,6 +64,7 @@ pub struct Route {
 
 /// Every Scylla route the stand-in serves. Anything else is Scylla's 404.
 pub const ROUTES: &[Route] = &[
+    Route { method: "GET", path: "/storage_service/load", query: &[], returns: "double" },
     Route { method: "GET", path: "/storage_service/tokens", query: &[], returns: "array<string>" },
     Route { method: "GET", path: "/storage_service/tokens/{endpoint}", query: &[], returns: "array<string>" },
     Route {
@@ -149,6 +150,8 @@ pub struct AgentSpec {
     pub member: Option<(cluster::Cluster, String)>,
     /// The node answers `describe_ring` and `ownership/{keyspace}` (with a cluster model).
     pub describe_ring: bool,
+    /// What `GET /storage_service/load` answers: the bytes the node holds.
+    pub load_bytes: f64,
 }
 
 /// A proxy between the runner and the agent, as some are found in front of it.
@@ -189,6 +192,7 @@ impl Default for AgentSpec {
             proxy: Proxy::None,
             member: None,
             describe_ring: true,
+            load_bytes: 1_073_741_824.0,
         }
     }
 }
@@ -205,6 +209,11 @@ impl AgentSpec {
     /// or a proxy limiting the routes it passes on.
     pub fn without_describe_ring(mut self) -> Self {
         self.describe_ring = false;
+        self
+    }
+
+    pub fn load_bytes(mut self, bytes: f64) -> Self {
+        self.load_bytes = bytes;
         self
     }
 
@@ -639,6 +648,7 @@ fn dispatch(
     let query_value = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let task_api = state.spec.task_api;
     match route.path {
+        "/storage_service/load" => ok(json!(state.spec.load_bytes)),
         "/storage_service/tokens" => ok(json!(ring(state))),
         "/storage_service/tokens/{endpoint}" => ok(json!(node_tokens(state, &param("endpoint")))),
         "/storage_service/describe_ring/{keyspace}" if state.spec.describe_ring => {

@@ -7,6 +7,7 @@
 
 pub mod coexistence;
 pub mod facts;
+pub mod limits;
 #[cfg(test)]
 mod tests;
 mod types;

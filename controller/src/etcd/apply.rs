@@ -105,6 +105,8 @@ pub fn automatic_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<Ma
             deadline_seconds: None,
             // Automatic: it waits for the target's maintenance windows whatever this says.
             wait_for_window: false,
+            // The cluster asks that its automatic work be approved first.
+            require_approval: cluster.spec.policy.require_approval,
         },
         status: None,
     })

@@ -463,6 +463,7 @@ fn member_status(observed: &ObservedMember, previous: &[EtcdMemberStatus]) -> Et
         message: member.unhealthy_because(),
         last_defrag_time: earlier.and_then(|p| p.last_defrag_time.clone()),
         last_bytes_reclaimed: earlier.and_then(|p| p.last_bytes_reclaimed),
+        defrag_history: earlier.map(|p| p.defrag_history.clone()).unwrap_or_default(),
     }
 }
 

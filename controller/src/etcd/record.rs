@@ -9,6 +9,7 @@
 //! next reconciliation records again, and [`record`] sees the task named in
 //! `status.lastMaintenanceTask` and changes nothing.
 
+use groundskeeper_api::plan::{MAX_SAMPLES, WorkSample};
 use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
 use groundskeeper_protocol::{JobResult, OperationKind, Outcome, Report, keys};
 use jiff::{SignedDuration, Timestamp};
@@ -238,6 +239,12 @@ fn apply_defrag(status: &mut EtcdClusterStatus, report: &DefragReport, finished_
         };
         entry.last_defrag_time = Some(finished_at.into());
         entry.last_bytes_reclaimed = Some(reclaimed);
+        // What the next plan expects of this member: its size and how long it took.
+        entry
+            .defrag_history
+            .push(WorkSample { bytes: Some(done.db_size_before), seconds: done.duration_ms as f64 / 1000.0 });
+        let excess = entry.defrag_history.len().saturating_sub(MAX_SAMPLES);
+        entry.defrag_history.drain(..excess);
     }
 }
 

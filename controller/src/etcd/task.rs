@@ -284,6 +284,16 @@ impl ReadTarget for ReadCluster {
         )
     }
 
+    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
+        let cluster = self
+            .cluster
+            .as_deref()
+            .ok_or_else(|| format!("EtcdCluster {} does not exist", task.spec.target.name))?;
+        let valid = validate(task).map_err(|errors| describe_errors(&errors))?;
+        let target = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+        groundskeeper_api::plan::etcd_plan(&valid.work, cluster, &target)
+    }
+
     fn facts(&self) -> TargetFacts {
         match (facts(self.cluster.as_deref()), &self.fleet_wait) {
             (TargetFacts::Ready, Some(reason)) => TargetFacts::Waiting { reason: reason.clone() },

@@ -139,6 +139,13 @@ pub(crate) fn cleanup_task(
             deadline_seconds: None,
             // Automatic: it waits for the target's maintenance windows whatever this says.
             wait_for_window: false,
+            // The cluster asks that its automatic work be approved first.
+            require_approval: cluster
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(keys::REQUIRE_APPROVAL))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         },
         status: None,
     })

@@ -40,9 +40,12 @@ use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::tasks::TargetFacts;
 use crate::tasks::controller::write_status;
-use crate::tasks::status::{complete, fail, progress_of};
+use crate::tasks::lifecycle::waits_for_window;
+use crate::tasks::status::{complete, fail, note_running, progress_of};
 use crate::tasks::step_jobs::{NOT_SUPPORTED, owner_of, step_job_name, step_labels, step_of, task_jobs};
 use crate::tasks::target::{ReadTarget, Target};
+use groundskeeper_api::plan::{fits_window, node_cleanup_estimate};
+pub use groundskeeper_api::scylla::limits::limits;
 
 /// Whether a cleanup may start on the cluster: the same preconditions as the automatic cleanup
 /// (`docs/protocol.md`, "Scylla"), the agent token Secret, and readable concurrency annotations.
@@ -98,16 +101,6 @@ pub(crate) fn plan_nodes(
             ..NodeProgress::default()
         })
         .collect())
-}
-
-/// The task's own bounds where it sets them, else the cluster's annotations, else one per rack.
-/// Annotations that cannot be read count as the tightest bound: nothing is run on a guess.
-pub fn limits(cleanup: &Cleanup, cluster: &ClusterFacts) -> Limits {
-    let from_cluster = cluster_limits(cluster).unwrap_or(Limits { per_rack: 1, per_cluster: Some(1) });
-    Limits {
-        per_rack: cleanup.max_concurrent_per_rack.unwrap_or(from_cluster.per_rack),
-        per_cluster: cleanup.max_concurrent.or(from_cluster.per_cluster),
-    }
 }
 
 /// The rack of every member: (datacenter, rack).
@@ -217,6 +210,19 @@ impl ReadTarget for ReadCluster {
         groundskeeper_api::maintenance_window::windows_from_annotations(view.cluster.annotations(), &object)
     }
 
+    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
+        let view = self
+            .found
+            .as_deref()
+            .ok_or_else(|| format!("ScyllaCluster {} does not exist", task.spec.target.name))?;
+        let cleanup = match validate(task).map(|valid| valid.work) {
+            Ok(Work::Cleanup(cleanup)) => cleanup,
+            Ok(_) => return Err("only a Cleanup task runs on a ScyllaCluster".to_owned()),
+            Err(errors) => return Err(describe_errors(&errors)),
+        };
+        groundskeeper_api::plan::cleanup_plan(&cleanup, &view.facts, &view.members)
+    }
+
     fn facts(&self) -> TargetFacts {
         match &self.found {
             Some(view) => facts(Some(&view.facts), &view.secret),
@@ -320,6 +326,14 @@ async fn advance(
         })
         .map(|n| n.name.clone())
         .collect();
+    let mut held = held;
+    let deferred = if waits_for_window(task) {
+        left_for_next_window(target, &status, members, &held, now)
+    } else {
+        BTreeMap::new()
+    };
+    let left = deferred.len();
+    held.extend(deferred);
     let holds = Holds { held, cleaned_by_other };
     let pass = step_holding(
         status.nodes.clone(),
@@ -380,11 +394,74 @@ async fn advance(
     }
     status.nodes = pass.nodes;
     status.progress = progress_of(&status.nodes);
+    status.left_for_next_window = (left > 0).then(|| i32::try_from(left).unwrap_or(i32::MAX));
+    if left > 0 && pass.end.is_none() {
+        let pending = status.nodes.iter().filter(|n| n.state == NodeState::Pending).count();
+        let why = status
+            .nodes
+            .iter()
+            .find(|n| n.state == NodeState::Pending)
+            .and_then(|n| n.message.clone())
+            .unwrap_or_default();
+        let line = format!(
+            "{} of {} node(s) done; {left} of the {pending} pending left for the next maintenance \
+             window (first: {why})",
+            status.nodes.iter().filter(|n| n.state.is_finished()).count(),
+            status.nodes.len()
+        );
+        status = note_running(status, &line, now);
+    }
     Ok(match pass.end {
         None => status,
         Some(End::Completed { summary }) => complete(status, &summary, generation, now),
         Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
     })
+}
+
+/// The pending nodes that may not start now because the maintenance window is closed or would
+/// close before their expected end (from each node's own cleanup history), with why. A node
+/// expected to take longer than the whole window starts as the first thing in one; nodes that
+/// run are never stopped by a window closing.
+fn left_for_next_window(
+    target: &ReadCluster,
+    status: &MaintenanceTaskStatus,
+    members: &[MemberFacts],
+    held: &BTreeMap<String, groundskeeper_api::scylla::coexistence::Hold>,
+    now: Timestamp,
+) -> BTreeMap<String, groundskeeper_api::scylla::coexistence::Hold> {
+    // Windows that cannot be read start nothing new; the task controller says why.
+    let Some(windows) = target.windows() else {
+        return BTreeMap::new();
+    };
+    let state = windows.as_ref().map(|w| w.state_at(now));
+    let nothing_since = |opened: Timestamp| {
+        !status
+            .nodes
+            .iter()
+            .any(|n| n.state == NodeState::Running || n.started_at.as_ref().is_some_and(|t| t.0 >= opened))
+    };
+    let mut deferred = BTreeMap::new();
+    for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending && !held.contains_key(&n.name)) {
+        let annotations = members
+            .iter()
+            .find(|m| m.service == node.name)
+            .map(|m| m.annotations.clone())
+            .unwrap_or_default();
+        let expected = node_cleanup_estimate(&annotations);
+        let why = match (&state, &windows) {
+            (Ok(state), Ok(windows)) => {
+                fits_window(state, now, expected.seconds, nothing_since, |at| windows.local(at)).err()
+            }
+            (_, Err(why)) => Some(format!("waits: the maintenance windows cannot be read: {why}")),
+            (Err(_), Ok(_)) => None,
+        };
+        if let Some(why) = why {
+            let why = format!("{why} (expected from {})", expected.from);
+            deferred
+                .insert(node.name.clone(), groundskeeper_api::scylla::coexistence::Hold { why, ring: None });
+        }
+    }
+    deferred
 }
 
 /// The cluster's ring views, read through a node's agent, for the ownership records.

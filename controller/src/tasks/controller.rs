@@ -35,6 +35,7 @@ use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 use groundskeeper_api::maintenance_window::{WindowState, Windows};
+use groundskeeper_api::plan::TaskPlan;
 
 /// This controller's name in metrics and logs.
 pub(crate) const CONTROLLER: &str = "tasks";
@@ -91,6 +92,10 @@ pub async fn reconcile_at(
         Some(kind) => Some(kind.read(ctx, task).await?),
         None => None,
     };
+    let tasks = match &target {
+        Some(target) => refresh_plans(&api, tasks, target.as_ref()).await?,
+        None => tasks,
+    };
     let mut input = TargetTasks {
         target: task.spec.target.clone(),
         facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts()),
@@ -125,6 +130,39 @@ pub async fn reconcile_at(
         (false, None) => ctx.config.requeue_idle,
     };
     Ok(Action::requeue(requeue.max(Duration::from_secs(1))))
+}
+
+/// Writes the plan of every waiting task that asks for approval, when it is new or differs from
+/// the one in its status (a new plan id undoes an approval given for the old one); returns the
+/// tasks as written. A plan that cannot be made is written as such (no id, its summary says why):
+/// nothing can be approved until it can.
+async fn refresh_plans(
+    api: &Api<MaintenanceTask>,
+    mut tasks: Vec<MaintenanceTask>,
+    target: &dyn ReadTarget,
+) -> Result<Vec<MaintenanceTask>> {
+    for task in tasks.iter_mut() {
+        let before = task.status.clone().unwrap_or_default();
+        if !task.spec.require_approval || before.state.unwrap_or_default() != TaskState::Pending {
+            continue;
+        }
+        let plan = plan_or_why(target, task);
+        if before.plan.as_ref().map(|p| (&p.id, &p.summary)) == Some((&plan.id, &plan.summary)) {
+            continue;
+        }
+        let after = MaintenanceTaskStatus { plan: Some(plan), ..before.clone() };
+        write_status(api, task, &before, &after).await?;
+        task.status = Some(after);
+    }
+    Ok(tasks)
+}
+
+/// The task's plan, or a plan without id whose summary says why none can be made.
+fn plan_or_why(target: &dyn ReadTarget, task: &MaintenanceTask) -> TaskPlan {
+    target.plan(task).unwrap_or_else(|why| TaskPlan {
+        summary: format!("no plan can be made now: {why}"),
+        ..TaskPlan::default()
+    })
 }
 
 /// Where the target's windows stand at `now`.
@@ -183,7 +221,13 @@ async fn carry_out(
             Ok(false)
         }
         Decision::Start | Decision::KeepRunning => {
-            let started = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            let mut started = apply_decision(before.clone(), decision, task.metadata.generation, now);
+            // What it is about to do, kept beside what it did (an approved plan stays as approved).
+            if let Some(target) = target
+                && started.plan.is_none()
+            {
+                started.plan = Some(plan_or_why(target, task));
+            }
             // InProgress is written before any Job exists, so a restart finds the task running.
             write_status(api, task, &before, &started).await?;
             let after = advance(ctx, task, started.clone(), target, now).await?;

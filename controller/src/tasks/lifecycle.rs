@@ -78,6 +78,42 @@ pub struct TaskView {
     /// Starts only inside the target's maintenance windows: an automatic task, or one whose spec
     /// says `waitForWindow`.
     pub waits_for_window: bool,
+    /// Whether a person must approve its plan first, and whether they have.
+    pub approval: Approval,
+}
+
+/// A task's approval gate (`spec.requireApproval`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// The task starts without one.
+    NotRequired,
+    /// Its `groundskeeper.dev/approved-plan` annotation names the plan in its status.
+    Approved,
+    /// Not approved yet: `plan` is the id of the plan in its status (`None` while none is
+    /// written), `approved` what the annotation names if anything (an older plan).
+    Awaiting { plan: Option<String>, approved: Option<String> },
+}
+
+impl Approval {
+    /// The gate of `task` as its spec, status and annotation say.
+    pub fn of(task: &MaintenanceTask) -> Self {
+        if !task.spec.require_approval {
+            return Approval::NotRequired;
+        }
+        // A plan without id is one that could not be made: nothing to approve yet.
+        let plan = task
+            .status
+            .as_ref()
+            .and_then(|s| s.plan.as_ref())
+            .map(|p| p.id.clone())
+            .filter(|id| !id.is_empty());
+        let approved =
+            task.annotations().get(groundskeeper_protocol::keys::APPROVED_PLAN).map(|a| a.trim().to_owned());
+        match (&plan, &approved) {
+            (Some(plan), Some(approved)) if plan == approved => Approval::Approved,
+            _ => Approval::Awaiting { plan, approved },
+        }
+    }
 }
 
 impl TaskView {
@@ -96,11 +132,18 @@ impl TaskView {
             deadline_seconds: task.spec.deadline_seconds,
             ttl_seconds_after_finished: task.spec.ttl_seconds_after_finished,
             validation: validate(task).map(|_| ()),
-            waits_for_window: task.spec.wait_for_window
-                || task.labels().get(groundskeeper_protocol::keys::ORIGIN_LABEL).map(String::as_str)
-                    == Some(groundskeeper_protocol::keys::ORIGIN_AUTOMATIC),
+            waits_for_window: waits_for_window(task),
+            approval: Approval::of(task),
         }
     }
+}
+
+/// Whether `task` starts (and, for a Cleanup, starts each node) only inside its target's
+/// maintenance windows: an automatic task, or one whose spec says `waitForWindow`.
+pub fn waits_for_window(task: &MaintenanceTask) -> bool {
+    task.spec.wait_for_window
+        || task.labels().get(groundskeeper_protocol::keys::ORIGIN_LABEL).map(String::as_str)
+            == Some(groundskeeper_protocol::keys::ORIGIN_AUTOMATIC)
 }
 
 /// A target (in one namespace) and its tasks, as [`decide`] takes them.
@@ -223,6 +266,8 @@ pub enum WaitReason {
     Window { target: TaskTarget, gate: WindowGate },
     /// Its target's maintenance is suspended (`suspension` describes it).
     Suspended { target: TaskTarget, suspension: String, until: Option<Timestamp> },
+    /// A person's approval of its plan (`spec.requireApproval`).
+    Approval { plan: Option<String>, approved: Option<String> },
 }
 
 impl WaitReason {
@@ -233,6 +278,7 @@ impl WaitReason {
             WaitReason::Target { .. } => "WaitingForTarget",
             WaitReason::Window { .. } => "WaitingForWindow",
             WaitReason::Suspended { .. } => "Suspended",
+            WaitReason::Approval { .. } => "AwaitingApproval",
         }
     }
 }
@@ -247,6 +293,23 @@ impl fmt::Display for WaitReason {
             }
             WaitReason::Target { target, reason } => {
                 write!(f, "waits for {} {}: {reason}", target.kind, target.name)
+            }
+            WaitReason::Approval { plan: None, .. } => write!(
+                f,
+                "awaits approval of its plan, which cannot be made now (status.plan.summary says \
+                 why); it can be approved once it is made"
+            ),
+            WaitReason::Approval { plan: Some(plan), approved } => {
+                write!(
+                    f,
+                    "awaits approval of plan {plan} (status.plan): review it, then `kubectl groundskeeper task approve` this task"
+                )?;
+                match approved {
+                    Some(old) if old != plan => {
+                        write!(f, "; the plan approved before ({old}) has changed since")
+                    }
+                    _ => Ok(()),
+                }
             }
             WaitReason::Suspended { target, suspension, .. } => {
                 write!(f, "waits while {} {} is suspended: {suspension}", target.kind, target.name)
@@ -402,6 +465,15 @@ fn head_decision(input: &TargetTasks, head: &TaskView) -> Decision {
                 suspension: suspension.describe(),
                 until: suspension.until,
             },
+        };
+    }
+    // A person's part comes first: the plan may be reviewed while the target or window is not
+    // ready yet, and approving it then lets the task start the moment they are.
+    if let Approval::Awaiting { plan, approved } = &head.approval
+        && input.facts != TargetFacts::Missing
+    {
+        return Decision::Wait {
+            reason: WaitReason::Approval { plan: plan.clone(), approved: approved.clone() },
         };
     }
     match &input.facts {

@@ -122,6 +122,18 @@ pub fn fail(
     finish(status, Ending::failure(TaskState::Failed, code, description.to_owned()), generation, now)
 }
 
+/// A running task's last operation set to `description` (its time moves only when it changes).
+pub fn note_running(
+    mut status: MaintenanceTaskStatus,
+    description: &str,
+    now: Timestamp,
+) -> MaintenanceTaskStatus {
+    if status.state == Some(TaskState::InProgress) {
+        set_operation(&mut status, TaskState::InProgress, description, now);
+    }
+    status
+}
+
 /// `errors` with a new entry at the end, the oldest dropped beyond [`MAX_LAST_ERRORS`].
 pub fn push_error(errors: &mut Vec<TaskError>, code: &str, description: &str, now: Timestamp) {
     errors.push(TaskError {

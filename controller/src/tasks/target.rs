@@ -10,6 +10,7 @@ use jiff::Timestamp;
 
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TargetKind};
 use groundskeeper_api::maintenance_window::Windows;
+use groundskeeper_api::plan::TaskPlan;
 
 use super::lifecycle::TargetFacts;
 use crate::runtime::context::Context;
@@ -39,6 +40,11 @@ pub trait ReadTarget: Send + Sync {
     fn windows(&self) -> Option<std::result::Result<Windows, String>> {
         None
     }
+
+    /// The plan of `task` on the target as read: what it would do if it started now, in order,
+    /// with expected durations (`status.plan`; what a person approves). `Err`: why none can be
+    /// made (the task fails or is rejected for it in its turn).
+    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<TaskPlan, String>;
 
     /// Why `task`, about to start on a target that may take work, must wait all the same (a
     /// volume its Job writes to does not exist yet, say); `None` when it may start.

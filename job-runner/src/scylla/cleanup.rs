@@ -307,6 +307,16 @@ async fn clean_node(
         })
         .collect();
 
+    // The node's size, for the controller's estimate of its next cleanup: nice to have, so an
+    // answer that cannot be had leaves it out rather than failing the cleanup.
+    report.load_bytes = match client.load().await {
+        Ok(bytes) if bytes.is_finite() && bytes >= 0.0 => Some(bytes.round() as i64),
+        Ok(_) => None,
+        Err(err) => {
+            tracing::info!(node = %args.node_address, "the node's load is not known: {err}");
+            None
+        }
+    };
     // Only once the request is known to be valid: bad input changes nothing on the node.
     report.stopped_stale_cleanup = stop_stale_cleanup(&client).await.map_err(context)?;
     clean_keyspaces(&client, args, report, in_flight).await?;

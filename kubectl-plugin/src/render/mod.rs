@@ -1,6 +1,7 @@
 //! Text views: pure functions from objects (and an explicit `now`) to text.
 
 pub mod etcd;
+pub mod plan;
 pub mod progress;
 pub mod schedule;
 pub mod scylla;

@@ -153,7 +153,7 @@ pub fn target_timing(
         (_, None) | (None, _) => "any time (no maintenance windows)".to_owned(),
         (Some(text), Some(Err(why))) => format!("{text}: cannot be read, automatic tasks wait: {why}"),
         (Some(text), Some(Ok(windows))) => match windows.state_at(now) {
-            WindowState::Open { closes } => format!(
+            WindowState::Open { closes, .. } => format!(
                 "{text}: open until {} ({}); automatic tasks start only inside a window",
                 windows.local(closes),
                 relative(now, closes)

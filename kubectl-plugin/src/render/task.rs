@@ -147,6 +147,24 @@ pub fn describe(task: &MaintenanceTask, now: Timestamp) -> String {
     if let Some(last) = &status.last_operation {
         field("Last", format!("{} ({})", last.description, when(now, Some(&last.last_update_time))));
     }
+    if let Some(plan) = &status.plan {
+        out.push_str("\nPlan:\n");
+        out.push_str(&indent(&super::plan::plan(plan)));
+        if task.spec.require_approval && state == TaskState::Pending && !plan.id.is_empty() {
+            let approved = task.annotations().get(keys::APPROVED_PLAN);
+            out.push_str(&match approved {
+                Some(id) if id.trim() == plan.id => "  approved\n".to_owned(),
+                _ => format!(
+                    "  awaits approval: kubectl groundskeeper task approve -n {namespace} {} --plan {}\n",
+                    task.name_any(),
+                    plan.id
+                ),
+            });
+        }
+    }
+    if let Some(left) = status.left_for_next_window {
+        out.push_str(&format!("\n{left} node(s) left for the next maintenance window (their expected cleanup would run past this one's end)\n"));
+    }
     out.push_str("\nTimeline:\n");
     out.push_str(&indent(&timeline(task, now)));
     out.push_str("\nProgress:\n");

@@ -329,6 +329,11 @@ impl AgentClient {
         self.base.as_str()
     }
 
+    /// `GET /storage_service/load`: the bytes of data the node holds on disk (a double).
+    pub async fn load(&self) -> Result<f64, AgentError> {
+        self.get(&["storage_service", "load"], &[], AnswerSize::Small).await
+    }
+
     /// `GET /storage_service/tokens`: the whole ring, in Scylla's order.
     pub async fn tokens(&self) -> Result<Vec<String>, AgentError> {
         self.get(&["storage_service", "tokens"], &[], AnswerSize::List).await

@@ -31,6 +31,7 @@ fn task(name: &str, second: i64, task_type: TaskType) -> TaskView {
         ttl_seconds_after_finished: 3600,
         validation: Ok(()),
         waits_for_window: false,
+        approval: Approval::NotRequired,
     }
 }
 
@@ -584,4 +585,123 @@ fn a_suspension_holds_tasks_and_stops_running_ones_only_when_told() {
     let mut input = ready(vec![task("compact", 0, TaskType::Compact)]);
     input.suspensions = vec![suspension(false)];
     assert_eq!(decide(&input, at(10)).requeue_at, Some(at(3600)));
+}
+
+/// A task that asks for approval waits `AwaitingApproval` (before its target, window or queue
+/// would let it start) until the approved plan is the plan in its status; a plan approved that
+/// has changed since is named; the tasks behind it wait their turn.
+#[test]
+fn an_approval_gate_holds_a_task_until_its_current_plan_is_approved() {
+    let gated = |name: &str, second: i64, approval: Approval| {
+        let mut t = task(name, second, TaskType::Defragment);
+        t.approval = approval;
+        t
+    };
+    let awaiting = |plan: Option<&str>, approved: Option<&str>| Approval::Awaiting {
+        plan: plan.map(Into::into),
+        approved: approved.map(Into::into),
+    };
+    let wait = |plan: Option<&str>, approved: Option<&str>| Decision::Wait {
+        reason: WaitReason::Approval { plan: plan.map(Into::into), approved: approved.map(Into::into) },
+    };
+    let closed = WindowGate::Closed { opens: at(7200), opens_local: "Tue 03:00 CET".into() };
+    // (case, approval, facts, window, waits for windows, decision)
+    let cases: Vec<(&str, Approval, TargetFacts, Option<WindowGate>, bool, Decision)> = vec![
+        (
+            "not approved",
+            awaiting(Some("abc"), None),
+            TargetFacts::Ready,
+            None,
+            false,
+            wait(Some("abc"), None),
+        ),
+        ("no plan yet", awaiting(None, None), TargetFacts::Ready, None, false, wait(None, None)),
+        (
+            "an older plan approved",
+            awaiting(Some("new"), Some("old")),
+            TargetFacts::Ready,
+            None,
+            false,
+            wait(Some("new"), Some("old")),
+        ),
+        ("approved: starts", Approval::Approved, TargetFacts::Ready, None, false, Decision::Start),
+        (
+            "the person's part comes before the target's",
+            awaiting(Some("abc"), None),
+            waiting_for("condition Available is False"),
+            None,
+            false,
+            wait(Some("abc"), None),
+        ),
+        (
+            "approved, the target not ready: waits for it",
+            Approval::Approved,
+            waiting_for("condition Available is False"),
+            None,
+            false,
+            Decision::Wait {
+                reason: WaitReason::Target {
+                    target: etcd_main(),
+                    reason: "condition Available is False".into(),
+                },
+            },
+        ),
+        (
+            "approved outside its window: waits for the window",
+            Approval::Approved,
+            TargetFacts::Ready,
+            Some(closed.clone()),
+            true,
+            Decision::Wait { reason: WaitReason::Window { target: etcd_main(), gate: closed.clone() } },
+        ),
+        (
+            "no target: rejected, not awaiting",
+            awaiting(Some("abc"), None),
+            TargetFacts::Missing,
+            None,
+            false,
+            target_not_found(),
+        ),
+    ];
+    for (case, approval, facts, window, waits, want) in cases {
+        let mut t = gated("t", 1, approval);
+        t.waits_for_window = waits;
+        let mut input = with_facts(facts, vec![t]);
+        input.window = window;
+        assert_eq!(decide(&input, at(10)).decisions[0].decision, want, "{case}");
+    }
+    // Behind an awaiting task: queued behind it, which does not start.
+    let input = ready(vec![gated("first", 1, awaiting(Some("abc"), None)), task("second", 2, Compact)]);
+    let decided = decisions(&input);
+    assert_eq!(decided[1], ("second".to_owned(), queued_behind("first", false, 1)));
+    // What it says tells the person what to do, and that an approved plan has changed.
+    let message = WaitReason::Approval { plan: Some("new".into()), approved: Some("old".into()) }.to_string();
+    assert!(message.contains("plan new") && message.contains("task approve"), "{message}");
+    assert!(message.contains("(old) has changed"), "{message}");
+    assert_eq!(WaitReason::Approval { plan: None, approved: None }.code(), "AwaitingApproval");
+}
+
+/// The gate as read from a task object: spec, status.plan and the approval annotation.
+#[test]
+fn approval_is_read_from_the_spec_the_plan_and_the_annotation() {
+    let spec = |require: bool| json!({"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment", "requireApproval": require});
+    let with_plan = json!({"plan": {"id": "0123456789ab", "summary": "s"}});
+    let annotated = |mut t: MaintenanceTask, value: &str| {
+        t.metadata.annotations =
+            Some([(groundskeeper_protocol::keys::APPROVED_PLAN.to_owned(), value.to_owned())].into());
+        t
+    };
+    assert_eq!(Approval::of(&object("etcd", "t", spec(false), json!(null))), Approval::NotRequired);
+    assert_eq!(
+        Approval::of(&object("etcd", "t", spec(true), json!(null))),
+        Approval::Awaiting { plan: None, approved: None }
+    );
+    assert_eq!(
+        Approval::of(&annotated(object("etcd", "t", spec(true), with_plan.clone()), " 0123456789ab ")),
+        Approval::Approved
+    );
+    assert_eq!(
+        Approval::of(&annotated(object("etcd", "t", spec(true), with_plan), "ffffffffffff")),
+        Approval::Awaiting { plan: Some("0123456789ab".into()), approved: Some("ffffffffffff".into()) }
+    );
 }

@@ -1,0 +1,496 @@
+//! A task's plan before it runs: which nodes or members, in which order, what each does, what is
+//! skipped and why, and how long each is expected to take. The same pure functions serve the
+//! controller (the plan in a task's status, the approval gate, the window fit of a cleanup) and
+//! the kubectl plugin's dry run (`task plan`), so what a person reviews is what runs.
+//!
+//! Expected durations come from the node's or member's own earlier runs, per byte
+//! ([`estimate`]): the median seconds per byte of its last runs times its size now. Without
+//! history the defaults below apply, and the plan says so.
+
+use k8s_openapi::api::core::v1::Service;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::EtcdCluster;
+use crate::maintenance_window::WindowState;
+use crate::scylla::facts::{ClusterFacts, MemberFacts, sorted_members};
+use crate::validate::{Cleanup, Compact, Snapshot, Work};
+use groundskeeper_protocol::keys;
+use groundskeeper_stores::etcd::plan::{
+    CompactTarget, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions, plan_defrag,
+};
+
+/// A Scylla node cleanup without history is expected to take this long (30 minutes): cleanup
+/// rewrites every SSTable of the keyspaces it cleans, and a node's load is not known before its
+/// first cleanup reports it.
+pub const DEFAULT_CLEANUP_SECONDS: i64 = 1800;
+/// An etcd member without defragmentation history is expected to defragment at this rate
+/// (50 MiB/s, a quarter of the ~200 MB/s measured in `docs/benchmarks.md` and reported by users:
+/// 3.8 GB in 17–21 s), its db size coming from the cluster's status.
+pub const DEFAULT_DEFRAG_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
+/// A snapshot streams the db at about this rate (same reasoning, no history kept).
+pub const DEFAULT_SNAPSHOT_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
+/// Runs kept per node or member for the estimate.
+pub const MAX_SAMPLES: usize = 5;
+
+/// The plan of a task, as written to `status.plan` and shown by `task plan`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPlan {
+    /// Names this plan's steps (not its estimates): approving a task means setting its
+    /// `groundskeeper.dev/approved-plan` annotation to this id. Twelve hex digits.
+    pub id: String,
+    /// The plan in one line.
+    pub summary: String,
+    /// In the order they run (nodes of different racks may run at the same time, within the
+    /// task's bounds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<PlanStep>,
+    /// The steps' expected seconds added up (an upper bound when nodes run side by side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_seconds: Option<i64>,
+}
+
+/// One step of a plan: one node, one member, or the whole cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    /// Member Service (Scylla), member (etcd), or `cluster` for cluster-wide work.
+    pub name: String,
+    /// `Cleanup`, `Compact`, `Defragment`, `MoveLeaderThenDefragment`, `Snapshot` or `Skip`.
+    pub action: String,
+    /// Cleanup: the keyspaces; empty: every keyspace that can hold stale data, as the node lists
+    /// them when its turn comes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyspaces: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_seconds: Option<i64>,
+    /// Where the expectation comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<String>,
+    /// Why it is skipped, or what it does in detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One earlier run on a node or member: its size then (bytes) and how long it took.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkSample {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    pub seconds: f64,
+}
+
+/// An expected duration and where it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    pub seconds: i64,
+    pub from: String,
+}
+
+/// The expected duration of a run on something of `bytes_now` bytes (when known), from its own
+/// earlier runs: the median seconds per byte times `bytes_now`; without sizes, the median
+/// duration; without history, `default_rate` (bytes per second) when the size is known, else
+/// `default_seconds`. At least one second.
+pub fn estimate(
+    samples: &[WorkSample],
+    bytes_now: Option<i64>,
+    default_rate: Option<f64>,
+    default_seconds: i64,
+) -> Estimate {
+    let runs = |n: usize| if n == 1 { "1 earlier run".to_owned() } else { format!("{n} earlier runs") };
+    let per_byte: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.bytes.filter(|b| *b > 0).map(|b| s.seconds / b as f64))
+        .filter(|r| r.is_finite())
+        .collect();
+    if let (Some(bytes), Some(per_byte_median)) = (bytes_now, median(per_byte.clone())) {
+        let seconds = (per_byte_median * bytes as f64).ceil() as i64;
+        let rate = if per_byte_median > 0.0 { 1.0 / per_byte_median } else { f64::INFINITY };
+        return Estimate {
+            seconds: seconds.max(1),
+            from: format!(
+                "{} at {}/s, the median rate of {}",
+                human_bytes(bytes),
+                human_rate(rate),
+                runs(per_byte.len())
+            ),
+        };
+    }
+    let durations: Vec<f64> = samples.iter().map(|s| s.seconds).filter(|s| s.is_finite()).collect();
+    if let Some(median) = median(durations.clone()) {
+        return Estimate {
+            seconds: (median.ceil() as i64).max(1),
+            from: format!("the median duration of {} (sizes unknown)", runs(durations.len())),
+        };
+    }
+    match (bytes_now, default_rate) {
+        (Some(bytes), Some(rate)) if rate > 0.0 => Estimate {
+            seconds: ((bytes as f64 / rate).ceil() as i64).max(1),
+            from: format!("{} at the default {}/s (no history)", human_bytes(bytes), human_rate(rate)),
+        },
+        _ => Estimate {
+            seconds: default_seconds.max(1),
+            from: format!("the default {} (no history)", human_seconds(default_seconds)),
+        },
+    }
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    Some(if values.len() % 2 == 1 { values[middle] } else { (values[middle - 1] + values[middle]) / 2.0 })
+}
+
+/// A node's cleanup history as its member Service's [`keys::CLEANUP_HISTORY`] annotation holds
+/// it; entries that cannot be read are left out.
+pub fn cleanup_history(annotations: &std::collections::BTreeMap<String, String>) -> Vec<WorkSample> {
+    let Some(text) = annotations.get(keys::CLEANUP_HISTORY) else {
+        return Vec::new();
+    };
+    text.split(',')
+        .filter_map(|entry| {
+            let (bytes, seconds) = entry.trim().split_once(':')?;
+            let seconds: f64 = seconds.parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0)?;
+            let bytes = match bytes {
+                "?" => None,
+                b => Some(b.parse::<i64>().ok().filter(|b| *b >= 0)?),
+            };
+            Some(WorkSample { bytes, seconds })
+        })
+        .collect()
+}
+
+/// `history` with `sample` added last and only the newest [`MAX_SAMPLES`] kept, as the
+/// annotation's value.
+pub fn cleanup_history_with(history: &[WorkSample], sample: WorkSample) -> String {
+    let mut all = history.to_vec();
+    all.push(sample);
+    let skip = all.len().saturating_sub(MAX_SAMPLES);
+    all[skip..]
+        .iter()
+        .map(|s| {
+            let bytes = s.bytes.map_or("?".to_owned(), |b| b.to_string());
+            format!("{bytes}:{:.1}", s.seconds)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether a run expected to take `expected` seconds may start at `now` given the windows:
+/// `Ok` when it ends before the window closes; an open window too short for it as a whole lets
+/// it start only as the first thing in that window (`nothing_since_opening`: no work of the
+/// task started since the window opened and none runs), so that it is never left out for ever.
+/// `Err` says why it waits for the next window.
+pub fn fits_window(
+    state: &WindowState,
+    now: jiff::Timestamp,
+    expected: i64,
+    nothing_since_opening: impl Fn(jiff::Timestamp) -> bool,
+    opens_local: impl Fn(jiff::Timestamp) -> String,
+) -> Result<(), String> {
+    match state {
+        WindowState::Closed { opens } => {
+            Err(format!("left for the next maintenance window, which opens {}", opens_local(*opens)))
+        }
+        WindowState::Open { opened, closes } => {
+            let left = closes.duration_since(now).as_secs();
+            if expected <= left {
+                return Ok(());
+            }
+            let length = closes.duration_since(*opened).as_secs();
+            if expected > length && nothing_since_opening(*opened) {
+                return Ok(());
+            }
+            Err(format!(
+                "left for the next maintenance window: expected {}, but this one closes in {}",
+                human_seconds(expected),
+                human_seconds(left)
+            ))
+        }
+    }
+}
+
+/// The plan's id: a hash of what its steps do (names, actions, keyspaces, skips), not of their
+/// estimates, so that a plan approved stays approved while only its estimates move.
+pub fn plan_id(steps: &[PlanStep]) -> String {
+    let mut hash = Sha256::new();
+    for step in steps {
+        hash.update(step.name.as_bytes());
+        hash.update([0]);
+        hash.update(step.action.as_bytes());
+        hash.update([0]);
+        for keyspace in &step.keyspaces {
+            hash.update(keyspace.as_bytes());
+            hash.update([1]);
+        }
+        hash.update([2]);
+    }
+    hash.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A plan of `steps` with its id, its summary and its total.
+pub fn plan_of(summary: String, steps: Vec<PlanStep>) -> TaskPlan {
+    let expected: Vec<i64> = steps.iter().filter_map(|s| s.expected_seconds).collect();
+    TaskPlan {
+        id: plan_id(&steps),
+        summary,
+        expected_seconds: (!expected.is_empty()).then(|| expected.iter().sum()),
+        steps,
+    }
+}
+
+/// The plan of a Cleanup: the nodes it names (else every member) in cleaning order (datacenter,
+/// rack, ordinal), each with its keyspaces and its expected duration from its own history.
+/// `Err` names a node that is not a member (the task fails with it when it starts).
+pub fn cleanup_plan(
+    cleanup: &Cleanup,
+    cluster: &ClusterFacts,
+    members: &[MemberFacts],
+) -> Result<TaskPlan, String> {
+    let bounds = crate::scylla::limits::limits(cleanup, cluster).describe();
+    let unknown: Vec<&str> = cleanup
+        .nodes
+        .iter()
+        .filter(|n| !members.iter().any(|m| &m.service == *n))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "spec.config.cleanup.nodes: {} not a member Service of ScyllaCluster {}/{}",
+            unknown.join(", "),
+            cluster.namespace,
+            cluster.name
+        ));
+    }
+    let steps: Vec<PlanStep> = sorted_members(members)
+        .into_iter()
+        .filter(|m| cleanup.nodes.is_empty() || cleanup.nodes.contains(&m.service))
+        .map(|member| cleanup_step(cleanup, member))
+        .collect();
+    let summary = match steps.len() {
+        0 => "no node to clean".to_owned(),
+        n => format!("clean {n} node(s) of ScyllaCluster {}/{}, {bounds}", cluster.namespace, cluster.name),
+    };
+    Ok(plan_of(summary, steps))
+}
+
+fn cleanup_step(cleanup: &Cleanup, member: &MemberFacts) -> PlanStep {
+    let work = cleanup.work_of(&member.service);
+    let estimate = node_cleanup_estimate(&member.annotations);
+    let rack = match (&member.datacenter, &member.rack) {
+        (Some(dc), Some(rack)) => format!("datacenter {dc}, rack {rack}"),
+        _ => "rack unknown: it does not start until its labels are there".to_owned(),
+    };
+    let keyspaces = if work.keyspaces.is_empty() {
+        "every keyspace that can hold stale data".to_owned()
+    } else {
+        format!("keyspaces {}", work.keyspaces.join(", "))
+    };
+    PlanStep {
+        name: member.service.clone(),
+        action: "Cleanup".to_owned(),
+        keyspaces: work.keyspaces,
+        expected_seconds: Some(estimate.seconds),
+        estimate: Some(estimate.from),
+        note: Some(format!("{rack}; {keyspaces}")),
+    }
+}
+
+/// A node's expected cleanup, from the history on its member Service (its size: its load at its
+/// last cleanup that reported one).
+pub fn node_cleanup_estimate(annotations: &std::collections::BTreeMap<String, String>) -> Estimate {
+    let history = cleanup_history(annotations);
+    let bytes_now = history.iter().rev().find_map(|s| s.bytes);
+    estimate(&history, bytes_now, None, DEFAULT_CLEANUP_SECONDS)
+}
+
+/// The member facts of Scylla member Services (for the plugin, which reads the Services).
+pub fn members_of(services: &[Service]) -> Vec<MemberFacts> {
+    crate::scylla::facts::current_members(services)
+}
+
+/// The plan of an etcd task on `cluster` as its status last observed it. `Err` when nothing can
+/// be planned from what is known (no member observed yet).
+pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<TaskPlan, String> {
+    let status = cluster.status.clone().unwrap_or_default();
+    if status.members.is_empty() {
+        return Err(format!(
+            "EtcdCluster {target} has no member in its status yet: the plan is made once the \
+             controller has observed it"
+        ));
+    }
+    let policy = &cluster.spec.policy;
+    let options = PlanOptions {
+        move_leader: policy.move_leader,
+        allow_single_member: policy.allow_single_member,
+        ..PlanOptions::default()
+    };
+    let mut steps = Vec::new();
+    let summary = match work {
+        Work::Compact(compact) => {
+            steps.push(compact_step(compact));
+            format!("compact EtcdCluster {target} once, through any member")
+        }
+        Work::Defragment(defrag) => defrag_steps(defrag, &options, cluster, target, &mut steps),
+        Work::Maintenance { compact, defragment } => {
+            steps.push(compact_step(compact));
+            let defrag = defrag_steps(defragment, &options, cluster, target, &mut steps);
+            format!("compact, then {defrag}")
+        }
+        Work::Snapshot(snapshot) => {
+            steps.push(snapshot_step(snapshot, cluster));
+            format!("snapshot EtcdCluster {target} to claim {}", snapshot.persistent_volume_claim)
+        }
+        Work::Cleanup(_) => return Err("a Cleanup task cleans a ScyllaCluster".to_owned()),
+    };
+    Ok(plan_of(summary, steps))
+}
+
+fn compact_step(compact: &Compact) -> PlanStep {
+    let to = match compact.target {
+        CompactTarget::RetainRevisions(keep) => {
+            format!("to the current revision − {keep} (keep the last {keep})")
+        }
+        CompactTarget::Revision(revision) => format!("to revision {revision}"),
+    };
+    let physical = if compact.physical { ", waiting until the backend has freed the pages" } else { "" };
+    PlanStep {
+        name: "cluster".to_owned(),
+        action: "Compact".to_owned(),
+        note: Some(format!("{to}{physical}; a compaction takes seconds and blocks no member")),
+        ..PlanStep::default()
+    }
+}
+
+fn snapshot_step(snapshot: &Snapshot, cluster: &EtcdCluster) -> PlanStep {
+    let members = cluster.status.as_ref().map(|s| s.members.as_slice()).unwrap_or_default();
+    let source = members
+        .iter()
+        .filter(|m| m.healthy && !m.leader && !m.learner)
+        .min_by(|a, b| a.name.cmp(&b.name))
+        .or_else(|| members.iter().find(|m| m.leader));
+    let bytes = source.and_then(|m| m.db_size);
+    let estimate = estimate(&[], bytes, Some(DEFAULT_SNAPSHOT_BYTES_PER_SECOND), 60);
+    PlanStep {
+        name: source.map_or("a healthy follower".to_owned(), |m| m.name.clone()),
+        action: "Snapshot".to_owned(),
+        expected_seconds: Some(estimate.seconds),
+        estimate: Some(estimate.from),
+        note: Some(format!(
+            "stream the db from a healthy follower to file {} on claim {}, keep the newest {}",
+            snapshot.file_name, snapshot.persistent_volume_claim, snapshot.retain
+        )),
+        ..PlanStep::default()
+    }
+}
+
+/// The defragmentation's steps (the runner's own rule, [`plan_defrag`], on the observed sizes),
+/// and its summary.
+fn defrag_steps(
+    defrag: &DefragPolicy,
+    options: &PlanOptions,
+    cluster: &EtcdCluster,
+    target: &str,
+    steps: &mut Vec<PlanStep>,
+) -> String {
+    let members = cluster.status.as_ref().map(|s| s.members.clone()).unwrap_or_default();
+    let leader =
+        members.iter().find(|m| m.leader).and_then(|m| u64::from_str_radix(&m.id, 16).ok()).unwrap_or(0);
+    let observed: Vec<MemberObservation> = members
+        .iter()
+        .map(|m| MemberObservation {
+            id: u64::from_str_radix(&m.id, 16).unwrap_or(0),
+            name: m.name.clone(),
+            is_learner: m.learner,
+            status: if m.healthy {
+                Ok(MemberStatus {
+                    db_size: m.db_size.unwrap_or(0),
+                    db_size_in_use: m.db_size_in_use.unwrap_or(0),
+                    leader,
+                    ..MemberStatus::default()
+                })
+            } else {
+                Err(m.message.clone().unwrap_or_else(|| "not healthy".to_owned()))
+            },
+        })
+        .collect();
+    let plan = match plan_defrag(defrag, options, &observed) {
+        Ok(plan) => plan,
+        Err(refusal) => {
+            return format!("defragment nothing of EtcdCluster {target} as things stand: {refusal}");
+        }
+    };
+    let mut count = 0;
+    for member in &plan.members {
+        let history = members.iter().find(|m| m.name == member.name).map(|m| m.defrag_history.clone());
+        let action = match member.action {
+            MemberAction::Defrag => "Defragment",
+            MemberAction::MoveLeaderThenDefrag => "MoveLeaderThenDefragment",
+            MemberAction::Skip => "Skip",
+        };
+        let estimate = member.will_defrag().then(|| {
+            estimate(
+                &history.unwrap_or_default(),
+                Some(member.db_size),
+                Some(DEFAULT_DEFRAG_BYTES_PER_SECOND),
+                60,
+            )
+        });
+        count += usize::from(member.will_defrag());
+        let role = if member.was_leader { "leader; " } else { "" };
+        steps.push(PlanStep {
+            name: member.name.clone(),
+            action: action.to_owned(),
+            expected_seconds: estimate.as_ref().map(|e| e.seconds),
+            estimate: estimate.map(|e| e.from),
+            note: Some(format!("{role}{}", member.reason)),
+            ..PlanStep::default()
+        });
+    }
+    format!(
+        "defragment {count} of {} member(s) of EtcdCluster {target}, followers first, one at a time \
+         (from the sizes last observed; the Job checks them again)",
+        plan.members.len()
+    )
+}
+
+/// `1.50 GiB`, `12.0 MiB`, `512 B`.
+pub fn human_bytes(bytes: i64) -> String {
+    let b = bytes as f64;
+    const KIB: f64 = 1024.0;
+    if b >= KIB * KIB * KIB {
+        format!("{:.2} GiB", b / (KIB * KIB * KIB))
+    } else if b >= KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn human_rate(bytes_per_second: f64) -> String {
+    if !bytes_per_second.is_finite() {
+        return "∞ B".to_owned();
+    }
+    human_bytes(bytes_per_second.round() as i64)
+}
+
+/// `2h 05m`, `42m 10s`, `9s`.
+pub fn human_seconds(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m {s:02}s"),
+        (h, m, _) => format!("{h}h {m:02}m"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
