@@ -86,7 +86,8 @@ pub const MAINTENANCE_WINDOWS: &str = "groundskeeper.dev/maintenance-windows";
 pub const MAINTENANCE_TIME_ZONE: &str = "groundskeeper.dev/maintenance-time-zone";
 
 /// Annotation on a ScyllaCluster: `"true"` makes its automatic cleanups wait for a person's
-/// approval of their plan (`spec.requireApproval` of the tasks the trigger creates).
+/// approval of their plan (`spec.requireApproval` of the tasks the trigger creates); any value
+/// but `"false"` does, so that a typo holds the work for review rather than running it.
 pub const REQUIRE_APPROVAL: &str = "groundskeeper.dev/require-approval";
 /// Annotation on a MaintenanceTask that asks for approval: the id of the plan (`status.plan.id`)
 /// a person approved. A task starts only when it equals the plan it would run now.

@@ -331,7 +331,8 @@ fn an_etcd_plan_says_when_nothing_can_be_done_as_things_stand() {
     let plan = etcd_plan(&etcd_work("Defragment", json!({})), &cluster, "etcd/main").unwrap();
     assert!(plan.steps.is_empty());
     assert!(
-        plan.summary.contains("as things stand: member etcd-1 (b) is not healthy: unreachable: connection refused"),
+        plan.summary
+            .contains("as things stand: member etcd-1 (b) is not healthy: unreachable: connection refused"),
         "{}",
         plan.summary
     );

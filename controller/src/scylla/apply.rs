@@ -140,12 +140,14 @@ pub(crate) fn cleanup_task(
             // Automatic: it waits for the target's maintenance windows whatever this says.
             wait_for_window: false,
             // The cluster asks that its automatic work be approved first.
+            // Anything but absent or "false" asks for approval: a value that cannot be read holds
+            // the work for a person rather than running it unreviewed.
             require_approval: cluster
                 .metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(keys::REQUIRE_APPROVAL))
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+                .is_some_and(|v| !v.trim().eq_ignore_ascii_case("false")),
         },
         status: None,
     })
@@ -218,5 +220,36 @@ pub async fn scylla_condition_target(
             Ok(ConditionTarget::of::<ScyllaCluster>(namespace, name))
         }
         Err(err) => Err(Error::kube(format!("get {}", datacenter.describe()))(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(annotations: &[(&str, &str)]) -> ScyllaCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scylla.scylladb.com/v1", "kind": "ScyllaCluster",
+            "metadata": {"name": "basic", "namespace": "db", "uid": "u",
+                         "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
+            "spec": {}
+        }))
+        .unwrap()
+    }
+
+    /// The automatic cleanup awaits approval where the cluster's annotation is there and not
+    /// "false" (a value that cannot be read errs on the side of a person's review).
+    #[test]
+    fn an_automatic_cleanup_asks_for_approval_where_its_cluster_says_so() {
+        let nodes = ["basic-dc-a-0".to_owned()];
+        let asks = |annotations: &[(&str, &str)]| {
+            cleanup_task(&cluster(annotations), "t", &nodes, &[], "hash").unwrap().spec.require_approval
+        };
+        assert!(!asks(&[]));
+        assert!(asks(&[(keys::REQUIRE_APPROVAL, "true")]));
+        assert!(asks(&[(keys::REQUIRE_APPROVAL, " True ")]));
+        assert!(!asks(&[(keys::REQUIRE_APPROVAL, "false")]));
+        assert!(asks(&[(keys::REQUIRE_APPROVAL, "yes")]));
+        assert!(!asks(&[(keys::REQUIRE_APPROVAL, "FALSE")]));
     }
 }

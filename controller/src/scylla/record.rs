@@ -135,6 +135,24 @@ pub async fn node_cleaned(
     Ok(())
 }
 
+/// Adds a node's cleanup (its size, its duration) to the history on its member Service, from
+/// which its next cleanup's duration is expected.
+pub async fn cleanup_sample(
+    ctx: &Context,
+    namespace: &str,
+    member: &groundskeeper_api::scylla::facts::MemberFacts,
+    sample: groundskeeper_api::plan::WorkSample,
+) -> Result<()> {
+    use groundskeeper_api::plan::{cleanup_history, cleanup_history_with};
+    let value = cleanup_history_with(&cleanup_history(&member.annotations), sample);
+    let patch = serde_json::json!({"metadata": {"annotations": {keys::CLEANUP_HISTORY: value}}});
+    let api: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+    api.patch(&member.service, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::kube(
+        format!("patch annotation {} of Service {namespace}/{}", keys::CLEANUP_HISTORY, member.service),
+    ))?;
+    Ok(())
+}
+
 /// Tells in a Warning Event on the cluster that the cleanup of a node failed.
 pub async fn node_failed(ctx: &Context, cluster: &ScyllaCluster, service: &str, job: &str, message: &str) {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();

@@ -371,6 +371,9 @@ async fn advance(
             member.and_then(|m| m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH).cloned())
         });
         record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
+        if let (Some(member), Some(sample)) = (member, cleanup_sample(&jobs, job)) {
+            record::cleanup_sample(ctx, &facts.namespace, member, sample).await?;
+        }
         // Exit 0 says every keyspace the Job was given is clean: the ring is recorded above. What
         // it cleaned keyspace by keyspace is in its result only; unread, the ownership record
         // stays as it was (at worst a keyspace is cleaned again later, never missed).
@@ -519,6 +522,24 @@ async fn record_ownership_after_cleanup(
 /// Each node's Job (by the step label: the node's index) as the pure step reads it.
 fn node_jobs(jobs: &[JobObservation]) -> BTreeMap<usize, (String, NodeJob)> {
     jobs.iter().filter_map(|job| Some((step_of(job)?, (job.name.clone(), node_job(job))))).collect()
+}
+
+/// How long the cleanup of succeeded Job `name` took and how much data its node held, from its
+/// result; `None` when the result cannot be read or the node had nothing to clean.
+fn cleanup_sample(jobs: &[JobObservation], name: &str) -> Option<groundskeeper_api::plan::WorkSample> {
+    let JobState::Succeeded(finished) = &jobs.iter().find(|j| j.name == name)?.state else {
+        return None;
+    };
+    let result = finished.result.as_ref().ok()?;
+    let groundskeeper_protocol::Report::Cleanup(report) = &result.report else {
+        return None;
+    };
+    (result.outcome == groundskeeper_protocol::Outcome::Succeeded).then(|| {
+        groundskeeper_api::plan::WorkSample {
+            bytes: report.load_bytes,
+            seconds: result.duration_ms as f64 / 1000.0,
+        }
+    })
 }
 
 /// Why the result of succeeded Job `name` cannot be read, if it cannot.

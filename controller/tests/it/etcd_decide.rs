@@ -139,6 +139,11 @@ fn submitted_steps(decision: &Decision, spec: &EtcdClusterSpec) -> Vec<Operation
     assert_eq!(labels[keys::ORIGIN_LABEL], keys::ORIGIN_AUTOMATIC);
     let owner = &task.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("EtcdCluster", "cluster-uid"));
+    // A cluster that wants its automatic work reviewed gets tasks that await approval.
+    assert_eq!(task.spec.require_approval, spec.policy.require_approval);
+    let mut reviewed = cluster.clone();
+    reviewed.spec.policy.require_approval = true;
+    assert!(automatic_task(&reviewed, planned).unwrap().spec.require_approval);
     let work = validate::validate(&task)
         .unwrap_or_else(|errors| panic!("{planned:?}: {}", validate::describe_errors(&errors)))
         .work;

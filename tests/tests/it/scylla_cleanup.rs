@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use groundskeeper_controller::runtime::clock::Clock;
 use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants, controller_grants_namespaced};
@@ -198,17 +199,18 @@ impl Scenario {
         secret_token: &str,
         agent: impl Fn(AgentSpec) -> AgentSpec,
     ) -> Scenario {
-        Self::start_beside(mode, with_datacenter, secret_token, agent, operator()).await
+        Self::start_beside(mode, with_datacenter, secret_token, agent, operator(), None).await
     }
 
     /// [`Scenario::start_in`] for the scylla-operator `operator`: with its own cleanup controller
-    /// running beside groundskeeper's when it has one.
+    /// running beside groundskeeper's when it has one; the controllers on `clock` when given.
     async fn start_beside(
         mode: Mode,
         with_datacenter: bool,
         secret_token: &str,
         agent: impl Fn(AgentSpec) -> AgentSpec,
         operator: ScyllaOperator,
+        clock: Option<Clock>,
     ) -> Scenario {
         let (grants, namespaces) = match mode {
             Mode::ClusterWide => (controller_grants(), Vec::new()),
@@ -261,7 +263,11 @@ impl Scenario {
             agent_endpoints: addresses,
             ..ControllerConfig::default()
         };
-        let controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
+        let parts = &[Part::ScyllaCleanup, Part::Tasks];
+        let controllers = match clock {
+            Some(clock) => Controllers::start_with_clock(&server, config, clock, parts),
+            None => Controllers::start(&server, config, parts),
+        };
         Scenario { server, agents, jobs, controllers, with_datacenter, operator, operator_cleanup }
     }
 
@@ -910,6 +916,7 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
         // Each keyspace's cleanup takes a few status polls: Jobs last long enough to be seen.
         |spec| AgentSpec { polls_until_done: 8, ..spec },
         operator,
+        None,
     )
     .await;
     let watch = JobWatch::start(&scenario.server);
@@ -1037,4 +1044,130 @@ async fn beside_scylla_operator_seeding_never_cleaned_up_3_to_6_to_3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beside_scylla_operator_seeding_the_current_hash_3_to_6_to_3() {
     beside_scylla_operators_cleanup(Seeding::CurrentHash).await;
+}
+
+/// Maintenance windows and expected durations: a cleanup that waits for windows starts a node only
+/// when its expected cleanup (from the node's own history) ends before the window closes. A node
+/// longer than the whole window starts first thing in the next one; the task says how many nodes
+/// it left; each cleaned node's duration and size join its history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_whose_cleanup_would_overrun_the_window_wait_for_the_next_one() {
+    // Tuesday 01:00 UTC: the window (Mon-Fri 01:00-03:00 UTC, two hours) has just opened.
+    let clock = Clock::manual("2099-11-24T01:00:00Z".parse().unwrap());
+    let scenario =
+        Scenario::start_beside(Mode::ClusterWide, true, AGENT_TOKEN, |s| s, operator(), Some(clock.clone()))
+            .await;
+    let windows = json!({"metadata": {"annotations": {keys::MAINTENANCE_WINDOWS: "Mon-Fri 01:00-03:00"}}});
+    scenario
+        .server
+        .patch(&scylla_clusters(), Some(NAMESPACE), CLUSTER, PatchFormat::Merge, &windows, false)
+        .unwrap();
+    // Earlier cleanups: a-0 took 30 min for 1 GiB, b-0 10 min, a-1 2h30 (longer than the window).
+    let (a0, a1, b0) = (member_name("a", 0), member_name("a", 1), member_name("b", 0));
+    for (node, history) in [(&a0, "1073741824:1800"), (&a1, "1073741824:9000"), (&b0, "1073741824:600")] {
+        let patch = json!({"metadata": {"annotations": {keys::CLEANUP_HISTORY: history}}});
+        scenario.server.patch(&services(), Some(NAMESPACE), node, PatchFormat::Merge, &patch, false).unwrap();
+    }
+    let mut task = manual_cleanup("in-windows", json!({"nodes": [a0, a1, b0]}));
+    task["spec"]["waitForWindow"] = json!(true);
+    scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
+
+    let node = |s: &Scenario, name: &str| {
+        s.task("in-windows")["status"]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    scenario
+        .wait_for("the nodes that fit cleaned, the long one left for the next window", |s| {
+            node(s, &a0)["state"] == "Succeeded"
+                && node(s, &b0)["state"] == "Succeeded"
+                && s.task("in-windows")["status"]["leftForNextWindow"] == 1
+        })
+        .await;
+    let status = scenario.task("in-windows")["status"].clone();
+    assert_eq!(status["state"], "InProgress", "the task waits for the next window, not done: {status:#}");
+    let why = node(&scenario, &a1)["message"].as_str().unwrap_or_default().to_owned();
+    assert!(why.contains("expected 2h 30m, but this one closes in 2h 00m"), "{why}");
+    assert!(why.contains("median rate of 1 earlier run"), "{why}");
+    let line = status["lastOperation"]["description"].as_str().unwrap_or_default();
+    assert!(line.contains("1 of the 1 pending left for the next maintenance window"), "{line}");
+    // The plan written at the start lists the three nodes with their expectations.
+    let planned: Vec<i64> = status["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["expectedSeconds"].as_i64().unwrap())
+        .collect();
+    assert_eq!(planned, [1800, 9000, 600]);
+    // Each cleaned node's run joined its history: its size as the node reported it.
+    let history = scenario.annotation(&a0, keys::CLEANUP_HISTORY).unwrap();
+    assert!(history.starts_with("1073741824:1800.0,1073741824:"), "{history}");
+    assert!(scenario.annotation(&a1, keys::CLEANUP_HISTORY).unwrap() == "1073741824:9000", "a-1 untouched");
+
+    // After the window: closed, it names when the next opens.
+    clock.set("2099-11-24T03:30:00Z".parse().unwrap());
+    scenario
+        .wait_for("the node waits for Wednesday's window", |s| {
+            node(s, &a1)["message"].as_str().is_some_and(|m| m.contains("opens Wed 2099-11-25 01:00 UTC"))
+        })
+        .await;
+    let log = scenario.jobs.log_synced().await;
+    assert_eq!(log.created.len(), 2, "no Job for the node left over: {:?}", log.created);
+
+    // Wednesday's window opens: the long node starts first thing in it, and the task ends.
+    clock.set("2099-11-25T01:00:05Z".parse().unwrap());
+    scenario.wait_for("the task Completed", |s| s.task("in-windows")["status"]["state"] == "Completed").await;
+    assert_eq!(node(&scenario, &a1)["state"], "Succeeded");
+    assert!(scenario.task("in-windows")["status"]["leftForNextWindow"].is_null());
+}
+
+/// An approval gate on a ScyllaCluster's cleanup: the task waits `AwaitingApproval` with its plan
+/// in status; approving another plan id leaves it waiting; approving its plan starts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_awaiting_approval_starts_once_its_plan_is_approved() {
+    let scenario = Scenario::start(true, AGENT_TOKEN).await;
+    let mut task = manual_cleanup("reviewed", json!({"nodes": [member_name("a", 0), member_name("b", 0)]}));
+    task["spec"]["requireApproval"] = json!(true);
+    scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
+    let queued = |s: &Scenario| {
+        s.task("reviewed")["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Queued")
+            .cloned()
+            .unwrap_or_default()
+    };
+    scenario.wait_for("awaiting approval", |s| queued(s)["reason"] == "AwaitingApproval").await;
+    let plan = scenario.task("reviewed")["status"]["plan"].clone();
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let steps: Vec<&str> =
+        plan["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(steps, [member_name("a", 0), member_name("b", 0)]);
+    assert!(queued(&scenario)["message"].as_str().unwrap().contains(&format!("plan {id}")));
+    let approve = |value: &str| {
+        let patch = json!({"metadata": {"annotations": {keys::APPROVED_PLAN: value}}});
+        scenario
+            .server
+            .patch(&maintenance_tasks(), Some(NAMESPACE), "reviewed", PatchFormat::Merge, &patch, false)
+            .unwrap();
+    };
+    approve("000000000000");
+    scenario
+        .wait_for("the wrong plan named as changed", |s| {
+            queued(s)["message"].as_str().is_some_and(|m| m.contains("(000000000000) has changed"))
+        })
+        .await;
+    assert!(scenario.job_names().is_empty(), "nothing starts on another plan's approval");
+    approve(&id);
+    scenario.wait_for("the task Completed", |s| s.task("reviewed")["status"]["state"] == "Completed").await;
+    assert_eq!(
+        scenario.task("reviewed")["status"]["plan"]["id"],
+        id.as_str(),
+        "the plan it ran is the one approved"
+    );
 }
