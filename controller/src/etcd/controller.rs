@@ -17,6 +17,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use groundskeeper_api::etcd_cluster::EtcdCluster;
+use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind};
 
 use super::apply::apply;
@@ -50,15 +51,22 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
     let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref());
     // Every task on a cluster wakes it, whoever asked for it: a task queued or ended changes
     // what is due (see `check_due`).
-    let controller = Controller::new(clusters, watcher::Config::default()).watches(
-        tasks,
-        watcher::Config::default(),
-        |task: MaintenanceTask| {
+    let controller = Controller::new(clusters, watcher::Config::default())
+        .watches(tasks, watcher::Config::default(), |task: MaintenanceTask| {
             let namespace = task.namespace()?;
             (task.spec.target.kind == TargetKind::EtcdCluster)
                 .then(|| ObjectRef::new(&task.spec.target.name).within(&namespace))
-        },
-    );
+        })
+        // A suspension made, changed or resumed: what the trigger may submit changes at once.
+        .watches(
+            scope::api::<MaintenanceSuspension>(&ctx.client, namespace.as_deref()),
+            watcher::Config::default(),
+            |suspension: MaintenanceSuspension| {
+                let namespace = suspension.namespace()?;
+                (suspension.spec.target.kind == TargetKind::EtcdCluster)
+                    .then(|| ObjectRef::new(&suspension.spec.target.name).within(&namespace))
+            },
+        );
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
 

@@ -19,6 +19,7 @@ use crate::runtime::context::Context;
 use crate::runtime::error::Error;
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
+use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind};
 use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::coexistence;
@@ -55,6 +56,11 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
                 scope::api::<Job>(&client, namespace),
                 watcher::Config::default().labels(&operator_jobs_selector),
                 cluster_of_operator_job,
+            )
+            .watches(
+                scope::api::<MaintenanceSuspension>(&client, namespace),
+                watcher::Config::default(),
+                cluster_of_suspension,
             );
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
@@ -64,6 +70,14 @@ pub(crate) fn cluster_of_member(service: Service) -> Option<ObjectRef<ScyllaClus
     let cluster = service.metadata.labels.as_ref()?.get(keys::SCYLLA_CLUSTER_LABEL)?;
     let namespace = service.metadata.namespace.as_deref()?;
     Some(ObjectRef::new(cluster).within(namespace))
+}
+
+/// The ScyllaCluster a suspension is about: made, changed or resumed, it changes at once what
+/// the trigger may submit.
+pub(crate) fn cluster_of_suspension(suspension: MaintenanceSuspension) -> Option<ObjectRef<ScyllaCluster>> {
+    let namespace = suspension.metadata.namespace.as_deref()?;
+    (suspension.spec.target.kind == TargetKind::ScyllaCluster)
+        .then(|| ObjectRef::new(&suspension.spec.target.name).within(namespace))
 }
 
 /// The ScyllaCluster one of scylla-operator's cleanup Jobs works for (`scylla/cluster` label).

@@ -17,9 +17,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
+use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TaskState};
 use groundskeeper_protocol::keys;
 
@@ -53,6 +55,19 @@ async fn run_in(ctx: Arc<Context>, targets: Targets, namespace: Option<String>) 
     let ours = format!("{}={}", keys::MANAGED_BY_LABEL, keys::MANAGED_BY);
     let controller = Controller::new(tasks, watcher::Config::default())
         .owns(jobs, watcher::Config::default().labels(&ours));
+    // A suspension made, changed or resumed wakes the tasks of its target at once: waiting ones
+    // hold or go on, running ones stop when it says so.
+    let known = controller.store();
+    let suspensions = scope::api::<MaintenanceSuspension>(&ctx.client, namespace.as_deref());
+    let controller = controller.watches(suspensions, watcher::Config::default(), move |suspension| {
+        let namespace = suspension.namespace();
+        known
+            .state()
+            .into_iter()
+            .filter(|task| task.spec.target == suspension.spec.target && task.namespace() == namespace)
+            .map(|task| ObjectRef::from_obj(task.as_ref()))
+            .collect::<Vec<_>>()
+    });
     reconciler::run(controller, ctx, CONTROLLER, move |task, reconciler| {
         reconcile(task, reconciler, targets.clone())
     })

@@ -28,6 +28,11 @@ impl Scenario {
     /// clock on Tuesday 2099-11-24 12:00 UTC (far ahead of the system clock, which stamps the
     /// objects' creation).
     async fn start() -> Scenario {
+        Self::start_requeueing(Duration::from_millis(100)).await
+    }
+
+    /// [`Scenario::start`] with the controllers looking again after `requeue` at the latest.
+    async fn start_requeueing(requeue: Duration) -> Scenario {
         let server = api_server(controller_grants()).await;
         let cluster = json!({
             "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
@@ -37,11 +42,8 @@ impl Scenario {
         });
         server.create(&etcd_clusters(), Some(NAMESPACE), cluster).unwrap();
         let clock = Clock::manual("2099-11-24T12:00:00Z".parse().unwrap());
-        let config = ControllerConfig {
-            requeue_idle: Duration::from_millis(100),
-            requeue_busy: Duration::from_millis(100),
-            ..ControllerConfig::default()
-        };
+        let config =
+            ControllerConfig { requeue_idle: requeue, requeue_busy: requeue, ..ControllerConfig::default() };
         let controllers = Controllers::start_with_clock(&server, config, clock.clone(), &[Part::Tasks]);
         Scenario { server, clock, _controllers: controllers }
     }
@@ -172,4 +174,22 @@ async fn a_suspension_that_stops_running_work_fails_it_and_deletes_its_jobs() {
     assert_eq!(error["code"], "Suspended", "{error:#}");
     assert!(error["description"].as_str().unwrap().contains("suspended by alice"), "{error:#}");
     s.wait_for("its Job is deleted", |s| s.server.list(&jobs(), Some(NAMESPACE)).is_empty()).await;
+}
+
+/// A suspension takes effect at once, not at the next look: the task controller watches them. A
+/// task waiting for a window days away (and a controller that looks again only hourly) shows the
+/// suspension within moments, and again when it is resumed (deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_takes_effect_at_once_and_so_does_its_end() {
+    let s = Scenario::start_requeueing(Duration::from_secs(3600)).await;
+    s.create_task("patient", "manual", true);
+    s.wait_for("the task waits for the window", |s| s.queued("patient")["reason"] == "WaitingForWindow")
+        .await;
+    // Quiet: the reconciliation its own status write caused is over; none is due for an hour.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.suspend("2099-11-25T12:00:00Z", "Wait");
+    s.wait_for("the suspension is seen at once", |s| s.queued("patient")["reason"] == "Suspended").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.server.delete(&suspensions(), Some(NAMESPACE), "freeze").unwrap();
+    s.wait_for("the resume is seen at once", |s| s.queued("patient")["reason"] == "WaitingForWindow").await;
 }
