@@ -554,6 +554,7 @@ async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Res
                 render::schedule::target_timing(
                     spec.map(|s| format!("{} ({})", s.windows.join("; "), s.time_zone)),
                     windows_of(spec, &object, "spec.maintenanceWindows"),
+                    &suspensions_in(access, &namespace).await?,
                     &schedules_in(access, &namespace).await?,
                     &target,
                     Timestamp::now(),
@@ -569,6 +570,15 @@ async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Res
 async fn schedules_in(access: &Access, namespace: &str) -> Result<Vec<MaintenanceSchedule>, Error> {
     match access.list::<MaintenanceSchedule>(Some(namespace), None).await {
         Ok(schedules) => Ok(schedules),
+        Err(Error::CrdMissing { .. } | Error::Forbidden { .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// The suspensions of `namespace` for a status screen, as [`schedules_in`] reads schedules.
+async fn suspensions_in(access: &Access, namespace: &str) -> Result<Vec<MaintenanceSuspension>, Error> {
+    match access.list::<MaintenanceSuspension>(Some(namespace), None).await {
+        Ok(suspensions) => Ok(suspensions),
         Err(Error::CrdMissing { .. } | Error::Forbidden { .. }) => Ok(Vec::new()),
         Err(err) => Err(err),
     }
@@ -599,6 +609,7 @@ async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> 
                 render::schedule::target_timing(
                     text,
                     windows_from_annotations(annotations, &object),
+                    &suspensions_in(access, &namespace).await?,
                     &schedules_in(access, &namespace).await?,
                     &target,
                     Timestamp::now(),

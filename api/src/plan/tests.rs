@@ -1,3 +1,5 @@
+#![allow(clippy::type_complexity)] // tables of cases
+
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;

@@ -5,6 +5,7 @@ use kube::ResourceExt;
 
 use groundskeeper_api::maintenance_schedule::MaintenanceSchedule;
 use groundskeeper_api::maintenance_schedule::validate::validate_schedule;
+use groundskeeper_api::maintenance_suspension::{MaintenanceSuspension, in_force};
 use groundskeeper_api::maintenance_task::TaskTarget;
 use groundskeeper_api::maintenance_window::{WindowState, Windows};
 use groundskeeper_api::validate::describe_errors;
@@ -141,10 +142,12 @@ pub fn describe(schedule: &MaintenanceSchedule, now: Timestamp, next: usize) -> 
 }
 
 /// When a target's work may start and what is scheduled on it: its maintenance windows
-/// (`windows_text` as written, `windows` checked) and the schedules whose tasks name it.
+/// (`windows_text` as written, `windows` checked), its suspensions in force, and the schedules
+/// whose tasks name it.
 pub fn target_timing(
     windows_text: Option<String>,
     windows: Option<Result<Windows, String>>,
+    suspensions: &[MaintenanceSuspension],
     schedules: &[MaintenanceSchedule],
     target: &TaskTarget,
     now: Timestamp,
@@ -171,6 +174,18 @@ When:
   Windows:    {windows_line}
 "
     );
+    let (suspended, unusable) = in_force(suspensions, target, now);
+    if suspended.is_empty() {
+        out.push_str("  Suspended:  no\n");
+    }
+    for suspension in &suspended {
+        let left = suspension.until.map(|until| format!(" ({})", relative(now, until))).unwrap_or_default();
+        let running = if suspension.stop_running { "running tasks stopped" } else { "running tasks finish" };
+        out.push_str(&format!("  Suspended:  {}{left}; {running}\n", suspension.describe()));
+    }
+    for mistake in &unusable {
+        out.push_str(&format!("  Suspension: cannot be used: {mistake}\n"));
+    }
     let ours: Vec<&MaintenanceSchedule> =
         schedules.iter().filter(|s| s.spec.task_template.spec.target == *target).collect();
     if ours.is_empty() {
@@ -260,9 +275,18 @@ mod tests {
         };
         let target: TaskTarget =
             serde_json::from_value(json!({"kind": "EtcdCluster", "name": "main"})).unwrap();
+        let freeze: MaintenanceSuspension = serde_json::from_value(json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceSuspension",
+            "metadata": {"name": "freeze", "namespace": "etcd", "creationTimestamp": "2026-03-28T10:00:00Z",
+                         "annotations": {"groundskeeper.dev/suspended-by": "alice"}},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "reason": "incident 4711",
+                     "until": "2026-03-28T15:00:00Z", "allowTaskTypes": ["Snapshot"]}
+        }))
+        .unwrap();
         let text = target_timing(
             Some(spec.windows.join("; ") + " (Europe/Berlin)"),
             Some(Windows::new(&spec).map_err(|e| format!("{e:?}"))),
+            &[freeze],
             &[schedule(json!({}), json!({}))],
             &target,
             now(),
@@ -279,10 +303,15 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(
+            text.contains("Suspended:  maintenance suspended by alice until 2026-03-28T15:00:00Z (MaintenanceSuspension freeze): incident 4711; Snapshot tasks go on (in 3h); running tasks finish"),
+            "{text}"
+        );
         let other: TaskTarget =
             serde_json::from_value(json!({"kind": "EtcdCluster", "name": "other"})).unwrap();
-        let none = target_timing(None, None, &[schedule(json!({}), json!({}))], &other, now());
+        let none = target_timing(None, None, &[], &[schedule(json!({}), json!({}))], &other, now());
         assert!(none.contains("any time") && none.contains("Schedules:  none"), "{none}");
+        assert!(none.contains("Suspended:  no"), "{none}");
     }
 
     #[test]

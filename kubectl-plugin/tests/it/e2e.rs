@@ -735,3 +735,82 @@ async fn schedules_are_listed_and_described_with_their_next_runs() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("list them with `kubectl groundskeeper schedule list -n etcd`"), "{run:?}");
 }
+
+/// `task plan` shows what a task would do without creating one; `task approve` approves the plan
+/// a task awaits approval for, and refuses a plan id that is not its plan any more (the controller
+/// plays no part here: the plan in the task's status is written as the controller writes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_shown_before_anything_runs_and_approved_by_its_id() {
+    let server = ApiServer::builder()
+        .authorize(PLUGIN_USER_TOKEN, plugin_user(&[NAMESPACE]))
+        .start()
+        .await
+        .expect("the API server starts");
+    let gib: i64 = 1 << 30;
+    let member = |name: &str, id: &str, leader: bool, db: i64| {
+        json!({"name": name, "id": id, "endpoint": format!("http://{name}:2379"), "dbSize": db,
+               "dbSizeInUse": db / 4, "leader": leader, "healthy": true})
+    };
+    server
+        .create(
+            &etcd_clusters(),
+            Some(NAMESPACE),
+            json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+                   "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+                   "spec": {"endpoints": ["http://etcd-0:2379"]}}),
+        )
+        .unwrap();
+    let status = json!({"status": {"members": [
+        member("etcd-0", "a", true, gib), member("etcd-1", "b", false, gib), member("etcd-2", "c", false, 1_000_000)
+    ]}});
+    server.patch(&etcd_clusters(), Some(NAMESPACE), CLUSTER, PatchFormat::Merge, &status, true).unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let user = kubeconfig(&server, dir.path(), "user", Some(PLUGIN_USER_TOKEN));
+
+    let run = plugin(
+        &user,
+        &["task", "plan", "defragment", "--target", CLUSTER, "--config", "minDefragBytes=100000000"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let rows: Vec<&str> = run.stdout.lines().filter(|l| l.contains("etcd-")).collect();
+    assert_eq!(rows.len(), 3, "{run:?}");
+    assert!(rows[0].contains("etcd-1") && rows[0].contains("Defragment"), "followers first: {run:?}");
+    assert!(rows[1].contains("etcd-0") && rows[1].contains("MoveLeaderThenDefragment"), "{run:?}");
+    assert!(rows[2].contains("etcd-2") && rows[2].contains("Skip"), "{run:?}");
+    assert!(run.stdout.contains("a dry run: nothing was created"), "{run:?}");
+    assert!(server.list(&tasks(), Some(NAMESPACE)).is_empty(), "no task created");
+
+    // A task awaiting approval, its plan written as the controller writes it.
+    let run = plugin(
+        &user,
+        &["task", "create", "defragment", "--target", CLUSTER, "--name", "reviewed", "--require-approval"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(task_of(&server, "reviewed").unwrap().spec.require_approval);
+    let run = plugin(&user, &["task", "approve", "reviewed"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("has no plan yet"), "{run:?}");
+    let plan = json!({"status": {"state": "Pending", "plan": {"id": "0123456789ab", "summary": "defragment 2 of 3 member(s)",
+                      "steps": [{"name": "etcd-1", "action": "Defragment"}]}}});
+    server.patch(&tasks(), Some(NAMESPACE), "reviewed", PatchFormat::Merge, &plan, true).unwrap();
+    let run = plugin(&user, &["task", "describe", "reviewed"]).await;
+    assert!(run.stdout.contains("plan id: 0123456789ab"), "{run:?}");
+    assert!(run.stdout.contains("awaits approval: kubectl groundskeeper task approve"), "{run:?}");
+    let run = plugin(&user, &["task", "approve", "reviewed", "--plan", "ffffffffffff"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("plan is now 0123456789ab, not ffffffffffff"), "{run:?}");
+    let run = plugin(&user, &["task", "approve", "reviewed", "--plan", "0123456789ab"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let approved = task_of(&server, "reviewed").unwrap();
+    assert_eq!(
+        approved
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("groundskeeper.dev/approved-plan")
+            .map(String::as_str),
+        Some("0123456789ab")
+    );
+}
