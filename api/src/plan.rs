@@ -25,10 +25,9 @@ use groundskeeper_stores::etcd::plan::{
 /// rewrites every SSTable of the keyspaces it cleans, and a node's load is not known before its
 /// first cleanup reports it.
 pub const DEFAULT_CLEANUP_SECONDS: i64 = 1800;
-/// An etcd member without defragmentation history is expected to defragment at this rate
-/// (50 MiB/s, a quarter of the ~200 MB/s measured in `docs/benchmarks.md` and reported by users:
-/// 3.8 GB in 17–21 s), its db size coming from the cluster's status.
-pub const DEFAULT_DEFRAG_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
+/// An etcd member without defragmentation history is expected to defragment at this rate (the
+/// runner's own default, which it applies to the window too).
+pub use groundskeeper_stores::etcd::plan::DEFAULT_DEFRAG_BYTES_PER_SECOND;
 /// A snapshot streams the db at about this rate (same reasoning, no history kept).
 pub const DEFAULT_SNAPSHOT_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
 /// Runs kept per node or member for the estimate.
@@ -136,6 +135,16 @@ pub fn estimate(
             from: format!("the default {} (no history)", human_seconds(default_seconds)),
         },
     }
+}
+
+/// The median rate (bytes per second) of the runs whose size is known; `None` without any.
+pub fn median_rate(samples: &[WorkSample]) -> Option<f64> {
+    let rates: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| Some(s.bytes.filter(|b| *b > 0)? as f64 / s.seconds))
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    median(rates)
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {

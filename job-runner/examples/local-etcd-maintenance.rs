@@ -70,6 +70,8 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
         no_move_leader: false,
         allow_single_member: false,
         dry_run: false,
+        not_after: None,
+        expected_rates: Vec::new(),
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 120,
         result_file: cluster.dir().join("result.json"),

@@ -81,6 +81,15 @@ impl Command {
                 compact_retain_revisions: args.compact_retain_revisions,
                 no_move_leader: args.no_move_leader,
                 allow_single_member: args.allow_single_member,
+                not_after: args.not_after.clone(),
+                expected_rates: args
+                    .expected_rates
+                    .iter()
+                    .filter_map(|r| {
+                        let (member, rate) = r.rsplit_once('=')?;
+                        Some((member.to_owned(), rate.parse().ok()?))
+                    })
+                    .collect(),
             })),
             Command::Compact(args) => Some(Operation::Compact(CompactRequest {
                 etcd: etcd_target(&args.connection),
@@ -256,6 +265,8 @@ mod tests {
                 compact_retain_revisions: Some(10_000),
                 no_move_leader: true,
                 allow_single_member: true,
+                not_after: Some("2026-11-25T05:00:00Z".into()),
+                expected_rates: vec![("etcd-0".into(), 52428800.0), ("etcd-1".into(), 1000.0)],
             }),
             Operation::Defrag(DefragRequest { etcd: etcd(false), ..DefragRequest::default() }),
             Operation::Compact(CompactRequest {

@@ -89,6 +89,12 @@ pub struct DefragRequest {
     /// Leave leadership where it is (the leader is defragmented last, in place).
     pub no_move_leader: bool,
     pub allow_single_member: bool,
+    /// The end of the maintenance window the task runs in (RFC 3339): no member is started
+    /// whose expected defrag would end after it (it is left for the next window).
+    pub not_after: Option<String>,
+    /// Expected defrag rate per member name (bytes per second, from its earlier defrags);
+    /// members not listed are expected at the runner's default rate.
+    pub expected_rates: Vec<(String, f64)>,
 }
 
 /// How far a compaction goes.
@@ -211,6 +217,12 @@ impl DefragRequest {
         args.switch("allow-single-member", self.allow_single_member);
         if let Some(keep) = self.compact_retain_revisions {
             args.value("compact-retain-revisions", keep);
+        }
+        if let Some(not_after) = &self.not_after {
+            args.value("not-after", not_after);
+        }
+        for (member, rate) in &self.expected_rates {
+            args.value("expected-rate", format!("{member}={}", rate.round()));
         }
     }
 }

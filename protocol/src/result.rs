@@ -184,6 +184,9 @@ pub enum MemberDefragState {
     /// call was in flight, or the member never answered): etcd finishes a defrag it started,
     /// so the member may well be defragmented.
     Unknown,
+    /// Its expected defrag would have run past the end of the maintenance window: untouched,
+    /// left for the next window.
+    Deferred,
 }
 
 /// A leadership transfer (`MoveLeader`) the run asked for.
@@ -380,7 +383,7 @@ impl Report {
             Report::Defrag(r) => drop_worth(&mut r.members, excess, |m| match m.state() {
                 MemberDefragState::Skipped | MemberDefragState::Planned => 0,
                 MemberDefragState::Defragmented => 1,
-                MemberDefragState::NotReached => 2,
+                MemberDefragState::NotReached | MemberDefragState::Deferred => 2,
                 _ => 3,
             }),
             Report::Snapshot(r) => {

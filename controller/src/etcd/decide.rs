@@ -695,6 +695,9 @@ pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Op
         compact_retain_revisions: retain,
         no_move_leader: !policy.move_leader,
         allow_single_member: policy.allow_single_member,
+        // Set by the task controller for a task that waits for windows (see `etcd::task`).
+        not_after: None,
+        expected_rates: Vec::new(),
     })
 }
 

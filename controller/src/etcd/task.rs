@@ -250,11 +250,14 @@ impl ReadCluster {
         status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
         status.snapshot = snapshot_progress(&steps, &jobs, &mut status.nodes, &cluster.name_any());
         status.progress = progress_of(&status.nodes);
+        let left = super::task_progress::left_for_next_window(&jobs);
+        status.left_for_next_window = (left > 0).then(|| i32::try_from(left).unwrap_or(i32::MAX));
         let states: Vec<(usize, &JobState)> =
             jobs.iter().filter_map(|j| step_of(j).map(|s| (s, &j.state))).collect();
         match steps_state(steps.len(), &states) {
             StepsState::Start(step) => {
-                create_step_job(ctx, task, cluster, &steps[step], step).await?;
+                let planned = within_window(&steps[step], task, cluster, now);
+                create_step_job(ctx, task, cluster, &planned, step).await?;
                 Ok(status)
             }
             StepsState::Running(_) => Ok(status),
@@ -430,6 +433,47 @@ fn snapshot_progress(
         });
     }
     Some(snapshot_status(&claim.claim_name, file, result))
+}
+
+/// A defrag step of a task that waits for windows, told the end of the window it runs in and
+/// each member's rate from its earlier defrags: the runner starts no member that would overrun
+/// it (a window closed by now leaves every member for the next one). Other steps as they are.
+pub(crate) fn within_window(
+    planned: &Step,
+    task: &MaintenanceTask,
+    cluster: &EtcdCluster,
+    now: Timestamp,
+) -> Step {
+    let Operation::Defrag(request) = &planned.operation else {
+        return planned.clone();
+    };
+    if !crate::tasks::lifecycle::waits_for_window(task) {
+        return planned.clone();
+    }
+    let object = format!("EtcdCluster {}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    let windows = groundskeeper_api::maintenance_window::windows_of(
+        cluster.spec.maintenance_windows.as_ref(),
+        &object,
+        "spec.maintenanceWindows",
+    );
+    let Some(Ok(windows)) = windows else {
+        return planned.clone();
+    };
+    let not_after = match windows.state_at(now) {
+        groundskeeper_api::maintenance_window::WindowState::Open { closes, .. } => closes,
+        groundskeeper_api::maintenance_window::WindowState::Closed { .. } => now,
+    };
+    let members = cluster.status.as_ref().map(|s| s.members.as_slice()).unwrap_or_default();
+    let expected_rates = members
+        .iter()
+        .filter_map(|m| Some((m.name.clone(), groundskeeper_api::plan::median_rate(&m.defrag_history)?)))
+        .collect();
+    let request = groundskeeper_protocol::operation::DefragRequest {
+        not_after: Some(not_after.to_string()),
+        expected_rates,
+        ..request.clone()
+    };
+    Step { operation: Operation::Defrag(request), claim: planned.claim.clone() }
 }
 
 async fn create_step_job(

@@ -148,9 +148,13 @@ fn node_state(member: MemberDefragState, outcome: Outcome) -> NodeState {
             NodeState::Failed
         }
         (MemberDefragState::NotReached, Outcome::Failed) => NodeState::Pending,
-        (MemberDefragState::NotReached | MemberDefragState::Skipped | MemberDefragState::Planned, _) => {
-            NodeState::Skipped
-        }
+        (
+            MemberDefragState::NotReached
+            | MemberDefragState::Skipped
+            | MemberDefragState::Planned
+            | MemberDefragState::Deferred,
+            _,
+        ) => NodeState::Skipped,
     }
 }
 
@@ -225,6 +229,25 @@ pub(crate) fn progress_from_jobs(jobs: &[JobObservation], cluster: &str) -> Vec<
         }
     }
     nodes
+}
+
+/// How many members the last defrag step left for the next maintenance window.
+pub(crate) fn left_for_next_window(jobs: &[JobObservation]) -> usize {
+    let last_defrag = jobs
+        .iter()
+        .filter(|j| step_of(j).is_some())
+        .filter_map(|j| match &j.state {
+            JobState::Succeeded(finished) | JobState::Failed(finished) => Some((step_of(j), finished)),
+            JobState::Running(_) => None,
+        })
+        .filter_map(|(step, finished)| match &finished.result.as_ref().ok()?.report {
+            Report::Defrag(report) => Some((step, report)),
+            _ => None,
+        })
+        .max_by_key(|(step, _)| *step);
+    last_defrag.map_or(0, |(_, report)| {
+        report.members.iter().filter(|m| m.state() == MemberDefragState::Deferred).count()
+    })
 }
 
 #[cfg(test)]

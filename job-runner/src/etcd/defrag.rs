@@ -140,6 +140,14 @@ pub struct DefragArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The end of the maintenance window (RFC 3339, e.g. `2026-11-25T05:00:00Z`): no member is
+    /// started whose expected defrag would end after it; it is left for the next window.
+    #[arg(long, value_name = "TIME")]
+    pub not_after: Option<String>,
+    /// A member's expected defrag rate, `NAME=BYTES_PER_SECOND` (repeatable; from its earlier
+    /// defrags). Members not named: 50 MiB/s.
+    #[arg(long = "expected-rate", value_name = "NAME=BYTES_PER_SECOND")]
+    pub expected_rates: Vec<String>,
     /// How long one Defragment call may take before the runner stops waiting on the call and
     /// polls the member instead (the defrag goes on server-side either way).
     #[arg(long, default_value_t = 60_000)]
@@ -164,6 +172,8 @@ pub struct DefragOptions {
     pub plan: PlanOptions,
     pub compact_retain_revisions: Option<i64>,
     pub dry_run: bool,
+    /// `--not-after` and `--expected-rate`: the window members must fit in.
+    pub window: Option<WindowEnd>,
     pub defrag_call_timeout: Duration,
     pub member_timeout: Duration,
     pub grace_period: Duration,
@@ -200,6 +210,7 @@ impl DefragArgs {
             },
             compact_retain_revisions: self.compact_retain_revisions,
             dry_run: self.dry_run,
+            window: window_of(self)?,
             defrag_call_timeout: run::check_wait(
                 "--defrag-call-timeout-ms",
                 Duration::from_millis(self.defrag_call_timeout_ms),
@@ -214,6 +225,48 @@ impl DefragArgs {
             )?,
         })
     }
+}
+
+/// The end of the maintenance window and each member's expected rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowEnd {
+    pub not_after: jiff::Timestamp,
+    pub rates: std::collections::BTreeMap<String, f64>,
+}
+
+impl WindowEnd {
+    /// Why `member` may not start now, if it may not.
+    fn defers(&self, member: &PlannedMember, db_size: i64) -> Option<String> {
+        let rate = self.rates.get(&member.name).copied().unwrap_or(plan::DEFAULT_DEFRAG_BYTES_PER_SECOND);
+        plan::defer_past_window(db_size, rate, jiff::Timestamp::now(), self.not_after)
+    }
+}
+
+/// `--not-after` and `--expected-rate` checked; bad input names the flag.
+fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
+    let Some(text) = &args.not_after else {
+        if !args.expected_rates.is_empty() {
+            return Err(Failure::bad_input("--expected-rate is for --not-after: give both or neither"));
+        }
+        return Ok(None);
+    };
+    let not_after = text.parse::<jiff::Timestamp>().map_err(|e| {
+        Failure::bad_input(format!("--not-after {text:?}: not a time like 2026-11-25T05:00:00Z ({e})"))
+    })?;
+    let mut rates = std::collections::BTreeMap::new();
+    for entry in &args.expected_rates {
+        let parsed = entry
+            .rsplit_once('=')
+            .and_then(|(member, rate)| Some((member, rate.parse::<f64>().ok()?)))
+            .filter(|(member, rate)| !member.is_empty() && rate.is_finite() && *rate > 0.0);
+        let Some((member, rate)) = parsed else {
+            return Err(Failure::bad_input(format!(
+                "--expected-rate {entry:?}: give NAME=BYTES_PER_SECOND, e.g. etcd-0=52428800"
+            )));
+        };
+        rates.insert(member.to_owned(), rate);
+    }
+    Ok(Some(WindowEnd { not_after, rates }))
 }
 
 /// What the run is doing, for a person watching (logs, the local demo, tests that interfere).
@@ -399,6 +452,7 @@ impl Run<'_> {
             })
             .collect();
         let mut defragmented = Vec::new();
+        let mut deferred = 0;
         for (i, member) in plan.members.iter().enumerate() {
             if !member.will_defrag() {
                 continue;
@@ -415,13 +469,34 @@ impl Run<'_> {
                 return Err(stop
                     .failure(&format!("{} member(s) defragmented, {left} not reached", defragmented.len())));
             }
+            if let Some(why) = self.deferred(cluster, member).await {
+                tracing::info!(member = %member.name, "{why}");
+                self.update_member(i, |m| {
+                    *m = not_done(member, &why);
+                    m.state = Some(MemberDefragState::Deferred);
+                });
+                deferred += 1;
+                continue;
+            }
             let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
             // Touch nothing more on failure: the members not reached are listed as such.
             self.process(cluster, i, member, next).await?;
             defragmented.push(member.id);
         }
         self.disarm_nospace(cluster, &defragmented).await?;
-        Ok((Outcome::Succeeded, format!("defragmented {} member(s)", defragmented.len())))
+        let mut summary = format!("defragmented {} member(s)", defragmented.len());
+        if deferred > 0 {
+            summary.push_str(&format!("; {deferred} left for the next maintenance window"));
+        }
+        Ok((Outcome::Succeeded, summary))
+    }
+
+    /// Why `member` is left for the next maintenance window (its expected defrag, at its size
+    /// now, would run past the window's end), if it is.
+    async fn deferred(&self, cluster: &Cluster, member: &PlannedMember) -> Option<String> {
+        let window = self.options.window.as_ref()?;
+        let size = status_size(&cluster.observe().await, member.id).unwrap_or(member.db_size);
+        window.defers(member, size)
     }
 
     async fn compact(&self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
@@ -961,10 +1036,41 @@ mod tests {
             no_move_leader: false,
             allow_single_member: false,
             dry_run: false,
+            not_after: None,
+            expected_rates: Vec::new(),
             defrag_call_timeout_ms: 60_000,
             member_timeout_seconds: 600,
             result_file: "/dev/null".into(),
             grace_period_seconds: 60,
+        }
+    }
+
+    #[test]
+    fn the_window_flags_are_checked_naming_the_flag() {
+        let mut a = args();
+        a.not_after = Some("2026-11-25T05:00:00Z".into());
+        a.expected_rates = vec!["etcd-0=52428800".into(), "my=odd=name=1000".into()];
+        let window = a.options().unwrap().window.unwrap();
+        assert_eq!(window.not_after, "2026-11-25T05:00:00Z".parse().unwrap());
+        assert_eq!(window.rates.get("etcd-0"), Some(&52428800.0));
+        assert_eq!(window.rates.get("my=odd=name"), Some(&1000.0), "member names may hold '='");
+        for (not_after, rate, words) in [
+            (Some("tomorrow"), None, "--not-after \"tomorrow\": not a time"),
+            (
+                Some("2026-11-25T05:00:00Z"),
+                Some("etcd-0"),
+                "--expected-rate \"etcd-0\": give NAME=BYTES_PER_SECOND",
+            ),
+            (Some("2026-11-25T05:00:00Z"), Some("etcd-0=-5"), "give NAME=BYTES_PER_SECOND"),
+            (Some("2026-11-25T05:00:00Z"), Some("=5"), "give NAME=BYTES_PER_SECOND"),
+            (None, Some("etcd-0=5"), "--expected-rate is for --not-after"),
+        ] {
+            let mut a = args();
+            a.not_after = not_after.map(Into::into);
+            a.expected_rates = rate.into_iter().map(Into::into).collect();
+            let err = a.options().unwrap_err();
+            assert_eq!(err.kind, ErrorKind::BadInput);
+            assert!(err.message.contains(words), "{}", err.message);
         }
     }
 

@@ -15,7 +15,7 @@ use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, 
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
 use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
 use groundskeeper_job::run::exit_code;
-use groundskeeper_protocol::result::{DefragReport, ErrorKind};
+use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 use groundskeeper_stores::etcd::connect::Cluster;
 
@@ -84,6 +84,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     the_lock_is_released_through_a_member_that_answers,
     endpoints_of_two_clusters_are_refused,
     a_compaction_is_told_even_when_no_member_needs_a_defrag,
+    members_that_would_overrun_the_window_are_left_for_the_next,
 );
 
 async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: EtcdVersion) {
@@ -560,4 +561,54 @@ async fn no_move_leader_defragments_the_leader_last_in_place(version: EtcdVersio
     assert!(report.members.iter().all(|m| m.defragmented));
     let last = report.members.last().unwrap();
     assert_eq!((last.name.as_str(), last.was_leader), (leader.name.as_str(), true));
+}
+
+/// With the window's end given, a member whose expected defrag (its size at its expected rate)
+/// would end after it is left untouched for the next window; the others are defragmented. A
+/// window already over defragments nothing.
+async fn members_that_would_overrun_the_window_are_left_for_the_next(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let states = cluster.states().await.unwrap();
+    let slow = states.iter().find(|s| !s.is_leader()).unwrap().name.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    let in_an_hour = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    args.not_after = Some(in_an_hour.to_string());
+    // One byte per second: this member's ~6 MB would take months.
+    args.expected_rates = vec![format!("{slow}=1")];
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    assert!(
+        result
+            .message
+            .as_deref()
+            .unwrap()
+            .ends_with("defragmented 2 member(s); 1 left for the next maintenance window"),
+        "{result:?}"
+    );
+    let report = defrag_report(&result);
+    let deferred = report.members.iter().find(|m| m.name == slow).unwrap();
+    assert_eq!(deferred.state(), MemberDefragState::Deferred);
+    assert!(!deferred.defragmented);
+    assert!(
+        deferred.reason.starts_with("left for the next maintenance window: expected "),
+        "{}",
+        deferred.reason
+    );
+    assert_eq!(report.members.iter().filter(|m| m.defragmented).count(), 2, "{report:?}");
+    let after = cluster.state(states.iter().position(|s| s.name == slow).unwrap()).await.unwrap();
+    let before = states.iter().find(|s| s.name == slow).unwrap();
+    assert!(after.db_size >= before.db_size / 2, "the deferred member was not touched");
+
+    // The window is over: nothing is started.
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.min_defrag_bytes = 0;
+    args.max_fragmented_percent = 0.0;
+    args.not_after = Some((jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1)).to_string());
+    let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    let report = defrag_report(&result);
+    assert!(report.members.iter().all(|m| m.state() == MemberDefragState::Deferred), "{report:?}");
 }

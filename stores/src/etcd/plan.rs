@@ -29,6 +29,31 @@ pub const DEFAULT_MAX_APPLY_LAG: u64 = 100;
 /// Fewer voting members than this and one blocked member can cost the quorum.
 pub const MIN_VOTING_MEMBERS: usize = 3;
 
+/// A member without defragmentation history is expected to defragment at this rate (50 MiB/s, a
+/// quarter of the ~200 MB/s measured in `docs/benchmarks.md` and reported by users).
+pub const DEFAULT_DEFRAG_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
+
+/// Why a member of `db_size` bytes, expected to defragment at `rate` bytes per second, may not
+/// start at `now` with the maintenance window ending at `not_after`; `None` when it fits.
+pub fn defer_past_window(
+    db_size: i64,
+    rate: f64,
+    now: jiff::Timestamp,
+    not_after: jiff::Timestamp,
+) -> Option<String> {
+    let rate = if rate.is_finite() && rate > 0.0 { rate } else { DEFAULT_DEFRAG_BYTES_PER_SECOND };
+    let expected = (db_size.max(0) as f64 / rate).ceil().max(1.0) as i64;
+    let left = not_after.duration_since(now).as_secs();
+    (expected > left).then(|| {
+        format!(
+            "left for the next maintenance window: expected {expected}s ({db_size} bytes at {:.1} MiB/s), \
+             the window ends in {}s (at {not_after})",
+            rate / (1024.0 * 1024.0),
+            left.max(0)
+        )
+    })
+}
+
 /// When a member is worth defragmenting.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DefragPolicy {

@@ -154,3 +154,70 @@ fn steps_are_the_runner_operations_they_say() {
     .collect();
     assert_eq!(kinds, [OperationKind::Compact, OperationKind::Defrag]);
 }
+
+mod window {
+    use super::*;
+    use groundskeeper_protocol::operation::DefragRequest;
+    use serde_json::json;
+
+
+    fn cluster() -> EtcdCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": "etcd"},
+            "spec": {"endpoints": ["http://e:2379"],
+                     "maintenanceWindows": {"timeZone": "UTC", "windows": ["Mon-Fri 01:00-05:00"]}},
+            "status": {"members": [
+                {"name": "etcd-0", "id": "a", "endpoint": "http://e0:2379",
+                 "defragHistory": [{"bytes": 100, "seconds": 1.0}, {"bytes": 300, "seconds": 1.0}, {"bytes": 200, "seconds": 1.0}]},
+                {"name": "etcd-1", "id": "b", "endpoint": "http://e1:2379"}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    fn task(origin: &str, wait_for_window: bool) -> MaintenanceTask {
+        serde_json::from_value(json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
+            "metadata": {"name": "t", "namespace": "etcd", "labels": {"groundskeeper.dev/origin": origin}},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment", "waitForWindow": wait_for_window}
+        }))
+        .unwrap()
+    }
+
+    fn defrag() -> Step {
+        Operation::Defrag(DefragRequest::default()).into()
+    }
+
+    fn window_of(step: &Step) -> (Option<String>, Vec<(String, f64)>) {
+        match &step.operation {
+            Operation::Defrag(request) => (request.not_after.clone(), request.expected_rates.clone()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A defrag step of a task that waits for windows runs until the window's end at each
+    /// member's median rate; outside a window (the step came late) nothing may start; tasks that
+    /// do not wait for windows and other steps are left as they are.
+    #[test]
+    fn a_defrag_step_is_told_the_end_of_its_window() {
+        let inside: Timestamp = "2026-11-24T02:00:00Z".parse().unwrap();
+        let (not_after, rates) =
+            window_of(&within_window(&defrag(), &task("automatic", false), &cluster(), inside));
+        assert_eq!(not_after.as_deref(), Some("2026-11-24T05:00:00Z"));
+        assert_eq!(rates, vec![("etcd-0".to_owned(), 200.0)], "the median rate; no history, no entry");
+        let after: Timestamp = "2026-11-24T06:00:00Z".parse().unwrap();
+        let (not_after, _) = window_of(&within_window(&defrag(), &task("manual", true), &cluster(), after));
+        assert_eq!(not_after.as_deref(), Some("2026-11-24T06:00:00Z"), "closed: nothing fits");
+        let (not_after, rates) =
+            window_of(&within_window(&defrag(), &task("manual", false), &cluster(), inside));
+        assert_eq!((not_after, rates.len()), (None, 0), "a task by hand ignores windows");
+        let compact: Step = Operation::Compact(groundskeeper_protocol::operation::CompactRequest {
+            etcd: Default::default(),
+            to: groundskeeper_protocol::operation::CompactTo::Revision(5),
+            physical: false,
+        })
+        .into();
+        assert_eq!(within_window(&compact, &task("automatic", false), &cluster(), inside), compact);
+    }
+}

@@ -31,6 +31,8 @@ pub fn defrag_args(
         no_move_leader: false,
         allow_single_member: false,
         dry_run: false,
+        not_after: None,
+        expected_rates: Vec::new(),
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 60,
         result_file: result_file.to_owned(),
