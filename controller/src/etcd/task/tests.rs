@@ -160,7 +160,6 @@ mod window {
     use groundskeeper_protocol::operation::DefragRequest;
     use serde_json::json;
 
-
     fn cluster() -> EtcdCluster {
         serde_json::from_value(json!({
             "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
