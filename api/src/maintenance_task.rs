@@ -651,6 +651,14 @@ pub struct NodeProgress {
     /// Compaction: the revision compacted to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted_revision: Option<i64>,
+    /// Cleanup: how often its cleanup was stopped to let a topology change through (the node is
+    /// neither failed nor clean then; it runs again once the cluster settles, if still owed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interruptions: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// Condition type: True while the task waits (for its turn or for its target).

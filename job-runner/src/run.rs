@@ -82,6 +82,20 @@ pub fn stop_deadline(received: Instant, grace: Duration) -> Instant {
     received + grace.saturating_sub(result_margin(grace))
 }
 
+/// Asks a [`StopSignal::manual`] to stop.
+pub struct StopHandle {
+    sender: tokio::sync::watch::Sender<Option<Stop>>,
+    grace: Duration,
+}
+
+impl StopHandle {
+    /// Stops as `signal` (e.g. `"SIGTERM"`) would, its deadline the grace period from now.
+    pub fn stop(&self, signal: &'static str) {
+        let deadline = stop_deadline(Instant::now(), self.grace);
+        self.sender.send_replace(Some(Stop { signal, deadline }));
+    }
+}
+
 /// SIGTERM (Kubernetes deleting the pod, a Job deadline, a node drain) and SIGINT (Ctrl-C) as a
 /// value the work can look at between steps and wait on while a call is in flight. Without it
 /// the process would die at once with status 143, without a result, its remote work running on.
@@ -123,6 +137,13 @@ impl StopSignal {
             tracing::warn!(error = %err, "cannot install the SIGTERM/SIGINT handlers; a signal will end the run without a result");
             Self::never()
         })
+    }
+
+    /// A stop asked for by whoever holds the handle, as a signal would ask for it (a library
+    /// caller that learns of the stop otherwise: a test's stand-in kubelet deleting the pod).
+    pub fn manual(grace: Duration) -> (Self, StopHandle) {
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        (Self { receiver }, StopHandle { sender, grace })
     }
 
     /// A stop that never comes (library callers that handle signals themselves).

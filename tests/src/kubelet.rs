@@ -46,6 +46,9 @@ pub struct Container {
     pub args: Vec<String>,
     /// The Secret files mounted into the container.
     pub files: MountedFiles,
+    /// Becomes true when the Job is deleted: its pod is being deleted, and a real kubelet sends
+    /// the container SIGTERM (a container that models signals waits on this).
+    pub deleted: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Secret files mounted into a container, each written to a temp file with the Secret's data, and
@@ -171,6 +174,7 @@ impl Builder {
             start_delay: self.start_delay,
             log: log.clone(),
             claims: claims.clone(),
+            deleted: Mutex::new(BTreeMap::new()),
         });
         let mut changes = self.server.subscribe();
         // The revision of the last change handled: a test reading the log right after a wait on
@@ -187,9 +191,13 @@ impl Builder {
                     Err(lagged) => panic!("the Job simulator missed changes: {lagged}"),
                 };
                 while running.try_join_next().is_some() {}
+                if change.resource == ResourceId::of::<Job>() && change.kind == ChangeKind::Deleted {
+                    sim.job_deleted(&change.object);
+                }
                 if change.resource == ResourceId::of::<Job>() && change.kind == ChangeKind::Added {
                     let sim = sim.clone();
                     let job = change.object.clone();
+                    sim.job_added(&job);
                     sim.record_start(&job);
                     running.spawn(async move { sim.run_job(job).await });
                 }
@@ -270,6 +278,8 @@ struct Simulation {
     start_delay: Duration,
     log: Arc<Mutex<JobLog>>,
     claims: Arc<tempfile::TempDir>,
+    /// Per Job (namespace/name): set when it is deleted.
+    deleted: Mutex<BTreeMap<String, tokio::sync::watch::Sender<bool>>>,
 }
 
 fn pods() -> ResourceId {
@@ -281,6 +291,28 @@ fn jobs() -> ResourceId {
 }
 
 impl Simulation {
+    fn job_key(job: &Value) -> String {
+        format!("{}/{}", namespace_of(job), name_of(job))
+    }
+
+    /// Whether `job` was deleted, as a watch its containers see.
+    fn deletion_of(&self, job: &Value) -> tokio::sync::watch::Receiver<bool> {
+        let mut deleted = self.deleted.lock().expect("deleted lock");
+        deleted.entry(Self::job_key(job)).or_insert_with(|| tokio::sync::watch::channel(false).0).subscribe()
+    }
+
+    /// A new Job (perhaps under the name of one deleted before) is not deleted.
+    fn job_added(&self, job: &Value) {
+        let (sender, _) = tokio::sync::watch::channel(false);
+        self.deleted.lock().expect("deleted lock").insert(Self::job_key(job), sender);
+    }
+
+    fn job_deleted(&self, job: &Value) {
+        if let Some(sender) = self.deleted.lock().expect("deleted lock").get(&Self::job_key(job)) {
+            sender.send_replace(true);
+        }
+    }
+
     fn record_start(&self, job: &Value) {
         let name = name_of(job).to_owned();
         let group = (self.group_of)(job);
@@ -365,7 +397,20 @@ impl Simulation {
         self.mount_claims(job, &mut files);
         let pod = self.create_pod(job);
         self.patch_job_status(job, json!({ "active": 1, "startTime": now() }));
-        let termination = (self.run)(Container { job: job.clone(), pod: pod.clone(), args, files }).await;
+        let deleted = self.deletion_of(job);
+        let termination = (self.run)(Container {
+            job: job.clone(),
+            pod: pod.clone(),
+            args,
+            files,
+            deleted: deleted.clone(),
+        })
+        .await;
+        if *deleted.borrow() {
+            // The Job is gone: its pod ended with it, and no other is started.
+            self.record_end(name_of(job), termination.exit_code);
+            return None;
+        }
         let exit_code = termination.exit_code;
         let terminated = json!({
             "exitCode": exit_code,

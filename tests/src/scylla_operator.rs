@@ -111,8 +111,8 @@ impl ScyllaOperator {
         Ok(())
     }
 
-    /// scylla-operator takes a new spec for `after` (a new generation).
-    fn take_spec(&self, server: &ApiServer, after: &Racks) -> Result<(), ApiError> {
+    /// The new spec alone (its generation moves): a scale asked for, not yet carried out.
+    pub fn take_spec(&self, server: &ApiServer, after: &Racks) -> Result<(), ApiError> {
         let spec = json!({ "spec": self.cluster_object(after)["spec"] });
         server.patch(
             &scylla_clusters(),

@@ -85,6 +85,29 @@ fn ordinal_key(service: &str) -> (String, u64) {
     }
 }
 
+/// Why the cluster's topology is changing, if it is: a change of its spec that scylla-operator
+/// has not observed yet (a scale asked for moves the generation), or its StatefulSets rolling out
+/// (`StatefulSetControllerProgressing`: members joining, leaving or restarting). A running
+/// cleanup yields to it: in ScyllaDB a cleanup blocks a bootstrap or decommission of the node
+/// until it ends (scylladb #26605).
+pub fn topology_change(cluster: &ClusterFacts) -> Option<String> {
+    if let (Some(generation), observed) = (cluster.generation, cluster.observed_generation)
+        && observed != Some(generation)
+    {
+        return Some(format!(
+            "a change of the cluster was asked for (generation {generation}, observed {})",
+            observed.map_or("none".to_owned(), |o| o.to_string())
+        ));
+    }
+    cluster
+        .conditions
+        .iter()
+        .find(|c| c.type_ == STATEFUL_SET_CONTROLLER_PROGRESSING && c.status == "True")
+        .map(|c| {
+            format!("its StatefulSets are changing ({STATEFUL_SET_CONTROLLER_PROGRESSING}{})", explain(c))
+        })
+}
+
 /// The cluster preconditions (`docs/protocol.md`, "Scylla"), each failing one as "waiting for …".
 pub fn precondition_failures(cluster: &ClusterFacts) -> Vec<String> {
     let mut waiting = Vec::new();

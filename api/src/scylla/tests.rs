@@ -252,3 +252,39 @@ fn views_are_addressed_like_the_crds() {
     assert_eq!(ScyllaDBDatacenter::kind(&()), "ScyllaDBDatacenter");
     assert_eq!(ScyllaDBDatacenter::plural(&()), "scylladbdatacenters");
 }
+
+/// (case, generation, observed, progressing, a topology change?)
+#[test]
+#[allow(clippy::type_complexity)] // a table of cases
+fn a_topology_change_is_a_spec_not_yet_observed_or_statefulsets_rolling() {
+    use crate::scylla::facts::{ClusterFacts, ConditionFacts, topology_change};
+    let cases: Vec<(&str, Option<i64>, Option<i64>, Option<&str>, Option<&str>)> = vec![
+        ("settled", Some(2), Some(2), Some("False"), None),
+        ("a scale asked for", Some(3), Some(2), Some("False"), Some("generation 3, observed 2")),
+        ("never observed", Some(1), None, None, Some("observed none")),
+        ("rolling out", Some(2), Some(2), Some("True"), Some("StatefulSetControllerProgressing: RollingOut")),
+        ("no condition", Some(2), Some(2), None, None),
+    ];
+    for (case, generation, observed, progressing, want) in cases {
+        let cluster = ClusterFacts {
+            generation,
+            observed_generation: observed,
+            conditions: progressing
+                .map(|status| ConditionFacts {
+                    type_: "StatefulSetControllerProgressing".into(),
+                    status: status.into(),
+                    reason: "RollingOut".into(),
+                    message: String::new(),
+                })
+                .into_iter()
+                .collect(),
+            ..ClusterFacts::default()
+        };
+        let got = topology_change(&cluster);
+        match (got, want) {
+            (None, None) => {}
+            (Some(why), Some(words)) => assert!(why.contains(words), "{case}: {why}"),
+            (got, want) => panic!("{case}: {got:?}, want {want:?}"),
+        }
+    }
+}

@@ -75,6 +75,9 @@ pub(crate) struct Holds {
     pub held: BTreeMap<String, Hold>,
     /// Nodes the other cleaner has cleaned for the ring they waited for: nothing left to do.
     pub cleaned_by_other: BTreeSet<String>,
+    /// Nodes interrupted by a topology change that the new ring no longer owes a cleanup (clean
+    /// for their current ring): nothing left to do.
+    pub no_longer_owed: BTreeSet<String>,
 }
 
 /// [`step`] beside another cleaner: a held node (scylla-operator cleans it or is about to: see
@@ -123,6 +126,14 @@ pub(crate) fn step_holding(
             if hold.ring.is_some() {
                 node.waited_for_ring = hold.ring.clone();
             }
+        } else if holds.no_longer_owed.contains(&node.name) {
+            node.state = NodeState::Skipped;
+            node.completed_at = Some(Time(now));
+            node.message = Some(
+                "interrupted by a topology change, and no longer owed a cleanup: it is clean for its \
+                 current ring"
+                    .to_owned(),
+            );
         } else if holds.cleaned_by_other.contains(&node.name) {
             node.state = NodeState::Skipped;
             node.completed_at = Some(Time(now));

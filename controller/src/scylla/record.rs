@@ -153,6 +153,16 @@ pub async fn cleanup_sample(
     Ok(())
 }
 
+/// Tells in an Event on the cluster that a node's cleanup was stopped for a topology change.
+pub async fn node_interrupted(ctx: &Context, cluster: &ScyllaCluster, service: &str, job: &str, why: &str) {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let note = format!(
+        "cleanup Job {job} of node {service} stopped: {why}; the node is cleaned again once the cluster settles, if still owed"
+    );
+    let node = related("v1", "Service", &namespace, service);
+    publish(ctx, cluster, node, EventType::Normal, "CleanupInterrupted", note).await;
+}
+
 /// Tells in a Warning Event on the cluster that the cleanup of a node failed.
 pub async fn node_failed(ctx: &Context, cluster: &ScyllaCluster, service: &str, job: &str, message: &str) {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();

@@ -5,7 +5,7 @@
 //! forward: its plan written before any Job, its node Jobs read back, each cleaned node recorded
 //! on its member Service before the task says so, the next Jobs created within the bounds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
@@ -15,10 +15,10 @@ use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, TargetKind,
 };
 use groundskeeper_api::scylla::ScyllaCluster;
-use groundskeeper_api::scylla::coexistence::{NodeHashes, cleaned_while_waiting, held_nodes};
+use groundskeeper_api::scylla::coexistence::{Hold, NodeHashes, cleaned_while_waiting, held_nodes};
 use groundskeeper_api::scylla::facts::{
     ClusterFacts, MemberFacts, cluster_facts, current_members, operator_cleanup, precondition_failures,
-    sorted_members,
+    sorted_members, topology_change,
 };
 use groundskeeper_api::validate::{Cleanup, Work, describe_errors, validate};
 use groundskeeper_protocol::{OperationKind, keys};
@@ -159,6 +159,30 @@ impl Target for ScyllaTarget {
         task: &'a MaintenanceTask,
     ) -> BoxFuture<'a, Result<Box<dyn ReadTarget>>> {
         Box::pin(async move { Ok(Box::new(ReadCluster::read(ctx, task).await?) as Box<dyn ReadTarget>) })
+    }
+
+    /// A ScyllaCluster's change wakes its unfinished tasks at once: a scale asked for stops the
+    /// running cleanups within moments, not at the next requeue.
+    fn wake_tasks_on_change(
+        &self,
+        controller: kube::runtime::Controller<MaintenanceTask>,
+        ctx: &Context,
+        namespace: Option<&str>,
+        tasks: kube::runtime::reflector::Store<MaintenanceTask>,
+    ) -> kube::runtime::Controller<MaintenanceTask> {
+        let clusters = crate::runtime::scope::api::<ScyllaCluster>(&ctx.client, namespace);
+        controller.watches(
+            clusters,
+            kube::runtime::watcher::Config::default(),
+            move |cluster: ScyllaCluster| {
+                crate::tasks::target::unfinished_tasks_of(
+                    &tasks,
+                    &TargetKind::ScyllaCluster,
+                    cluster.namespace().as_deref(),
+                    &cluster.name_any(),
+                )
+            },
+        )
     }
 }
 
@@ -327,6 +351,24 @@ async fn advance(
         .map(|n| n.name.clone())
         .collect();
     let mut held = held;
+    let mut node_jobs = node_jobs;
+    let topology = topology_change(facts);
+    if let Some(why) = &topology {
+        yield_to_topology(ctx, task, cluster, &mut status, &mut node_jobs, why).await?;
+        for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending) {
+            let interrupted = match node.interruptions {
+                0 => String::new(),
+                n => format!("interrupted ({n}×) and "),
+            };
+            let why = format!("{interrupted}waits: {why}; it starts once the cluster settles, if still owed");
+            held.entry(node.name.clone()).or_insert(Hold { why, ring: None });
+        }
+    }
+    let no_longer_owed = if topology.is_none() && is_automatic(task) {
+        no_longer_owed(&status.nodes, &cleanup, members)
+    } else {
+        BTreeSet::new()
+    };
     let deferred = if waits_for_window(task) {
         left_for_next_window(target, &status, members, &held, now)
     } else {
@@ -334,7 +376,7 @@ async fn advance(
     };
     let left = deferred.len();
     held.extend(deferred);
-    let holds = Holds { held, cleaned_by_other };
+    let holds = Holds { held, cleaned_by_other, no_longer_owed };
     let pass = step_holding(
         status.nodes.clone(),
         &node_jobs,
@@ -419,6 +461,65 @@ async fn advance(
         Some(End::Completed { summary }) => complete(status, &summary, generation, now),
         Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
     })
+}
+
+/// Stops the task's running cleanups so that a topology change is not held up (in ScyllaDB a
+/// cleanup blocks a bootstrap or decommission of its node until it ends): each running node's
+/// Job is deleted (its pod gets SIGTERM, on which the runner stops the cleanup on the node: task
+/// abort, then `stop_compaction`), and the node goes back to pending, interrupted: neither
+/// failed nor clean.
+async fn yield_to_topology(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &ScyllaCluster,
+    status: &mut MaintenanceTaskStatus,
+    node_jobs: &mut BTreeMap<usize, (String, NodeJob)>,
+    why: &str,
+) -> Result<()> {
+    let namespace = task.namespace().unwrap_or_default();
+    let running: Vec<usize> =
+        node_jobs.iter().filter(|(_, (_, job))| *job == NodeJob::Running).map(|(index, _)| *index).collect();
+    for index in running {
+        let Some((job, _)) = node_jobs.remove(&index) else { continue };
+        jobs::delete_job(&ctx.client, &namespace, &job).await?;
+        let Some(node) = status.nodes.get_mut(index) else { continue };
+        node.state = NodeState::Pending;
+        node.started_at = None;
+        node.interruptions += 1;
+        node.message = Some(format!(
+            "interrupted: {why}; its cleanup (Job {job}) was stopped so as not to hold the change up, \
+             and runs again once the cluster settles if the node is still owed one"
+        ));
+        tracing::info!(task = %task.name_any(), node = %node.name, %job, "stopped a node's cleanup for a topology change: {why}");
+        record::node_interrupted(ctx, cluster, &node.name, &job, why).await;
+    }
+    Ok(())
+}
+
+/// Nodes of an automatic task interrupted by a topology change that the new ring owes nothing:
+/// cleaned for their current ring since (their last-cleaned hash is their current one). Nodes
+/// whose keyspaces the ownership rule chose are left to run: their work does not follow from the
+/// ring hash.
+fn no_longer_owed(nodes: &[NodeProgress], cleanup: &Cleanup, members: &[MemberFacts]) -> BTreeSet<String> {
+    nodes
+        .iter()
+        .filter(|n| {
+            n.state == NodeState::Pending && n.interruptions > 0 && !cleanup.per_node.contains_key(&n.name)
+        })
+        .filter(|n| {
+            members.iter().any(|m| {
+                let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
+                m.service == n.name
+                    && current.is_some()
+                    && current == m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH)
+            })
+        })
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+fn is_automatic(task: &MaintenanceTask) -> bool {
+    task.labels().get(keys::ORIGIN_LABEL).map(String::as_str) == Some(keys::ORIGIN_AUTOMATIC)
 }
 
 /// The pending nodes that may not start now because the maintenance window is closed or would

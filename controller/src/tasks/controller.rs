@@ -58,6 +58,7 @@ async fn run_in(ctx: Arc<Context>, targets: Targets, namespace: Option<String>) 
     // A suspension made, changed or resumed wakes the tasks of its target at once: waiting ones
     // hold or go on, running ones stop when it says so.
     let known = controller.store();
+    let tasks_known = known.clone();
     let suspensions = scope::api::<MaintenanceSuspension>(&ctx.client, namespace.as_deref());
     let controller = controller.watches(suspensions, watcher::Config::default(), move |suspension| {
         let namespace = suspension.namespace();
@@ -68,6 +69,12 @@ async fn run_in(ctx: Arc<Context>, targets: Targets, namespace: Option<String>) 
             .map(|task| ObjectRef::from_obj(task.as_ref()))
             .collect::<Vec<_>>()
     });
+    // Each kind of target wakes its tasks on the changes that matter to them (a ScyllaCluster's
+    // topology change stops its running cleanups at once).
+    let mut controller = controller;
+    for target in targets.all() {
+        controller = target.wake_tasks_on_change(controller, &ctx, namespace.as_deref(), tasks_known.clone());
+    }
     reconciler::run(controller, ctx, CONTROLLER, move |task, reconciler| {
         reconcile(task, reconciler, targets.clone())
     })

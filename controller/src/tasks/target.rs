@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
+use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
 
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TargetKind};
 use groundskeeper_api::maintenance_window::Windows;
@@ -20,6 +22,19 @@ use crate::runtime::error::Result;
 pub trait Target: Send + Sync + 'static {
     /// The kind of `spec.target` it serves.
     fn kind(&self) -> TargetKind;
+
+    /// The task controller with what wakes the tasks of a target of this kind when the target
+    /// changes (a watch on the targets, mapped to their unfinished tasks in `tasks`); as it is
+    /// when its changes need no task looked at sooner than its next requeue.
+    fn wake_tasks_on_change(
+        &self,
+        controller: Controller<MaintenanceTask>,
+        _ctx: &Context,
+        _namespace: Option<&str>,
+        _tasks: Store<MaintenanceTask>,
+    ) -> Controller<MaintenanceTask> {
+        controller
+    }
 
     /// Reads the target `task` names, and what else its tasks' work needs to know of it, for one
     /// reconciliation of the task controller.
@@ -88,8 +103,32 @@ impl Targets {
         Targets { by_kind }
     }
 
+    /// Every kind known.
+    pub fn all(&self) -> impl Iterator<Item = &dyn Target> {
+        self.by_kind.values().map(|t| t.as_ref())
+    }
+
     /// What serves `kind`; `None` for a kind no data store here knows (its tasks are rejected).
     pub fn of(&self, kind: &TargetKind) -> Option<&dyn Target> {
         self.by_kind.get(&kind.to_string()).map(|t| t.as_ref())
     }
+}
+
+/// The unfinished tasks in `tasks` on the target of `kind` named `name` in `namespace`, as the
+/// controller's references: what a change of that target wakes.
+pub fn unfinished_tasks_of(
+    tasks: &Store<MaintenanceTask>,
+    kind: &TargetKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<MaintenanceTask>> {
+    use kube::ResourceExt;
+    tasks
+        .state()
+        .into_iter()
+        .filter(|task| task.spec.target.kind == *kind && task.spec.target.name == name)
+        .filter(|task| task.namespace().as_deref() == namespace)
+        .filter(|task| !task.status.as_ref().and_then(|s| s.state).is_some_and(|s| s.is_final()))
+        .map(|task| kube::runtime::reflector::ObjectRef::from_obj(task.as_ref()))
+        .collect()
 }

@@ -31,6 +31,7 @@ use groundskeeper_e2e::scylla_operator::{
     scylla_datacenters, services,
 };
 use groundskeeper_job::cli::{Cli, Command};
+use groundskeeper_job::run::StopSignal;
 use groundskeeper_job::scylla::cleanup::CleanupArgs;
 use groundskeeper_protocol::keys;
 use k8s_openapi::api::batch::v1::Job;
@@ -84,6 +85,16 @@ fn member_name(rack: &str, ordinal: i64) -> String {
 async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String, u16)>>) -> Termination {
     let job_name = container.job["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let args = container.args;
+    // The pod deleted with its Job gets SIGTERM: the runner stops the cleanup on the node.
+    let (stop, handle) = StopSignal::manual(Duration::from_secs(
+        groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS,
+    ));
+    let mut deleted = container.deleted;
+    tokio::spawn(async move {
+        if deleted.wait_for(|gone| *gone).await.is_ok() {
+            handle.stop("SIGTERM");
+        }
+    });
     let mut cleanup = if args.first().map(String::as_str) == Some("cleanup-job") {
         scylla_operator_cleanup(&job_name, &args)
     } else {
@@ -106,7 +117,7 @@ async fn run_cleanup(container: Container, agents: Arc<BTreeMap<String, (String,
     cleanup.result_file = result_file.path().to_path_buf();
     // Progress reports every 5 s would only slow the scenario down.
     cleanup.poll_interval = Duration::from_millis(20);
-    let result = groundskeeper_job::scylla::cleanup::run(&cleanup).await;
+    let result = groundskeeper_job::scylla::cleanup::run_until(&cleanup, &stop).await;
     Termination {
         exit_code: groundskeeper_job::run::exit_code(&result),
         message: result.to_termination_message(),
@@ -1170,4 +1181,89 @@ async fn a_cleanup_awaiting_approval_starts_once_its_plan_is_approved() {
         id.as_str(),
         "the plan it ran is the one approved"
     );
+}
+
+/// Yield to scaling: cleanups running when a scale is asked for are stopped on their nodes within
+/// moments (in ScyllaDB a running cleanup holds a bootstrap or decommission up), the nodes wait,
+/// interrupted (neither failed nor clean), while the cluster changes, and once it has settled
+/// each is cleaned exactly once, for the final ring.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_cleanups_yield_to_a_scale_and_resume_once_it_settles() {
+    // Each keyspace's cleanup takes ~40 status polls (20 ms apart): long enough to scale meanwhile.
+    let scenario = Scenario::start_with(true, AGENT_TOKEN, |spec| spec.polls_until_done(40)).await;
+    // Only the task by hand cleans here: the automatic trigger is off.
+    let off = json!({"metadata": {"annotations": {keys::MAINTENANCE_ENABLED: "false"}}});
+    scenario
+        .server
+        .patch(&scylla_clusters(), Some(NAMESPACE), CLUSTER, PatchFormat::Merge, &off, false)
+        .unwrap();
+    let (a0, a1, b0) = (member_name("a", 0), member_name("a", 1), member_name("b", 0));
+    scenario
+        .server
+        .create(
+            &maintenance_tasks(),
+            Some(NAMESPACE),
+            manual_cleanup("by-hand", json!({"nodes": [&a0, &a1, &b0]})),
+        )
+        .unwrap();
+    scenario
+        .wait_for("a-0 and b-0 cleaning", |s| {
+            !s.agents[&a0].running_cleanups().is_empty() && !s.agents[&b0].running_cleanups().is_empty()
+        })
+        .await;
+
+    // The scale is asked for: a new spec, not yet observed by scylla-operator.
+    let asked = std::time::Instant::now();
+    scenario.operator.take_spec(&scenario.server, AFTER).unwrap();
+    scenario
+        .wait_for("both cleanups stopped on their nodes", |s| {
+            [&a0, &b0].iter().all(|n| {
+                s.agents[*n].running_cleanups().is_empty() && !s.agents[*n].stopped_keyspaces().is_empty()
+            })
+        })
+        .await;
+    // A figure for docs/benchmarks.md (goal: under 5 s), not a bound: the guard above bounds it.
+    eprintln!("scale asked → last running cleanup stopped on its node: {} ms", asked.elapsed().as_millis());
+    let node = |s: &Scenario, name: &str| {
+        s.task("by-hand")["status"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    scenario
+        .wait_for("both nodes pending, interrupted", |s| {
+            [&a0, &b0].iter().all(|n| node(s, n)["state"] == "Pending" && node(s, n)["interruptions"] == 1)
+        })
+        .await;
+    // While the cluster changes, nothing starts.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!([&a0, &a1, &b0].iter().all(|n| node(&scenario, n)["state"] == "Pending"));
+    assert!(scenario.agents.values().all(|a| a.running_cleanups().is_empty()), "no cleanup while scaling");
+    let why = node(&scenario, &a0)["message"].as_str().unwrap().to_owned();
+    assert!(why.contains("interrupted (1×) and waits: a change of the cluster was asked for"), "{why}");
+    assert!(scenario.events().iter().any(|e| e["reason"] == "CleanupInterrupted"), "an Event says so");
+
+    // scylla-operator carries the scale out and the cluster settles: each node cleaned once more,
+    // for the new ring, and the task completes.
+    scenario.scale_out();
+    scenario.wait_for("the task Completed", |s| s.task("by-hand")["status"]["state"] == "Completed").await;
+    let new_hash = ring_hash_of(6);
+    for name in [&a0, &a1, &b0] {
+        let agent = &scenario.agents[name];
+        let mut cleaned = agent.cleaned_keyspaces();
+        let all = cleaned.len();
+        cleaned.sort();
+        cleaned.dedup();
+        assert_eq!(all, cleaned.len(), "{name}: a keyspace cleaned twice: {:?}", agent.cleaned_keyspaces());
+        assert!(cleaned.contains(&"app".to_owned()), "{name}: app never cleaned");
+        assert_eq!(
+            scenario.annotation(name, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref(),
+            Some(new_hash.as_str()),
+            "{name}: cleaned for the final ring"
+        );
+        assert_eq!(node(&scenario, name)["state"], "Succeeded");
+    }
 }

@@ -190,6 +190,7 @@ fn a_held_node_waits_with_its_reason_and_leaves_its_rack_to_the_others() {
             },
         )]),
         cleaned_by_other: BTreeSet::new(),
+        no_longer_owed: BTreeSet::new(),
     };
     let nodes = vec![node("a0", Pending), node("a1", Pending), node("b0", Pending)];
     let no_jobs = BTreeMap::new();
@@ -229,4 +230,27 @@ fn a_held_node_waits_with_its_reason_and_leaves_its_rack_to_the_others() {
     assert!(pass.start.is_empty(), "rack a is busy with a0: {pass:?}");
     assert_eq!(states(&pass), vec![Running, Pending]);
     assert_eq!(pass.nodes[0].waited_for_ring, None, "a running node does not wait");
+}
+
+/// A node interrupted by a topology change that the new ring owes nothing is skipped, saying so;
+/// the others start again.
+#[test]
+fn an_interrupted_node_no_longer_owed_is_skipped() {
+    use NodeState::*;
+    let racks = racks(&[("a0", "a"), ("b0", "b")]);
+    let mut interrupted = node("a0", Pending);
+    interrupted.interruptions = 1;
+    let holds = Holds { no_longer_owed: BTreeSet::from(["a0".to_string()]), ..Holds::default() };
+    let pass = step_holding(
+        vec![interrupted, node("b0", Pending)],
+        &BTreeMap::new(),
+        &racks,
+        one_per_rack(),
+        &holds,
+        job_name,
+        now(),
+    );
+    assert_eq!(states(&pass), vec![Skipped, Running]);
+    assert!(pass.nodes[0].message.as_deref().unwrap().contains("no longer owed a cleanup"), "{pass:?}");
+    assert_eq!(pass.start, vec![1]);
 }

@@ -176,3 +176,43 @@ fn a_succeeded_job_without_a_readable_result_is_cleaned_with_details_unknown() {
     let read = job("k", JobState::Succeeded(finished(Ok(result))));
     assert_eq!(unreadable_result(&[unread, read], "k"), None);
 }
+
+/// After a topology change, an automatic task's interrupted node is owed nothing when it is clean
+/// for its current ring; nodes never interrupted, and nodes whose keyspaces the ownership rule
+/// chose, are not judged by the ring hash.
+#[test]
+fn interrupted_nodes_clean_for_their_current_ring_are_no_longer_owed() {
+    let hashes = |m: &mut MemberFacts, current: &str, last: &str| {
+        m.annotations.insert(keys::CURRENT_TOKEN_RING_HASH.into(), current.into());
+        m.annotations.insert(keys::LAST_CLEANED_UP_TOKEN_RING_HASH.into(), last.into());
+    };
+    let (mut a0, mut a1, mut b0, mut a2) = (member("a", 0), member("a", 1), member("b", 0), member("a", 2));
+    hashes(&mut a0, "new", "new");
+    hashes(&mut a1, "new", "new");
+    hashes(&mut b0, "new", "new");
+    hashes(&mut a2, "new", "old");
+    let interrupted = |name: &str, times: i32| NodeProgress {
+        name: name.into(),
+        state: NodeState::Pending,
+        interruptions: times,
+        ..NodeProgress::default()
+    };
+    let nodes = vec![
+        interrupted(&a0.service, 1),
+        interrupted(&a1.service, 1),
+        interrupted(&b0.service, 0),
+        interrupted(&a2.service, 2),
+    ];
+    let cleanup = Cleanup {
+        keyspaces: vec![],
+        nodes: vec![],
+        max_concurrent_per_rack: None,
+        max_concurrent: None,
+        per_node: BTreeMap::from([(
+            a1.service.clone(),
+            groundskeeper_api::validate::NodeWork { keyspaces: vec!["ks".into()], mark_node_clean: false },
+        )]),
+    };
+    let owed_nothing = no_longer_owed(&nodes, &cleanup, &[a0.clone(), a1, b0, a2]);
+    assert_eq!(owed_nothing, BTreeSet::from([a0.service]));
+}
