@@ -178,12 +178,32 @@ pub fn operator_cleanup_selector(cluster: &str) -> String {
 }
 
 /// What groundskeeper knows of scylla-operator's cleanup of a cluster: its Job controller's
-/// conditions in the cluster's status, and its cleanup Jobs.
-pub fn operator_cleanup(cluster: &ClusterFacts, jobs: &[Job]) -> OperatorCleanup {
+/// conditions in the cluster's status and in its ScyllaDBDatacenter's (`datacenter_conditions`:
+/// their types, where scylla-operator writes them first and older versions alone), and its
+/// cleanup Jobs.
+pub fn operator_cleanup(
+    cluster: &ClusterFacts,
+    datacenter_conditions: &[String],
+    jobs: &[Job],
+) -> OperatorCleanup {
     OperatorCleanup::observed(
-        cluster.conditions.iter().map(|c| c.type_.as_str()),
+        cluster
+            .conditions
+            .iter()
+            .map(|c| c.type_.as_str())
+            .chain(datacenter_conditions.iter().map(String::as_str)),
         jobs.iter().filter_map(operator_job).collect(),
     )
+}
+
+/// The condition types in a ScyllaDBDatacenter's status.
+pub fn datacenter_condition_types(datacenter: &crate::scylla::ScyllaDBDatacenter) -> Vec<String> {
+    datacenter
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .filter_map(|c| c.get("type").and_then(serde_json::Value::as_str).map(str::to_owned))
+        .collect()
 }
 
 /// One of scylla-operator's cleanup Jobs as the coexistence rules read it; `None` for a Job being

@@ -288,3 +288,27 @@ fn a_topology_change_is_a_spec_not_yet_observed_or_statefulsets_rolling() {
         }
     }
 }
+
+/// scylla-operator writes its Job controller's conditions on the ScyllaDBDatacenter first (and
+/// older versions there alone): found there, they tell that its cleanup controller runs even
+/// before any of its Jobs exists.
+#[test]
+fn scylla_operators_cleanup_is_seen_from_its_datacenters_conditions() {
+    use crate::scylla::coexistence::Signal;
+    use crate::scylla::facts::{ClusterFacts, datacenter_condition_types, operator_cleanup};
+    let datacenter: ScyllaDBDatacenter = serde_json::from_value(json!({
+        "metadata": {"name": "basic", "namespace": "scylla"},
+        "spec": {"clusterName": "basic"},
+        "status": {"conditions": [{"type": "Available", "status": "True"},
+                                  {"type": "JobControllerDegraded", "status": "False"}]}
+    }))
+    .unwrap();
+    let types = datacenter_condition_types(&datacenter);
+    assert_eq!(types, ["Available", "JobControllerDegraded"]);
+    let cluster = ClusterFacts { name: "basic".into(), ..ClusterFacts::default() };
+    assert_eq!(operator_cleanup(&cluster, &[], &[]).active, None, "nothing on the ScyllaCluster");
+    assert_eq!(
+        operator_cleanup(&cluster, &types, &[]).active,
+        Some(Signal::JobControllerCondition("JobControllerDegraded".into()))
+    );
+}

@@ -19,10 +19,11 @@ use crate::tasks::hold::{automatic_hold, suspensions_of};
 use groundskeeper_api::maintenance_task::TaskTarget;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
 use groundskeeper_api::maintenance_window::windows_from_annotations;
-use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::facts::datacenter_condition_types;
 use groundskeeper_api::scylla::facts::{
     MemberFacts, cluster_facts, current_members, member_selector, operator_cleanup, operator_cleanup_selector,
 };
+use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
 
 /// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
 pub(crate) fn agent_token_secret_name(cluster: &str) -> String {
@@ -68,6 +69,23 @@ pub(crate) fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
         && task.spec.target.name == cluster
 }
 
+/// The condition types of the ScyllaDBDatacenter of the same name, where scylla-operator writes
+/// its Job controller's conditions first; none where there is no such object (older
+/// scylla-operators) or its kind is not served.
+pub(crate) async fn read_datacenter_conditions(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<String>> {
+    let api: Api<ScyllaDBDatacenter> = Api::namespaced(client.clone(), namespace);
+    match api.get_opt(name).await {
+        Ok(found) => Ok(found.as_ref().map(datacenter_condition_types).unwrap_or_default()),
+        // A cluster without the ScyllaDBDatacenter kind (scylla-operator before 1.15).
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(err) => Err(Error::kube(format!("get ScyllaDBDatacenter {namespace}/{name}"))(err)),
+    }
+}
+
 /// Reads everything the decision for `cluster` needs.
 pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestamp) -> Result<Snapshot> {
     let client = &ctx.client;
@@ -79,7 +97,8 @@ pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestam
     let operator_jobs = list_operator_cleanup_jobs(client, &namespace, &name).await?;
     let mut snapshot = build_snapshot(cluster, &services, &tasks, agent_token, now);
     fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
-    snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &operator_jobs);
+    let datacenter = read_datacenter_conditions(client, &namespace, &name).await?;
+    snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &datacenter, &operator_jobs);
     snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
     snapshot.holds = automatic_holds(ctx, cluster, &namespace, &name, now).await?;
     Ok(snapshot)
@@ -202,7 +221,7 @@ pub fn build_snapshot(
 ) -> Snapshot {
     let cluster = cluster_facts(cluster);
     Snapshot {
-        scylla_operator: operator_cleanup(&cluster, &[]),
+        scylla_operator: operator_cleanup(&cluster, &[], &[]),
         cluster,
         members: current_members(services),
         tasks: tasks.iter().map(|t| task_facts(t, now)).collect(),

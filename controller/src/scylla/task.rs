@@ -29,7 +29,8 @@ use super::job::{NodeCleanup, cleanup_job};
 use super::members_record::settled_record;
 use super::node_steps::{End, Holds, NODE_NOT_FOUND, NodeJob, step_holding};
 use super::observe::{
-    fill_pod_addresses, list_member_services, list_operator_cleanup_jobs, read_secret_state,
+    fill_pod_addresses, list_member_services, list_operator_cleanup_jobs, read_datacenter_conditions,
+    read_secret_state,
 };
 use super::ownership::RingView;
 use super::ownership_reader::read_cluster_views;
@@ -335,7 +336,8 @@ async fn advance(
     let name = task.name_any();
     // scylla-operator's own cleanup: a node it cleans or is about to clean waits (read only).
     let operator_jobs = list_operator_cleanup_jobs(&ctx.client, &facts.namespace, &facts.name).await?;
-    let operator = operator_cleanup(facts, &operator_jobs);
+    let datacenter = read_datacenter_conditions(&ctx.client, &facts.namespace, &facts.name).await?;
+    let operator = operator_cleanup(facts, &datacenter, &operator_jobs);
     let held =
         held_nodes(&operator, members.iter().map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))));
     let cleaned_by_other = status

@@ -515,6 +515,16 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
             200,
             operator_jobs,
         ),
+        // The ScyllaDBDatacenter, where scylla-operator writes its Job controller's conditions.
+        ex(
+            Method::GET,
+            "/apis/scylla.scylladb.com/v1alpha1/namespaces/scylla/scylladbdatacenters/basic",
+            200,
+            json!({"apiVersion": "scylla.scylladb.com/v1alpha1", "kind": "ScyllaDBDatacenter",
+                   "metadata": {"name": "basic", "namespace": NS},
+                   "spec": {"clusterName": "basic"},
+                   "status": {"conditions": [{"type": "JobControllerProgressing", "status": "False"}]}}),
+        ),
         // The token, read again for the ownership reads through the joined node's agent.
         ex(Method::GET, "/api/v1/namespaces/scylla/secrets/basic-auth-token", 200, secret),
         // What holds automatic cleanup back: the cluster's suspensions (none).
@@ -561,7 +571,11 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
         }],
         "scylla-operator's cleanup Jobs are read"
     );
-    assert_eq!(snapshot.scylla_operator.active, Some(Signal::CleanupJob("cleanup-basic-dc1-a-0".into())));
+    // Its Job controller's condition on the ScyllaDBDatacenter is the first sign found.
+    assert_eq!(
+        snapshot.scylla_operator.active,
+        Some(Signal::JobControllerCondition("JobControllerProgressing".into()))
+    );
 }
 
 #[tokio::test]

@@ -203,7 +203,7 @@ fn cleaned_by(cluster: &ClusterFacts, jobs: &[Job]) -> String {
         })
         .cloned()
         .collect();
-    match operator_cleanup(cluster, &theirs).active {
+    match operator_cleanup(cluster, &[], &theirs).active {
         Some(signal) => format!(
             "scylla-operator's own cleanup controller ({}): groundskeeper's automatic ring-hash \
              trigger stands back; manual tasks wait for the nodes it still owes",
