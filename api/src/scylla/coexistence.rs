@@ -37,10 +37,11 @@
 //!
 //! Signals that scylla-operator's cleanup is active ([`detect`]), both observable through what
 //! groundskeeper already reads:
-//! * the cluster's status carries scylla-operator's `JobControllerProgressing` or
-//!   `JobControllerDegraded` condition: written on every sync by versions that have the cleanup
-//!   controller (1.10+), before any ring change, and copied from the ScyllaDBDatacenter up to the
-//!   ScyllaCluster by the versions that have one;
+//! * the status of the cluster or of its ScyllaDBDatacenter carries scylla-operator's
+//!   `JobControllerProgressing` or `JobControllerDegraded` condition: written on every sync by
+//!   versions that have the cleanup controller (1.10+), before any ring change; the versions
+//!   with a ScyllaDBDatacenter write it there first and copy it up to the ScyllaCluster later,
+//!   so both are read;
 //! * a Job with scylla-operator's cleanup labels exists for the cluster.
 //!
 //! Not used as signals: `NeverCleanedUp` (a person may write it to ask for a cleanup) and the
