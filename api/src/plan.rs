@@ -7,7 +7,6 @@
 //! ([`estimate`]): the median seconds per byte of its last runs times its size now. Without
 //! history the defaults below apply, and the plan says so.
 
-use k8s_openapi::api::core::v1::Service;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -317,11 +316,6 @@ pub fn node_cleanup_estimate(annotations: &std::collections::BTreeMap<String, St
     let history = cleanup_history(annotations);
     let bytes_now = history.iter().rev().find_map(|s| s.bytes);
     estimate(&history, bytes_now, None, DEFAULT_CLEANUP_SECONDS)
-}
-
-/// The member facts of Scylla member Services (for the plugin, which reads the Services).
-pub fn members_of(services: &[Service]) -> Vec<MemberFacts> {
-    crate::scylla::facts::current_members(services)
 }
 
 /// The plan of an etcd task on `cluster` as its status last observed it. `Err` when nothing can

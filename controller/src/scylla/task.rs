@@ -331,14 +331,14 @@ async fn advance(
         }
     }
     let jobs = task_jobs(ctx, task).await?;
-    let node_jobs = node_jobs(&jobs);
+    let mut node_jobs = node_jobs(&jobs);
     let racks = racks(members);
     let name = task.name_any();
     // scylla-operator's own cleanup: a node it cleans or is about to clean waits (read only).
     let operator_jobs = list_operator_cleanup_jobs(&ctx.client, &facts.namespace, &facts.name).await?;
     let datacenter = read_datacenter_conditions(&ctx.client, &facts.namespace, &facts.name).await?;
     let operator = operator_cleanup(facts, &datacenter, &operator_jobs);
-    let held =
+    let mut held =
         held_nodes(&operator, members.iter().map(|m| (m.service.as_str(), NodeHashes::of(&m.annotations))));
     let cleaned_by_other = status
         .nodes
@@ -352,32 +352,14 @@ async fn advance(
         })
         .map(|n| n.name.clone())
         .collect();
-    let mut held = held;
-    let mut node_jobs = node_jobs;
-    let topology = topology_change(facts);
-    if let Some(why) = &topology {
-        yield_to_topology(ctx, task, cluster, &mut status, &mut node_jobs, why).await?;
-        for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending) {
-            let interrupted = match node.interruptions {
-                0 => String::new(),
-                n => format!("interrupted ({n}×) and "),
-            };
-            let why = format!("{interrupted}waits: {why}; it starts once the cluster settles, if still owed");
-            held.entry(node.name.clone()).or_insert(Hold { why, ring: None });
-        }
-    }
-    let no_longer_owed = if topology.is_none() && is_automatic(task) {
-        no_longer_owed(&status.nodes, &cleanup, members)
-    } else {
-        BTreeSet::new()
-    };
-    let deferred = if waits_for_window(task) {
-        left_for_next_window(target, &status, members, &held, now)
-    } else {
-        BTreeMap::new()
-    };
-    let left = deferred.len();
-    held.extend(deferred);
+    let (no_longer_owed, left) = yield_and_fit(
+        ctx,
+        CleanupPass { task, cluster, facts, target, cleanup: &cleanup, members, now },
+        &mut status,
+        &mut node_jobs,
+        &mut held,
+    )
+    .await?;
     let holds = Holds { held, cleaned_by_other, no_longer_owed };
     let pass = step_holding(
         status.nodes.clone(),
@@ -463,6 +445,55 @@ async fn advance(
         Some(End::Completed { summary }) => complete(status, &summary, generation, now),
         Some(End::Failed { code, description }) => fail(status, code, &description, generation, now),
     })
+}
+
+/// One pass over a running Cleanup task, as [`yield_and_fit`] reads it.
+struct CleanupPass<'a> {
+    task: &'a MaintenanceTask,
+    cluster: &'a ScyllaCluster,
+    facts: &'a ClusterFacts,
+    target: &'a ReadCluster,
+    cleanup: &'a Cleanup,
+    members: &'a [MemberFacts],
+    now: Timestamp,
+}
+
+/// What keeps pending nodes from starting in this pass besides scylla-operator, added to `held`:
+/// a topology change (which also stops the running ones, see [`yield_to_topology`]) and the
+/// maintenance window ([`left_for_next_window`]). Returns the interrupted nodes the new ring owes
+/// nothing, and how many nodes were left for the next window.
+async fn yield_and_fit(
+    ctx: &Context,
+    pass: CleanupPass<'_>,
+    status: &mut MaintenanceTaskStatus,
+    node_jobs: &mut BTreeMap<usize, (String, NodeJob)>,
+    held: &mut BTreeMap<String, Hold>,
+) -> Result<(BTreeSet<String>, usize)> {
+    let CleanupPass { task, cluster, facts, target, cleanup, members, now } = pass;
+    let topology = topology_change(facts);
+    if let Some(why) = &topology {
+        yield_to_topology(ctx, task, cluster, status, node_jobs, why).await?;
+        for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending) {
+            let interrupted = match node.interruptions {
+                0 => String::new(),
+                n => format!("interrupted ({n}×) and "),
+            };
+            let why = format!("{interrupted}waits: {why}; it starts once the cluster settles, if still owed");
+            held.entry(node.name.clone()).or_insert(Hold { why, ring: None });
+        }
+    }
+    let no_longer_owed = match topology {
+        None if is_automatic(task) => no_longer_owed(&status.nodes, cleanup, members),
+        _ => BTreeSet::new(),
+    };
+    let deferred = if waits_for_window(task) {
+        left_for_next_window(target, status, members, held, now)
+    } else {
+        BTreeMap::new()
+    };
+    let left = deferred.len();
+    held.extend(deferred);
+    Ok((no_longer_owed, left))
 }
 
 /// Stops the task's running cleanups so that a topology change is not held up (in ScyllaDB a
