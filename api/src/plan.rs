@@ -253,15 +253,15 @@ pub fn plan_of(summary: String, steps: Vec<PlanStep>) -> TaskPlan {
     }
 }
 
-/// The plan of a Cleanup: the nodes it names (else every member) in cleaning order (datacenter,
-/// rack, ordinal), each with its keyspaces and its expected duration from its own history.
-/// `Err` names a node that is not a member (the task fails with it when it starts).
-pub fn cleanup_plan(
+/// The nodes a Cleanup cleans, in cleaning order (datacenter, rack, ordinal): the ones it names,
+/// else every member of the cluster. `Err` names a node that is not a member (the task fails with
+/// it when it starts), and the members there are.
+pub fn cleanup_nodes<'a>(
     cleanup: &Cleanup,
     cluster: &ClusterFacts,
-    members: &[MemberFacts],
-) -> Result<TaskPlan, String> {
-    let bounds = crate::scylla::limits::limits(cleanup, cluster).describe();
+    members: &'a [MemberFacts],
+) -> Result<Vec<&'a MemberFacts>, String> {
+    let sorted = sorted_members(members);
     let unknown: Vec<&str> = cleanup
         .nodes
         .iter()
@@ -269,16 +269,32 @@ pub fn cleanup_plan(
         .map(String::as_str)
         .collect();
     if !unknown.is_empty() {
+        let known: Vec<&str> = sorted.iter().map(|m| m.service.as_str()).collect();
         return Err(format!(
-            "spec.config.cleanup.nodes: {} not a member Service of ScyllaCluster {}/{}",
+            "spec.config.cleanup.nodes: {} not a member Service of ScyllaCluster {}/{} (its members: {}); \
+             create a new task naming members only",
             unknown.join(", "),
             cluster.namespace,
-            cluster.name
+            cluster.name,
+            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
         ));
     }
-    let steps: Vec<PlanStep> = sorted_members(members)
+    Ok(sorted
         .into_iter()
         .filter(|m| cleanup.nodes.is_empty() || cleanup.nodes.contains(&m.service))
+        .collect())
+}
+
+/// The plan of a Cleanup: its nodes ([`cleanup_nodes`]), each with its keyspaces and its
+/// expected duration from its own history.
+pub fn cleanup_plan(
+    cleanup: &Cleanup,
+    cluster: &ClusterFacts,
+    members: &[MemberFacts],
+) -> Result<TaskPlan, String> {
+    let bounds = crate::scylla::limits::limits(cleanup, cluster).describe();
+    let steps: Vec<PlanStep> = cleanup_nodes(cleanup, cluster, members)?
+        .into_iter()
         .map(|member| cleanup_step(cleanup, member))
         .collect();
     let summary = match steps.len() {

@@ -18,7 +18,7 @@ use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::coexistence::{Hold, NodeHashes, cleaned_while_waiting, held_nodes};
 use groundskeeper_api::scylla::facts::{
     ClusterFacts, MemberFacts, cluster_facts, current_members, operator_cleanup, precondition_failures,
-    sorted_members, topology_change,
+    topology_change,
 };
 use groundskeeper_api::validate::{Cleanup, Work, describe_errors, validate};
 use groundskeeper_protocol::{OperationKind, keys};
@@ -45,7 +45,7 @@ use crate::tasks::lifecycle::waits_for_window;
 use crate::tasks::status::{complete, fail, note_running, progress_of};
 use crate::tasks::step_jobs::{NOT_SUPPORTED, owner_of, step_job_name, step_labels, step_of, task_jobs};
 use crate::tasks::target::{ReadTarget, Target};
-use groundskeeper_api::plan::{fits_window, node_cleanup_estimate};
+use groundskeeper_api::plan::{cleanup_nodes, fits_window, node_cleanup_estimate};
 pub use groundskeeper_api::scylla::limits::limits;
 
 /// Whether a cleanup may start on the cluster: the same preconditions as the automatic cleanup
@@ -68,34 +68,15 @@ pub fn facts(cluster: Option<&ClusterFacts>, secret: &SecretState) -> TargetFact
     }
 }
 
-/// The nodes a task cleans, in cleaning order (datacenter, rack, ordinal), each `Pending`: the
-/// ones it names, else every member of the cluster. `Err` names a node that is not a member.
+/// The nodes a task cleans ([`cleanup_nodes`]), each `Pending`. `Err` names a node that is not
+/// a member.
 pub(crate) fn plan_nodes(
     cleanup: &Cleanup,
     cluster: &ClusterFacts,
     members: &[MemberFacts],
 ) -> Result<Vec<NodeProgress>, String> {
-    let sorted = sorted_members(members);
-    let unknown: Vec<&str> = cleanup
-        .nodes
-        .iter()
-        .filter(|n| !members.iter().any(|m| &m.service == *n))
-        .map(String::as_str)
-        .collect();
-    if !unknown.is_empty() {
-        let known: Vec<&str> = sorted.iter().map(|m| m.service.as_str()).collect();
-        return Err(format!(
-            "spec.config.cleanup.nodes: {} not a member Service of ScyllaCluster {}/{} (its members: {}); \
-             create a new task naming members only",
-            unknown.join(", "),
-            cluster.namespace,
-            cluster.name,
-            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-        ));
-    }
-    Ok(sorted
+    Ok(cleanup_nodes(cleanup, cluster, members)?
         .into_iter()
-        .filter(|m| cleanup.nodes.is_empty() || cleanup.nodes.contains(&m.service))
         .map(|m| NodeProgress {
             name: m.service.clone(),
             state: NodeState::Pending,
