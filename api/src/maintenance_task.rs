@@ -523,8 +523,10 @@ pub struct MaintenanceTaskStatus {
     /// and when it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::plan::TaskPlan>,
-    /// Nodes not started because their expected duration would run past the end of the
-    /// maintenance window (tasks that wait for windows only): they start in the next one.
+    /// Nodes or members not started because their expected duration would run past the end of
+    /// the maintenance window (tasks that wait for windows only). A Cleanup keeps its nodes
+    /// pending and starts them in the next window; an etcd task completes, and a later task (the
+    /// trigger's, where the member is still over its thresholds) picks its members up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_for_next_window: Option<i32>,
 }
@@ -655,6 +657,11 @@ pub struct NodeProgress {
     /// neither failed nor clean then; it runs again once the cluster settles, if still owed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub interruptions: i32,
+    /// Cleanup: when its cleanup was last stopped for a topology change. It starts again no
+    /// sooner than the stopped pod's termination grace period after: the stopped runner's last
+    /// calls on the node must not stop the new cleanup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_at: Option<Time>,
 }
 
 fn is_zero(n: &i32) -> bool {

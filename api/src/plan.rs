@@ -156,55 +156,84 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// A node's cleanup history as its member Service's [`keys::CLEANUP_HISTORY`] annotation holds
-/// it; entries that cannot be read are left out.
+/// it (`<bytes or ?>:<seconds>@<job>`, the Job optional); entries that cannot be read are left
+/// out.
 pub fn cleanup_history(annotations: &std::collections::BTreeMap<String, String>) -> Vec<WorkSample> {
-    let Some(text) = annotations.get(keys::CLEANUP_HISTORY) else {
-        return Vec::new();
-    };
-    text.split(',')
-        .filter_map(|entry| {
-            let (bytes, seconds) = entry.trim().split_once(':')?;
-            let seconds: f64 = seconds.parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0)?;
-            let bytes = match bytes {
-                "?" => None,
-                b => Some(b.parse::<i64>().ok().filter(|b| *b >= 0)?),
-            };
-            Some(WorkSample { bytes, seconds })
-        })
-        .collect()
+    history_entries(annotations).filter_map(|(sample, _)| sample).collect()
 }
 
-/// `history` with `sample` added last and only the newest [`MAX_SAMPLES`] kept, as the
-/// annotation's value.
-pub fn cleanup_history_with(history: &[WorkSample], sample: WorkSample) -> String {
-    let mut all = history.to_vec();
-    all.push(sample);
-    let skip = all.len().saturating_sub(MAX_SAMPLES);
-    all[skip..]
+/// Each entry of the annotation: its sample when it can be read, and the Job that made it.
+fn history_entries(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> impl Iterator<Item = (Option<WorkSample>, Option<&str>)> {
+    annotations.get(keys::CLEANUP_HISTORY).into_iter().flat_map(|text| text.split(',')).map(|entry| {
+        let (sample, job) = match entry.trim().split_once('@') {
+            Some((sample, job)) => (sample, Some(job)),
+            None => (entry.trim(), None),
+        };
+        (parse_sample(sample), job)
+    })
+}
+
+fn parse_sample(text: &str) -> Option<WorkSample> {
+    let (bytes, seconds) = text.split_once(':')?;
+    let seconds: f64 = seconds.parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0)?;
+    let bytes = match bytes {
+        "?" => None,
+        b => Some(b.parse::<i64>().ok().filter(|b| *b >= 0)?),
+    };
+    Some(WorkSample { bytes, seconds })
+}
+
+/// The annotation's value with `sample` (of Job `job`) added last and only the newest
+/// [`MAX_SAMPLES`] readable entries kept; `None` when that Job's run is recorded already (a pass
+/// that records, then fails before its status is written, records it again: once is enough).
+pub fn cleanup_history_with(
+    annotations: &std::collections::BTreeMap<String, String>,
+    sample: WorkSample,
+    job: &str,
+) -> Option<String> {
+    let mut entries: Vec<(WorkSample, Option<&str>)> =
+        history_entries(annotations).filter_map(|(sample, job)| Some((sample?, job))).collect();
+    if entries.iter().any(|(_, recorded)| *recorded == Some(job)) {
+        return None;
+    }
+    entries.push((sample, Some(job)));
+    let skip = entries.len().saturating_sub(MAX_SAMPLES);
+    let text = entries[skip..]
         .iter()
-        .map(|s| {
+        .map(|(s, job)| {
             let bytes = s.bytes.map_or("?".to_owned(), |b| b.to_string());
-            format!("{bytes}:{:.1}", s.seconds)
+            let job = job.map(|j| format!("@{j}")).unwrap_or_default();
+            format!("{bytes}:{:.1}{job}", s.seconds)
         })
         .collect::<Vec<_>>()
-        .join(",")
+        .join(",");
+    Some(text)
 }
 
+/// How late into a window a node counts as "the first thing in it": a node that would not fit a
+/// window entered this late counts as longer than the window (5 minutes), so that a node about
+/// as long as the window is not left out for ever by the few seconds a pass takes to come.
+pub const LATE_START_SLACK_SECONDS: i64 = 300;
+
 /// Whether a run expected to take `expected` seconds may start at `now` given the windows:
-/// `Ok` when it ends before the window closes; an open window too short for it as a whole lets
-/// it start only as the first thing in that window (`nothing_since_opening`: no work of the
-/// task started since the window opened and none runs), so that it is never left out for ever.
-/// `Err` says why it waits for the next window.
+/// `Ok` when it ends before the window closes. A run too long for the window as a whole (its
+/// length less [`LATE_START_SLACK_SECONDS`]) starts only as the first thing in a window
+/// (`nothing_since_opening`: no work of the task started since the window opened and none runs),
+/// so that it is never left out for ever. `Err` says why it waits for the next window, in words
+/// that do not change from one pass to the next (the window's close, not a countdown), so that a
+/// status that repeats it is not rewritten every pass.
 pub fn fits_window(
     state: &WindowState,
     now: jiff::Timestamp,
     expected: i64,
     nothing_since_opening: impl Fn(jiff::Timestamp) -> bool,
-    opens_local: impl Fn(jiff::Timestamp) -> String,
+    local: impl Fn(jiff::Timestamp) -> String,
 ) -> Result<(), String> {
     match state {
         WindowState::Closed { opens } => {
-            Err(format!("left for the next maintenance window, which opens {}", opens_local(*opens)))
+            Err(format!("left for the next maintenance window, which opens {}", local(*opens)))
         }
         WindowState::Open { opened, closes } => {
             let left = closes.duration_since(now).as_secs();
@@ -212,13 +241,13 @@ pub fn fits_window(
                 return Ok(());
             }
             let length = closes.duration_since(*opened).as_secs();
-            if expected > length && nothing_since_opening(*opened) {
+            if expected > length - LATE_START_SLACK_SECONDS && nothing_since_opening(*opened) {
                 return Ok(());
             }
             Err(format!(
-                "left for the next maintenance window: expected {}, but this one closes in {}",
+                "left for the next maintenance window: expected {}, which would run past this one's end ({})",
                 human_seconds(expected),
-                human_seconds(left)
+                local(*closes)
             ))
         }
     }
@@ -356,10 +385,10 @@ pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<Tas
             steps.push(compact_step(compact));
             format!("compact EtcdCluster {target} once, through any member")
         }
-        Work::Defragment(defrag) => defrag_steps(defrag, &options, cluster, target, &mut steps),
+        Work::Defragment(defrag) => defrag_steps(defrag, &options, cluster, target, &mut steps)?,
         Work::Maintenance { compact, defragment } => {
             steps.push(compact_step(compact));
-            let defrag = defrag_steps(defragment, &options, cluster, target, &mut steps);
+            let defrag = defrag_steps(defragment, &options, cluster, target, &mut steps)?;
             format!("compact, then {defrag}")
         }
         Work::Snapshot(snapshot) => {
@@ -410,14 +439,15 @@ fn snapshot_step(snapshot: &Snapshot, cluster: &EtcdCluster) -> PlanStep {
 }
 
 /// The defragmentation's steps (the runner's own rule, [`plan_defrag`], on the observed sizes),
-/// and its summary.
+/// and its summary; `Err` when the runner would refuse the cluster as it stands (then no plan can
+/// be approved: one without steps would approve nothing in particular).
 fn defrag_steps(
     defrag: &DefragPolicy,
     options: &PlanOptions,
     cluster: &EtcdCluster,
     target: &str,
     steps: &mut Vec<PlanStep>,
-) -> String {
+) -> Result<String, String> {
     let members = cluster.status.as_ref().map(|s| s.members.clone()).unwrap_or_default();
     let leader =
         members.iter().find(|m| m.leader).and_then(|m| u64::from_str_radix(&m.id, 16).ok()).unwrap_or(0);
@@ -439,12 +469,9 @@ fn defrag_steps(
             },
         })
         .collect();
-    let plan = match plan_defrag(defrag, options, &observed) {
-        Ok(plan) => plan,
-        Err(refusal) => {
-            return format!("defragment nothing of EtcdCluster {target} as things stand: {refusal}");
-        }
-    };
+    let plan = plan_defrag(defrag, options, &observed).map_err(|refusal| {
+        format!("EtcdCluster {target} cannot be defragmented as things stand: {refusal}")
+    })?;
     let mut count = 0;
     for member in &plan.members {
         let history = members.iter().find(|m| m.name == member.name).map(|m| m.defrag_history.clone());
@@ -472,11 +499,11 @@ fn defrag_steps(
             ..PlanStep::default()
         });
     }
-    format!(
+    Ok(format!(
         "defragment {count} of {} member(s) of EtcdCluster {target}, followers first, one at a time \
          (from the sizes last observed; the Job checks them again)",
         plan.members.len()
-    )
+    ))
 }
 
 /// `1.50 GiB`, `12.0 MiB`, `512 B`.

@@ -71,6 +71,7 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
         allow_single_member: false,
         dry_run: false,
         not_after: None,
+        window_opened: None,
         expected_rates: Vec::new(),
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 120,

@@ -82,6 +82,7 @@ impl Command {
                 no_move_leader: args.no_move_leader,
                 allow_single_member: args.allow_single_member,
                 not_after: args.not_after.clone(),
+                window_opened: args.window_opened.clone(),
                 expected_rates: args
                     .expected_rates
                     .iter()
@@ -266,6 +267,7 @@ mod tests {
                 no_move_leader: true,
                 allow_single_member: true,
                 not_after: Some("2026-11-25T05:00:00Z".into()),
+                window_opened: Some("2026-11-25T01:00:00Z".into()),
                 expected_rates: vec![("etcd-0".into(), 52428800.0), ("etcd-1".into(), 1000.0)],
             }),
             Operation::Defrag(DefragRequest { etcd: etcd(false), ..DefragRequest::default() }),

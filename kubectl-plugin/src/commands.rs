@@ -379,9 +379,6 @@ async fn wait_for_task(access: &Access, name: &str, output: Option<Output>) -> R
     Ok(code)
 }
 
-/// Cancelling is deleting: the controller has no "cancelled" state. A Pending task leaves the
-/// queue; a running task's Jobs are deleted with it (its owner references), so their pods get
-/// SIGTERM and the runner stops what it can stop.
 /// `task plan`: the plan `task create` with the same arguments would run, made from the target
 /// as it is now; nothing is created.
 async fn plan(access: &Access, args: CreateArgs, output: Option<Output>) -> Result<i32, Error> {
@@ -472,6 +469,9 @@ pub fn approvable_plan(task: &MaintenanceTask, reviewed: Option<&str>) -> Result
     }
 }
 
+/// Cancelling is deleting: the controller has no "cancelled" state. A Pending task leaves the
+/// queue; a running task's Jobs are deleted with it (its owner references), so their pods get
+/// SIGTERM and the runner stops what it can stop.
 async fn cancel(access: &Access, name: &str) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
     let task = get_task(access, &namespace, name).await?;

@@ -93,6 +93,6 @@ pub const REQUIRE_APPROVAL: &str = "groundskeeper.dev/require-approval";
 /// a person approved. A task starts only when it equals the plan it would run now.
 pub const APPROVED_PLAN: &str = "groundskeeper.dev/approved-plan";
 /// Annotation on a Scylla member Service: the node's last cleanups (at most 5, oldest first),
-/// `<load bytes or ?>:<seconds>` comma-separated, from which the next cleanup's duration is
-/// expected.
+/// `<load bytes or ?>:<seconds>@<job>` comma-separated, from which the next cleanup's duration
+/// is expected.
 pub const CLEANUP_HISTORY: &str = "groundskeeper.dev/cleanup-history";

@@ -92,6 +92,9 @@ pub struct DefragRequest {
     /// The end of the maintenance window the task runs in (RFC 3339): no member is started
     /// whose expected defrag would end after it (it is left for the next window).
     pub not_after: Option<String>,
+    /// When that window opened (RFC 3339): a member expected to take longer than the whole window
+    /// may then still start as the first of the run, so that it is not left out for ever.
+    pub window_opened: Option<String>,
     /// Expected defrag rate per member name (bytes per second, from its earlier defrags);
     /// members not listed are expected at the runner's default rate.
     pub expected_rates: Vec<(String, f64)>,
@@ -220,6 +223,9 @@ impl DefragRequest {
         }
         if let Some(not_after) = &self.not_after {
             args.value("not-after", not_after);
+        }
+        if let Some(opened) = &self.window_opened {
+            args.value("window-opened", opened);
         }
         for (member, rate) in &self.expected_rates {
             args.value("expected-rate", format!("{member}={}", rate.round()));

@@ -101,9 +101,19 @@ fn a_nodes_history_is_read_leniently_and_keeps_the_newest_five() {
         vec![sample(Some(1000), 10.5), sample(None, 20.0), sample(Some(9), 3.0)]
     );
     assert!(cleanup_history(&BTreeMap::new()).is_empty());
-    let full: Vec<WorkSample> = (1..=5).map(|i| sample(Some(i), i as f64)).collect();
-    assert_eq!(cleanup_history_with(&full, sample(None, 6.0)), "2:2.0,3:3.0,4:4.0,5:5.0,?:6.0");
-    let round_trip = cleanup_history(&annotations(&cleanup_history_with(&[], sample(Some(GIB), 61.25))));
+    let full = annotations("1:1,2:2@j2,3:3,4:4,5:5");
+    assert_eq!(
+        cleanup_history_with(&full, sample(None, 6.0), "j6").as_deref(),
+        Some("2:2.0@j2,3:3.0,4:4.0,5:5.0,?:6.0@j6")
+    );
+    assert_eq!(
+        cleanup_history_with(&full, sample(None, 6.0), "j2"),
+        None,
+        "Job j2's run is recorded already"
+    );
+    let round_trip = cleanup_history(&annotations(
+        &cleanup_history_with(&BTreeMap::new(), sample(Some(GIB), 61.25), "t-0").unwrap(),
+    ));
     assert_eq!(round_trip, vec![sample(Some(GIB), 61.2)], "kept to a tenth of a second");
     // A node's estimate: its newest known load times its median rate.
     let node = annotations(&format!("{}:100,{}:300", GIB, 2 * GIB));
@@ -128,9 +138,24 @@ fn work_starts_only_when_it_is_expected_to_end_inside_the_window() {
     let cases: Vec<(&str, &str, i64, bool, Result<(), &str>)> = vec![
         ("fits with time to spare", "2026-11-24T01:00:00Z", 3600, false, Ok(())),
         ("ends exactly at the close", "2026-11-24T04:00:00Z", 3600, false, Ok(())),
-        ("one second too long", "2026-11-24T04:00:01Z", 3600, false, Err("closes in 59m 59s")),
+        (
+            "one second too long",
+            "2026-11-24T04:00:01Z",
+            3600,
+            false,
+            Err("would run past this one's end (Tue 2026-11-24 05:00 UTC)"),
+        ),
         ("window closed", "2026-11-24T06:00:00Z", 60, true, Err("opens Wed 2026-11-25 01:00 UTC")),
         ("longer than any window, first thing in it", "2026-11-24T01:10:00Z", 5 * 3600, true, Ok(())),
+        ("as long as the window, a pass late", "2026-11-24T01:00:07Z", 4 * 3600, true, Ok(())),
+        ("about as long, entered late", "2026-11-24T01:30:00Z", 4 * 3600 - 100, true, Ok(())),
+        (
+            "well shorter than the window, entered late",
+            "2026-11-24T03:30:00Z",
+            3 * 3600,
+            true,
+            Err("expected 3h 00m"),
+        ),
         (
             "longer than any window, but the task already worked in it",
             "2026-11-24T01:10:00Z",
@@ -330,14 +355,13 @@ fn an_etcd_plan_says_when_nothing_can_be_done_as_things_stand() {
         json!([etcd_member("etcd-0", "a", true, GIB, 0), sick, etcd_member("etcd-2", "c", false, GIB, 0)]),
         json!({}),
     );
-    let plan = etcd_plan(&etcd_work("Defragment", json!({})), &cluster, "etcd/main").unwrap();
-    assert!(plan.steps.is_empty());
+    let err = etcd_plan(&etcd_work("Defragment", json!({})), &cluster, "etcd/main").unwrap_err();
     assert!(
-        plan.summary
-            .contains("as things stand: member etcd-1 (b) is not healthy: unreachable: connection refused"),
-        "{}",
-        plan.summary
+        err.contains("cannot be defragmented as things stand: member etcd-1 (b) is not healthy: unreachable: connection refused"),
+        "{err}"
     );
+    // Nothing to approve either when the defrag comes after a compaction.
+    assert!(etcd_plan(&etcd_work("Maintenance", json!({})), &cluster, "etcd/main").is_err());
     let unseen = etcd(json!([]), json!({}));
     let err = etcd_plan(&etcd_work("Compact", json!({})), &unseen, "etcd/main").unwrap_err();
     assert!(err.contains("no member in its status yet"), "{err}");

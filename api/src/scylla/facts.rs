@@ -32,6 +32,8 @@ pub struct ClusterFacts {
     pub annotations: BTreeMap<String, String>,
     /// `spec.externalSeeds` is empty: every node of the ring has a member Service here.
     pub single_datacenter: bool,
+    /// The members its spec asks for, all racks together.
+    pub spec_members: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -85,18 +87,19 @@ fn ordinal_key(service: &str) -> (String, u64) {
     }
 }
 
-/// Why the cluster's topology is changing, if it is: a change of its spec that scylla-operator
-/// has not observed yet (a scale asked for moves the generation), or its StatefulSets rolling out
-/// (`StatefulSetControllerProgressing`: members joining, leaving or restarting). A running
-/// cleanup yields to it: in ScyllaDB a cleanup blocks a bootstrap or decommission of the node
-/// until it ends (scylladb #26605).
-pub fn topology_change(cluster: &ClusterFacts) -> Option<String> {
-    if let (Some(generation), observed) = (cluster.generation, cluster.observed_generation)
-        && observed != Some(generation)
-    {
+/// Why the cluster's topology is changing, if it is: a scale asked for and not carried out yet
+/// (a spec scylla-operator has not observed, whose member count is not the `members` member
+/// Services there are), or its StatefulSets rolling out (`StatefulSetControllerProgressing`:
+/// members joining, leaving or restarting). A running cleanup yields to it: in ScyllaDB a
+/// cleanup blocks a bootstrap or decommission of the node until it ends (scylladb #26605). A spec
+/// edit that changes no member count (a repair schedule, say) is not one: cleanups that ran for
+/// hours are not thrown away for it.
+pub fn topology_change(cluster: &ClusterFacts, members: usize) -> Option<String> {
+    let unobserved = cluster.generation.is_some() && cluster.observed_generation != cluster.generation;
+    if unobserved && usize::try_from(cluster.spec_members).ok() != Some(members) {
         return Some(format!(
-            "a change of the cluster was asked for (generation {generation}, observed {})",
-            observed.map_or("none".to_owned(), |o| o.to_string())
+            "a scale was asked for (the spec asks for {} members, {members} member Services are there)",
+            cluster.spec_members
         ));
     }
     cluster
@@ -251,6 +254,7 @@ pub fn cluster_facts(cluster: &ScyllaCluster) -> ClusterFacts {
         conditions: status.conditions.iter().map(condition_facts).collect(),
         annotations: cluster.metadata.annotations.clone().unwrap_or_default(),
         single_datacenter: cluster.spec.external_seeds.is_empty(),
+        spec_members: cluster.spec.datacenter.racks.iter().map(|r| i64::from(r.members)).sum(),
     }
 }
 

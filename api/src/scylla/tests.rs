@@ -253,22 +253,40 @@ fn views_are_addressed_like_the_crds() {
     assert_eq!(ScyllaDBDatacenter::plural(&()), "scylladbdatacenters");
 }
 
-/// (case, generation, observed, progressing, a topology change?)
+/// (case, generation, observed, spec members, member Services, progressing, a topology change?)
 #[test]
 #[allow(clippy::type_complexity)] // a table of cases
-fn a_topology_change_is_a_spec_not_yet_observed_or_statefulsets_rolling() {
+fn a_topology_change_is_a_scale_not_yet_carried_out_or_statefulsets_rolling() {
     use crate::scylla::facts::{ClusterFacts, ConditionFacts, topology_change};
-    let cases: Vec<(&str, Option<i64>, Option<i64>, Option<&str>, Option<&str>)> = vec![
-        ("settled", Some(2), Some(2), Some("False"), None),
-        ("a scale asked for", Some(3), Some(2), Some("False"), Some("generation 3, observed 2")),
-        ("never observed", Some(1), None, None, Some("observed none")),
-        ("rolling out", Some(2), Some(2), Some("True"), Some("StatefulSetControllerProgressing: RollingOut")),
-        ("no condition", Some(2), Some(2), None, None),
+    let cases: Vec<(&str, Option<i64>, Option<i64>, i64, usize, Option<&str>, Option<&str>)> = vec![
+        ("settled", Some(2), Some(2), 3, 3, Some("False"), None),
+        (
+            "a scale asked for",
+            Some(3),
+            Some(2),
+            6,
+            3,
+            Some("False"),
+            Some("the spec asks for 6 members, 3 member Services"),
+        ),
+        ("a scale-in asked for", Some(3), Some(2), 2, 3, None, Some("asks for 2 members")),
+        ("another spec edit: no scale", Some(3), Some(2), 3, 3, Some("False"), None),
+        (
+            "rolling out",
+            Some(2),
+            Some(2),
+            3,
+            3,
+            Some("True"),
+            Some("StatefulSetControllerProgressing: RollingOut"),
+        ),
+        ("no condition", Some(2), Some(2), 3, 3, None, None),
     ];
-    for (case, generation, observed, progressing, want) in cases {
+    for (case, generation, observed, spec_members, services, progressing, want) in cases {
         let cluster = ClusterFacts {
             generation,
             observed_generation: observed,
+            spec_members,
             conditions: progressing
                 .map(|status| ConditionFacts {
                     type_: "StatefulSetControllerProgressing".into(),
@@ -280,7 +298,7 @@ fn a_topology_change_is_a_spec_not_yet_observed_or_statefulsets_rolling() {
                 .collect(),
             ..ClusterFacts::default()
         };
-        let got = topology_change(&cluster);
+        let got = topology_change(&cluster, services);
         match (got, want) {
             (None, None) => {}
             (Some(why), Some(words)) => assert!(why.contains(words), "{case}: {why}"),

@@ -697,6 +697,7 @@ pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Op
         allow_single_member: policy.allow_single_member,
         // Set by the task controller for a task that waits for windows (see `etcd::task`).
         not_after: None,
+        window_opened: None,
         expected_rates: Vec::new(),
     })
 }

@@ -459,9 +459,9 @@ pub(crate) fn within_window(
     let Some(Ok(windows)) = windows else {
         return planned.clone();
     };
-    let not_after = match windows.state_at(now) {
-        groundskeeper_api::maintenance_window::WindowState::Open { closes, .. } => closes,
-        groundskeeper_api::maintenance_window::WindowState::Closed { .. } => now,
+    let (not_after, opened) = match windows.state_at(now) {
+        groundskeeper_api::maintenance_window::WindowState::Open { opened, closes } => (closes, Some(opened)),
+        groundskeeper_api::maintenance_window::WindowState::Closed { .. } => (now, None),
     };
     let members = cluster.status.as_ref().map(|s| s.members.as_slice()).unwrap_or_default();
     let expected_rates = members
@@ -470,6 +470,7 @@ pub(crate) fn within_window(
         .collect();
     let request = groundskeeper_protocol::operation::DefragRequest {
         not_after: Some(not_after.to_string()),
+        window_opened: opened.map(|o| o.to_string()),
         expected_rates,
         ..request.clone()
     };

@@ -135,22 +135,24 @@ pub async fn node_cleaned(
     Ok(())
 }
 
-/// Adds a node's cleanup (its size, its duration) to the history on its member Service, from
-/// which its next cleanup's duration is expected.
+/// Adds a node's cleanup by Job `job` (its size, its duration) to the history on its member
+/// Service, from which its next cleanup's duration is expected; once per Job. The history is an
+/// estimate's input only: a write that fails is logged, and the pass goes on.
 pub async fn cleanup_sample(
     ctx: &Context,
     namespace: &str,
     member: &groundskeeper_api::scylla::facts::MemberFacts,
     sample: groundskeeper_api::plan::WorkSample,
-) -> Result<()> {
-    use groundskeeper_api::plan::{cleanup_history, cleanup_history_with};
-    let value = cleanup_history_with(&cleanup_history(&member.annotations), sample);
+    job: &str,
+) {
+    let Some(value) = groundskeeper_api::plan::cleanup_history_with(&member.annotations, sample, job) else {
+        return;
+    };
     let patch = serde_json::json!({"metadata": {"annotations": {keys::CLEANUP_HISTORY: value}}});
     let api: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
-    api.patch(&member.service, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::kube(
-        format!("patch annotation {} of Service {namespace}/{}", keys::CLEANUP_HISTORY, member.service),
-    ))?;
-    Ok(())
+    if let Err(err) = api.patch(&member.service, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        tracing::warn!(%namespace, service = %member.service, "the node's cleanup history was not recorded: {err}");
+    }
 }
 
 /// Tells in an Event on the cluster that a node's cleanup was stopped for a topology change.

@@ -379,7 +379,7 @@ async fn advance(
         });
         record::node_cleaned(ctx, cluster, &node.name, job, recorded).await?;
         if let (Some(member), Some(sample)) = (member, cleanup_sample(&jobs, job)) {
-            record::cleanup_sample(ctx, &facts.namespace, member, sample).await?;
+            record::cleanup_sample(ctx, &facts.namespace, member, sample, job).await;
         }
         // Exit 0 says every keyspace the Job was given is clean: the ring is recorded above. What
         // it cleaned keyspace by keyspace is in its result only; unread, the ownership record
@@ -451,9 +451,9 @@ async fn yield_and_fit(
     held: &mut BTreeMap<String, Hold>,
 ) -> Result<(BTreeSet<String>, usize)> {
     let CleanupPass { task, cluster, facts, target, cleanup, members, now } = pass;
-    let topology = topology_change(facts);
+    let topology = topology_change(facts, members.len());
     if let Some(why) = &topology {
-        yield_to_topology(ctx, task, cluster, status, node_jobs, why).await?;
+        yield_to_topology(ctx, task, cluster, status, node_jobs, why, now).await?;
         for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending) {
             let interrupted = match node.interruptions {
                 0 => String::new(),
@@ -463,12 +463,21 @@ async fn yield_and_fit(
             held.entry(node.name.clone()).or_insert(Hold { why, ring: None });
         }
     }
+    if topology.is_none() {
+        hold_until_stopped_pods_ended(status, held, now);
+    }
     let no_longer_owed = match topology {
         None if is_automatic(task) => no_longer_owed(&status.nodes, cleanup, members),
         _ => BTreeSet::new(),
     };
     let deferred = if waits_for_window(task) {
-        left_for_next_window(target, status, members, held, now)
+        left_for_next_window(
+            target,
+            status,
+            members,
+            |node| held.contains_key(node) || no_longer_owed.contains(node),
+            now,
+        )
     } else {
         BTreeMap::new()
     };
@@ -489,6 +498,7 @@ async fn yield_to_topology(
     status: &mut MaintenanceTaskStatus,
     node_jobs: &mut BTreeMap<usize, (String, NodeJob)>,
     why: &str,
+    now: Timestamp,
 ) -> Result<()> {
     let namespace = task.namespace().unwrap_or_default();
     let running: Vec<usize> =
@@ -500,6 +510,7 @@ async fn yield_to_topology(
         node.state = NodeState::Pending;
         node.started_at = None;
         node.interruptions += 1;
+        node.interrupted_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
         node.message = Some(format!(
             "interrupted: {why}; its cleanup (Job {job}) was stopped so as not to hold the change up, \
              and runs again once the cluster settles if the node is still owed one"
@@ -508,6 +519,32 @@ async fn yield_to_topology(
         record::node_interrupted(ctx, cluster, &node.name, &job, why).await;
     }
     Ok(())
+}
+
+/// Holds an interrupted node until its stopped pod has surely ended (its termination grace
+/// period after it was stopped): the stopped runner's last calls on the node (`abort_task`,
+/// `stop_compaction?type=CLEANUP`, which stops every cleanup there) must not stop the new one.
+fn hold_until_stopped_pods_ended(
+    status: &MaintenanceTaskStatus,
+    held: &mut BTreeMap<String, Hold>,
+    now: Timestamp,
+) {
+    let grace = jiff::SignedDuration::from_secs(
+        groundskeeper_protocol::exit::TERMINATION_GRACE_PERIOD_SECONDS as i64,
+    );
+    for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending) {
+        let Some(until) = node.interrupted_at.as_ref().and_then(|at| at.0.checked_add(grace).ok()) else {
+            continue;
+        };
+        if now < until {
+            let why = format!(
+                "interrupted ({}×); starts again once its stopped cleanup's pod has surely ended (at {until}), \
+                 so that the stopped runner's last calls on the node cannot stop the new cleanup",
+                node.interruptions
+            );
+            held.entry(node.name.clone()).or_insert(Hold { why, ring: None });
+        }
+    }
 }
 
 /// Nodes of an automatic task interrupted by a topology change that the new ring owes nothing:
@@ -536,17 +573,18 @@ fn is_automatic(task: &MaintenanceTask) -> bool {
     task.labels().get(keys::ORIGIN_LABEL).map(String::as_str) == Some(keys::ORIGIN_AUTOMATIC)
 }
 
-/// The pending nodes that may not start now because the maintenance window is closed or would
-/// close before their expected end (from each node's own cleanup history), with why. A node
+/// The pending nodes (but those `decided_already`: held, or skipped as no longer owed) that may
+/// not start now because the maintenance window is closed or would close before their expected
+/// end (from each node's own cleanup history), with why. A node
 /// expected to take longer than the whole window starts as the first thing in one; nodes that
 /// run are never stopped by a window closing.
 fn left_for_next_window(
     target: &ReadCluster,
     status: &MaintenanceTaskStatus,
     members: &[MemberFacts],
-    held: &BTreeMap<String, groundskeeper_api::scylla::coexistence::Hold>,
+    decided_already: impl Fn(&str) -> bool,
     now: Timestamp,
-) -> BTreeMap<String, groundskeeper_api::scylla::coexistence::Hold> {
+) -> BTreeMap<String, Hold> {
     // Windows that cannot be read start nothing new; the task controller says why.
     let Some(windows) = target.windows() else {
         return BTreeMap::new();
@@ -559,7 +597,7 @@ fn left_for_next_window(
             .any(|n| n.state == NodeState::Running || n.started_at.as_ref().is_some_and(|t| t.0 >= opened))
     };
     let mut deferred = BTreeMap::new();
-    for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending && !held.contains_key(&n.name)) {
+    for node in status.nodes.iter().filter(|n| n.state == NodeState::Pending && !decided_already(&n.name)) {
         let annotations = members
             .iter()
             .find(|m| m.service == node.name)

@@ -55,6 +55,7 @@ fn settled_cluster() -> ClusterFacts {
         ],
         annotations: BTreeMap::new(),
         single_datacenter: true,
+        spec_members: 3,
     }
 }
 

@@ -151,6 +151,7 @@ impl Sim {
                 conditions,
                 annotations: BTreeMap::new(),
                 single_datacenter: self.model.endpoints().len() == self.nodes().len(),
+                spec_members: 3,
             },
             members: self.members(),
             tasks: Vec::new(),

@@ -144,6 +144,10 @@ pub struct DefragArgs {
     /// started whose expected defrag would end after it; it is left for the next window.
     #[arg(long, value_name = "TIME")]
     pub not_after: Option<String>,
+    /// When that window opened (RFC 3339): a member expected to take longer than the whole window
+    /// may still start as the first member of the run.
+    #[arg(long, value_name = "TIME", requires = "not_after")]
+    pub window_opened: Option<String>,
     /// A member's expected defrag rate, `NAME=BYTES_PER_SECOND` (repeatable; from its earlier
     /// defrags). Members not named: 50 MiB/s.
     #[arg(long = "expected-rate", value_name = "NAME=BYTES_PER_SECOND")]
@@ -231,14 +235,16 @@ impl DefragArgs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowEnd {
     pub not_after: jiff::Timestamp,
+    pub opened: Option<jiff::Timestamp>,
     pub rates: std::collections::BTreeMap<String, f64>,
 }
 
 impl WindowEnd {
-    /// Why `member` may not start now, if it may not.
-    fn defers(&self, member: &PlannedMember, db_size: i64) -> Option<String> {
+    /// Why `member` may not start now, if it may not (`first`: no member was defragmented yet in
+    /// this run).
+    fn defers(&self, member: &PlannedMember, db_size: i64, first: bool) -> Option<String> {
         let rate = self.rates.get(&member.name).copied().unwrap_or(plan::DEFAULT_DEFRAG_BYTES_PER_SECOND);
-        plan::defer_past_window(db_size, rate, jiff::Timestamp::now(), self.not_after)
+        plan::defer_past_window(db_size, rate, jiff::Timestamp::now(), self.not_after, self.opened, first)
     }
 }
 
@@ -253,6 +259,14 @@ fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
     let not_after = text.parse::<jiff::Timestamp>().map_err(|e| {
         Failure::bad_input(format!("--not-after {text:?}: not a time like 2026-11-25T05:00:00Z ({e})"))
     })?;
+    let opened = match &args.window_opened {
+        Some(text) => Some(text.parse::<jiff::Timestamp>().map_err(|e| {
+            Failure::bad_input(format!(
+                "--window-opened {text:?}: not a time like 2026-11-25T01:00:00Z ({e})"
+            ))
+        })?),
+        None => None,
+    };
     let mut rates = std::collections::BTreeMap::new();
     for entry in &args.expected_rates {
         let parsed = entry
@@ -266,7 +280,7 @@ fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
         };
         rates.insert(member.to_owned(), rate);
     }
-    Ok(Some(WindowEnd { not_after, rates }))
+    Ok(Some(WindowEnd { not_after, opened, rates }))
 }
 
 /// What the run is doing, for a person watching (logs, the local demo, tests that interfere).
@@ -469,7 +483,7 @@ impl Run<'_> {
                 return Err(stop
                     .failure(&format!("{} member(s) defragmented, {left} not reached", defragmented.len())));
             }
-            if let Some(why) = self.deferred(cluster, member).await {
+            if let Some(why) = self.deferred(cluster, member, defragmented.is_empty()).await {
                 tracing::info!(member = %member.name, "{why}");
                 self.update_member(i, |m| {
                     *m = not_done(member, &why);
@@ -493,10 +507,10 @@ impl Run<'_> {
 
     /// Why `member` is left for the next maintenance window (its expected defrag, at its size
     /// now, would run past the window's end), if it is.
-    async fn deferred(&self, cluster: &Cluster, member: &PlannedMember) -> Option<String> {
+    async fn deferred(&self, cluster: &Cluster, member: &PlannedMember, first: bool) -> Option<String> {
         let window = self.options.window.as_ref()?;
         let size = status_size(&cluster.observe().await, member.id).unwrap_or(member.db_size);
-        window.defers(member, size)
+        window.defers(member, size, first)
     }
 
     async fn compact(&self, cluster: &Cluster, retain: i64) -> Result<(), Failure> {
@@ -1037,6 +1051,7 @@ mod tests {
             allow_single_member: false,
             dry_run: false,
             not_after: None,
+            window_opened: None,
             expected_rates: Vec::new(),
             defrag_call_timeout_ms: 60_000,
             member_timeout_seconds: 600,

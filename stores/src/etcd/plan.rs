@@ -33,18 +33,30 @@ pub const MIN_VOTING_MEMBERS: usize = 3;
 /// quarter of the ~200 MB/s measured in `docs/benchmarks.md` and reported by users).
 pub const DEFAULT_DEFRAG_BYTES_PER_SECOND: f64 = 50.0 * 1024.0 * 1024.0;
 
+/// How late into a window a member too long for it as a whole may still start as the first of a
+/// run (5 minutes): see [`defer_past_window`].
+pub const LATE_START_SLACK_SECONDS: i64 = 300;
+
 /// Why a member of `db_size` bytes, expected to defragment at `rate` bytes per second, may not
-/// start at `now` with the maintenance window ending at `not_after`; `None` when it fits.
+/// start at `now` with the maintenance window ending at `not_after`; `None` when it fits. A member
+/// expected to take longer than the whole window (from `opened`, less
+/// [`LATE_START_SLACK_SECONDS`]) may start when it is the `first` of its run, so that it is never
+/// left out for ever.
 pub fn defer_past_window(
     db_size: i64,
     rate: f64,
     now: jiff::Timestamp,
     not_after: jiff::Timestamp,
+    opened: Option<jiff::Timestamp>,
+    first: bool,
 ) -> Option<String> {
     let rate = if rate.is_finite() && rate > 0.0 { rate } else { DEFAULT_DEFRAG_BYTES_PER_SECOND };
     let expected = (db_size.max(0) as f64 / rate).ceil().max(1.0) as i64;
     let left = not_after.duration_since(now).as_secs();
-    (expected > left).then(|| {
+    let longer_than_window = opened.is_some_and(|opened| {
+        expected > not_after.duration_since(opened).as_secs() - LATE_START_SLACK_SECONDS
+    });
+    (expected > left && !(first && longer_than_window)).then(|| {
         format!(
             "left for the next maintenance window: expected {expected}s ({db_size} bytes at {:.1} MiB/s), \
              the window ends in {}s (at {not_after})",

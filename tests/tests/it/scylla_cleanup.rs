@@ -1102,7 +1102,10 @@ async fn nodes_whose_cleanup_would_overrun_the_window_wait_for_the_next_one() {
     let status = scenario.task("in-windows")["status"].clone();
     assert_eq!(status["state"], "InProgress", "the task waits for the next window, not done: {status:#}");
     let why = node(&scenario, &a1)["message"].as_str().unwrap_or_default().to_owned();
-    assert!(why.contains("expected 2h 30m, but this one closes in 2h 00m"), "{why}");
+    assert!(
+        why.contains("expected 2h 30m, which would run past this one's end (Tue 2099-11-24 03:00 UTC)"),
+        "{why}"
+    );
     assert!(why.contains("median rate of 1 earlier run"), "{why}");
     let line = status["lastOperation"]["description"].as_str().unwrap_or_default();
     assert!(line.contains("1 of the 1 pending left for the next maintenance window"), "{line}");
@@ -1190,7 +1193,17 @@ async fn a_cleanup_awaiting_approval_starts_once_its_plan_is_approved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_cleanups_yield_to_a_scale_and_resume_once_it_settles() {
     // Each keyspace's cleanup takes ~40 status polls (20 ms apart): long enough to scale meanwhile.
-    let scenario = Scenario::start_with(true, AGENT_TOKEN, |spec| spec.polls_until_done(40)).await;
+    // A manual clock: the interrupted nodes wait out the stopped pods' grace period on it.
+    let clock = Clock::manual(jiff::Timestamp::now());
+    let scenario = Scenario::start_beside(
+        Mode::ClusterWide,
+        true,
+        AGENT_TOKEN,
+        |spec| spec.polls_until_done(40),
+        operator(),
+        Some(clock.clone()),
+    )
+    .await;
     // Only the task by hand cleans here: the automatic trigger is off.
     let off = json!({"metadata": {"annotations": {keys::MAINTENANCE_ENABLED: "false"}}});
     scenario
@@ -1243,12 +1256,25 @@ async fn running_cleanups_yield_to_a_scale_and_resume_once_it_settles() {
     assert!([&a0, &a1, &b0].iter().all(|n| node(&scenario, n)["state"] == "Pending"));
     assert!(scenario.agents.values().all(|a| a.running_cleanups().is_empty()), "no cleanup while scaling");
     let why = node(&scenario, &a0)["message"].as_str().unwrap().to_owned();
-    assert!(why.contains("interrupted (1×) and waits: a change of the cluster was asked for"), "{why}");
+    assert!(why.contains("interrupted (1×) and waits: a scale was asked for (the spec asks for 6 members, 3 member Services are there)"), "{why}");
     assert!(scenario.events().iter().any(|e| e["reason"] == "CleanupInterrupted"), "an Event says so");
 
-    // scylla-operator carries the scale out and the cluster settles: each node cleaned once more,
-    // for the new ring, and the task completes.
+    // scylla-operator carries the scale out and the cluster settles. The interrupted nodes wait
+    // until their stopped pods have surely ended (their 60 s grace period), then each is cleaned
+    // once more, for the new ring, and the task completes.
     scenario.scale_out();
+    scenario
+        .wait_for("the interrupted nodes wait out the grace period", |s| {
+            node(s, &a0)["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("starts again once its stopped cleanup's pod has surely ended"))
+        })
+        .await;
+    assert!(
+        [&a0, &b0].iter().all(|n| scenario.agents[*n].running_cleanups().is_empty()),
+        "the interrupted nodes not before the grace period"
+    );
+    clock.advance(jiff::SignedDuration::from_secs(61));
     scenario.wait_for("the task Completed", |s| s.task("by-hand")["status"]["state"] == "Completed").await;
     let new_hash = ring_hash_of(6);
     for name in [&a0, &a1, &b0] {

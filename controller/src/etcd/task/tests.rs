@@ -190,7 +190,11 @@ mod window {
 
     fn window_of(step: &Step) -> (Option<String>, Vec<(String, f64)>) {
         match &step.operation {
-            Operation::Defrag(request) => (request.not_after.clone(), request.expected_rates.clone()),
+            Operation::Defrag(request) => {
+                let opened =
+                    request.window_opened.as_deref().map(|o| format!(" opened {o}")).unwrap_or_default();
+                (request.not_after.clone().map(|n| n + &opened), request.expected_rates.clone())
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -203,7 +207,7 @@ mod window {
         let inside: Timestamp = "2026-11-24T02:00:00Z".parse().unwrap();
         let (not_after, rates) =
             window_of(&within_window(&defrag(), &task("automatic", false), &cluster(), inside));
-        assert_eq!(not_after.as_deref(), Some("2026-11-24T05:00:00Z"));
+        assert_eq!(not_after.as_deref(), Some("2026-11-24T05:00:00Z opened 2026-11-24T01:00:00Z"));
         assert_eq!(rates, vec![("etcd-0".to_owned(), 200.0)], "the median rate; no history, no entry");
         let after: Timestamp = "2026-11-24T06:00:00Z".parse().unwrap();
         let (not_after, _) = window_of(&within_window(&defrag(), &task("manual", true), &cluster(), after));

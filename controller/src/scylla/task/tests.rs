@@ -27,6 +27,7 @@ fn settled() -> ClusterFacts {
         conditions: vec![condition("Available", "True"), condition("Degraded", "False")],
         annotations: BTreeMap::new(),
         single_datacenter: true,
+        spec_members: 3,
     }
 }
 

@@ -32,6 +32,7 @@ pub fn defrag_args(
         allow_single_member: false,
         dry_run: false,
         not_after: None,
+        window_opened: None,
         expected_rates: Vec::new(),
         defrag_call_timeout_ms: 60_000,
         member_timeout_seconds: 60,

@@ -528,3 +528,28 @@ fn a_transfer_is_judged_on_the_old_and_the_new_leader_only() {
         }
     }
 }
+
+/// (case, db bytes, rate, seconds left, window length, first of the run, deferred?)
+#[test]
+fn a_member_starts_only_when_its_defrag_ends_inside_the_window() {
+    let now: jiff::Timestamp = "2026-11-24T02:00:00Z".parse().unwrap();
+    let mib = 1024 * 1024;
+    let cases: Vec<(&str, i64, f64, i64, Option<i64>, bool, bool)> = vec![
+        ("fits", 100 * mib, 10.0 * mib as f64, 60, Some(3600), false, false),
+        ("ends exactly at the close", 100 * mib, 10.0 * mib as f64, 10, Some(3600), false, false),
+        ("a second too long", 100 * mib, 10.0 * mib as f64, 9, Some(3600), false, true),
+        ("no rate: the default 50 MiB/s", 100 * mib, 0.0, 1, Some(3600), false, true),
+        ("longer than the window, first of the run", 100 * mib, 1.0 * mib as f64, 30, Some(60), true, false),
+        ("longer than the window, not the first", 100 * mib, 1.0 * mib as f64, 30, Some(60), false, true),
+        ("window opening unknown", 100 * mib, 1.0 * mib as f64, 30, None, true, true),
+    ];
+    for (case, bytes, rate, left, length, first, deferred) in cases {
+        let not_after = now + jiff::SignedDuration::from_secs(left);
+        let opened = length.map(|l| not_after - jiff::SignedDuration::from_secs(l));
+        let got = defer_past_window(bytes, rate, now, not_after, opened, first);
+        assert_eq!(got.is_some(), deferred, "{case}: {got:?}");
+        if let Some(why) = got {
+            assert!(why.starts_with("left for the next maintenance window: expected "), "{case}: {why}");
+        }
+    }
+}
