@@ -20,9 +20,10 @@ use groundskeeper_api::maintenance_task::{
 };
 use groundskeeper_api::maintenance_window::{windows_from_annotations, windows_of};
 use groundskeeper_api::plan::{cleanup_plan, etcd_plan};
-use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::facts::datacenter_condition_types;
 use groundskeeper_api::scylla::facts::member_selector;
 use groundskeeper_api::scylla::facts::{cluster_facts, current_members};
+use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
 use groundskeeper_api::validate::{Work, describe_errors, validate};
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::names::bounded_name;
@@ -584,6 +585,21 @@ async fn suspensions_in(access: &Access, namespace: &str) -> Result<Vec<Maintena
     }
 }
 
+/// The condition types of the ScyllaDBDatacenter of the same name: none where there is no such
+/// object, its kind is not served (scylla-operator before 1.15), or the plugin's role predates
+/// reading it (the rest of the screen is still worth showing).
+async fn datacenter_conditions_in(
+    access: &Access,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<String>, Error> {
+    match access.get::<ScyllaDBDatacenter>(namespace, name).await {
+        Ok(datacenter) => Ok(datacenter_condition_types(&datacenter)),
+        Err(Error::NotFound { .. } | Error::CrdMissing { .. } | Error::Forbidden { .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
 async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
     let cluster: ScyllaCluster = access
@@ -592,7 +608,8 @@ async fn cleanup_status(access: &Access, name: &str, output: Option<Output>) -> 
         .map_err(|e| e.with_hint(not_found_hint("ScyllaCluster", "scyllaclusters", &namespace)))?;
     let services: Vec<Service> = access.list(Some(&namespace), Some(&member_selector(name))).await?;
     let jobs: Vec<Job> = access.list(Some(&namespace), None).await?;
-    let view = render::scylla::cleanup_status(&cluster, &services, &jobs);
+    let datacenter = datacenter_conditions_in(access, &namespace, name).await?;
+    let view = render::scylla::cleanup_status(&cluster, &datacenter, &services, &jobs);
     match output {
         Some(format) => print_object(format, &view)?,
         None => {

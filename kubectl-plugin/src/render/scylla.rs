@@ -154,7 +154,14 @@ pub fn cleanup_jobs(cluster: &str, jobs: &[Job]) -> Vec<CleanupJob> {
 }
 
 /// The view of `cluster` from its member Services and the namespace's Jobs.
-pub fn cleanup_status(cluster: &ScyllaCluster, services: &[Service], jobs: &[Job]) -> CleanupStatus {
+/// `datacenter_conditions`: the condition types of the cluster's ScyllaDBDatacenter (where
+/// scylla-operator writes its Job controller's first), empty where there is none.
+pub fn cleanup_status(
+    cluster: &ScyllaCluster,
+    datacenter_conditions: &[String],
+    services: &[Service],
+    jobs: &[Job],
+) -> CleanupStatus {
     let facts = cluster_facts(cluster);
     let members = current_members(services);
     let all_jobs = jobs;
@@ -186,14 +193,14 @@ pub fn cleanup_status(cluster: &ScyllaCluster, services: &[Service], jobs: &[Job
         namespace: facts.namespace.clone(),
         cluster: facts.name.clone(),
         blocked_by: precondition_failures(&facts),
-        cleaned_by: cleaned_by(&facts, all_jobs),
+        cleaned_by: cleaned_by(&facts, datacenter_conditions, all_jobs),
         nodes,
         jobs,
     }
 }
 
 /// Who cleans `cluster` after a ring change, as the controller's coexistence rules see it.
-fn cleaned_by(cluster: &ClusterFacts, jobs: &[Job]) -> String {
+fn cleaned_by(cluster: &ClusterFacts, datacenter_conditions: &[String], jobs: &[Job]) -> String {
     let theirs: Vec<Job> = jobs
         .iter()
         .filter(|job| {
@@ -203,7 +210,7 @@ fn cleaned_by(cluster: &ClusterFacts, jobs: &[Job]) -> String {
         })
         .cloned()
         .collect();
-    match operator_cleanup(cluster, &[], &theirs).active {
+    match operator_cleanup(cluster, datacenter_conditions, &theirs).active {
         Some(signal) => format!(
             "scylla-operator's own cleanup controller ({}): groundskeeper's automatic ring-hash \
              trigger stands back; manual tasks wait for the nodes it still owes",
@@ -367,6 +374,16 @@ mod tests {
                 ("cleanup-db-dc-a-1", "db-dc-a-1", "scylla-operator", None, "Succeeded"),
             ]
         );
+    }
+
+    /// scylla-operator's own cleanup is named from its ScyllaDBDatacenter's conditions too, where
+    /// it writes them first.
+    #[test]
+    fn who_cleans_is_told_from_the_datacenters_conditions_too() {
+        let cluster = ClusterFacts { name: "basic".into(), ..ClusterFacts::default() };
+        assert!(cleaned_by(&cluster, &[], &[]).starts_with("groundskeeper"));
+        let theirs = cleaned_by(&cluster, &["JobControllerProgressing".to_owned()], &[]);
+        assert!(theirs.starts_with("scylla-operator's own cleanup controller"), "{theirs}");
     }
 
     #[test]
