@@ -380,6 +380,28 @@ impl Scenario {
         self.server.get(&maintenance_tasks(), Some(NAMESPACE), name).unwrap()
     }
 
+    /// Task `task`'s progress entry of node `node` (null while it has none).
+    fn task_node(&self, task: &str, node: &str) -> Value {
+        self.task(task)["status"]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Task `task`'s condition `type_` (null while it has none).
+    fn task_condition(&self, task: &str, type_: &str) -> Value {
+        self.task(task)["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == type_)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The node a Job cleans (its `groundskeeper.dev/node` label).
     fn node_of_job(&self, job: &str) -> String {
         let job = self.server.get(&jobs(), Some(NAMESPACE), job).unwrap();
@@ -1083,15 +1105,7 @@ async fn nodes_whose_cleanup_would_overrun_the_window_wait_for_the_next_one() {
     task["spec"]["waitForWindow"] = json!(true);
     scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
 
-    let node = |s: &Scenario, name: &str| {
-        s.task("in-windows")["status"]["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|n| n["name"] == name)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let node = |s: &Scenario, name: &str| s.task_node("in-windows", name);
     scenario
         .wait_for("the nodes that fit cleaned, the long one left for the next window", |s| {
             node(s, &a0)["state"] == "Succeeded"
@@ -1147,15 +1161,7 @@ async fn a_cleanup_awaiting_approval_starts_once_its_plan_is_approved() {
     let mut task = manual_cleanup("reviewed", json!({"nodes": [member_name("a", 0), member_name("b", 0)]}));
     task["spec"]["requireApproval"] = json!(true);
     scenario.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
-    let queued = |s: &Scenario| {
-        s.task("reviewed")["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Queued")
-            .cloned()
-            .unwrap_or_default()
-    };
+    let queued = |s: &Scenario| s.task_condition("reviewed", "Queued");
     scenario.wait_for("awaiting approval", |s| queued(s)["reason"] == "AwaitingApproval").await;
     let plan = scenario.task("reviewed")["status"]["plan"].clone();
     let id = plan["id"].as_str().unwrap().to_owned();
@@ -1237,15 +1243,7 @@ async fn running_cleanups_yield_to_a_scale_and_resume_once_it_settles() {
         .await;
     // A figure for docs/benchmarks.md (goal: under 5 s), not a bound: the guard above bounds it.
     eprintln!("scale asked → last running cleanup stopped on its node: {} ms", asked.elapsed().as_millis());
-    let node = |s: &Scenario, name: &str| {
-        s.task("by-hand")["status"]["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let node = |s: &Scenario, name: &str| s.task_node("by-hand", name);
     scenario
         .wait_for("both nodes pending, interrupted", |s| {
             [&a0, &b0].iter().all(|n| node(s, n)["state"] == "Pending" && node(s, n)["interruptions"] == 1)
