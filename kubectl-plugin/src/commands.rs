@@ -20,8 +20,8 @@ use groundskeeper_api::maintenance_task::{
 };
 use groundskeeper_api::maintenance_window::{windows_from_annotations, windows_of};
 use groundskeeper_api::plan::{cleanup_plan, etcd_plan};
-use groundskeeper_api::scylla::facts::datacenter_condition_types;
 use groundskeeper_api::scylla::facts::member_selector;
+use groundskeeper_api::scylla::facts::{ConditionFacts, datacenter_conditions};
 use groundskeeper_api::scylla::facts::{cluster_facts, current_members};
 use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
 use groundskeeper_api::validate::{Work, describe_errors, validate};
@@ -585,16 +585,16 @@ async fn suspensions_in(access: &Access, namespace: &str) -> Result<Vec<Maintena
     }
 }
 
-/// The condition types of the ScyllaDBDatacenter of the same name: none where there is no such
+/// The conditions of the ScyllaDBDatacenter of the same name: none where there is no such
 /// object, its kind is not served (scylla-operator before 1.15), or the plugin's role predates
 /// reading it (the rest of the screen is still worth showing).
 async fn datacenter_conditions_in(
     access: &Access,
     namespace: &str,
     name: &str,
-) -> Result<Vec<String>, Error> {
+) -> Result<Vec<ConditionFacts>, Error> {
     match access.get::<ScyllaDBDatacenter>(namespace, name).await {
-        Ok(datacenter) => Ok(datacenter_condition_types(&datacenter)),
+        Ok(datacenter) => Ok(datacenter_conditions(&datacenter)),
         Err(Error::NotFound { .. } | Error::CrdMissing { .. } | Error::Forbidden { .. }) => Ok(Vec::new()),
         Err(err) => Err(err),
     }

@@ -42,10 +42,19 @@
 //!   versions that have the cleanup controller (1.10+), before any ring change; the versions
 //!   with a ScyllaDBDatacenter write it there first and copy it up to the ScyllaCluster later,
 //!   so both are read;
-//! * a Job with scylla-operator's cleanup labels exists for the cluster.
+//! * a Job with scylla-operator's cleanup labels exists for the cluster;
+//! * an earlier pass saw one of these: the trigger's own `CleanupControllerProgressing` has
+//!   reason [`SCYLLA_OPERATOR_CLEANS_UP`]. scylla-operator's cleanup controller cannot be switched
+//!   off, so once seen it is taken as there for good: a moment without either sign (a status
+//!   rebuilt, every Job pruned, a ring change noticed before scylla-operator's next sync) does
+//!   not hand the cluster back to the ring-hash trigger, which would clean a node scylla-operator
+//!   cleans as well.
 //!
-//! Not used as signals: `NeverCleanedUp` (a person may write it to ask for a cleanup) and the
-//! current ring hash (groundskeeper's ring observer writes it too where no sidecar does).
+//! Not used as signals: `NeverCleanedUp` (a person may write it to ask for a cleanup), the
+//! current ring hash (groundskeeper's ring observer writes it too where no sidecar does), a
+//! `last-cleaned-…` on every member Service (groundskeeper seeds it too), and the
+//! ScyllaDBDatacenter's existence alone (every version that has one writes its Job controller's
+//! conditions there on every sync, from before any ring change: the direct sign above).
 
 use std::collections::BTreeMap;
 
@@ -101,6 +110,8 @@ pub enum Signal {
     JobControllerCondition(String),
     /// One of its cleanup Jobs exists for the cluster.
     CleanupJob(String),
+    /// Neither is there now, but an earlier pass saw one: the trigger's own condition says so.
+    Remembered,
 }
 
 impl Signal {
@@ -110,6 +121,10 @@ impl Signal {
                 format!("its condition {type_} is in the cluster's status")
             }
             Signal::CleanupJob(job) => format!("its cleanup Job {job} exists"),
+            Signal::Remembered => format!(
+                "seen here before, as this condition's reason {SCYLLA_OPERATOR_CLEANS_UP} says: it \
+                 cannot be switched off, so the trigger stands back for good"
+            ),
         }
     }
 }
@@ -126,6 +141,15 @@ impl OperatorCleanup {
     /// What is known from the cluster's condition types and scylla-operator's cleanup Jobs.
     pub fn observed<'a>(condition_types: impl IntoIterator<Item = &'a str>, jobs: Vec<OperatorJob>) -> Self {
         OperatorCleanup { active: detect(condition_types, &jobs), jobs }
+    }
+
+    /// Active as remembered when no sign is there now but `remembered` says an earlier pass saw
+    /// one.
+    pub fn or_remembered(mut self, remembered: bool) -> Self {
+        if remembered && self.active.is_none() {
+            self.active = Some(Signal::Remembered);
+        }
+        self
     }
 }
 

@@ -181,32 +181,30 @@ pub fn operator_cleanup_selector(cluster: &str) -> String {
 }
 
 /// What groundskeeper knows of scylla-operator's cleanup of a cluster: its Job controller's
-/// conditions in the cluster's status and in its ScyllaDBDatacenter's (`datacenter_conditions`:
-/// their types, where scylla-operator writes them first and older versions alone), and its
-/// cleanup Jobs.
+/// conditions in the cluster's status and in its ScyllaDBDatacenter's (`datacenter_conditions`,
+/// where scylla-operator writes them first and older versions alone), its cleanup Jobs, and the
+/// trigger's own memory of having seen either before: its `CleanupControllerProgressing` with
+/// reason [`coexistence::SCYLLA_OPERATOR_CLEANS_UP`] in either status. That memory makes the
+/// trigger stand back for good once it has seen scylla-operator's cleanup, even in a moment where
+/// neither sign is there (a status rebuilt, every Job pruned).
 pub fn operator_cleanup(
     cluster: &ClusterFacts,
-    datacenter_conditions: &[String],
+    datacenter_conditions: &[ConditionFacts],
     jobs: &[Job],
 ) -> OperatorCleanup {
+    let conditions = || cluster.conditions.iter().chain(datacenter_conditions);
+    let remembered =
+        conditions().any(|c| c.type_ == PROGRESSING && c.reason == coexistence::SCYLLA_OPERATOR_CLEANS_UP);
     OperatorCleanup::observed(
-        cluster
-            .conditions
-            .iter()
-            .map(|c| c.type_.as_str())
-            .chain(datacenter_conditions.iter().map(String::as_str)),
+        conditions().map(|c| c.type_.as_str()),
         jobs.iter().filter_map(operator_job).collect(),
     )
+    .or_remembered(remembered)
 }
 
-/// The condition types in a ScyllaDBDatacenter's status.
-pub fn datacenter_condition_types(datacenter: &crate::scylla::ScyllaDBDatacenter) -> Vec<String> {
-    datacenter
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter())
-        .filter_map(|c| c.get("type").and_then(serde_json::Value::as_str).map(str::to_owned))
-        .collect()
+/// The conditions in a ScyllaDBDatacenter's status.
+pub fn datacenter_conditions(datacenter: &crate::scylla::ScyllaDBDatacenter) -> Vec<ConditionFacts> {
+    datacenter.status.iter().flat_map(|s| s.conditions.iter()).map(condition_facts).collect()
 }
 
 /// One of scylla-operator's cleanup Jobs as the coexistence rules read it; `None` for a Job being

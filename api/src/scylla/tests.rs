@@ -309,11 +309,14 @@ fn a_topology_change_is_a_scale_not_yet_carried_out_or_statefulsets_rolling() {
 
 /// scylla-operator writes its Job controller's conditions on the ScyllaDBDatacenter first (and
 /// older versions there alone): found there, they tell that its cleanup controller runs even
-/// before any of its Jobs exists.
+/// before any of its Jobs exists. Once seen, the trigger's own condition remembers it: a moment
+/// without any sign does not hand the cluster back to the ring-hash trigger.
 #[test]
-fn scylla_operators_cleanup_is_seen_from_its_datacenters_conditions() {
-    use crate::scylla::coexistence::Signal;
-    use crate::scylla::facts::{ClusterFacts, datacenter_condition_types, operator_cleanup};
+fn scylla_operators_cleanup_is_seen_from_its_datacenters_conditions_and_remembered() {
+    use crate::scylla::coexistence::{SCYLLA_OPERATOR_CLEANS_UP, Signal};
+    use crate::scylla::facts::{
+        ClusterFacts, ConditionFacts, PROGRESSING, datacenter_conditions, operator_cleanup,
+    };
     let datacenter: ScyllaDBDatacenter = serde_json::from_value(json!({
         "metadata": {"name": "basic", "namespace": "scylla"},
         "spec": {"clusterName": "basic"},
@@ -321,12 +324,46 @@ fn scylla_operators_cleanup_is_seen_from_its_datacenters_conditions() {
                                   {"type": "JobControllerDegraded", "status": "False"}]}
     }))
     .unwrap();
-    let types = datacenter_condition_types(&datacenter);
+    let conditions = datacenter_conditions(&datacenter);
+    let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(types, ["Available", "JobControllerDegraded"]);
     let cluster = ClusterFacts { name: "basic".into(), ..ClusterFacts::default() };
     assert_eq!(operator_cleanup(&cluster, &[], &[]).active, None, "nothing on the ScyllaCluster");
     assert_eq!(
-        operator_cleanup(&cluster, &types, &[]).active,
+        operator_cleanup(&cluster, &conditions, &[]).active,
         Some(Signal::JobControllerCondition("JobControllerDegraded".into()))
     );
+    let ours = |reason: &str| ConditionFacts {
+        type_: PROGRESSING.into(),
+        status: "False".into(),
+        reason: reason.into(),
+        message: String::new(),
+    };
+    // (case, the ScyllaCluster's conditions, the ScyllaDBDatacenter's, the signal)
+    type Case = (&'static str, Vec<ConditionFacts>, Vec<ConditionFacts>, Option<Signal>);
+    let cases: Vec<Case> = vec![
+        (
+            "remembered on the datacenter",
+            vec![],
+            vec![ours(SCYLLA_OPERATOR_CLEANS_UP)],
+            Some(Signal::Remembered),
+        ),
+        (
+            "remembered on the cluster",
+            vec![ours(SCYLLA_OPERATOR_CLEANS_UP)],
+            vec![],
+            Some(Signal::Remembered),
+        ),
+        ("our condition for another reason", vec![], vec![ours("Idle")], None),
+        (
+            "a live sign comes first",
+            vec![],
+            [conditions.clone(), vec![ours(SCYLLA_OPERATOR_CLEANS_UP)]].concat(),
+            Some(Signal::JobControllerCondition("JobControllerDegraded".into())),
+        ),
+    ];
+    for (case, on_cluster, on_datacenter, want) in cases {
+        let cluster = ClusterFacts { conditions: on_cluster, ..cluster.clone() };
+        assert_eq!(operator_cleanup(&cluster, &on_datacenter, &[]).active, want, "{case}");
+    }
 }

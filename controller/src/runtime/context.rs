@@ -74,6 +74,15 @@ pub struct ControllerConfig {
     /// How often the ring observer recomputes token-ring hashes where nothing else writes them.
     #[arg(long, env = "GROUNDSKEEPER_RING_OBSERVER_INTERVAL", value_parser = parse_seconds, default_value = "30")]
     pub ring_observer_interval: Duration,
+    /// How long a ScyllaCluster's ring must stay unchanged before an automatic cleanup task is
+    /// submitted: a burst of ring changes is cleaned up once, for the ring it ends with.
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_CLEANUP_RING_QUIET_PERIOD",
+        value_parser = parse_seconds,
+        default_value = "10"
+    )]
+    pub cleanup_ring_quiet_period: Duration,
     /// Attempts at a status write that conflicts with other writers before giving up.
     #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
     pub status_write_attempts: u32,
@@ -153,6 +162,7 @@ impl Default for ControllerConfig {
             requeue_busy: Duration::from_secs(15),
             requeue_error: Duration::from_secs(30),
             ring_observer_interval: Duration::from_secs(30),
+            cleanup_ring_quiet_period: Duration::from_secs(10),
             status_write_attempts: 5,
             namespaces: Vec::new(),
             fleet_max_concurrent: 1,

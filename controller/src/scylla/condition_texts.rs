@@ -69,8 +69,9 @@ pub(super) fn progressing_condition(
     }
     if !state.bootstrapping.is_empty() {
         parts.push(format!(
-            "{} bootstrapping (no ring hash yet, not waited for): {}",
+            "{} bootstrapping (no ring hash yet, not waited for once the ring has been quiet for {}s): {}",
             plural(state.bootstrapping.len(), "node", "nodes"),
+            crate::scylla::ring_quiet::DISAGREEMENT_BOUND.as_secs(),
             state.bootstrapping.join(", ")
         ));
     }

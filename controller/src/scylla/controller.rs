@@ -14,6 +14,9 @@ use kube::runtime::watcher;
 
 use groundskeeper_protocol::keys;
 
+use kube::ResourceExt;
+
+use super::ring_quiet::{RingMemory, RingQuiet, fingerprint};
 use super::{apply, decide, observe};
 use crate::runtime::context::Context;
 use crate::runtime::error::Error;
@@ -62,7 +65,11 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
                 watcher::Config::default(),
                 cluster_of_suspension,
             );
-    reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
+    let rings = Arc::new(RingMemory::default());
+    reconciler::run(controller, ctx, CONTROLLER, move |cluster, reconciler| {
+        reconcile(cluster, reconciler, rings.clone())
+    })
+    .await;
 }
 
 /// The ScyllaCluster a member Service belongs to (`scylla/cluster` label, same namespace).
@@ -96,18 +103,26 @@ pub(crate) fn cluster_of_task(task: MaintenanceTask) -> Option<ObjectRef<ScyllaC
     Some(ObjectRef::new(&task.spec.target.name).within(namespace))
 }
 
-/// One pass over one ScyllaCluster.
-pub async fn reconcile(
+/// One pass over one ScyllaCluster. `rings`: since when each cluster's ring is as it is.
+async fn reconcile(
     cluster: Arc<ScyllaCluster>,
     reconciler: Arc<Reconciler<ScyllaCluster>>,
+    rings: Arc<RingMemory>,
 ) -> Result<Action, Error> {
     let ctx = &reconciler.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    let (namespace, name) = (cluster.namespace().unwrap_or_default(), cluster.name_any());
     if cluster.metadata.deletion_timestamp.is_some() {
         // Its Jobs go with it (owner references); nothing to clean any more.
+        rings.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
-    let snapshot = observe::observe(ctx, &cluster, jiff::Timestamp::now()).await?;
+    let now = ctx.clock.now();
+    let mut snapshot = observe::observe(ctx, &cluster, now).await?;
+    snapshot.ring_quiet = RingQuiet {
+        unchanged_since: rings.unchanged_since(&namespace, &name, fingerprint(&snapshot.members), now),
+        period: ctx.config.cleanup_ring_quiet_period,
+    };
     let plan = decide::decide(&snapshot);
     tracing::debug!(
         cluster = %snapshot.cluster.name,

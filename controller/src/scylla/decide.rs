@@ -10,7 +10,11 @@
 //!   ([`coexistence`], reason `ScyllaOperatorCleansUp`);
 //! * a node needs cleanup iff its `current-token-ring-hash` differs from its
 //!   `last-cleaned-up-token-ring-hash` (`NeverCleanedUp` never equals a hash: "clean once");
-//! * a node without a current hash is bootstrapping: it is not cleaned and blocks nobody;
+//! * a node without a current hash is bootstrapping: it is not cleaned, and it holds the others
+//!   back only while the ring is young (at most [`super::ring_quiet::DISAGREEMENT_BOUND`] after
+//!   the last change): a node stuck joining blocks nobody for good;
+//! * no automatic task is submitted before the ring has been quiet ([`super::ring_quiet`]): a
+//!   burst of ring changes is cleaned up once, for the ring it ends with;
 //! * a node without `last-cleaned-…` just joined and holds no stale data: it is seeded with its
 //!   current hash, at once and whatever the cluster's state, because a node seeded late (after
 //!   more nodes joined) may already hold ranges it has since handed over;
@@ -57,6 +61,8 @@ use super::ownership::{
     BasisChange, CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet,
     RecordState, RingView, basis_change, decide_node, node_ownership, plan_node,
 };
+pub use super::ring_quiet::RingQuiet;
+use super::ring_quiet::quiet_wait;
 use super::settings::{cluster_limits, parse_enabled};
 pub use crate::scylla::node_steps::BAD_INPUT;
 use groundskeeper_api::maintenance_task::{NodeCleanupConfig, TaskState};
@@ -87,6 +93,9 @@ pub struct Snapshot {
     /// Why its automatic cleanup is held now (a suspension, a closed maintenance window): no
     /// task is submitted while there is one.
     pub holds: Vec<String>,
+    /// Since when the ring has been as it is now: no task is submitted before it is quiet
+    /// ([`super::ring_quiet`]).
+    pub ring_quiet: RingQuiet,
     pub now: jiff::Timestamp,
 }
 
@@ -264,7 +273,17 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     let progressing = progressing_condition(&members, &state, active, submitted, &blockers, retry_in);
     let degraded = degraded_condition(&problems);
     let busy = (active.is_some() || submitted).then_some(REQUEUE_WHILE_RUNNING);
-    Plan { actions: state.actions, progressing, degraded, requeue_after: soonest(busy, retry_in) }
+    let requeue_after = soonest(soonest(busy, retry_in), ring_wait(snapshot, &state, active));
+    Plan { actions: state.actions, progressing, degraded, requeue_after }
+}
+
+/// When a task waits only for the ring to be quiet, how long until it may be: the pass is
+/// repeated then, with or without a watch event.
+fn ring_wait(snapshot: &Snapshot, state: &PassState, active: Option<&TaskFacts>) -> Option<Duration> {
+    if state.candidates.is_empty() || active.is_some() || state.submitted().is_some() {
+        return None;
+    }
+    quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).map(|(_, wait)| wait)
 }
 
 fn soonest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
@@ -340,6 +359,7 @@ fn beside_scylla_operator(
     let busy = active.is_some() || !state.candidates.is_empty();
     plan.progressing.status |= busy;
     plan.requeue_after = soonest(plan.requeue_after.or(busy.then_some(REQUEUE_WHILE_RUNNING)), retry_in);
+    plan.requeue_after = soonest(plan.requeue_after, ring_wait(snapshot, &state, active));
     plan.actions = state.actions;
     plan
 }
@@ -829,6 +849,7 @@ fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
     }
     blockers.extend(secret_wait(&snapshot.cluster.namespace, &snapshot.agent_token));
     blockers.extend(snapshot.holds.iter().map(|hold| format!("automatic cleanup held: {hold}")));
+    blockers.extend(quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).map(|(why, _)| why));
     blockers
 }
 

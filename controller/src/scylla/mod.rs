@@ -11,7 +11,8 @@
 //! * the rules of this store: [`ownership`] (which ranges each node replicates, read by
 //!   [`ownership_reader`]), [`members_record`] (who the members were at the last cleanup),
 //!   [`settings`] (the cluster's annotations), [`ring_observer`] (writes
-//!   `current-token-ring-hash` where no scylla-operator sidecar does).
+//!   `current-token-ring-hash` where no scylla-operator sidecar does), [`ring_quiet`] (one round
+//!   of cleanups per burst of ring changes).
 
 pub mod apply;
 pub mod condition_texts;
@@ -25,5 +26,6 @@ pub mod ownership;
 pub mod ownership_reader;
 pub mod record;
 pub mod ring_observer;
+pub mod ring_quiet;
 pub mod settings;
 pub mod task;

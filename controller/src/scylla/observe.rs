@@ -13,13 +13,14 @@ use super::decide::{SecretState, Snapshot, TaskFacts};
 use super::ownership::RingView;
 use super::ownership_reader::read_cluster_views;
 use super::ring_observer::broadcasts_pod_ip;
+use super::ring_quiet::RingQuiet;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::tasks::hold::{automatic_hold, suspensions_of};
 use groundskeeper_api::maintenance_task::TaskTarget;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
 use groundskeeper_api::maintenance_window::windows_from_annotations;
-use groundskeeper_api::scylla::facts::datacenter_condition_types;
+use groundskeeper_api::scylla::facts::{ConditionFacts, datacenter_conditions};
 use groundskeeper_api::scylla::facts::{
     MemberFacts, cluster_facts, current_members, member_selector, operator_cleanup, operator_cleanup_selector,
 };
@@ -69,17 +70,17 @@ pub(crate) fn is_cleanup_of(task: &MaintenanceTask, cluster: &str) -> bool {
         && task.spec.target.name == cluster
 }
 
-/// The condition types of the ScyllaDBDatacenter of the same name, where scylla-operator writes
-/// its Job controller's conditions first; none where there is no such object (older
-/// scylla-operators) or its kind is not served.
+/// The conditions of the ScyllaDBDatacenter of the same name, where scylla-operator writes its
+/// Job controller's conditions first (and this trigger its own); none where there is no such
+/// object (older scylla-operators) or its kind is not served.
 pub(crate) async fn read_datacenter_conditions(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<Vec<String>> {
+) -> Result<Vec<ConditionFacts>> {
     let api: Api<ScyllaDBDatacenter> = Api::namespaced(client.clone(), namespace);
     match api.get_opt(name).await {
-        Ok(found) => Ok(found.as_ref().map(datacenter_condition_types).unwrap_or_default()),
+        Ok(found) => Ok(found.as_ref().map(datacenter_conditions).unwrap_or_default()),
         // A cluster without the ScyllaDBDatacenter kind (scylla-operator before 1.15).
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
         Err(err) => Err(Error::kube(format!("get ScyllaDBDatacenter {namespace}/{name}"))(err)),
@@ -228,6 +229,8 @@ pub fn build_snapshot(
         agent_token,
         ownership: Err("not read".into()),
         holds: Vec::new(),
+        // The trigger sets it from what it saw before (`controller::reconcile`).
+        ring_quiet: RingQuiet::settled_long_ago(),
         now,
     }
 }

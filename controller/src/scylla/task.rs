@@ -362,9 +362,11 @@ async fn advance(
             .and_then(|j| j.annotations.get(keys::CLEANUP_TOKEN_RING_HASH));
         let member = members.iter().find(|m| m.service == node.name);
         let settled = settled_record(facts, members);
-        // Where scylla-operator cleans too, last-cleaned is its to write: a node of ours started
-        // only when it was clean for its ring, so there is nothing to record anyway.
-        let recorded = member.filter(|_| operator.active.is_none()).and_then(|m| {
+        // Recorded beside scylla-operator too: the node is clean for the Job's ring, and
+        // scylla-operator, reading the same annotation, then owes it no second cleanup. (Once
+        // scylla-operator is seen, a node starts only when clean for its ring, and nothing is
+        // written; this is for a node that started before it was seen.)
+        let recorded = member.and_then(|m| {
             let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
             let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
             record::cleaned_record(

@@ -120,6 +120,7 @@ fn snapshot(members: Vec<MemberFacts>, tasks: Vec<TaskFacts>) -> Snapshot {
         ownership: Err("not read".into()),
         scylla_operator: OperatorCleanup::default(),
         holds: Vec::new(),
+        ring_quiet: RingQuiet::settled_long_ago(),
         now: now(),
     }
 }
@@ -558,6 +559,66 @@ fn each_precondition_failing_in_turn_blocks_new_tasks_only() {
     check("degraded by us and others", &s, &[Expect::Submits(vec![])]);
 }
 
+/// A ring that just changed gets no task before it has been quiet; members that disagree (a
+/// sidecar behind, a node joining) hold it back longer, but not for ever. The pass asks to be
+/// repeated when the wait ends.
+#[test]
+fn a_burst_of_ring_changes_waits_for_a_quiet_ring() {
+    let (old, new) = (h(3), h(6));
+    let agreeing: Vec<MemberFacts> =
+        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let mut behind = agreeing.clone();
+    behind[4] = member("a", 4, Some(&old), None);
+    let changed = |secs_ago: i64, members: &Vec<MemberFacts>| Snapshot {
+        ring_quiet: RingQuiet {
+            unchanged_since: now() - jiff::SignedDuration::from_secs(secs_ago),
+            period: Duration::from_secs(10),
+        },
+        ..snapshot(members.clone(), vec![])
+    };
+    let waiting = "waiting for the ring to stay unchanged for 10s";
+    let joined = (3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect();
+    check(
+        "just changed",
+        &changed(0, &agreeing),
+        &[
+            Expect::Submits(vec![]),
+            // Joined nodes are seeded at once, whatever the ring does next.
+            Expect::Seeds(joined),
+            Expect::Progressing(true, "WaitingForPreconditions", waiting),
+            Expect::Requeue(Some(Duration::from_secs(10))),
+        ],
+    );
+    check(
+        "quiet for 7 s",
+        &changed(7, &agreeing),
+        &[Expect::Submits(vec![]), Expect::Requeue(Some(Duration::from_secs(3)))],
+    );
+    check(
+        "quiet for 10 s",
+        &changed(10, &agreeing),
+        &[Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)]))],
+    );
+    check(
+        "one sidecar behind",
+        &changed(30, &behind),
+        &[
+            Expect::Submits(vec![]),
+            Expect::Progressing(
+                true,
+                "WaitingForPreconditions",
+                "waiting for every node to report the same ring",
+            ),
+            Expect::Requeue(Some(Duration::from_secs(90))),
+        ],
+    );
+    check(
+        "one sidecar behind for good",
+        &changed(120, &behind),
+        &[Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)]))],
+    );
+}
+
 #[test]
 fn bootstrapping_node_blocks_nobody() {
     let (old, new) = (h(1), h(2));
@@ -575,7 +636,7 @@ fn bootstrapping_node_blocks_nobody() {
             Expect::Progressing(
                 true,
                 "CleanupRunning",
-                "1 node bootstrapping (no ring hash yet, not waited for): basic-dc1-b-1",
+                "1 node bootstrapping (no ring hash yet, not waited for once the ring has been quiet for 120s): basic-dc1-b-1",
             ),
         ],
     );

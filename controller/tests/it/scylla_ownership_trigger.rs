@@ -159,6 +159,7 @@ impl Sim {
             ownership: self.views(),
             scylla_operator: OperatorCleanup::observed(types.iter().map(String::as_str), vec![]),
             holds: Vec::new(),
+            ring_quiet: RingQuiet::settled_long_ago(),
             now: now(),
         }
     }

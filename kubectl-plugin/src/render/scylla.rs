@@ -10,8 +10,8 @@ use serde::Serialize;
 use groundskeeper_api::scylla::ScyllaCluster;
 use groundskeeper_api::scylla::coexistence::{NODE_JOB_TYPE_CLEANUP, NODE_JOB_TYPE_LABEL};
 use groundskeeper_api::scylla::facts::{
-    ClusterFacts, MemberFacts, cluster_facts, current_members, looks_like_ring_hash, operator_cleanup,
-    precondition_failures, sorted_members,
+    ClusterFacts, ConditionFacts, MemberFacts, cluster_facts, current_members, looks_like_ring_hash,
+    operator_cleanup, precondition_failures, sorted_members,
 };
 use groundskeeper_protocol::keys;
 
@@ -154,11 +154,11 @@ pub fn cleanup_jobs(cluster: &str, jobs: &[Job]) -> Vec<CleanupJob> {
 }
 
 /// The view of `cluster` from its member Services and the namespace's Jobs.
-/// `datacenter_conditions`: the condition types of the cluster's ScyllaDBDatacenter (where
+/// `datacenter_conditions`: the conditions of the cluster's ScyllaDBDatacenter (where
 /// scylla-operator writes its Job controller's first), empty where there is none.
 pub fn cleanup_status(
     cluster: &ScyllaCluster,
-    datacenter_conditions: &[String],
+    datacenter_conditions: &[ConditionFacts],
     services: &[Service],
     jobs: &[Job],
 ) -> CleanupStatus {
@@ -200,7 +200,7 @@ pub fn cleanup_status(
 }
 
 /// Who cleans `cluster` after a ring change, as the controller's coexistence rules see it.
-fn cleaned_by(cluster: &ClusterFacts, datacenter_conditions: &[String], jobs: &[Job]) -> String {
+fn cleaned_by(cluster: &ClusterFacts, datacenter_conditions: &[ConditionFacts], jobs: &[Job]) -> String {
     let theirs: Vec<Job> = jobs
         .iter()
         .filter(|job| {
@@ -382,7 +382,9 @@ mod tests {
     fn who_cleans_is_told_from_the_datacenters_conditions_too() {
         let cluster = ClusterFacts { name: "basic".into(), ..ClusterFacts::default() };
         assert!(cleaned_by(&cluster, &[], &[]).starts_with("groundskeeper"));
-        let theirs = cleaned_by(&cluster, &["JobControllerProgressing".to_owned()], &[]);
+        let condition =
+            ConditionFacts { type_: "JobControllerProgressing".into(), ..ConditionFacts::default() };
+        let theirs = cleaned_by(&cluster, &[condition], &[]);
         assert!(theirs.starts_with("scylla-operator's own cleanup controller"), "{theirs}");
     }
 

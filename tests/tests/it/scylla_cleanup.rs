@@ -223,6 +223,19 @@ impl Scenario {
         operator: ScyllaOperator,
         clock: Option<Clock>,
     ) -> Scenario {
+        Self::start_quiet(mode, with_datacenter, secret_token, agent, operator, clock, Duration::ZERO).await
+    }
+
+    /// [`Scenario::start_beside`] with the trigger waiting `quiet_period` for a quiet ring.
+    async fn start_quiet(
+        mode: Mode,
+        with_datacenter: bool,
+        secret_token: &str,
+        agent: impl Fn(AgentSpec) -> AgentSpec,
+        operator: ScyllaOperator,
+        clock: Option<Clock>,
+        quiet_period: Duration,
+    ) -> Scenario {
         let (grants, namespaces) = match mode {
             Mode::ClusterWide => (controller_grants(), Vec::new()),
             Mode::Namespaced => (controller_grants_namespaced(), vec![NAMESPACE.to_owned()]),
@@ -272,6 +285,9 @@ impl Scenario {
             // The controller reads ownership through the same agents the Jobs reach (these
             // agents model no cluster: describe_ring is refused, the ring-hash rule decides).
             agent_endpoints: addresses,
+            // One ring change at a time here: no wait for the ring to be quiet (the burst
+            // scenarios set their own).
+            cleanup_ring_quiet_period: quiet_period,
             ..ControllerConfig::default()
         };
         let parts = &[Part::ScyllaCleanup, Part::Tasks];

@@ -146,6 +146,8 @@ impl Scenario {
             // A replication change moves no Kubernetes object: the idle resync is what sees it.
             requeue_idle: Duration::from_secs(1),
             agent_endpoints: addresses,
+            // One ring change at a time here: no wait for the ring to be quiet.
+            cleanup_ring_quiet_period: Duration::ZERO,
             ..ControllerConfig::default()
         };
         let mut controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
