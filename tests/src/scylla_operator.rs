@@ -329,6 +329,8 @@ pub struct CleanupControllerLog {
 /// scylla-operator's cleanup controller, running until dropped.
 pub struct CleanupController {
     log: Arc<Mutex<CleanupControllerLog>>,
+    /// Syncs done so far.
+    syncs: Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -342,6 +344,12 @@ impl CleanupController {
     pub fn log(&self) -> CleanupControllerLog {
         self.log.lock().expect("log lock").clone()
     }
+
+    /// How many times it has synced: a test waits for the next one to meet its clock at a
+    /// chosen phase.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ScyllaOperator {
@@ -350,24 +358,37 @@ impl ScyllaOperator {
     /// 1. seeds `last-cleaned-…` as [`Seeding`] says and records each completed Job's
     ///    `cleanup-token-ring-hash` as its node's `last-cleaned-…`;
     /// 2. while any member Service lacks either hash, does nothing more (it waits for them);
-    /// 3. prunes (deletes) its Jobs for nodes that no longer need one;
+    /// 3. prunes (deletes) its Jobs for nodes that no longer need one, and its finished Jobs for
+    ///    another ring than the one a node needs now (a new Job follows at the next sync);
     /// 4. when the cluster is settled (observed generation, StatefulSetControllerProgressing not
     ///    True, Available True, Degraded False), creates `cleanup-<service>` for every node whose
     ///    hashes differ, all at once.
     ///
     /// Its Jobs are selected by its labels only; it never looks at groundskeeper's.
     pub fn run_cleanup_controller(&self, server: Arc<ApiServer>) -> CleanupController {
+        self.run_cleanup_controller_every(server, Duration::from_millis(20))
+    }
+
+    /// [`ScyllaOperator::run_cleanup_controller`] syncing every `period`, on its own clock.
+    pub fn run_cleanup_controller_every(
+        &self,
+        server: Arc<ApiServer>,
+        period: Duration,
+    ) -> CleanupController {
         let seeding = self.cleanup.expect("a scylla-operator with a cleanup controller");
         let log = Arc::new(Mutex::new(CleanupControllerLog::default()));
+        let syncs = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let operator = self.clone();
-        let written = log.clone();
+        let (written, counted) = (log.clone(), syncs.clone());
         let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
             loop {
+                ticks.tick().await;
                 operator.sync_cleanup(&server, seeding, &written);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         });
-        CleanupController { log, task }
+        CleanupController { log, syncs, task }
     }
 
     fn sync_cleanup(&self, server: &ApiServer, seeding: Seeding, log: &Mutex<CleanupControllerLog>) {
@@ -429,8 +450,20 @@ impl ScyllaOperator {
                 (Some(&current) != last.as_ref()).then(|| (format!("cleanup-{name}"), current))
             })
             .collect();
-        // 3. Prune.
-        for name in jobs.keys().filter(|j| !required.contains_key(*j)) {
+        // 3. Prune: Jobs no longer required, and finished Jobs for another ring than the one
+        //    required now (their hash is recorded above; the new Job follows at the next sync).
+        let stale = |name: &String, job: &Value| {
+            let hash = job["metadata"]["annotations"][keys::CLEANUP_TOKEN_RING_HASH].as_str();
+            let finished = job["status"]["completionTime"].is_string()
+                || job["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"));
+            match required.get(name) {
+                None => true,
+                Some(wanted) => finished && hash != Some(wanted.as_str()),
+            }
+        };
+        for name in jobs.iter().filter(|(name, job)| stale(name, job)).map(|(name, _)| name) {
             if server.delete(&ResourceId::of::<Job>(), ns, name).is_ok() {
                 log.lock().expect("log lock").deleted.push(name.clone());
             }

@@ -50,6 +50,9 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
                     "only nodes left the ring since its last cleanup: it lost no ranges"
                 }
                 SeedReason::NoRangeLost => "it still replicates every range it replicated when last cleaned",
+                SeedReason::JoinedTogether => {
+                    "it joined together with other nodes, so what it holds cannot be known: it is cleaned once"
+                }
             };
             tracing::info!(%namespace, %service, "seeded last-cleaned ring hash: {why}");
             Ok(())

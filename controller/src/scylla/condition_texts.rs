@@ -54,6 +54,22 @@ pub(super) fn progressing_condition(
             state.lost_nothing.join(", ")
         ));
     }
+    if !state.joined_together.is_empty() {
+        parts.push(format!(
+            "{} joined together, so what each held before the others joined cannot be known: \
+             marked NeverCleanedUp, each is cleaned once: {}",
+            plural(state.joined_together.len(), "node", "nodes"),
+            state.joined_together.join(", ")
+        ));
+    }
+    if !state.clean_once.is_empty() {
+        parts.push(format!(
+            "{} to be cleaned once, whole (NeverCleanedUp: joined together with others, or asked \
+             for): {}",
+            plural(state.clean_once.len(), "node", "nodes"),
+            state.clean_once.join(", ")
+        ));
+    }
     if !state.fallbacks.is_empty() {
         let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (service, why) in &state.fallbacks {

@@ -15,9 +15,13 @@
 //!   the last change): a node stuck joining blocks nobody for good;
 //! * no automatic task is submitted before the ring has been quiet ([`super::ring_quiet`]): a
 //!   burst of ring changes is cleaned up once, for the ring it ends with;
-//! * a node without `last-cleaned-…` just joined and holds no stale data: it is seeded with its
-//!   current hash, at once and whatever the cluster's state, because a node seeded late (after
-//!   more nodes joined) may already hold ranges it has since handed over;
+//! * a node without `last-cleaned-…` just joined. Alone (the only member without one), it holds
+//!   no stale data: it is seeded with its current hash, at once and whatever the cluster's state,
+//!   because a node seeded late (after more nodes joined) may already hold ranges it has since
+//!   handed over. Together with others (a parallel bootstrap, several nodes whose hashes were
+//!   first seen after more joined, groundskeeper installed on a cluster that never recorded
+//!   one), what each held before the others joined cannot be known: each is cleaned once, whole,
+//!   and the condition says so;
 //! * the nodes needing cleanup are cleaned by **one** `Cleanup` [`MaintenanceTask`] for the whole
 //!   cluster (origin `automatic`, listing those nodes), submitted only when the cluster is settled
 //!   (observed generation, `StatefulSetControllerProgressing` not True, `Available` True,
@@ -69,7 +73,7 @@ use groundskeeper_api::maintenance_task::{NodeCleanupConfig, TaskState};
 use groundskeeper_api::scylla::coexistence::{self, OperatorCleanup};
 use groundskeeper_api::scylla::facts::{
     ClusterFacts, DEGRADED, MemberFacts, PROGRESSING, looks_like_ring_hash, precondition_failures, shorten,
-    sorted_members,
+    sorted_members, topology_change,
 };
 
 /// Wait between a cleanup task that failed in a way a retry may fix and the next one.
@@ -136,6 +140,9 @@ pub enum SeedReason {
     /// The ownership rule: the ring moved, the node replicates every range it replicated when
     /// last cleaned.
     NoRangeLost,
+    /// Seeded `NeverCleanedUp`: it joined together with others, so what it holds cannot be
+    /// known; it is cleaned once.
+    JoinedTogether,
 }
 
 /// Why a node's ownership record is written.
@@ -262,17 +269,27 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     let settled = settled_record(cluster, &snapshot.members);
 
     let mut state = PassState::default();
+    let joiners = Joiners::count(snapshot, &members);
     for member in &members {
-        decide_member(snapshot, member, &settled, &mut state);
+        decide_member(snapshot, member, &settled, joiners, &mut state);
     }
     let active = active_task(&snapshot.tasks);
-    let blockers = blockers(snapshot, invalid_settings);
+    let mut blockers = blockers(snapshot, invalid_settings);
+    if !state.joined_together.is_empty() {
+        // Their mark lands first: the next pass submits one task with them in it.
+        blockers.push("marking the nodes that joined together as to be cleaned once".into());
+    }
     let ring_hash = settled.as_ref().map(|r| r.ring_hash.clone());
     let retry_in = submit_when_due(snapshot, &mut state, active, ring_hash, &blockers, &mut problems);
     let submitted = state.submitted().is_some();
     let progressing = progressing_condition(&members, &state, active, submitted, &blockers, retry_in);
     let degraded = degraded_condition(&problems);
-    let busy = (active.is_some() || submitted).then_some(REQUEUE_WHILE_RUNNING);
+    // While nodes join or leave, look often: a joiner's ownership is recorded right after it
+    // joins only if a pass sees the ring between two joins.
+    let joining = !state.bootstrapping.is_empty()
+        || !state.joined_together.is_empty()
+        || topology_change(cluster, snapshot.members.len()).is_some();
+    let busy = (active.is_some() || submitted || joining).then_some(REQUEUE_WHILE_RUNNING);
     let requeue_after = soonest(soonest(busy, retry_in), ring_wait(snapshot, &state, active));
     Plan { actions: state.actions, progressing, degraded, requeue_after }
 }
@@ -502,6 +519,11 @@ pub(super) struct PassState {
     pub(super) fallbacks: Vec<(String, String)>,
     /// Nodes whose ownership record was reset after someone else cleaned them.
     pub(super) reset: Vec<String>,
+    /// Nodes just marked `NeverCleanedUp` because they joined together with others
+    /// ([`decide_joiner`]).
+    pub(super) joined_together: Vec<String>,
+    /// Nodes cleaned once, whole, for carrying `NeverCleanedUp`.
+    pub(super) clean_once: Vec<String>,
 }
 
 impl PassState {
@@ -584,17 +606,50 @@ fn after_last_failure(snapshot: &Snapshot, ring_hash: &str) -> Gate {
     }
 }
 
+/// The members that just joined (no `last-cleaned-…` yet), counted once per pass.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Joiners {
+    /// Members without `last-cleaned-…`.
+    absent: usize,
+    /// Of those, the ones without an ownership record that the ring views list already.
+    in_ring_unrecorded: usize,
+}
+
+impl Joiners {
+    fn count(snapshot: &Snapshot, members: &[Member<'_>]) -> Joiners {
+        let absent: Vec<&Member<'_>> = members.iter().filter(|m| m.last == LastCleaned::Absent).collect();
+        let in_ring_unrecorded = absent
+            .iter()
+            .filter(|m| !matches!(current_record(m), RecordState::Present(_)))
+            .filter(|m| owned_now(snapshot, m.facts).is_ok())
+            .count();
+        Joiners { absent: absent.len(), in_ring_unrecorded }
+    }
+}
+
+/// `joiners`: the members that just joined, this one among them or not.
 fn decide_member(
     snapshot: &Snapshot,
     member: &Member<'_>,
     settled: &Option<MembersRecord>,
+    joiners: Joiners,
     state: &mut PassState,
 ) {
     let service = &member.facts.service;
+    if member.last == LastCleaned::Absent {
+        decide_joiner(snapshot, member, settled, joiners, state);
+        return;
+    }
     let Some(current) = member.current else {
         state.bootstrapping.push(service.clone());
         return;
     };
+    if member.last == LastCleaned::NeverCleanedUp {
+        // "Clean once", whatever the ownership record says: it joined together with others, or
+        // a person asked for it.
+        clean_once(member, current, state);
+        return;
+    }
     let ring_changed = match &member.last {
         LastCleaned::Hash(last) => current != last,
         LastCleaned::NeverCleanedUp => true,
@@ -608,10 +663,6 @@ fn decide_member(
         members: record_for(settled, current),
         reason,
     };
-    if member.last == LastCleaned::Absent {
-        state.actions.push(seed(SeedReason::Joined));
-        return;
-    }
     let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
     if let NodeDecision::RingHash { reason } = &decision {
         if !ring_changed {
@@ -636,6 +687,81 @@ fn decide_member(
             mark_node_clean,
         }),
     }
+}
+
+/// A member that just joined (no `last-cleaned-…`). What it holds is what it replicated right
+/// after it joined, less nothing: a node that joined later may since have taken some of it.
+/// * With an ownership record (seeded when the ring views first listed it, alone): the
+///   ownership rule compares that record with what it replicates now: nothing lost, it is
+///   seeded with its current hash; ranges lost, it is cleaned for those keyspaces.
+/// * Without one, alone (the only member new to the ring views, or without views the only member
+///   without `last-cleaned-…`): what it replicates now is what it holds: record and hash seeded.
+/// * Without one, together with others (a parallel bootstrap seen after several joined,
+///   groundskeeper installed on a cluster that never recorded a cleanup, several joiners and no
+///   ring views): which handed ranges to which cannot be known, so each is marked
+///   `NeverCleanedUp` (kept across restarts) and cleaned once, whole, for the ring the burst ends
+///   with.
+fn decide_joiner(
+    snapshot: &Snapshot,
+    member: &Member<'_>,
+    settled: &Option<MembersRecord>,
+    joiners: Joiners,
+    state: &mut PassState,
+) {
+    let service = &member.facts.service;
+    let owned_now = owned_now(snapshot, member.facts);
+    let existing = current_record(member);
+    let recorded = matches!(existing, RecordState::Present(_));
+    let in_ring = owned_now.is_ok();
+    let alone =
+        if snapshot.ownership.is_ok() { joiners.in_ring_unrecorded <= 1 } else { joiners.absent == 1 };
+    if !recorded && (in_ring || member.current.is_some() || snapshot.ownership.is_err()) && !alone {
+        state.joined_together.push(service.clone());
+        state.actions.push(Action::SeedLastCleaned {
+            service: service.clone(),
+            hash: keys::NEVER_CLEANED_UP.to_owned(),
+            members: None,
+            reason: SeedReason::JoinedTogether,
+        });
+        return;
+    }
+    let record = record_ownership(member, existing, owned_now.as_ref().ok(), false, state);
+    let Some(current) = member.current else {
+        state.bootstrapping.push(service.clone());
+        return;
+    };
+    let seed = Action::SeedLastCleaned {
+        service: service.clone(),
+        hash: current.to_owned(),
+        members: record_for(settled, current),
+        reason: SeedReason::Joined,
+    };
+    if !recorded {
+        state.actions.push(seed);
+        return;
+    }
+    let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    match plan_node(&decision, true) {
+        NodePlan::Nothing => state.actions.push(seed),
+        NodePlan::Clean { scope, mark_node_clean, .. } => state.candidates.push(Candidate {
+            service: service.clone(),
+            ring_hash: current.to_owned(),
+            scope: whole_node_when_all(scope, owned_now.as_ref().ok()),
+            mark_node_clean,
+        }),
+    }
+}
+
+/// A node marked `NeverCleanedUp`: cleaned once, whole.
+fn clean_once(member: &Member<'_>, current: &str, state: &mut PassState) {
+    let service = member.facts.service.clone();
+    state.clean_once.push(service.clone());
+    state.candidates.push(Candidate {
+        service,
+        ring_hash: current.to_owned(),
+        scope: CleanScope::All,
+        mark_node_clean: false,
+    });
 }
 
 /// A node cleaning every keyspace it replicates is a whole-node cleanup: the task then names no

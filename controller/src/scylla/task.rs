@@ -24,6 +24,7 @@ use groundskeeper_api::validate::{Cleanup, Work, describe_errors, validate};
 use groundskeeper_protocol::{OperationKind, keys};
 
 use super::apply::patch_ownership_record;
+use super::decide::owned_by;
 use super::decide::{SecretState, secret_wait};
 use super::job::{NodeCleanup, cleanup_job};
 use super::members_record::settled_record;
@@ -32,7 +33,7 @@ use super::observe::{
     fill_pod_addresses, list_member_services, list_operator_cleanup_jobs, read_datacenter_conditions,
     read_secret_state,
 };
-use super::ownership::RingView;
+use super::ownership::{NodeDecision, OWNED_AT_LAST_CLEANUP, RecordState, RingView, decide_node};
 use super::ownership_reader::read_cluster_views;
 use super::record;
 use super::settings::{Limits, cluster_limits};
@@ -469,9 +470,16 @@ async fn yield_and_fit(
         hold_until_stopped_pods_ended(status, held, now);
     }
     let no_longer_owed = match topology {
-        None if is_automatic(task) => no_longer_owed(&status.nodes, cleanup, members),
+        None if is_automatic(task) => {
+            let mut owed_nothing = no_longer_owed(&status.nodes, cleanup, members);
+            owed_nothing
+                .extend(lost_nothing_since(ctx, cluster, facts, &status.nodes, cleanup, members).await);
+            owed_nothing
+        }
         _ => BTreeSet::new(),
     };
+    // Skipped at once: a node owed nothing has no stopped pod's grace period to wait out.
+    held.retain(|node, _| !no_longer_owed.contains(node));
     let deferred = if waits_for_window(task) {
         left_for_next_window(
             target,
@@ -568,6 +576,52 @@ fn no_longer_owed(nodes: &[NodeProgress], cleanup: &Cleanup, members: &[MemberFa
             })
         })
         .map(|n| n.name.clone())
+        .collect()
+}
+
+/// Interrupted nodes of an automatic task whose keyspaces the ownership rule chose, that the new
+/// ring owes nothing: by their ownership record they replicate again every range of those
+/// keyspaces they held (a scale-out undone by a scale-in before their cleanup ended). Ring views
+/// are read only when there is such a node; unread or unknown, the node runs.
+async fn lost_nothing_since(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    facts: &ClusterFacts,
+    nodes: &[NodeProgress],
+    cleanup: &Cleanup,
+    members: &[MemberFacts],
+) -> BTreeSet<String> {
+    let interrupted: Vec<&NodeProgress> = nodes
+        .iter()
+        .filter(|n| {
+            n.state == NodeState::Pending && n.interruptions > 0 && cleanup.per_node.contains_key(&n.name)
+        })
+        .collect();
+    if interrupted.is_empty() {
+        return BTreeSet::new();
+    }
+    let (views, members) = read_views(ctx, cluster, facts, members).await;
+    interrupted
+        .into_iter()
+        .filter(|node| {
+            let Some(member) = members.iter().find(|m| m.service == node.name) else {
+                return false;
+            };
+            let record = RecordState::from_annotation(
+                member.annotations.get(OWNED_AT_LAST_CLEANUP).map(String::as_str),
+            );
+            let now = owned_by(&views, member);
+            let NodeDecision::Ownership { clean, fallback } =
+                decide_node(&record, now.as_ref().map_err(String::as_str))
+            else {
+                return false;
+            };
+            // The keyspaces it was to clean (none named: all) are all known, and none lost.
+            let chosen = &cleanup.per_node[&node.name].keyspaces;
+            let concerned = |k: &String| chosen.is_empty() || chosen.contains(k);
+            !clean.keys().any(concerned) && !fallback.keys().any(concerned)
+        })
+        .map(|node| node.name.clone())
         .collect()
 }
 

@@ -198,8 +198,7 @@ fn check(name: &str, snapshot: &Snapshot, expectations: &[Expect]) {
 #[test]
 fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
     let (old, new) = (h(3), h(6));
-    let one_rack: Vec<MemberFacts> =
-        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let one_rack = one_by_one(&old, &new);
     let record = MembersRecord { ring_hash: new.clone(), members: uids(&one_rack).into_iter().collect() };
     check(
         "one rack",
@@ -214,9 +213,10 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
                 ring_hash: new.clone(),
                 retry_of: None,
             }),
-            Expect::Seeds((3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect()),
+            // The new nodes seen one at a time: each seeded as it joins, the last one now.
+            Expect::Seeds(vec![(svc("a", 5), SeedReason::Joined)]),
             Expect::Contains(Action::SeedLastCleaned {
-                service: svc("a", 3),
+                service: svc("a", 5),
                 hash: new.clone(),
                 members: Some(record),
                 reason: SeedReason::Joined,
@@ -232,14 +232,84 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
     );
     let three_racks: Vec<MemberFacts> = ["a", "b", "c"]
         .iter()
-        .flat_map(|r| [member(r, 0, Some(&new), Some(&old)), member(r, 1, Some(&new), None)])
+        .flat_map(|r| {
+            let seeded = (*r != "c").then_some(new.as_str());
+            [member(r, 0, Some(&new), Some(&old)), member(r, 1, Some(&new), seeded)]
+        })
         .collect();
     check(
         "three racks",
         &snapshot(three_racks, vec![]),
         &[
             Expect::Submits(nodes(&[("a", 0), ("b", 0), ("c", 0)])),
-            Expect::Seeds(["a", "b", "c"].iter().map(|r| (svc(r, 1), SeedReason::Joined)).collect()),
+            Expect::Seeds(vec![(svc("c", 1), SeedReason::Joined)]),
+        ],
+    );
+}
+
+/// Six nodes of one rack after a 3 → 6 scale-out whose new nodes were seen one at a time: the
+/// old three last cleaned for `old`, the first two new ones already seeded for `new`, the last
+/// one just joined.
+fn one_by_one(old: &str, new: &str) -> Vec<MemberFacts> {
+    (0..6)
+        .map(|i| {
+            let last = match i {
+                0..3 => Some(old),
+                3 | 4 => Some(new),
+                _ => None,
+            };
+            member("a", i, Some(new), last)
+        })
+        .collect()
+}
+
+/// New nodes first seen together (a parallel bootstrap, sidecars reporting after more joined,
+/// groundskeeper installed on a cluster that never recorded a cleanup): what each held before
+/// the others joined cannot be known, so each is cleaned once, whole, beside the old nodes, and
+/// the condition says so.
+#[test]
+fn new_nodes_seen_together_are_each_cleaned_once() {
+    let (old, new) = (h(3), h(6));
+    let together: Vec<MemberFacts> =
+        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let joined_together = (3..6).map(|i| (svc("a", i), SeedReason::JoinedTogether)).collect();
+    check(
+        "three joined together: marked NeverCleanedUp",
+        &snapshot(together, vec![]),
+        &[
+            Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)])),
+            Expect::Seeds(joined_together),
+            Expect::Contains(Action::SeedLastCleaned {
+                service: svc("a", 3),
+                hash: keys::NEVER_CLEANED_UP.into(),
+                members: None,
+                reason: SeedReason::JoinedTogether,
+            }),
+            Expect::Progressing(
+                true,
+                "CleanupRunning",
+                "3 nodes joined together, so what each held before the others joined cannot be known: marked NeverCleanedUp, each is cleaned once: basic-dc1-a-3, basic-dc1-a-4, basic-dc1-a-5",
+            ),
+        ],
+    );
+    let marked: Vec<MemberFacts> = (0..6)
+        .map(|i| member("a", i, Some(&new), Some(if i < 3 { old.as_str() } else { keys::NEVER_CLEANED_UP })))
+        .collect();
+    check(
+        "then cleaned once, whole",
+        &snapshot(marked, vec![]),
+        &[
+            Expect::Submits((0..6).map(|i| svc("a", i)).collect()),
+            Expect::Progressing(true, "CleanupRunning", "3 nodes to be cleaned once, whole (NeverCleanedUp"),
+        ],
+    );
+    let never_recorded: Vec<MemberFacts> = (0..3).map(|i| member("a", i, Some(&new), None)).collect();
+    check(
+        "installed on a cluster that never recorded a cleanup",
+        &snapshot(never_recorded, vec![]),
+        &[
+            Expect::Submits(vec![]),
+            Expect::Seeds((0..3).map(|i| (svc("a", i), SeedReason::JoinedTogether)).collect()),
         ],
     );
 }
@@ -249,8 +319,7 @@ fn scale_out_three_to_six_cleans_the_old_nodes_not_the_new() {
 #[test]
 fn scale_out_walk_reaches_quiet_with_one_task() {
     let (old, new) = (h(3), h(6));
-    let mut members: Vec<MemberFacts> =
-        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let mut members = one_by_one(&old, &new);
     let mut tasks: Vec<TaskFacts> = Vec::new();
     let mut cleaned = Vec::new();
     for _step in 0..10 {
@@ -565,10 +634,10 @@ fn each_precondition_failing_in_turn_blocks_new_tasks_only() {
 #[test]
 fn a_burst_of_ring_changes_waits_for_a_quiet_ring() {
     let (old, new) = (h(3), h(6));
-    let agreeing: Vec<MemberFacts> =
-        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
+    let agreeing = one_by_one(&old, &new);
     let mut behind = agreeing.clone();
-    behind[4] = member("a", 4, Some(&old), None);
+    // An old node's sidecar still reports the old ring: it is not known to need cleanup yet.
+    behind[1] = member("a", 1, Some(&old), Some(&old));
     let changed = |secs_ago: i64, members: &Vec<MemberFacts>| Snapshot {
         ring_quiet: RingQuiet {
             unchanged_since: now() - jiff::SignedDuration::from_secs(secs_ago),
@@ -577,7 +646,7 @@ fn a_burst_of_ring_changes_waits_for_a_quiet_ring() {
         ..snapshot(members.clone(), vec![])
     };
     let waiting = "waiting for the ring to stay unchanged for 10s";
-    let joined = (3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect();
+    let joined = vec![(svc("a", 5), SeedReason::Joined)];
     check(
         "just changed",
         &changed(0, &agreeing),
@@ -615,7 +684,7 @@ fn a_burst_of_ring_changes_waits_for_a_quiet_ring() {
     check(
         "one sidecar behind for good",
         &changed(120, &behind),
-        &[Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)]))],
+        &[Expect::Submits(nodes(&[("a", 0), ("a", 2)]))],
     );
 }
 
@@ -921,9 +990,7 @@ fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
 #[test]
 fn a_held_cluster_gets_no_cleanup_task_and_says_why() {
     let (old, new) = (h(3), h(6));
-    let one_rack: Vec<MemberFacts> =
-        (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
-    let mut held = snapshot(one_rack, vec![]);
+    let mut held = snapshot(one_by_one(&old, &new), vec![]);
     held.holds = vec!["outside its maintenance windows: the next opens Sat 2026-11-28 22:00 CET".into()];
     let plan = decide(&held);
     assert!(submits(&plan).is_empty(), "{plan:#?}");
@@ -934,5 +1001,5 @@ fn a_held_cluster_gets_no_cleanup_task_and_says_why() {
         progressing.message
     );
     assert!(progressing.message.contains("3 of 6 nodes need cleanup"), "{}", progressing.message);
-    check("held", &held, &[Expect::Seeds((3..6).map(|i| (svc("a", i), SeedReason::Joined)).collect())]);
+    check("held", &held, &[Expect::Seeds(vec![(svc("a", 5), SeedReason::Joined)])]);
 }

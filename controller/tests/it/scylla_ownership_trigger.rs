@@ -218,9 +218,8 @@ impl Sim {
             let member = self.members().into_iter().find(|m| &m.service == node).unwrap();
             let current = member.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned();
             let last = member.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH).cloned();
-            // Beside scylla-operator, last-cleaned is its to write (the task controller writes none).
+            // Beside scylla-operator too: the node is clean for the task's ring.
             let recorded = cleaned_record(Some(ring_hash), current.as_deref(), last.as_deref(), None)
-                .filter(|_| !self.operator)
                 .map(|(hash, _)| hash);
             if let Some(hash) = &recorded {
                 self.annotate(node, keys::LAST_CLEANED_UP_TOKEN_RING_HASH, Some(hash.clone()));
@@ -277,7 +276,7 @@ impl Sim {
     fn settle(&mut self) -> Plan {
         loop {
             let plan = self.pass();
-            if submitted(&plan).is_empty() {
+            if plan.actions.is_empty() {
                 return plan;
             }
             self.run_task(&plan);
@@ -364,7 +363,7 @@ fn join(sim: &mut Sim, i: u8) {
 }
 
 /// A one-datacenter cluster of three nodes with `app` (NTS 3) and `shrinking` (NTS 3), every
-/// node clean and recorded.
+/// node clean and recorded: first seen together, each is cleaned once.
 fn three_nodes() -> Sim {
     let model = Cluster::new(7, 8);
     for i in 0..3 {
@@ -374,13 +373,20 @@ fn three_nodes() -> Sim {
     model.create_keyspace("shrinking", Strategy::nts(&[("dc1", 3)]));
     model.create_keyspace("events", Strategy::tablets(&[("dc1", 3)]));
     let mut sim = Sim::new(&model, "dc1");
-    sim.pass();
-    for node in sim.nodes() {
-        for keyspace in vnode_keyspaces(&model) {
-            model.cleaned(&node, &keyspace);
-        }
-    }
+    let first = sim.pass();
+    let marked = first
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::SeedLastCleaned { reason: SeedReason::JoinedTogether, .. }))
+        .count();
+    assert_eq!(marked, 3, "joined together, each is marked to be cleaned once: {first:#?}");
+    let second = sim.pass();
+    assert_eq!(submitted(&second).len(), 3, "each is cleaned once: {second:#?}");
+    sim.run_task(&second);
+    sim.settle();
     assert!(sim.stale().is_empty());
+    sim.node_cleanups = 0;
+    sim.keyspace_cleanups = 0;
     sim
 }
 
@@ -516,13 +522,10 @@ fn in_two_datacenters_only_the_scaled_one_is_cleaned() {
     model.create_keyspace("local_app", Strategy::nts(&[("dc2", 2)]));
     let mut dc1 = Sim::new(&model, "dc1");
     let mut dc2 = Sim::new(&model, "dc2");
-    dc1.pass();
-    dc2.pass();
-    for node in model.endpoints() {
-        for keyspace in vnode_keyspaces(&model) {
-            model.cleaned(&node, &keyspace);
-        }
-    }
+    // First seen together, every node is cleaned once.
+    dc1.settle();
+    dc2.settle();
+    assert!(model.stale().is_empty());
     for i in 3..6 {
         model.join(&endpoint(2, i), "dc2", rack(i)).unwrap();
         dc2.pass();
@@ -560,13 +563,10 @@ fn in_two_datacenters_with_nts_only_the_other_one_cleans_nothing() {
     model.create_keyspace("app", Strategy::nts(&[("dc1", 3), ("dc2", 3)]));
     let mut dc1 = Sim::new(&model, "dc1");
     let mut dc2 = Sim::new(&model, "dc2");
-    dc1.pass();
-    dc2.pass();
-    for node in model.endpoints() {
-        for keyspace in vnode_keyspaces(&model) {
-            model.cleaned(&node, &keyspace);
-        }
-    }
+    // First seen together, every node is cleaned once.
+    dc1.settle();
+    dc2.settle();
+    assert!(model.stale().is_empty());
     for i in 3..6 {
         model.join(&endpoint(2, i), "dc2", rack(i)).unwrap();
         dc2.pass();

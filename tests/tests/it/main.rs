@@ -11,6 +11,7 @@ mod harness;
 mod leader_election;
 mod real_cluster;
 mod schedules;
+mod scylla_bursts;
 mod scylla_cleanup;
 mod scylla_ownership;
 mod windows;
