@@ -65,6 +65,7 @@ pub struct Route {
 /// Every Scylla route the stand-in serves. Anything else is Scylla's 404.
 pub const ROUTES: &[Route] = &[
     Route { method: "GET", path: "/storage_service/load", query: &[], returns: "double" },
+    Route { method: "GET", path: "/storage_service/schema_version", query: &[], returns: "string" },
     Route { method: "GET", path: "/storage_service/tokens", query: &[], returns: "array<string>" },
     Route { method: "GET", path: "/storage_service/tokens/{endpoint}", query: &[], returns: "array<string>" },
     Route {
@@ -317,6 +318,8 @@ struct State {
     /// Keyspaces whose cleanup task was ended by `abort_task` or `stop_compaction`.
     stopped: Vec<String>,
     marked_clean: bool,
+    /// Bytes of every answer's body so far.
+    served_bytes: u64,
 }
 
 /// A running stand-in. Stops when dropped.
@@ -360,6 +363,7 @@ impl ScyllaAgent {
             cleaned: Vec::new(),
             stopped: Vec::new(),
             marked_clean: false,
+            served_bytes: 0,
         }));
         let server = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(tls)), state.clone()));
         Self { addr, ca_pem, state, server }
@@ -393,6 +397,11 @@ impl ScyllaAgent {
     }
 
     /// Keyspaces whose cleanup completed, in order.
+    /// Bytes of every answer's body so far: what readers of this node were sent.
+    pub fn served_bytes(&self) -> u64 {
+        self.lock().served_bytes
+    }
+
     pub fn cleaned_keyspaces(&self) -> Vec<String> {
         self.lock().cleaned.clone()
     }
@@ -556,7 +565,17 @@ fn handle(state: &Mutex<State>, request: &Request<Incoming>) -> Response<Body> {
         },
         None => not_found(),
     };
+    state.served_bytes += axum::body::HttpBody::size_hint(answer.body()).exact().unwrap_or(0);
     through_proxy(state.spec.proxy, request, answer)
+}
+
+/// The schema version the node reports: the cluster model's, which moves with every keyspace
+/// created or altered; a fixed one without a model.
+fn schema_version(state: &State) -> String {
+    match &state.spec.member {
+        Some((cluster, _)) => cluster.schema_version(),
+        None => "5b1c2e0a-0000-1000-8000-000000000001".to_owned(),
+    }
 }
 
 /// The agent's answer as `proxy` passes it on.
@@ -649,6 +668,7 @@ fn dispatch(
     let task_api = state.spec.task_api;
     match route.path {
         "/storage_service/load" => ok(json!(state.spec.load_bytes)),
+        "/storage_service/schema_version" => ok(json!(schema_version(state))),
         "/storage_service/tokens" => ok(json!(ring(state))),
         "/storage_service/tokens/{endpoint}" => ok(json!(node_tokens(state, &param("endpoint")))),
         "/storage_service/describe_ring/{keyspace}" if state.spec.describe_ring => {

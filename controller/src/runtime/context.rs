@@ -83,6 +83,15 @@ pub struct ControllerConfig {
         default_value = "10"
     )]
     pub cleanup_ring_quiet_period: Duration,
+    /// How often the cleanup trigger asks each ScyllaCluster whose ring views it reads for its
+    /// schema version: a replication change is noticed within this (plus one pass).
+    #[arg(
+        long,
+        env = "GROUNDSKEEPER_CLEANUP_SCHEMA_CHECK_INTERVAL",
+        value_parser = parse_seconds,
+        default_value = "20"
+    )]
+    pub cleanup_schema_check_interval: Duration,
     /// Attempts at a status write that conflicts with other writers before giving up.
     #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
     pub status_write_attempts: u32,
@@ -163,6 +172,7 @@ impl Default for ControllerConfig {
             requeue_error: Duration::from_secs(30),
             ring_observer_interval: Duration::from_secs(30),
             cleanup_ring_quiet_period: Duration::from_secs(10),
+            cleanup_schema_check_interval: Duration::from_secs(20),
             status_write_attempts: 5,
             namespaces: Vec::new(),
             fleet_max_concurrent: 1,

@@ -16,6 +16,7 @@ use groundskeeper_protocol::keys;
 
 use kube::ResourceExt;
 
+use super::ownership_reader::{ViewCache, watch_schema_versions};
 use super::ring_quiet::{RingMemory, RingQuiet, fingerprint};
 use super::{apply, decide, observe};
 use crate::runtime::context::Context;
@@ -65,11 +66,24 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
                 watcher::Config::default(),
                 cluster_of_suspension,
             );
-    let rings = Arc::new(RingMemory::default());
+    let memory = Arc::new(Memory::default());
+    // A replication change moves no Kubernetes object: the schema watch wakes the cluster.
+    let (wake, mut woken) = tokio::sync::mpsc::channel(64);
+    let watch = tokio::spawn(watch_schema_versions(ctx.clone(), memory.views.clone(), wake));
+    let controller = controller.reconcile_on(futures::stream::poll_fn(move |cx| woken.poll_recv(cx)));
     reconciler::run(controller, ctx, CONTROLLER, move |cluster, reconciler| {
-        reconcile(cluster, reconciler, rings.clone())
+        reconcile(cluster, reconciler, memory.clone())
     })
     .await;
+    watch.abort();
+}
+
+/// What the trigger keeps between passes, in memory: since when each ring is as it is, and the
+/// ring views last read.
+#[derive(Default)]
+struct Memory {
+    rings: RingMemory,
+    views: Arc<ViewCache>,
 }
 
 /// The ScyllaCluster a member Service belongs to (`scylla/cluster` label, same namespace).
@@ -103,22 +117,24 @@ pub(crate) fn cluster_of_task(task: MaintenanceTask) -> Option<ObjectRef<ScyllaC
     Some(ObjectRef::new(&task.spec.target.name).within(namespace))
 }
 
-/// One pass over one ScyllaCluster. `rings`: since when each cluster's ring is as it is.
+/// One pass over one ScyllaCluster, with what the trigger kept from earlier passes.
 async fn reconcile(
     cluster: Arc<ScyllaCluster>,
     reconciler: Arc<Reconciler<ScyllaCluster>>,
-    rings: Arc<RingMemory>,
+    memory: Arc<Memory>,
 ) -> Result<Action, Error> {
+    let rings = &memory.rings;
     let ctx = &reconciler.ctx;
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     let (namespace, name) = (cluster.namespace().unwrap_or_default(), cluster.name_any());
     if cluster.metadata.deletion_timestamp.is_some() {
         // Its Jobs go with it (owner references); nothing to clean any more.
         rings.forget(&namespace, &name);
+        memory.views.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
     let now = ctx.clock.now();
-    let mut snapshot = observe::observe(ctx, &cluster, now).await?;
+    let mut snapshot = observe::observe_with(ctx, &cluster, now, &memory.views).await?;
     snapshot.ring_quiet = RingQuiet {
         unchanged_since: rings.unchanged_since(&namespace, &name, fingerprint(&snapshot.members), now),
         period: ctx.config.cleanup_ring_quiet_period,

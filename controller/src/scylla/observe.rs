@@ -11,7 +11,7 @@ use groundskeeper_protocol::keys;
 
 use super::decide::{SecretState, Snapshot, TaskFacts};
 use super::ownership::RingView;
-use super::ownership_reader::read_cluster_views;
+use super::ownership_reader::{ViewCache, read_cluster_views_cached};
 use super::ring_observer::broadcasts_pod_ip;
 use super::ring_quiet::RingQuiet;
 use crate::runtime::context::Context;
@@ -87,8 +87,18 @@ pub(crate) async fn read_datacenter_conditions(
     }
 }
 
-/// Reads everything the decision for `cluster` needs.
+/// Reads everything the decision for `cluster` needs, the ring views afresh.
 pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestamp) -> Result<Snapshot> {
+    observe_with(ctx, cluster, now, &ViewCache::default()).await
+}
+
+/// [`observe`], the ring views from `views` where nothing they depend on moved.
+pub(crate) async fn observe_with(
+    ctx: &Context,
+    cluster: &ScyllaCluster,
+    now: jiff::Timestamp,
+    views: &ViewCache,
+) -> Result<Snapshot> {
     let client = &ctx.client;
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
@@ -100,7 +110,7 @@ pub async fn observe(ctx: &Context, cluster: &ScyllaCluster, now: jiff::Timestam
     fill_pod_addresses(client, cluster, &mut snapshot.members).await?;
     let datacenter = read_datacenter_conditions(client, &namespace, &name).await?;
     snapshot.scylla_operator = operator_cleanup(&snapshot.cluster, &datacenter, &operator_jobs);
-    snapshot.ownership = read_ownership(ctx, cluster, &snapshot).await;
+    snapshot.ownership = read_ownership(ctx, cluster, &snapshot, views).await;
     snapshot.holds = automatic_holds(ctx, cluster, &namespace, &name, now).await?;
     Ok(snapshot)
 }
@@ -129,6 +139,7 @@ async fn read_ownership(
     ctx: &Context,
     cluster: &ScyllaCluster,
     snapshot: &Snapshot,
+    views: &ViewCache,
 ) -> Result<Vec<RingView>, String> {
     let disabled = snapshot.cluster.annotations.get(keys::MAINTENANCE_ENABLED).is_some_and(|v| v == "false");
     if disabled
@@ -137,7 +148,14 @@ async fn read_ownership(
     {
         return Err("not read: no cleanup can start".into());
     }
-    read_cluster_views(ctx, &snapshot.cluster.namespace, &snapshot.cluster.name, &snapshot.members).await
+    read_cluster_views_cached(
+        ctx,
+        views,
+        &snapshot.cluster.namespace,
+        &snapshot.cluster.name,
+        &snapshot.members,
+    )
+    .await
 }
 
 /// Where the cluster's nodes broadcast their pod IP, each member's address is its pod's IP.

@@ -3,7 +3,8 @@
 //! (a few calls at a time), keyspaces replicated alike grouped, and `describe_ring` fetched once
 //! per group. Any failure makes the whole reading unknown: a partial view could hide a loss.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
 
@@ -14,6 +15,7 @@ use groundskeeper_stores::scylla::token::AuthToken;
 use super::job::node_address;
 use super::ownership::{RingView, replication_groups};
 use super::ring_observer::read_token;
+use super::ring_quiet::fingerprint;
 use crate::runtime::context::{Context, ControllerConfig};
 use groundskeeper_api::scylla::facts::MemberFacts;
 
@@ -83,20 +85,38 @@ pub(crate) async fn read_cluster_views(
     cluster: &str,
     members: &[MemberFacts],
 ) -> Result<Vec<RingView>, String> {
+    read_cluster_views_cached(ctx, &ViewCache::default(), namespace, cluster, members).await
+}
+
+/// [`read_cluster_views`], from `cache` when neither the schema version (one small call to the
+/// agent) nor what the member Services say of the ring moved since the views were read, and no
+/// member is still joining (one that has joined may not show in its Service yet).
+pub(crate) async fn read_cluster_views_cached(
+    ctx: &Context,
+    cache: &ViewCache,
+    namespace: &str,
+    cluster: &str,
+    members: &[MemberFacts],
+) -> Result<Vec<RingView>, String> {
     let token = read_token(&ctx.client, namespace, cluster).await.map_err(|err| err.to_string())?;
     let joined = members
         .iter()
         .filter(|m| m.annotations.contains_key(keys::CURRENT_TOKEN_RING_HASH))
         .take(NODES_TRIED);
+    let ring = fingerprint(members);
+    let joining = members.iter().any(|m| !m.annotations.contains_key(keys::CURRENT_TOKEN_RING_HASH));
     let mut failures = Vec::new();
     for member in joined {
         let config = agent_config(&ctx.config, namespace, &member.service, token.clone());
         let read = match AgentClient::new(config) {
-            Ok(agent) => read_ring_views(&agent).await,
+            Ok(agent) => read_through(&agent, cache, (namespace, cluster), ring, joining).await,
             Err(err) => Err(ReadError::Agent(err)),
         };
         match read {
-            Ok(views) => return Ok(views),
+            Ok(views) => {
+                cache.remember_agent(namespace, cluster, &member.service, &token);
+                return Ok(views);
+            }
             Err(err) => failures.push(format!("through {}: {err}", member.service)),
         }
     }
@@ -104,4 +124,120 @@ pub(crate) async fn read_cluster_views(
         return Err("no node has joined the ring yet".into());
     }
     Err(failures.join("; "))
+}
+
+/// The views through one agent: the cached ones when still good for its schema version and the
+/// ring (`ring`: the member Services' [`fingerprint`]; `joining`: a member has no ring hash yet),
+/// else read (and cached).
+pub async fn read_through(
+    agent: &AgentClient,
+    cache: &ViewCache,
+    (namespace, cluster): (&str, &str),
+    ring: u64,
+    joining: bool,
+) -> Result<Vec<RingView>, ReadError> {
+    let key = ViewKey { schema: agent.schema_version().await?, ring };
+    if !joining && let Some(views) = cache.views_for(namespace, cluster, &key) {
+        return Ok(views);
+    }
+    let views = read_ring_views(agent).await?;
+    cache.store(namespace, cluster, key, views.clone());
+    Ok(views)
+}
+
+/// What a cluster's ring views were read for: the schema version (replication settings) and the
+/// ring as the member Services say ([`fingerprint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ViewKey {
+    schema: String,
+    ring: u64,
+}
+
+#[derive(Clone)]
+struct CachedViews {
+    key: ViewKey,
+    views: Vec<RingView>,
+    /// The member whose agent answered, and the token it took: the schema watch asks it again.
+    through: Option<(String, AuthToken)>,
+}
+
+/// Each cluster's ring views as last read, in the trigger's memory: a pass over a cluster where
+/// nothing moved reads one schema version instead of every keyspace's ownership and ring (several
+/// MB at 100 nodes). Kept in memory only; a restart reads afresh.
+#[derive(Default)]
+pub struct ViewCache {
+    entries: Mutex<HashMap<(String, String), CachedViews>>,
+}
+
+impl ViewCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CachedViews>> {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn views_for(&self, namespace: &str, cluster: &str, key: &ViewKey) -> Option<Vec<RingView>> {
+        let entries = self.lock();
+        let cached = entries.get(&(namespace.to_owned(), cluster.to_owned()))?;
+        (cached.key == *key).then(|| cached.views.clone())
+    }
+
+    fn store(&self, namespace: &str, cluster: &str, key: ViewKey, views: Vec<RingView>) {
+        let mut entries = self.lock();
+        let through =
+            entries.get(&(namespace.to_owned(), cluster.to_owned())).and_then(|c| c.through.clone());
+        entries.insert((namespace.to_owned(), cluster.to_owned()), CachedViews { key, views, through });
+    }
+
+    fn remember_agent(&self, namespace: &str, cluster: &str, service: &str, token: &AuthToken) {
+        if let Some(cached) = self.lock().get_mut(&(namespace.to_owned(), cluster.to_owned())) {
+            cached.through = Some((service.to_owned(), token.clone()));
+        }
+    }
+
+    pub(crate) fn forget(&self, namespace: &str, cluster: &str) {
+        self.lock().remove(&(namespace.to_owned(), cluster.to_owned()));
+    }
+
+    /// The clusters whose views are cached, with the schema version they were read for and the
+    /// agent to ask.
+    fn watched(&self) -> Vec<((String, String), String, String, AuthToken)> {
+        self.lock()
+            .iter()
+            .filter_map(|(cluster, cached)| {
+                let (service, token) = cached.through.clone()?;
+                Some((cluster.clone(), cached.key.schema.clone(), service, token))
+            })
+            .collect()
+    }
+}
+
+/// Asks each cluster whose ring views are cached for its schema version every
+/// `--cleanup-schema-check-interval`, and sends the cluster on `wake` when it moved: a
+/// replication change (a factor lowered, a strategy changed, a datacenter added or dropped)
+/// moves no Kubernetes object, and would otherwise be seen only at the idle resync. One small
+/// call per cluster and interval; the views themselves are read by the pass it wakes.
+pub(crate) async fn watch_schema_versions(
+    ctx: Arc<Context>,
+    cache: Arc<ViewCache>,
+    wake: tokio::sync::mpsc::Sender<
+        kube::runtime::reflector::ObjectRef<groundskeeper_api::scylla::ScyllaCluster>,
+    >,
+) {
+    let mut ticks = tokio::time::interval(ctx.config.cleanup_schema_check_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        for ((namespace, cluster), schema, service, token) in cache.watched() {
+            let config = agent_config(&ctx.config, &namespace, &service, token);
+            let Ok(agent) = AgentClient::new(config) else { continue };
+            // Unanswered: the next pass reads (or fails to read) the views anyway.
+            let moved = agent.schema_version().await.map_or(true, |now| now != schema);
+            if moved {
+                tracing::debug!(%namespace, %cluster, "schema version moved: reading the ring views again");
+                let cluster = kube::runtime::reflector::ObjectRef::new(&cluster).within(&namespace);
+                if wake.send(cluster).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }

@@ -274,10 +274,10 @@ fn new_nodes_seen_together_are_each_cleaned_once() {
         (0..6).map(|i| member("a", i, Some(&new), (i < 3).then_some(old.as_str()))).collect();
     let joined_together = (3..6).map(|i| (svc("a", i), SeedReason::JoinedTogether)).collect();
     check(
-        "three joined together: marked NeverCleanedUp",
+        "three joined together: marked NeverCleanedUp, no task before the marks land",
         &snapshot(together, vec![]),
         &[
-            Expect::Submits(nodes(&[("a", 0), ("a", 1), ("a", 2)])),
+            Expect::Submits(vec![]),
             Expect::Seeds(joined_together),
             Expect::Contains(Action::SeedLastCleaned {
                 service: svc("a", 3),
@@ -287,9 +287,10 @@ fn new_nodes_seen_together_are_each_cleaned_once() {
             }),
             Expect::Progressing(
                 true,
-                "CleanupRunning",
+                "WaitingForPreconditions",
                 "3 nodes joined together, so what each held before the others joined cannot be known: marked NeverCleanedUp, each is cleaned once: basic-dc1-a-3, basic-dc1-a-4, basic-dc1-a-5",
             ),
+            Expect::Requeue(Some(REQUEUE_WHILE_RUNNING)),
         ],
     );
     let marked: Vec<MemberFacts> = (0..6)

@@ -374,6 +374,13 @@ impl AgentClient {
     /// `GET /storage_service/ownership/{keyspace}`: per node address, the share of the ring it
     /// replicates for `keyspace` (as Scylla formats a `float`). Small (one row per node), and the
     /// same for keyspaces replicated alike.
+    /// `GET /storage_service/schema_version`: the node's schema version. It moves with every
+    /// schema change (a keyspace's replication among them), so an unchanged version means the
+    /// replication settings read before still hold.
+    pub async fn schema_version(&self) -> Result<String, AgentError> {
+        self.get(&["storage_service", "schema_version"], &[], AnswerSize::Small).await
+    }
+
     pub async fn effective_ownership(&self, keyspace: &str) -> Result<Vec<Mapper>, AgentError> {
         check_keyspace_name(keyspace)?;
         self.get(&["storage_service", "ownership", keyspace], &[], AnswerSize::Small).await

@@ -125,6 +125,8 @@ struct State {
     /// Per (endpoint, keyspace): the ranges the node holds data for, as sorted disjoint
     /// `(start, end]` intervals over `(i64::MIN, i64::MAX]`.
     held: BTreeMap<(String, String), Vec<(i64, i64)>>,
+    /// Schema changes so far (keyspaces created or altered): Scylla's schema version moves with each.
+    schema_changes: u64,
     /// Per vnode strategy: the ranges each node replicates. Cleared when the ring changes.
     placements: BTreeMap<Strategy, Placement>,
     /// Per vnode strategy: every range with its replicas. Cleared when the ring changes.
@@ -156,6 +158,7 @@ impl Cluster {
                 nodes: BTreeMap::new(),
                 keyspaces,
                 held: BTreeMap::new(),
+                schema_changes: 0,
                 placements: BTreeMap::new(),
                 rows: BTreeMap::new(),
             })),
@@ -271,7 +274,13 @@ impl Cluster {
         let mut state = self.lock();
         state.keyspaces.retain(|(n, _)| n != name);
         state.keyspaces.push((name.to_owned(), strategy));
+        state.schema_changes += 1;
         state.data_follows(&[name.to_owned()]);
+    }
+
+    /// `GET /storage_service/schema_version`: a UUID that moves with every schema change.
+    pub fn schema_version(&self) -> String {
+        format!("5b1c2e0a-0000-1000-8000-{:012x}", self.lock().schema_changes)
     }
 
     /// `ALTER KEYSPACE … WITH replication = …`. Ranges a node gains are repaired onto it; those
@@ -284,6 +293,7 @@ impl Cluster {
             .find(|(n, _)| n == name)
             .ok_or_else(|| ClusterError::NoKeyspace(name.to_owned()))?;
         entry.1 = strategy;
+        state.schema_changes += 1;
         state.data_follows(&[name.to_owned()]);
         Ok(())
     }

@@ -46,6 +46,8 @@ const SIDECAR_POLL: Duration = Duration::from_millis(300);
 /// The trigger's quiet period here (10 s by default): longer than a sidecar poll, as the default
 /// is longer than the 5 s poll while nodes join.
 const QUIET_PERIOD: Duration = Duration::from_millis(800);
+/// The trigger's schema watch here (20 s by default).
+const SCHEMA_CHECK: Duration = Duration::from_millis(300);
 /// scylla-operator's cleanup controller's own clock here.
 const OPERATOR_SYNC: Duration = Duration::from_millis(400);
 /// Between two nodes of a parallel bootstrap or decommission (Scylla's topology coordinator runs
@@ -188,6 +190,9 @@ impl Scenario {
             requeue_busy: Duration::from_secs(1),
             agent_endpoints: addresses,
             cleanup_ring_quiet_period: QUIET_PERIOD,
+            cleanup_schema_check_interval: SCHEMA_CHECK,
+            // The idle resync stays at its default (300 s): only the schema watch can notice a
+            // replication change within a scenario.
             ..ControllerConfig::default()
         };
         let controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
@@ -623,7 +628,8 @@ async fn beside_scylla_operator(seeding: Seeding) {
     let (scenario, counts) = bursts(setup).await;
     report(setup, &counts);
     let pruned = scenario.operator_cleanup.as_ref().unwrap().log().deleted;
-    check_jobs_untouched_and_never_overlapping(scenario.watch.as_ref().unwrap(), &pruned);
+    // A node decommissioned while scylla-operator cleans it has its running Job pruned.
+    check_jobs_untouched_and_never_overlapping(scenario.watch.as_ref().unwrap(), &pruned, true);
     for c in &counts {
         assert!(c.missed.is_empty(), "{}: {c:#?}", c.name);
         let both: Vec<&String> =
@@ -641,4 +647,53 @@ async fn bursts_beside_scylla_operator_seeding_never_cleaned_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_beside_scylla_operator_seeding_the_current_hash() {
     beside_scylla_operator(Seeding::CurrentHash).await;
+}
+
+/// A replication change moves no Kubernetes object: the trigger's schema watch notices it (the
+/// idle resync is 300 s here, beyond the scenario's guard), and the nodes that lost replicas of
+/// that keyspace, and only those, are cleaned once, for that keyspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replication_change_is_noticed_by_the_schema_watch() {
+    let mut scenario = Scenario::start(Setup::Groundskeeper).await;
+    scenario.bootstrap(&SLOTS[..3]).await;
+    scenario.model.create_keyspace("app", Strategy::nts(&[(DATACENTER, 3)]));
+    scenario.settle().await;
+    scenario.bootstrap(&SLOTS[3..6]).await;
+    scenario.settle().await;
+    let (before, _) = scenario.completed().await;
+    let tasks_before = scenario.server.list(&maintenance_tasks(), Some(NAMESPACE)).len();
+    let changed = Instant::now();
+    scenario.model.alter_keyspace("app", Strategy::nts(&[(DATACENTER, 2)])).unwrap();
+    let stale = scenario.stale_nodes();
+    assert!(!stale.is_empty(), "lowering the RF leaves replicas behind");
+    wait_until(
+        "a cleanup task for the replication change",
+        CONVERGENCE_GUARD,
+        Duration::from_millis(10),
+        || scenario.server.list(&maintenance_tasks(), Some(NAMESPACE)).len() > tasks_before,
+        || scenario.diagnose(),
+    )
+    .await;
+    let detection = changed.elapsed();
+    scenario.settle().await;
+    let (after, _) = scenario.completed().await;
+    let cleaned: BTreeSet<String> = since(after, &before).into_keys().collect();
+    eprintln!(
+        "replication change noticed after {} ms (schema watch every {} ms); cleaned {cleaned:?}",
+        detection.as_millis(),
+        SCHEMA_CHECK.as_millis()
+    );
+    assert_eq!(cleaned, stale, "the nodes that lost replicas, and only those");
+    assert!(scenario.stale_nodes().is_empty());
+    let newest = |t: &Value| {
+        let created = t["metadata"]["creationTimestamp"].as_str().unwrap_or_default().to_owned();
+        (created, t["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+    };
+    let task =
+        scenario.server.list(&maintenance_tasks(), Some(NAMESPACE)).into_iter().max_by_key(newest).unwrap();
+    let per_node = task["spec"]["config"]["cleanup"]["perNode"].as_array().cloned().unwrap_or_default();
+    assert!(
+        per_node.iter().all(|n| n["keyspaces"] == json!(["app"])),
+        "only the keyspace whose replication changed: {task:#}"
+    );
 }
