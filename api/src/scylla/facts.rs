@@ -34,6 +34,8 @@ pub struct ClusterFacts {
     pub single_datacenter: bool,
     /// The members its spec asks for, all racks together.
     pub spec_members: i64,
+    /// The members its racks have now, as scylla-operator's status says (`status.racks.*.members`).
+    pub status_members: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -89,8 +91,9 @@ fn ordinal_key(service: &str) -> (String, u64) {
 
 /// Why the cluster's topology is changing, if it is: a scale asked for and not carried out yet
 /// (a spec scylla-operator has not observed, whose member count is not the `members` member
-/// Services there are), or its StatefulSets rolling out (`StatefulSetControllerProgressing`:
-/// members joining, leaving or restarting). A running cleanup yields to it: in ScyllaDB a
+/// Services there are), its StatefulSets rolling out (`StatefulSetControllerProgressing`:
+/// members joining, leaving or restarting), or its racks' member count (its status) not the
+/// spec's. A running cleanup yields to it: in ScyllaDB a
 /// cleanup blocks a bootstrap or decommission of the node until it ends (scylladb #26605). A spec
 /// edit that changes no member count (a repair schedule, say) is not one: cleanups that ran for
 /// hours are not thrown away for it.
@@ -102,13 +105,22 @@ pub fn topology_change(cluster: &ClusterFacts, members: usize) -> Option<String>
             cluster.spec_members
         ));
     }
-    cluster
+    let rolling = cluster
         .conditions
         .iter()
         .find(|c| c.type_ == STATEFUL_SET_CONTROLLER_PROGRESSING && c.status == "True")
         .map(|c| {
             format!("its StatefulSets are changing ({STATEFUL_SET_CONTROLLER_PROGRESSING}{})", explain(c))
-        })
+        });
+    // Members joining or leaving that only the rack status shows (the spec observed, the
+    // StatefulSet condition not raised yet).
+    rolling.or_else(|| {
+        let now = cluster.status_members.filter(|n| !unobserved && *n != cluster.spec_members)?;
+        Some(format!(
+            "members are joining or leaving (its racks have {now} members, the spec asks for {})",
+            cluster.spec_members
+        ))
+    })
 }
 
 /// The cluster preconditions (`docs/protocol.md`, "Scylla"), each failing one as "waiting for …".
@@ -253,6 +265,12 @@ pub fn cluster_facts(cluster: &ScyllaCluster) -> ClusterFacts {
         annotations: cluster.metadata.annotations.clone().unwrap_or_default(),
         single_datacenter: cluster.spec.external_seeds.is_empty(),
         spec_members: cluster.spec.datacenter.racks.iter().map(|r| i64::from(r.members)).sum(),
+        status_members: status
+            .racks
+            .as_ref()
+            .and_then(Value::as_object)
+            .filter(|racks| !racks.is_empty())
+            .map(|racks| racks.values().filter_map(|r| r.get("members").and_then(Value::as_i64)).sum()),
     }
 }
 

@@ -282,6 +282,18 @@ fn a_topology_change_is_a_scale_not_yet_carried_out_or_statefulsets_rolling() {
         ),
         ("no condition", Some(2), Some(2), 3, 3, None, None),
     ];
+    // Members joining or leaving seen only in the racks' status: the spec observed, no condition.
+    let joining = ClusterFacts {
+        generation: Some(2),
+        observed_generation: Some(2),
+        spec_members: 6,
+        status_members: Some(4),
+        ..ClusterFacts::default()
+    };
+    let why = topology_change(&joining, 6).expect("a topology change");
+    assert!(why.contains("its racks have 4 members, the spec asks for 6"), "{why}");
+    let settled = ClusterFacts { status_members: Some(6), ..joining.clone() };
+    assert_eq!(topology_change(&settled, 6), None);
     for (case, generation, observed, spec_members, services, progressing, want) in cases {
         let cluster = ClusterFacts {
             generation,

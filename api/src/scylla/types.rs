@@ -87,6 +87,10 @@ pub struct ScyllaStatus {
     /// byte-for-byte (see [`crate::conditions`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Value>,
+    /// The ScyllaCluster's `racks` (a map of rack name to its status, `members` among it); kept
+    /// as JSON, since the ScyllaDBDatacenter's has another shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub racks: Option<Value>,
 }
 
 impl ScyllaStatus {

@@ -56,6 +56,7 @@ fn settled_cluster() -> ClusterFacts {
         annotations: BTreeMap::new(),
         single_datacenter: true,
         spec_members: 3,
+        status_members: Some(3),
     }
 }
 

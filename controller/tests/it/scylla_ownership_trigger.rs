@@ -152,6 +152,7 @@ impl Sim {
                 annotations: BTreeMap::new(),
                 single_datacenter: self.model.endpoints().len() == self.nodes().len(),
                 spec_members: 3,
+                status_members: Some(3),
             },
             members: self.members(),
             tasks: Vec::new(),

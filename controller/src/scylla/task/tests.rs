@@ -28,6 +28,7 @@ fn settled() -> ClusterFacts {
         annotations: BTreeMap::new(),
         single_datacenter: true,
         spec_members: 3,
+        status_members: Some(3),
     }
 }
 
