@@ -270,7 +270,10 @@ pub fn cluster_facts(cluster: &ScyllaCluster) -> ClusterFacts {
             .as_ref()
             .and_then(Value::as_object)
             .filter(|racks| !racks.is_empty())
-            .map(|racks| racks.values().filter_map(|r| r.get("members").and_then(Value::as_i64)).sum()),
+            // Every rack must say: one without `members` tells nothing of the whole.
+            .and_then(|racks| {
+                racks.values().map(|r| r.get("members").and_then(Value::as_i64)).sum::<Option<i64>>()
+            }),
     }
 }
 

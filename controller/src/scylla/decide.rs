@@ -286,7 +286,10 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     let degraded = degraded_condition(&problems);
     // While nodes join or leave, look often: a joiner's ownership is recorded right after it
     // joins only if a pass sees the ring between two joins.
-    let joining = !state.bootstrapping.is_empty()
+    // A node stuck without a hash is not looked at every busy interval for ever: only while
+    // the ring is young.
+    let young = quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).is_some();
+    let joining = (!state.bootstrapping.is_empty() && young)
         || !state.joined_together.is_empty()
         || topology_change(cluster, snapshot.members.len()).is_some();
     let busy = (active.is_some() || submitted || joining).then_some(REQUEUE_WHILE_RUNNING);
@@ -618,10 +621,11 @@ pub(super) struct Joiners {
 impl Joiners {
     fn count(snapshot: &Snapshot, members: &[Member<'_>]) -> Joiners {
         let absent: Vec<&Member<'_>> = members.iter().filter(|m| m.last == LastCleaned::Absent).collect();
+        // A joiner with a hash has joined even where the views do not list it yet.
         let in_ring_unrecorded = absent
             .iter()
             .filter(|m| !matches!(current_record(m), RecordState::Present(_)))
-            .filter(|m| owned_now(snapshot, m.facts).is_ok())
+            .filter(|m| m.current.is_some() || owned_now(snapshot, m.facts).is_ok())
             .count();
         Joiners { absent: absent.len(), in_ring_unrecorded }
     }
@@ -730,6 +734,12 @@ fn decide_joiner(
         state.bootstrapping.push(service.clone());
         return;
     };
+    if snapshot.ownership.is_ok() && !in_ring && !recorded {
+        // Joined (it has a hash), but the views do not list it yet: seeded once they do, with
+        // what it replicates then.
+        state.bootstrapping.push(service.clone());
+        return;
+    }
     let seed = Action::SeedLastCleaned {
         service: service.clone(),
         hash: current.to_owned(),
@@ -741,6 +751,9 @@ fn decide_joiner(
         return;
     }
     let decision = decide_node(&record, owned_now.as_ref().map_err(String::as_str));
+    if let NodeDecision::RingHash { reason } = &decision {
+        state.fallbacks.push((service.clone(), reason.to_string()));
+    }
     match plan_node(&decision, true) {
         NodePlan::Nothing => state.actions.push(seed),
         NodePlan::Clean { scope, mark_node_clean, .. } => state.candidates.push(Candidate {

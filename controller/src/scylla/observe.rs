@@ -146,6 +146,7 @@ async fn read_ownership(
         || snapshot.agent_token != SecretState::Present
         || cluster.metadata.deletion_timestamp.is_some()
     {
+        views.forget(&snapshot.cluster.namespace, &snapshot.cluster.name);
         return Err("not read: no cleanup can start".into());
     }
     read_cluster_views_cached(

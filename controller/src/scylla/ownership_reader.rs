@@ -103,7 +103,7 @@ pub(crate) async fn read_cluster_views_cached(
         .iter()
         .filter(|m| m.annotations.contains_key(keys::CURRENT_TOKEN_RING_HASH))
         .take(NODES_TRIED);
-    let ring = fingerprint(members);
+    let ring = ring_key(members);
     let joining = members.iter().any(|m| !m.annotations.contains_key(keys::CURRENT_TOKEN_RING_HASH));
     let mut failures = Vec::new();
     for member in joined {
@@ -120,10 +120,25 @@ pub(crate) async fn read_cluster_views_cached(
             Err(err) => failures.push(format!("through {}: {err}", member.service)),
         }
     }
+    // Nothing read: nothing kept, and nothing for the schema watch to ask.
+    cache.forget(namespace, cluster);
     if failures.is_empty() {
         return Err("no node has joined the ring yet".into());
     }
     Err(failures.join("; "))
+}
+
+/// What the views depend on besides the schema: the ring as the member Services say
+/// ([`fingerprint`]) and each member's address (a pod restarted with a new IP where nodes
+/// broadcast their pod IP).
+fn ring_key(members: &[MemberFacts]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut addresses: Vec<(&str, Option<&str>)> =
+        members.iter().map(|m| (m.service.as_str(), m.address.as_deref())).collect();
+    addresses.sort_unstable();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (fingerprint(members), addresses).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The views through one agent: the cached ones when still good for its schema version and the
@@ -229,10 +244,13 @@ pub(crate) async fn watch_schema_versions(
         for ((namespace, cluster), schema, service, token) in cache.watched() {
             let config = agent_config(&ctx.config, &namespace, &service, token);
             let Ok(agent) = AgentClient::new(config) else { continue };
-            // Unanswered: the next pass reads (or fails to read) the views anyway.
+            // Unanswered (the cluster gone, its node down): the pass reads the views again, or
+            // finds the cluster gone; either way the entry is dropped, so each change (or loss)
+            // wakes the cluster once, and a cluster whose views are no longer read is not asked.
             let moved = agent.schema_version().await.map_or(true, |now| now != schema);
             if moved {
                 tracing::debug!(%namespace, %cluster, "schema version moved: reading the ring views again");
+                cache.forget(&namespace, &cluster);
                 let cluster = kube::runtime::reflector::ObjectRef::new(&cluster).within(&namespace);
                 if wake.send(cluster).await.is_err() {
                     return;

@@ -370,6 +370,11 @@ async fn advance(
         let recorded = member.and_then(|m| {
             let current = m.annotations.get(keys::CURRENT_TOKEN_RING_HASH);
             let last = m.annotations.get(keys::LAST_CLEANED_UP_TOKEN_RING_HASH);
+            // Beside scylla-operator only the current ring is written: an older one could
+            // overwrite the current ring scylla-operator has just recorded after its own Job.
+            if operator.active.is_some() && job_hash != current {
+                return None;
+            }
             record::cleaned_record(
                 job_hash.map(String::as_str),
                 current.map(String::as_str),

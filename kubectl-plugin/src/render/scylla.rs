@@ -83,11 +83,14 @@ pub fn need_of(member: &MemberFacts) -> (&'static str, String) {
             "no current ring hash yet: the node is joining, or its hash was not observed yet".into(),
         ),
         (Some(_), None) => (
-            "no",
-            "never recorded as cleaned: a node that just joined holds no stale data (seeded with the current hash)"
+            "maybe",
+            "never recorded as cleaned: seeded with the current hash if it joined alone, cleaned once if \
+             it joined together with others (what each held cannot be known)"
                 .into(),
         ),
-        (Some(_), Some(l)) if l == keys::NEVER_CLEANED_UP => ("yes", "marked NeverCleanedUp: needs one cleanup".into()),
+        (Some(_), Some(l)) if l == keys::NEVER_CLEANED_UP => {
+            ("yes", "marked NeverCleanedUp: needs one cleanup".into())
+        }
         (Some(_), Some(l)) if !looks_like_ring_hash(l) => (
             "unknown",
             format!("last-cleaned-up-token-ring-hash is neither a ring hash nor {}", keys::NEVER_CLEANED_UP),
@@ -95,7 +98,8 @@ pub fn need_of(member: &MemberFacts) -> (&'static str, String) {
         (Some(c), Some(l)) if c == l => ("no", "cleaned for the current ring".into()),
         (Some(_), Some(_)) => (
             "yes",
-            "the ring changed since its last cleanup (unless only nodes left, which the controller settles)".into(),
+            "the ring changed since its last cleanup (unless only nodes left, which the controller settles)"
+                .into(),
         ),
     }
 }
@@ -319,7 +323,7 @@ mod tests {
             (&[(cur, H1), (last, H1)], "no", "cleaned for the current ring"),
             (&[(cur, H2), (last, H1)], "yes", "the ring changed since its last cleanup"),
             (&[(cur, H1), (last, "NeverCleanedUp")], "yes", "NeverCleanedUp"),
-            (&[(cur, H1)], "no", "just joined"),
+            (&[(cur, H1)], "maybe", "joined alone"),
             (&[(last, H1)], "unknown", "no current ring hash yet"),
             (&[(cur, "junk"), (last, H1)], "unknown", "not a ring hash"),
             (&[(cur, H1), (last, "junk")], "unknown", "neither a ring hash nor NeverCleanedUp"),

@@ -371,9 +371,6 @@ impl AgentClient {
         self.get(&["storage_service", "describe_ring", keyspace], &[], AnswerSize::Ring).await
     }
 
-    /// `GET /storage_service/ownership/{keyspace}`: per node address, the share of the ring it
-    /// replicates for `keyspace` (as Scylla formats a `float`). Small (one row per node), and the
-    /// same for keyspaces replicated alike.
     /// `GET /storage_service/schema_version`: the node's schema version. It moves with every
     /// schema change (a keyspace's replication among them), so an unchanged version means the
     /// replication settings read before still hold.
@@ -381,6 +378,9 @@ impl AgentClient {
         self.get(&["storage_service", "schema_version"], &[], AnswerSize::Small).await
     }
 
+    /// `GET /storage_service/ownership/{keyspace}`: per node address, the share of the ring it
+    /// replicates for `keyspace` (as Scylla formats a `float`). Small (one row per node), and the
+    /// same for keyspaces replicated alike.
     pub async fn effective_ownership(&self, keyspace: &str) -> Result<Vec<Mapper>, AgentError> {
         check_keyspace_name(keyspace)?;
         self.get(&["storage_service", "ownership", keyspace], &[], AnswerSize::Small).await
