@@ -2,7 +2,7 @@
 
 use crate::etcd_walk::EtcdOutcome;
 use crate::say;
-use crate::scylla_walk::{self, ScyllaOutcome};
+use crate::scylla_walk::{self, NodeRow, ScyllaOutcome};
 
 pub fn print(scylla: &ScyllaOutcome, etcd: &EtcdOutcome) {
     print_etcd(etcd);
@@ -41,20 +41,32 @@ fn row(name: &str, before: i64, after: i64) {
 }
 
 fn print_scylla(scylla: &ScyllaOutcome) {
-    let old: Vec<_> = scylla.nodes.iter().filter(|n| !n.new_in_scale_out).collect();
-    let cleaned = old.iter().filter(|n| !n.cleaned_keyspaces.is_empty()).count();
+    let (joined, old): (Vec<_>, Vec<_>) = scylla.nodes.iter().partition(|n| n.new_in_scale_out);
+    let cleaned = |nodes: &[&NodeRow]| nodes.iter().filter(|n| !n.cleaned_keyspaces.is_empty()).count();
+    let joiners = if cleaned(&joined) == 0 {
+        format!("the {} nodes that joined hold no stale data and were left alone", joined.len())
+    } else {
+        format!(
+            "{} of the {} nodes that joined too: they joined together, so what each held before the \
+             others joined cannot be known, and each was cleaned once",
+            cleaned(&joined),
+            joined.len()
+        )
+    };
     println!(
-        "Scylla: {cleaned} of {} nodes cleaned; the {} nodes that joined hold no stale data and were left alone",
-        scylla.nodes.len(),
-        scylla.nodes.len() - old.len()
+        "Scylla: {} of the {} nodes there before the scale-out cleaned; {joiners}",
+        cleaned(&old),
+        old.len()
     );
     println!("{:<24} {:<18} {:<42} clean for the new ring", "node", "in the ring", "keyspaces cleaned");
     for node in &scylla.nodes {
         let since = if node.new_in_scale_out { "joined now" } else { "before scale-out" };
-        let clean = match (node.clean_for_new_ring, node.new_in_scale_out) {
-            (true, true) => "yes (seeded: nothing to clean)",
-            (true, false) => "yes (cleaned)",
-            (false, _) => "no",
+        let clean = match (node.clean_for_new_ring, node.new_in_scale_out, node.cleaned_keyspaces.is_empty())
+        {
+            (true, true, true) => "yes (seeded: nothing to clean)",
+            (true, true, false) => "yes (joined together: cleaned once)",
+            (true, false, _) => "yes (cleaned)",
+            (false, ..) => "no",
         };
         println!("{:<24} {since:<18} {:<42} {clean}", node.name, scylla_walk::keyspaces(node));
     }

@@ -139,7 +139,13 @@ fn start_controllers(server: &ApiServer) -> Vec<JoinHandle<()>> {
     use groundskeeper_controller::runtime::metrics::Metrics;
     use groundskeeper_controller::{etcd, scylla};
 
-    let config = ControllerConfig { requeue_busy: REQUEUE_WHILE_BUSY, ..ControllerConfig::default() };
+    let config = ControllerConfig {
+        requeue_busy: REQUEUE_WHILE_BUSY,
+        // The demo's sidecars report a ring change at once: 2 s of quiet ring stand for the
+        // default 10 s, which covers real sidecars' polls.
+        cleanup_ring_quiet_period: Duration::from_secs(2),
+        ..ControllerConfig::default()
+    };
     let client = server.client_with_token(CONTROLLER_TOKEN);
     let ctx = Arc::new(Context::new(client, config, Arc::new(Metrics::new())));
     vec![

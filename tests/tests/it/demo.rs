@@ -138,7 +138,7 @@ fn the_demo_ends_by_itself_with_the_before_after_table_and_leaves_nothing() {
         "logs job/main-defragment-",
         "-0 │ defragmenting",
         "before and after",
-        "3 of 6 nodes cleaned",
+        "3 of the 3 nodes there before the scale-out cleaned",
         "reclaimed",
         "wall time:",
         "left behind: nothing",
