@@ -274,7 +274,9 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
         decide_member(snapshot, member, &settled, joiners, &mut state);
     }
     let active = active_task(&snapshot.tasks);
-    let mut blockers = blockers(snapshot, invalid_settings);
+    // Why (and how long) the automatic task waits for a quiet ring: worked out once per pass.
+    let quiet = quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now);
+    let mut blockers = blockers(snapshot, invalid_settings, quiet.as_ref());
     if !state.joined_together.is_empty() {
         // Their mark lands first: the next pass submits one task with them in it.
         blockers.push("marking the nodes that joined together as to be cleaned once".into());
@@ -288,22 +290,26 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     // joins only if a pass sees the ring between two joins.
     // A node stuck without a hash is not looked at every busy interval for ever: only while
     // the ring is young.
-    let young = quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).is_some();
+    let young = quiet.is_some();
     let joining = (!state.bootstrapping.is_empty() && young)
         || !state.joined_together.is_empty()
         || topology_change(cluster, snapshot.members.len()).is_some();
     let busy = (active.is_some() || submitted || joining).then_some(REQUEUE_WHILE_RUNNING);
-    let requeue_after = soonest(soonest(busy, retry_in), ring_wait(snapshot, &state, active));
+    let requeue_after = soonest(soonest(busy, retry_in), ring_wait(quiet.as_ref(), &state, active));
     Plan { actions: state.actions, progressing, degraded, requeue_after }
 }
 
 /// When a task waits only for the ring to be quiet, how long until it may be: the pass is
 /// repeated then, with or without a watch event.
-fn ring_wait(snapshot: &Snapshot, state: &PassState, active: Option<&TaskFacts>) -> Option<Duration> {
+fn ring_wait(
+    quiet: Option<&(String, Duration)>,
+    state: &PassState,
+    active: Option<&TaskFacts>,
+) -> Option<Duration> {
     if state.candidates.is_empty() || active.is_some() || state.submitted().is_some() {
         return None;
     }
-    quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).map(|(_, wait)| wait)
+    quiet.map(|(_, wait)| *wait)
 }
 
 fn soonest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
@@ -368,7 +374,8 @@ fn beside_scylla_operator(
         decide_member_beside_operator(snapshot, member, &mut state);
     }
     let active = active_task(&snapshot.tasks);
-    let blockers = blockers(snapshot, invalid_settings);
+    let quiet = quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now);
+    let blockers = blockers(snapshot, invalid_settings, quiet.as_ref());
     let settled = settled_record(&snapshot.cluster, &snapshot.members).map(|r| r.ring_hash);
     let retry_in = submit_when_due(snapshot, &mut state, active, settled, &blockers, &mut problems);
     let mut plan = stand_back_plan(snapshot, members, &problems);
@@ -379,7 +386,7 @@ fn beside_scylla_operator(
     let busy = active.is_some() || !state.candidates.is_empty();
     plan.progressing.status |= busy;
     plan.requeue_after = soonest(plan.requeue_after.or(busy.then_some(REQUEUE_WHILE_RUNNING)), retry_in);
-    plan.requeue_after = soonest(plan.requeue_after, ring_wait(snapshot, &state, active));
+    plan.requeue_after = soonest(plan.requeue_after, ring_wait(quiet.as_ref(), &state, active));
     plan.actions = state.actions;
     plan
 }
@@ -981,14 +988,15 @@ fn secret_problem(snapshot: &Snapshot) -> Option<String> {
 }
 
 /// Why no cleanup task may be submitted now, each as a sentence a person can act on.
-fn blockers(snapshot: &Snapshot, invalid_settings: bool) -> Vec<String> {
+/// `quiet`: the wait for a quiet ring, if any ([`quiet_wait`]).
+fn blockers(snapshot: &Snapshot, invalid_settings: bool, quiet: Option<&(String, Duration)>) -> Vec<String> {
     let mut blockers = precondition_failures(&snapshot.cluster);
     if invalid_settings {
         blockers.push("waiting for the invalid annotations on the ScyllaCluster to be fixed".into());
     }
     blockers.extend(secret_wait(&snapshot.cluster.namespace, &snapshot.agent_token));
     blockers.extend(snapshot.holds.iter().map(|hold| format!("automatic cleanup held: {hold}")));
-    blockers.extend(quiet_wait(&snapshot.members, snapshot.ring_quiet, snapshot.now).map(|(why, _)| why));
+    blockers.extend(quiet.map(|(why, _)| why.clone()));
     blockers
 }
 

@@ -13,7 +13,7 @@
 //! every Job change).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use groundskeeper_controller::runtime::context::ControllerConfig;
@@ -32,7 +32,10 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use crate::harness::{Controllers, Part, api_server, maintenance_tasks, wait_until};
-use crate::scylla_cleanup::{JobWatch, check_jobs_untouched_and_never_overlapping, node_label, run_cleanup};
+use crate::scylla_cleanup::{
+    JobWatch, check_jobs_untouched_and_never_overlapping, job_finished, node_label, run_cleanup,
+};
+use groundskeeper_api::scylla::coexistence::is_reserved_job_name;
 
 const NAMESPACE: &str = "scylla";
 const CLUSTER: &str = "burst";
@@ -131,8 +134,6 @@ struct Scenario {
     operator_cleanup: Option<CleanupController>,
     /// Nodes in the ring now.
     members: Vec<Slot>,
-    /// Every Job ever created: name → (node, groundskeeper's).
-    job_nodes: Arc<Mutex<BTreeMap<String, (String, bool)>>>,
     /// Every Job change, beside scylla-operator's cleanup.
     watch: Option<JobWatch>,
     background: Vec<JoinHandle<()>>,
@@ -196,11 +197,7 @@ impl Scenario {
             ..ControllerConfig::default()
         };
         let controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
-        let job_nodes = Arc::new(Mutex::new(BTreeMap::new()));
-        let background = vec![
-            tokio::spawn(sidecars(server.clone(), model.clone())),
-            tokio::spawn(watch_jobs(server.clone(), job_nodes.clone())),
-        ];
+        let background = vec![tokio::spawn(sidecars(server.clone(), model.clone()))];
         Scenario {
             server,
             model,
@@ -210,7 +207,6 @@ impl Scenario {
             operator,
             operator_cleanup,
             members: Vec::new(),
-            job_nodes,
             watch,
             background,
         }
@@ -311,19 +307,16 @@ impl Scenario {
         self.model.stale().into_iter().map(|(address, _)| by_address[address.as_str()].clone()).collect()
     }
 
-    /// Completed cleanups so far per node and side: Jobs that exited 0.
+    /// Completed cleanups so far per node and side: Jobs that exited 0. The simulator groups
+    /// Jobs by node; `cleanup-…` names are scylla-operator's alone.
     async fn completed(&self) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
         let log = self.jobs.log_synced().await;
-        let nodes = self.job_nodes.lock().unwrap().clone();
+        let nodes: BTreeMap<&String, &String> = log.created.iter().map(|(job, node)| (job, node)).collect();
         let (mut ours, mut theirs) = (BTreeMap::new(), BTreeMap::new());
-        for (job, code) in &log.finished {
-            if *code != 0 {
-                continue;
-            }
-            let (node, groundskeepers) =
-                nodes.get(job).cloned().unwrap_or_else(|| panic!("Job {job} unseen"));
-            let side = if groundskeepers { &mut ours } else { &mut theirs };
-            *side.entry(node).or_insert(0) += 1;
+        for (job, _) in log.finished.iter().filter(|(_, code)| *code == 0) {
+            let node = nodes.get(job).unwrap_or_else(|| panic!("Job {job} finished, never created"));
+            let side = if is_reserved_job_name(job) { &mut theirs } else { &mut ours };
+            *side.entry((*node).clone()).or_insert(0) += 1;
         }
         (ours, theirs)
     }
@@ -332,12 +325,8 @@ impl Scenario {
         let tasks = self.server.list(&maintenance_tasks(), Some(NAMESPACE));
         let tasks_open =
             tasks.iter().any(|t| !matches!(t["status"]["state"].as_str(), Some("Completed" | "Failed")));
-        let jobs_open = self.server.list(&ResourceId::of::<Job>(), Some(NAMESPACE)).iter().any(|j| {
-            j["status"]["completionTime"].is_null()
-                && !j["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"))
-        });
+        let jobs_open =
+            self.server.list(&ResourceId::of::<Job>(), Some(NAMESPACE)).iter().any(|j| !job_finished(j));
         tasks_open || jobs_open
     }
 
@@ -523,25 +512,6 @@ async fn sidecars(server: Arc<ApiServer>, model: Cluster) {
     }
 }
 
-/// Records every Job's node and side as it is created (scylla-operator prunes its own later).
-async fn watch_jobs(server: Arc<ApiServer>, nodes: Arc<Mutex<BTreeMap<String, (String, bool)>>>) {
-    let mut changes = server.subscribe();
-    for job in server.list(&ResourceId::of::<Job>(), Some(NAMESPACE)) {
-        record_job(&job, &nodes);
-    }
-    while let Ok(Some(change)) = changes.next().await {
-        if change.resource == ResourceId::of::<Job>() {
-            record_job(&change.object, &nodes);
-        }
-    }
-}
-
-fn record_job(job: &Value, nodes: &Mutex<BTreeMap<String, (String, bool)>>) {
-    let name = job["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-    let ours = job["metadata"]["labels"][keys::MANAGED_BY_LABEL] == keys::MANAGED_BY;
-    nodes.lock().unwrap().entry(name).or_insert((node_label(job).to_owned(), ours));
-}
-
 /// The three bursts, each starting at another offset from scylla-operator's sync; with the
 /// scenario, for the checks only it can make.
 async fn bursts(setup: Setup) -> (Scenario, Vec<BurstCounts>) {
@@ -660,6 +630,12 @@ async fn a_replication_change_is_noticed_by_the_schema_watch() {
     scenario.settle().await;
     scenario.bootstrap(&SLOTS[3..6]).await;
     scenario.settle().await;
+    assert!(
+        scenario.stale_nodes().is_empty(),
+        "after the scale-out: {:?}\n{}",
+        scenario.model.stale(),
+        scenario.diagnose()
+    );
     let (before, _) = scenario.completed().await;
     let tasks_before = scenario.server.list(&maintenance_tasks(), Some(NAMESPACE)).len();
     let changed = Instant::now();
@@ -684,7 +660,12 @@ async fn a_replication_change_is_noticed_by_the_schema_watch() {
         SCHEMA_CHECK.as_millis()
     );
     assert_eq!(cleaned, stale, "the nodes that lost replicas, and only those");
-    assert!(scenario.stale_nodes().is_empty());
+    assert!(
+        scenario.stale_nodes().is_empty(),
+        "left stale: {:?}\n{}",
+        scenario.model.stale(),
+        scenario.diagnose()
+    );
     let newest = |t: &Value| {
         let created = t["metadata"]["creationTimestamp"].as_str().unwrap_or_default().to_owned();
         (created, t["metadata"]["name"].as_str().unwrap_or_default().to_owned())

@@ -863,7 +863,7 @@ fn is_groundskeepers(job: &Value) -> bool {
     job["metadata"]["labels"][keys::MANAGED_BY_LABEL] == keys::MANAGED_BY
 }
 
-fn job_finished(job: &Value) -> bool {
+pub(crate) fn job_finished(job: &Value) -> bool {
     job["status"]["completionTime"].is_string()
         || job["status"]["conditions"]
             .as_array()
