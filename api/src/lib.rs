@@ -3,7 +3,7 @@
 //!
 //! * its own custom resources ([`etcd_cluster`], [`maintenance_task`], [`maintenance_schedule`], generated into
 //!   `manifests/crds/` by [`crds`]) and the partial views of others' ([`scylla`],
-//!   [`storage_cluster`]);
+//!   [`storage_cluster`], [`official_etcd_cluster`]);
 //! * a task's plan before it runs ([`plan`]: the controller's and the plugin's dry run alike);
 //! * their checks ([`validate`]: a MaintenanceTask's spec, with errors naming the field);
 //! * condition lists merged the way every controller that shares them must ([`conditions`]);
@@ -17,6 +17,7 @@ pub mod maintenance_schedule;
 pub mod maintenance_suspension;
 pub mod maintenance_task;
 pub mod maintenance_window;
+pub mod official_etcd_cluster;
 pub mod plan;
 pub mod scylla;
 pub mod storage_cluster;

@@ -31,7 +31,8 @@ use runtime::context::Context;
 /// controller at start-up with the flag named.
 pub fn check_config(config: &runtime::context::ControllerConfig) -> runtime::error::Result<()> {
     config.validate()?;
-    etcd::discovery::check_config(config)
+    etcd::discovery::check_config(config)?;
+    etcd::operator_discovery::check_config(config)
 }
 
 /// Every kind of target the task controller runs tasks on.

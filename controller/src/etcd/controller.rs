@@ -38,11 +38,12 @@ pub(crate) const CONTROLLER: &str = "etcd";
 /// Wait before deciding again on a status that changed under a decision.
 pub(super) const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
-/// Runs the EtcdCluster controller (and, with `--discover-storage-clusters`, the discovery of
-/// Arktos StorageClusters as EtcdClusters) until the watch streams end.
+/// Runs the EtcdCluster controller (and, with `--discover-storage-clusters` and
+/// `--discover-etcd-operator-clusters`, the discovery of Arktos StorageClusters and of
+/// etcd-operator's clusters as EtcdClusters) until the watch streams end.
 pub async fn run(ctx: Arc<Context>) {
     let clusters = scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace));
-    futures::join!(clusters, super::discovery::run(ctx.clone()));
+    futures::join!(clusters, super::discovery::run(ctx.clone()), super::operator_discovery::run(ctx.clone()));
 }
 
 /// The trigger over the EtcdClusters of one namespace, or of all for `None`.

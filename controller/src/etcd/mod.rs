@@ -12,7 +12,8 @@
 //! * the rules of this store: [`policy`] (the spec, checked), [`sampler`] (compaction by revision
 //!   samples), [`partition`] (revisions that carry a cluster id and a time), [`fleet`] and
 //!   [`fleet_slot`] (fleets of partitioned clusters), [`discovery`] (EtcdClusters made for
-//!   Arktos StorageClusters), [`metrics`].
+//!   Arktos StorageClusters), [`operator_discovery`] (EtcdClusters made for etcd-operator's
+//!   clusters), [`metrics`].
 
 pub mod apply;
 pub mod controller;
@@ -23,6 +24,7 @@ pub mod fleet_slot;
 pub mod job;
 pub mod metrics;
 pub mod observe;
+pub mod operator_discovery;
 pub mod partition;
 pub mod policy;
 pub mod record;

@@ -111,6 +111,8 @@ pub struct ControllerConfig {
     pub agent_endpoints: BTreeMap<String, (String, u16)>,
     #[command(flatten)]
     pub storage_clusters: StorageClusterDiscovery,
+    #[command(flatten)]
+    pub etcd_operator_clusters: EtcdOperatorDiscovery,
 }
 
 /// Arktos `StorageCluster` discovery: each StorageCluster (`/api/v1/storageclusters`) is looked
@@ -149,6 +151,30 @@ pub struct StorageClusterDiscovery {
     pub compaction_retention: Option<String>,
 }
 
+/// etcd-operator discovery: each `EtcdCluster` of SIG etcd's operator (`operator.etcd.io`) in
+/// the namespaces looked after is looked after as a groundskeeper EtcdCluster beside it, made and
+/// kept in step by the controller.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct EtcdOperatorDiscovery {
+    /// Maintain every etcd-operator EtcdCluster (operator.etcd.io) as an EtcdCluster
+    /// `etcd-operator-<name>` in its namespace (owned by it), reached on the operator's client
+    /// Service. Needs the extra rules of manifests/rbac/etcd-operator-discovery/.
+    #[arg(
+        id = "discover_etcd_operator_clusters",
+        long = "discover-etcd-operator-clusters",
+        env = "GROUNDSKEEPER_DISCOVER_ETCD_OPERATOR_CLUSTERS"
+    )]
+    pub enabled: bool,
+    /// History their compaction keeps, as a duration (`1h`): compaction by time, set when the
+    /// EtcdCluster is made. Absent: groundskeeper does not compact them, it defragments only.
+    #[arg(
+        id = "etcd_operator_compaction_retention",
+        long = "etcd-operator-compaction-retention",
+        env = "GROUNDSKEEPER_ETCD_OPERATOR_COMPACTION_RETENTION"
+    )]
+    pub compaction_retention: Option<String>,
+}
+
 impl Default for StorageClusterDiscovery {
     fn default() -> Self {
         Self {
@@ -177,6 +203,7 @@ impl Default for ControllerConfig {
             namespaces: Vec::new(),
             fleet_max_concurrent: 1,
             storage_clusters: StorageClusterDiscovery::default(),
+            etcd_operator_clusters: EtcdOperatorDiscovery::default(),
             agent_endpoints: BTreeMap::new(),
         }
     }
@@ -327,6 +354,22 @@ mod tests {
         assert_eq!(cli.config.requeue_busy, Duration::from_secs(5));
         assert_eq!(cli.config.ring_observer_interval, Duration::from_secs(60));
         assert!(Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(), "whole seconds only");
+    }
+
+    #[test]
+    fn the_two_discoveries_have_flags_of_their_own() {
+        let cli = Cli::try_parse_from([
+            "groundskeeper-controller",
+            "--discover-etcd-operator-clusters",
+            "--etcd-operator-compaction-retention=1h",
+        ])
+        .unwrap();
+        let operator = &cli.config.etcd_operator_clusters;
+        assert!(operator.enabled);
+        assert_eq!(operator.compaction_retention.as_deref(), Some("1h"));
+        assert_eq!(cli.config.storage_clusters, StorageClusterDiscovery::default());
+        let cli = Cli::try_parse_from(["x", "--discover-storage-clusters"]).unwrap();
+        assert!(cli.config.storage_clusters.enabled && !cli.config.etcd_operator_clusters.enabled);
     }
 
     #[test]

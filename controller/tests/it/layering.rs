@@ -4,7 +4,8 @@
 //! * the generic layers, lowest first: `runtime` → `jobs` → `conditions` → `tasks` → `schedules`. Each may use
 //!   the ones below it, never one above it, and none of them may use a data store: neither the
 //!   folders `etcd` and `scylla`, nor what the shared crates know of one data store
-//!   (`groundskeeper_stores`, `groundskeeper_api::{etcd_cluster, storage_cluster, scylla}`);
+//!   (`groundskeeper_stores`, `groundskeeper_api::{etcd_cluster, storage_cluster,
+//!   official_etcd_cluster, scylla}`);
 //! * the data stores `etcd` and `scylla` use the generic layers and never each other (nor what the
 //!   shared crates know of the other);
 //! * `lib.rs` is the one place that names both data stores: it hands each one's task target to the
@@ -26,6 +27,7 @@ fn foreign_paths(store: &str) -> &'static [&'static str] {
         "scylla" => &[
             "groundskeeper_api::etcd_cluster",
             "groundskeeper_api::storage_cluster",
+            "groundskeeper_api::official_etcd_cluster",
             "groundskeeper_stores::etcd",
         ],
         _ => &[],
@@ -33,11 +35,12 @@ fn foreign_paths(store: &str) -> &'static [&'static str] {
 }
 
 /// What generic code may not name in the shared crates: anything of one data store.
-const GENERIC_FORBIDDEN_PATHS: [&str; 4] = [
+const GENERIC_FORBIDDEN_PATHS: [&str; 5] = [
     "groundskeeper_stores",
     "groundskeeper_api::scylla",
     "groundskeeper_api::etcd_cluster",
     "groundskeeper_api::storage_cluster",
+    "groundskeeper_api::official_etcd_cluster",
 ];
 
 /// One forbidden use: the file, the module it names, and why that is not allowed.

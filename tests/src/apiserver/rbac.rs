@@ -172,6 +172,12 @@ pub fn controller_grants_with_storage_cluster_discovery() -> Grants {
     grants_of(&["rbac", "rbac/cluster-wide", "rbac/storage-cluster-discovery"])
 }
 
+/// [`controller_grants`] plus what `manifests/rbac/etcd-operator-discovery/` adds for
+/// `--discover-etcd-operator-clusters`.
+pub fn controller_grants_with_etcd_operator_discovery() -> Grants {
+    grants_of(&["rbac", "rbac/cluster-wide", "rbac/etcd-operator-discovery"])
+}
+
 /// What the namespaced mode's manifests (`manifests/rbac/` and `manifests/rbac/namespaced/`, the
 /// examples' namespaces `scylla` and `etcd`) grant the controller's ServiceAccount.
 pub fn controller_grants_namespaced() -> Grants {
@@ -277,6 +283,33 @@ mod tests {
         assert!(grants.allows(&watch_clusters));
         let list_secrets = request("list", "", "secrets", None, None);
         assert!(!grants.allows(&list_secrets), "the controller never lists Secrets");
+    }
+
+    #[test]
+    fn etcd_operator_discovery_reads_the_operators_clusters_and_writes_only_ours() {
+        let with = controller_grants_with_etcd_operator_discovery();
+        let without = controller_grants();
+        for verb in ["get", "list", "watch"] {
+            let read = request(verb, "operator.etcd.io", "etcdclusters", Some("etcd"), None);
+            assert!(with.allows(&read) && !without.allows(&read), "{verb}");
+        }
+        for verb in ["create", "update", "patch", "delete"] {
+            let write = request(verb, "operator.etcd.io", "etcdclusters", Some("etcd"), Some("main"));
+            assert!(!with.allows(&write), "the operator's clusters are never written: {verb}");
+            let status = request(verb, "operator.etcd.io", "etcdclusters/status", Some("etcd"), Some("main"));
+            assert!(!with.allows(&status), "nor their status: {verb}");
+        }
+        for verb in ["create", "patch"] {
+            let ours =
+                request(verb, "groundskeeper.dev", "etcdclusters", Some("etcd"), Some("etcd-operator-main"));
+            assert!(with.allows(&ours) && !without.allows(&ours), "{verb}");
+        }
+        let delete =
+            request("delete", "groundskeeper.dev", "etcdclusters", Some("etcd"), Some("etcd-operator-main"));
+        assert!(
+            !with.allows(&delete),
+            "ours go with their source (garbage collection), never deleted by hand"
+        );
     }
 
     #[test]

@@ -135,9 +135,12 @@ pub fn builtin_types() -> Vec<ResourceType> {
     ]
 }
 
-/// The custom resources groundskeeper works with (scylla-operator's and its own).
+/// The custom resources groundskeeper works with (scylla-operator's, etcd-operator's and its
+/// own).
 pub fn groundskeeper_custom_types() -> Vec<ResourceType> {
     vec![
+        // SIG etcd's etcd-operator: the same kind as groundskeeper's own, in another group.
+        ResourceType::custom("operator.etcd.io", "v1alpha1", "etcdclusters", "EtcdCluster", true, true),
         ResourceType::custom("scylla.scylladb.com", "v1", "scyllaclusters", "ScyllaCluster", true, true),
         ResourceType::custom(
             "scylla.scylladb.com",

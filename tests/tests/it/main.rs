@@ -6,6 +6,7 @@ mod common;
 mod demo;
 mod etcd_fleet;
 mod etcd_maintenance;
+mod etcd_operator_discovery;
 mod etcd_snapshot;
 mod harness;
 mod leader_election;
