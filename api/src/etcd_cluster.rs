@@ -5,6 +5,7 @@
 //! flags take them); [`super::policy::Policy::from_spec`] turns it into checked values and names
 //! the field of every mistake.
 
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -140,10 +141,31 @@ pub struct EtcdMaintenancePolicy {
     /// without a quorum of others the cluster stops serving meanwhile.
     #[serde(default)]
     pub allow_single_member: bool,
-    /// Move leadership to a caught-up follower before defragmenting the leader, so that no
-    /// election happens. False: the leader is simply defragmented last.
+    /// False is the same as `leaderTurn: Never` (kept for existing specs; give `leaderTurn`).
     #[serde(default = "default_true")]
     pub move_leader: bool,
+    /// The leader's turn. `Auto` (the default): the leader is defragmented in place when its
+    /// defrag, predicted from the followers just done, takes at most `leaderInPlaceBudgetSeconds`,
+    /// else leadership moves to a caught-up follower first. `Always`: leadership always moves
+    /// first. `Never`: the leader is defragmented last, in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_turn: Option<LeaderTurn>,
+    /// `Auto`: the longest predicted leader defrag done in place, in seconds. Absent: 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub leader_in_place_budget_seconds: Option<u64>,
+    /// Skip the members whose etcd version can corrupt data when a defrag overlaps a snapshot
+    /// apply (before 3.5.23, and 3.6.0–3.6.4), instead of defragmenting them only when caught
+    /// up with the leader right before their turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_affected_versions: bool,
+    /// The members' storage quota (their `--quota-backend-bytes`): a `NOSPACE` alarm is disarmed
+    /// once a member's db is under it. etcd 3.6.6 and later report their own, which is then
+    /// used; before, `Status` reported it wrong. Absent: an alarm is disarmed on the members
+    /// just defragmented.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub quota_backend_bytes: Option<i64>,
     /// History compaction. Absent: groundskeeper does not compact (etcd's own
     /// `--auto-compaction-*` or the Kubernetes API server may).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,8 +185,40 @@ impl Default for EtcdMaintenancePolicy {
             max_fragmented_percent: DEFAULT_MAX_FRAGMENTED_PERCENT,
             allow_single_member: false,
             move_leader: true,
+            leader_turn: None,
+            leader_in_place_budget_seconds: None,
+            refuse_affected_versions: false,
+            quota_backend_bytes: None,
             compaction: None,
             require_approval: false,
+        }
+    }
+}
+
+/// Whether leadership moves before the leader's defrag.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub enum LeaderTurn {
+    Auto,
+    Always,
+    Never,
+}
+
+impl LeaderTurn {
+    pub fn policy(self) -> LeaderTurnPolicy {
+        match self {
+            LeaderTurn::Auto => LeaderTurnPolicy::Auto,
+            LeaderTurn::Always => LeaderTurnPolicy::Always,
+            LeaderTurn::Never => LeaderTurnPolicy::Never,
+        }
+    }
+}
+
+impl EtcdMaintenancePolicy {
+    /// `leaderTurn`, with `moveLeader: false` read as `Never`.
+    pub fn leader_turn_policy(&self) -> LeaderTurnPolicy {
+        match (self.move_leader, self.leader_turn) {
+            (false, _) => LeaderTurnPolicy::Never,
+            (true, turn) => turn.map_or(LeaderTurnPolicy::Auto, LeaderTurn::policy),
         }
     }
 }
@@ -334,6 +388,9 @@ pub struct EtcdMemberStatus {
     pub healthy: bool,
     #[serde(default)]
     pub learner: bool,
+    /// The etcd version the member reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// The Raft term the member reported: a term that keeps rising means elections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raft_term: Option<i64>,

@@ -12,10 +12,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::EtcdCluster;
+use crate::etcd_cluster::EtcdMemberStatus;
 use crate::maintenance_window::WindowState;
 use crate::scylla::facts::{ClusterFacts, MemberFacts, sorted_members};
 use crate::validate::{Cleanup, Compact, Snapshot, Work};
 use groundskeeper_protocol::keys;
+use groundskeeper_stores::etcd::leader_turn::{
+    DEFAULT_IN_PLACE_BUDGET, LeaderTurnDecision, LeaderTurnFacts, MeasuredDefrag, RateFrom, TurnChoice,
+    decide_leader_turn,
+};
 use groundskeeper_stores::etcd::plan::{
     CompactTarget, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions, plan_defrag,
 };
@@ -375,8 +380,12 @@ pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<Tas
     }
     let policy = &cluster.spec.policy;
     let options = PlanOptions {
-        move_leader: policy.move_leader,
+        leader_turn: policy.leader_turn_policy(),
+        in_place_budget: policy
+            .leader_in_place_budget_seconds
+            .map_or(DEFAULT_IN_PLACE_BUDGET, std::time::Duration::from_secs),
         allow_single_member: policy.allow_single_member,
+        refuse_affected_versions: policy.refuse_affected_versions,
         ..PlanOptions::default()
     };
     let mut steps = Vec::new();
@@ -462,6 +471,7 @@ fn defrag_steps(
                     db_size: m.db_size.unwrap_or(0),
                     db_size_in_use: m.db_size_in_use.unwrap_or(0),
                     leader,
+                    version: m.version.clone().unwrap_or_default(),
                     ..MemberStatus::default()
                 })
             } else {
@@ -475,21 +485,35 @@ fn defrag_steps(
     let mut count = 0;
     for member in &plan.members {
         let history = members.iter().find(|m| m.name == member.name).map(|m| m.defrag_history.clone());
-        let action = match member.action {
-            MemberAction::Defrag => "Defragment",
-            MemberAction::MoveLeaderThenDefrag => "MoveLeaderThenDefragment",
-            MemberAction::Skip => "Skip",
+        let turn = (member.action == MemberAction::LeaderDecidedAtTurn)
+            .then(|| predicted_leader_turn(options, &members, member.db_size));
+        let action = match (&member.action, &turn) {
+            (MemberAction::Defrag, _) => "Defragment",
+            (MemberAction::MoveLeaderThenDefrag, _) => "MoveLeaderThenDefragment",
+            (MemberAction::LeaderDecidedAtTurn, Some(t)) if t.choice == TurnChoice::TransferFirst => {
+                "MoveLeaderThenDefragment"
+            }
+            (MemberAction::LeaderDecidedAtTurn, _) => "Defragment",
+            (MemberAction::Skip, _) => "Skip",
         };
-        let estimate = member.will_defrag().then(|| {
-            estimate(
-                &history.unwrap_or_default(),
-                Some(member.db_size),
-                Some(DEFAULT_DEFRAG_BYTES_PER_SECOND),
-                60,
-            )
+        let history = history.unwrap_or_default();
+        let estimate = member.will_defrag().then(|| match &turn {
+            // A leader without history of its own is expected to take what the followers predict.
+            Some(turn) if history.is_empty() && turn.rate_from != RateFrom::Default => Estimate {
+                seconds: turn.predicted.as_secs_f64().ceil().max(1.0) as i64,
+                from: format!("predicted from {}", turn.rate_from.describe()),
+            },
+            _ => estimate(&history, Some(member.db_size), Some(DEFAULT_DEFRAG_BYTES_PER_SECOND), 60),
         });
         count += usize::from(member.will_defrag());
-        let role = if member.was_leader { "leader; " } else { "" };
+        let role = match &turn {
+            Some(turn) => format!(
+                "leader; {}, on the followers' earlier defrags (decided again at its turn, on this run's); ",
+                turn.reason
+            ),
+            None if member.was_leader => "leader; ".to_owned(),
+            None => String::new(),
+        };
         steps.push(PlanStep {
             name: member.name.clone(),
             action: action.to_owned(),
@@ -504,6 +528,32 @@ fn defrag_steps(
          (from the sizes last observed; the Job checks them again)",
         plan.members.len()
     ))
+}
+
+/// The leader's turn as the followers' last defrags predict it (`Auto`); the runner decides
+/// again at the leader's turn on what this run's followers took.
+fn predicted_leader_turn(
+    options: &PlanOptions,
+    members: &[EtcdMemberStatus],
+    leader_db_size: i64,
+) -> LeaderTurnDecision {
+    let measured: Vec<MeasuredDefrag> = members
+        .iter()
+        .filter(|m| !m.leader && !m.learner)
+        .filter_map(|m| m.defrag_history.last())
+        .filter_map(|s| {
+            let duration = std::time::Duration::try_from_secs_f64(s.seconds).ok()?;
+            Some(MeasuredDefrag { bytes: s.bytes?, duration })
+        })
+        .collect();
+    decide_leader_turn(&LeaderTurnFacts {
+        policy: options.leader_turn,
+        budget: options.in_place_budget,
+        leader_db_size,
+        measured: &measured,
+        earlier_rate: None,
+        non_blocking: false,
+    })
 }
 
 /// `1.50 GiB`, `12.0 MiB`, `512 B`.

@@ -67,7 +67,12 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
         min_defrag_bytes: MIN_DEFRAG_BYTES,
         max_fragmented_percent: MAX_FRAGMENTED_PERCENT,
         compact_retain_revisions: None,
+        leader_turn: groundskeeper_protocol::operation::LeaderTurnPolicy::Auto,
         no_move_leader: false,
+        leader_in_place_budget_seconds: None,
+        refuse_affected_versions: false,
+        quota_backend_bytes: None,
+        catch_up_timeout_seconds: 30,
         allow_single_member: false,
         dry_run: false,
         not_after: None,
@@ -107,6 +112,7 @@ fn print_progress(progress: Progress<'_>) {
     match progress {
         Progress::Planned(plan) => print!("plan:\n{}", plan_table(plan)),
         Progress::Compacted { revision, .. } => println!("compacted to revision {revision}"),
+        Progress::LeaderTurnDecided(turn) => println!("leader {}'s turn: {}", turn.member, turn.reason),
         Progress::LeaderMoved { from, to } => println!("leadership moved {from} → {to}"),
         Progress::MemberStarted(m) => println!("defragmenting {} ...", m.name),
         Progress::MemberDone(m) => println!(

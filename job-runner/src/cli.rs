@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use groundskeeper_protocol::{OperationKind, Report};
 
 use clap::{Parser, Subcommand};
+#[cfg(test)]
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::operation::{
     CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
     SnapshotRequest, SnapshotRetention,
@@ -79,7 +81,10 @@ impl Command {
                 min_defrag_bytes: args.min_defrag_bytes,
                 max_fragmented_percent: args.max_fragmented_percent,
                 compact_retain_revisions: args.compact_retain_revisions,
-                no_move_leader: args.no_move_leader,
+                leader_turn: args.leader_turn_policy(),
+                leader_in_place_budget_seconds: args.leader_in_place_budget_seconds,
+                refuse_affected_versions: args.refuse_affected_versions,
+                quota_backend_bytes: args.quota_backend_bytes,
                 allow_single_member: args.allow_single_member,
                 not_after: args.not_after.clone(),
                 window_opened: args.window_opened.clone(),
@@ -264,7 +269,10 @@ mod tests {
                 min_defrag_bytes: 100_000_000,
                 max_fragmented_percent: 45.5,
                 compact_retain_revisions: Some(10_000),
-                no_move_leader: true,
+                leader_turn: LeaderTurnPolicy::Never,
+                leader_in_place_budget_seconds: Some(8),
+                refuse_affected_versions: true,
+                quota_backend_bytes: Some(2_147_483_648),
                 allow_single_member: true,
                 not_after: Some("2026-11-25T05:00:00Z".into()),
                 window_opened: Some("2026-11-25T01:00:00Z".into()),

@@ -86,8 +86,17 @@ pub struct DefragRequest {
     pub max_fragmented_percent: f64,
     /// Compact to current − N first.
     pub compact_retain_revisions: Option<i64>,
-    /// Leave leadership where it is (the leader is defragmented last, in place).
-    pub no_move_leader: bool,
+    /// Whether leadership moves before the leader's defrag.
+    pub leader_turn: LeaderTurnPolicy,
+    /// `Auto`: the leader is defragmented in place when its predicted defrag takes at most this
+    /// many seconds; `None`: the runner's default.
+    pub leader_in_place_budget_seconds: Option<u64>,
+    /// Members on an etcd version whose defrag can corrupt data when it overlaps a snapshot
+    /// apply are skipped instead of defragmented once caught up.
+    pub refuse_affected_versions: bool,
+    /// The members' storage quota (`--quota-backend-bytes`), from the spec: a `NOSPACE` alarm is
+    /// disarmed once a member's db is under it (etcd 3.6.6 and later report their own).
+    pub quota_backend_bytes: Option<i64>,
     pub allow_single_member: bool,
     /// The end of the maintenance window the task runs in (RFC 3339): no member is started
     /// whose expected defrag would end after it (it is left for the next window).
@@ -98,6 +107,47 @@ pub struct DefragRequest {
     /// Expected defrag rate per member name (bytes per second, from its earlier defrags);
     /// members not listed are expected at the runner's default rate.
     pub expected_rates: Vec<(String, f64)>,
+}
+
+/// Whether leadership moves away from the leader before its defrag.
+///
+/// A leader defragmenting in place blocks every write of the cluster for its defrag, with no
+/// election; a transfer costs clients the requests in flight at the leader (`leader changed`,
+/// dropped proposals). Which hurts less depends on how long the defrag takes: see
+/// `docs/etcd-maintenance.md`, "The leader's turn".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum LeaderTurnPolicy {
+    /// In place when its predicted defrag (from this run's followers) fits the budget, else
+    /// leadership moves first.
+    #[default]
+    Auto,
+    /// Leadership always moves first.
+    Always,
+    /// Never: the leader is defragmented last, in place.
+    Never,
+}
+
+impl LeaderTurnPolicy {
+    pub const ALL: [LeaderTurnPolicy; 3] = [Self::Auto, Self::Always, Self::Never];
+
+    /// As the runner's `--leader-turn` flag and the result spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Never => "never",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str().eq_ignore_ascii_case(text))
+    }
+}
+
+impl fmt::Display for LeaderTurnPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// How far a compaction goes.
@@ -216,7 +266,16 @@ impl DefragRequest {
         self.etcd.render(args);
         args.value("min-defrag-bytes", self.min_defrag_bytes);
         args.value("max-fragmented-percent", self.max_fragmented_percent);
-        args.switch("no-move-leader", self.no_move_leader);
+        if self.leader_turn != LeaderTurnPolicy::default() {
+            args.value("leader-turn", self.leader_turn.as_str());
+        }
+        if let Some(budget) = self.leader_in_place_budget_seconds {
+            args.value("leader-in-place-budget-seconds", budget);
+        }
+        args.switch("refuse-affected-versions", self.refuse_affected_versions);
+        if let Some(quota) = self.quota_backend_bytes {
+            args.value("quota-backend-bytes", quota);
+        }
         args.switch("allow-single-member", self.allow_single_member);
         if let Some(keep) = self.compact_retain_revisions {
             args.value("compact-retain-revisions", keep);

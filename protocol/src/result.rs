@@ -133,6 +133,9 @@ pub struct DefragReport {
     /// The leadership transfer the run asked for, whatever became of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_transfer: Option<LeaderTransfer>,
+    /// How the leader's turn was decided: in place or leadership moved first, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_turn: Option<LeaderTurn>,
     /// `NOSPACE` alarms disarmed after space was freed (member ids, hex).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms_disarmed: Vec<String>,
@@ -187,6 +190,42 @@ pub enum MemberDefragState {
     /// Its expected defrag would have run past the end of the maintenance window: untouched,
     /// left for the next window.
     Deferred,
+}
+
+/// The leader's turn: what was chosen, on what prediction, and what it took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderTurn {
+    /// The leader's name.
+    pub member: String,
+    /// `auto`, `always` or `never`.
+    pub policy: String,
+    pub choice: LeaderChoice,
+    /// Why, in words: the prediction against the budget, or the policy.
+    pub reason: String,
+    /// The leader's predicted defrag, when a rate was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<u64>,
+    /// The in-place budget the prediction was held against.
+    pub budget_ms: u64,
+    /// The rate the prediction used (bytes per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bytes_per_second: Option<u64>,
+    /// Where that rate came from: `this run's followers (N)`, `earlier defrags`, `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_from: Option<String>,
+    /// The leader's defrag as it happened; absent when it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LeaderChoice {
+    /// Defragmented as the leader: writes wait for it, no election, no transfer.
+    InPlace,
+    /// Leadership moved to a caught-up follower first.
+    TransferFirst,
 }
 
 /// A leadership transfer (`MoveLeader`) the run asked for.

@@ -2,5 +2,7 @@
 //! snapshot files.
 
 pub mod connect;
+pub mod leader_turn;
 pub mod plan;
 pub mod retention;
+pub mod versions;

@@ -304,15 +304,26 @@ fn an_etcd_plan_follows_the_runners_own_rule_followers_first_leader_last() {
         plan.steps.iter().map(|s| (s.name.as_str(), s.action.as_str(), s.expected_seconds)).collect();
     assert_eq!(
         steps,
-        [
-            ("etcd-1", "Defragment", Some(4)),
-            ("etcd-0", "MoveLeaderThenDefragment", Some(21)),
-            ("etcd-2", "Skip", None),
-        ],
-        "the follower's own history; the leader at the default 50 MiB/s; the small one skipped"
+        [("etcd-1", "Defragment", Some(4)), ("etcd-0", "Defragment", Some(4)), ("etcd-2", "Skip", None),],
+        "the follower's own history; the leader predicted from it (4 s, in place: under the 5 s \
+         budget); the small one skipped"
     );
     assert!(plan.steps[2].note.as_deref().unwrap().contains("under the 100000000 bytes minimum"));
-    assert!(plan.steps[1].note.as_deref().unwrap().starts_with("leader; "));
+    let leader_note = plan.steps[1].note.as_deref().unwrap();
+    assert!(leader_note.starts_with("leader; predicted 4.0s"), "{leader_note}");
+    assert!(leader_note.contains("≤ the 5.0s budget: in place"), "{leader_note}");
+    // A budget under the prediction moves leadership first; so does `Always`.
+    for policy in [json!({"leaderInPlaceBudgetSeconds": 2}), json!({"leaderTurn": "Always"})] {
+        let mut moved = cluster.clone();
+        moved.spec.policy = serde_json::from_value(policy.clone()).unwrap();
+        let plan = etcd_plan(
+            &etcd_work("Defragment", json!({"defragment": {"minDefragBytes": 100000000}})),
+            &moved,
+            "etcd/main",
+        )
+        .unwrap();
+        assert_eq!(plan.steps[1].action, "MoveLeaderThenDefragment", "{policy}");
+    }
     assert!(
         plan.summary.starts_with("defragment 2 of 3 member(s) of EtcdCluster etcd/main"),
         "{}",

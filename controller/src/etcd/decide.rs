@@ -459,6 +459,7 @@ fn member_status(observed: &ObservedMember, previous: &[EtcdMemberStatus]) -> Et
         leader: member.id != 0 && leader_id == member.id,
         healthy: member.unhealthy_because().is_none(),
         learner: member.is_learner,
+        version: status.map(|s| s.version.clone()).filter(|v| !v.is_empty()),
         raft_term: status.and_then(|s| i64::try_from(s.raft_term).ok()),
         message: member.unhealthy_because(),
         last_defrag_time: earlier.and_then(|p| p.last_defrag_time.clone()),
@@ -572,8 +573,9 @@ fn plan_task(
     };
     if !over.is_empty() {
         let options = PlanOptions {
-            move_leader: policy.move_leader,
+            leader_turn: policy.leader_turn,
             allow_single_member: policy.allow_single_member,
+            refuse_affected_versions: policy.refuse_affected_versions,
             ..PlanOptions::default()
         };
         return match plan_defrag(&defrag_policy(policy), &options, &observations) {
@@ -693,7 +695,10 @@ pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Op
         min_defrag_bytes: thresholds.min_defrag_bytes,
         max_fragmented_percent: thresholds.max_fragmented_percent,
         compact_retain_revisions: retain,
-        no_move_leader: !policy.move_leader,
+        leader_turn: policy.leader_turn,
+        leader_in_place_budget_seconds: policy.leader_in_place_budget_seconds,
+        refuse_affected_versions: policy.refuse_affected_versions,
+        quota_backend_bytes: policy.quota_backend_bytes,
         allow_single_member: policy.allow_single_member,
         // Set by the task controller for a task that waits for windows (see `etcd::task`).
         not_after: None,

@@ -5,8 +5,10 @@
 use jiff::SignedDuration;
 
 use groundskeeper_api::etcd_cluster::{
-    CompactionMode, EtcdClusterSpec, EtcdJobLimits, EtcdPartition, RevisionScheme,
+    CompactionMode, EtcdClusterSpec, EtcdJobLimits, EtcdMaintenancePolicy, EtcdPartition, LeaderTurn,
+    RevisionScheme,
 };
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 
 /// Shortest `checkInterval`: observing more often only loads the members.
 pub(crate) const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
@@ -25,7 +27,11 @@ pub struct Policy {
     pub min_defrag_bytes: i64,
     pub max_fragmented_percent: f64,
     pub allow_single_member: bool,
-    pub move_leader: bool,
+    /// `leaderTurn`, with `moveLeader: false` read as `Never`.
+    pub leader_turn: LeaderTurnPolicy,
+    pub leader_in_place_budget_seconds: Option<u64>,
+    pub refuse_affected_versions: bool,
+    pub quota_backend_bytes: Option<i64>,
     pub compaction: Option<Compaction>,
     pub job: EtcdJobLimits,
     /// Its place in a fleet of partitioned clusters, if any.
@@ -65,6 +71,7 @@ impl Policy {
                 policy.max_fragmented_percent
             ));
         }
+        check_leader_turn(policy, &mut errors);
         let compaction =
             policy.compaction.as_ref().and_then(|c| check_compaction(c.mode, &c.retention, &mut errors));
         check_job_limits(&spec.job, &mut errors);
@@ -87,11 +94,31 @@ impl Policy {
             min_defrag_bytes: policy.min_defrag_bytes,
             max_fragmented_percent: policy.max_fragmented_percent,
             allow_single_member: policy.allow_single_member,
-            move_leader: policy.move_leader,
+            leader_turn: policy.leader_turn_policy(),
+            leader_in_place_budget_seconds: policy.leader_in_place_budget_seconds,
+            refuse_affected_versions: policy.refuse_affected_versions,
+            quota_backend_bytes: policy.quota_backend_bytes,
             compaction,
             job: spec.job.clone(),
             partition: spec.partition.clone(),
         })
+    }
+}
+
+/// `moveLeader: false` with a `leaderTurn` other than `Never` says two things at once; the budget
+/// and the quota must be positive (the schema says so too, but a spec may predate it).
+fn check_leader_turn(policy: &EtcdMaintenancePolicy, errors: &mut Vec<String>) {
+    if let Some(turn) = policy.leader_turn.filter(|t| !policy.move_leader && *t != LeaderTurn::Never) {
+        errors.push(format!(
+            "spec.policy.moveLeader: false contradicts spec.policy.leaderTurn: {turn:?}; remove moveLeader \
+             (leaderTurn: Never is what it meant)"
+        ));
+    }
+    if policy.leader_in_place_budget_seconds == Some(0) {
+        errors.push("spec.policy.leaderInPlaceBudgetSeconds: must be at least 1".to_owned());
+    }
+    if let Some(quota) = policy.quota_backend_bytes.filter(|q| *q <= 0) {
+        errors.push(format!("spec.policy.quotaBackendBytes: {quota} must be more than 0"));
     }
 }
 

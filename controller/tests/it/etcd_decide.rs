@@ -22,6 +22,7 @@ use groundskeeper_controller::etcd::decide::{
 use groundskeeper_controller::etcd::observe::ObservedMember;
 use groundskeeper_controller::etcd::policy::Policy;
 use groundskeeper_job::cli::{Cli, Command};
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::{MemberObservation, MemberStatus};
 use jiff::{SignedDuration, Timestamp};
@@ -55,6 +56,8 @@ fn member(id: u64, size: i64, in_use: i64) -> ObservedMember {
                 raft_index: 500,
                 raft_applied_index: 500,
                 errors: vec![],
+                version: "3.5.23".into(),
+                db_size_quota: 0,
             }),
         },
         revision: Some(10_000),
@@ -271,7 +274,7 @@ fn a_defrag_task_carries_the_policy_and_runs_it_as_flags() {
         "defrag --endpoints https://etcd-0:2379,https://etcd-1:2379,https://etcd-2:2379 \
          --cacert /etc/groundskeeper/etcd-tls/ca.crt --cert /etc/groundskeeper/etcd-tls/tls.crt \
          --key /etc/groundskeeper/etcd-tls/tls.key --min-defrag-bytes 50000000 \
-         --max-fragmented-percent 30.5 --no-move-leader"
+         --max-fragmented-percent 30.5 --leader-turn never"
     );
 }
 
@@ -300,7 +303,8 @@ fn the_submitted_tasks_steps_parse_with_the_runners_own_flags() {
                 assert_eq!(operation.kind().as_str(), "defrag");
                 assert_eq!(a.connection.endpoints.len(), 3);
                 assert_eq!(a.compact_retain_revisions, Some(5000));
-                assert!(a.no_move_leader && a.allow_single_member);
+                assert_eq!(a.leader_turn_policy(), LeaderTurnPolicy::Never);
+                assert!(a.allow_single_member);
                 assert_eq!(a.min_defrag_bytes, 100 * MB);
             }
             Command::Compact(a) => {

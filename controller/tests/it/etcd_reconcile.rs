@@ -72,6 +72,8 @@ fn member(id: u64, size: i64, in_use: i64) -> ObservedMember {
                 raft_index: 10,
                 raft_applied_index: 10,
                 errors: vec![],
+                version: "3.5.23".into(),
+                db_size_quota: 0,
             }),
         },
         revision: Some(500),

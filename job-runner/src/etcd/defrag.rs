@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, GetOptions};
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::result::{
-    DefragReport, LeaderTransfer, MemberDefrag, MemberDefragState, TransferState,
+    DefragReport, LeaderChoice, LeaderTransfer, LeaderTurn, MemberDefrag, MemberDefragState, TransferState,
 };
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
@@ -19,10 +20,14 @@ use super::compact::{self, Compacted};
 use super::lock::{Acquired, DefragLock};
 use crate::run::{self, Failure, RunClock, StopSignal};
 use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
+use groundskeeper_stores::etcd::leader_turn::{
+    self, LeaderTurnDecision, LeaderTurnFacts, MeasuredDefrag, TurnChoice,
+};
 use groundskeeper_stores::etcd::plan::{
     self, DefragPlan, DefragPolicy, MemberAction, MemberObservation, MemberStatus, PlanOptions,
     PlannedMember, Refusal, StepDecision, TransferSeen,
 };
+use groundskeeper_stores::etcd::versions;
 
 /// How often the runner looks again while it waits for a member.
 /// Waits between polls start short, since most waits (a leader change, a member catching up)
@@ -31,6 +36,9 @@ const MAX_POLL_INTERVAL: Duration = Duration::from_millis(100);
 const FIRST_POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// Defragment calls per member when calls are cut and the member shows no defrag.
 const DEFRAG_ATTEMPTS: u32 = 3;
+/// How long a linearizable read through the next member may take before the run stops: a
+/// healthy member answers in milliseconds, one cut off from the leader never does.
+const LINEARIZABLE_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One Defragment call running as its own task, so the runner can stop waiting on it without
 /// cancelling it. Dropped, it is aborted: by then the member's defrag is known to be over (or the
@@ -131,9 +139,25 @@ pub struct DefragArgs {
     /// Compact to current − N first (the thresholds are judged after the compaction).
     #[arg(long)]
     pub compact_retain_revisions: Option<i64>,
-    /// Leave leadership where it is and defragment the leader last.
-    #[arg(long)]
+    /// Whether leadership moves before the leader's defrag: `auto` (in place when its defrag,
+    /// predicted from this run's followers, takes at most --leader-in-place-budget-seconds; else
+    /// moved first), `always` or `never`.
+    #[arg(long, default_value = "auto", value_parser = parse_leader_turn)]
+    pub leader_turn: LeaderTurnPolicy,
+    /// The same as `--leader-turn never`.
+    #[arg(long, conflicts_with = "leader_turn")]
     pub no_move_leader: bool,
+    /// `--leader-turn auto`: the longest predicted leader defrag done in place [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    pub leader_in_place_budget_seconds: Option<u64>,
+    /// Skip members on an etcd version whose defrag can corrupt data when it overlaps a snapshot
+    /// apply (before 3.5.23, 3.6.0–3.6.4), instead of defragmenting them once caught up.
+    #[arg(long)]
+    pub refuse_affected_versions: bool,
+    /// The members' storage quota (bytes, their `--quota-backend-bytes`): a NOSPACE alarm is
+    /// disarmed once a member's db is under it. etcd 3.6.6 and later report their own.
+    #[arg(long, value_name = "BYTES")]
+    pub quota_backend_bytes: Option<i64>,
     /// Accept clusters with fewer than 3 voting members (a defrag then blocks the cluster).
     #[arg(long)]
     pub allow_single_member: bool,
@@ -156,6 +180,10 @@ pub struct DefragArgs {
     /// polls the member instead (the defrag goes on server-side either way).
     #[arg(long, default_value_t = 60_000)]
     pub defrag_call_timeout_ms: u64,
+    /// How long a member more than 100 raft entries behind the leader may take to catch up before
+    /// its turn; then the run stops, naming it.
+    #[arg(long, default_value_t = 30)]
+    pub catch_up_timeout_seconds: u64,
     /// How long to wait for one member to finish and catch up, or for a leadership transfer.
     #[arg(long, default_value_t = 600)]
     pub member_timeout_seconds: u64,
@@ -180,7 +208,10 @@ pub struct DefragOptions {
     pub window: Option<WindowEnd>,
     pub defrag_call_timeout: Duration,
     pub member_timeout: Duration,
+    pub catch_up_timeout: Duration,
     pub grace_period: Duration,
+    /// `--quota-backend-bytes`.
+    pub quota_backend_bytes: Option<i64>,
 }
 
 impl DefragArgs {
@@ -197,6 +228,15 @@ impl DefragArgs {
                 self.max_fragmented_percent
             )));
         }
+        if let Some(quota) = self.quota_backend_bytes.filter(|q| *q <= 0) {
+            return Err(Failure::bad_input(format!("--quota-backend-bytes {quota}: must be more than 0")));
+        }
+        let budget = match self.leader_in_place_budget_seconds {
+            None => leader_turn::DEFAULT_IN_PLACE_BUDGET,
+            Some(seconds) => {
+                run::check_wait("--leader-in-place-budget-seconds", Duration::from_secs(seconds))?
+            }
+        };
         if let Some(n) = self.compact_retain_revisions.filter(|n| *n < 0) {
             return Err(Failure::bad_input(format!("--compact-retain-revisions {n}: must be 0 or more")));
         }
@@ -207,10 +247,11 @@ impl DefragArgs {
                 max_fragmented_percent: self.max_fragmented_percent,
             },
             plan: PlanOptions {
-                move_leader: !self.no_move_leader,
+                leader_turn: self.leader_turn_policy(),
+                in_place_budget: budget,
                 allow_single_member: self.allow_single_member,
                 max_apply_lag: plan::DEFAULT_MAX_APPLY_LAG,
-                ..PlanOptions::default()
+                refuse_affected_versions: self.refuse_affected_versions,
             },
             compact_retain_revisions: self.compact_retain_revisions,
             dry_run: self.dry_run,
@@ -223,12 +264,28 @@ impl DefragArgs {
                 "--member-timeout-seconds",
                 Duration::from_secs(self.member_timeout_seconds),
             )?,
+            catch_up_timeout: run::check_wait(
+                "--catch-up-timeout-seconds",
+                Duration::from_secs(self.catch_up_timeout_seconds),
+            )?,
+            quota_backend_bytes: self.quota_backend_bytes,
             grace_period: run::check_wait(
                 "--grace-period-seconds",
                 Duration::from_secs(self.grace_period_seconds),
             )?,
         })
     }
+}
+
+impl DefragArgs {
+    /// `--leader-turn`, with `--no-move-leader` read as `never`.
+    pub fn leader_turn_policy(&self) -> LeaderTurnPolicy {
+        if self.no_move_leader { LeaderTurnPolicy::Never } else { self.leader_turn }
+    }
+}
+
+fn parse_leader_turn(text: &str) -> Result<LeaderTurnPolicy, String> {
+    LeaderTurnPolicy::parse(text).ok_or_else(|| format!("{text:?}: give auto, always or never"))
 }
 
 /// The end of the maintenance window and each member's expected rate.
@@ -291,6 +348,8 @@ pub enum Progress<'a> {
         already: bool,
     },
     Planned(&'a DefragPlan),
+    /// The leader's turn was decided: in place or leadership moved first, and why.
+    LeaderTurnDecided(&'a LeaderTurn),
     /// etcd answered the transfer: leadership moved (the members may not all follow yet).
     LeaderMoved {
         from: &'a str,
@@ -323,6 +382,7 @@ pub async fn run_defrag_until(
             on_progress: RefCell::new(on_progress),
             stop,
             lock: RefCell::new(None),
+            measured: RefCell::new(Vec::new()),
         };
         let result = tokio::select! {
             result = run.go() => result,
@@ -364,6 +424,8 @@ struct Run<'a> {
     /// The cluster's defrag lock while the run holds it, here rather than in `go`'s future so
     /// that a run given up on at its stop deadline still releases it.
     lock: RefCell<Option<DefragLock>>,
+    /// This run's follower defrags, size and time: what the leader's turn is predicted from.
+    measured: RefCell<Vec<MeasuredDefrag>>,
 }
 
 /// A member's defrag ended without being known done: what is known, and why.
@@ -492,9 +554,8 @@ impl Run<'_> {
                 deferred += 1;
                 continue;
             }
-            let next = plan.members[i + 1..].iter().find(|m| m.will_defrag());
             // Touch nothing more on failure: the members not reached are listed as such.
-            self.process(cluster, i, member, next).await?;
+            self.process(cluster, i, member).await?;
             defragmented.push(member.id);
         }
         self.disarm_nospace(cluster, &defragmented).await?;
@@ -540,17 +601,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One member (entry `index` of the report): re-check, maybe move leadership away,
-    /// defragment, wait until caught up. When `next` is the leader and `early_transfer` is on,
-    /// leadership moves away during this member's defrag already (see [`plan::early_transfer`]). The member's entry says what
-    /// happened, whichever way this ends.
-    async fn process(
-        &self,
-        cluster: &Cluster,
-        index: usize,
-        member: &PlannedMember,
-        next: Option<&PlannedMember>,
-    ) -> Result<(), Failure> {
+    /// One member (entry `index` of the report): check the cluster and the member, decide the
+    /// leader's turn when it leads, maybe move leadership away, defragment, wait until caught
+    /// up. The member's entry says what happened, whichever way this ends.
+    async fn process(&self, cluster: &Cluster, index: usize, member: &PlannedMember) -> Result<(), Failure> {
         let stopped_here = |failure: Failure| {
             self.update_member(index, |m| {
                 *m = not_done(member, &format!("stopped: {}", failure.message));
@@ -558,21 +612,21 @@ impl Run<'_> {
             });
             failure
         };
-        let observed = cluster.observe().await;
-        let decision = plan::decide_step(member.id, &observed, &self.options.plan);
+        let (observed, decision, turn) = self.ready_for(cluster, member).await.map_err(stopped_here)?;
         let was_leader = match decision {
-            StepDecision::Stop(why) => {
-                return Err(stopped_here(Failure::retryable(format!(
-                    "stopped before member {}: {why}",
-                    member.name
-                ))));
-            }
             StepDecision::MoveLeaderTo { to } => {
+                self.record_turn(member, turn.as_ref());
                 self.transfer_leadership(cluster, member, to).await.map_err(stopped_here)?;
                 true
             }
-            StepDecision::DefragLeader => true,
+            StepDecision::DefragLeader => {
+                self.record_turn(member, turn.as_ref());
+                true
+            }
             StepDecision::Defrag => false,
+            StepDecision::Stop(_) | StepDecision::Behind(_) => {
+                unreachable!("ready_for returns those as errors")
+            }
         };
         self.progress(Progress::MemberStarted(member));
         let before_status = observed.iter().find(|m| m.id == member.id).and_then(|m| m.status.as_ref().ok());
@@ -582,23 +636,10 @@ impl Run<'_> {
             m.db_size_after = before;
             m.was_leader = was_leader || member.was_leader;
         });
-        let early = next.and_then(|next| {
-            plan::early_transfer(member.id, Some(next.id), &observed, &self.options.plan).map(|to| (next, to))
-        });
         let started = Instant::now();
-        let (defragged, transferred) = match early {
-            None => (self.defragment(cluster, index, member, before_status).await, Ok(())),
-            Some((leader, to)) => {
-                // Both are awaited to their end: a defrag is never abandoned half-way by the
-                // client, even when the transfer fails.
-                let (defragged, transferred) = tokio::join!(
-                    self.defragment(cluster, index, member, before_status),
-                    self.transfer_leadership(cluster, leader, to)
-                );
-                (defragged, transferred.map(|_| ()))
-            }
-        };
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let defragged = self.defragment(cluster, index, member, before_status).await;
+        let duration = started.elapsed();
+        let duration_ms = duration.as_millis() as u64;
         if let Err(DefragFailure { state, failure }) = defragged {
             self.update_member(index, |m| {
                 m.state = Some(state);
@@ -617,7 +658,14 @@ impl Run<'_> {
             m.duration_ms = duration_ms;
             m.reason = member.reason.clone();
         });
-        if let Err(failure) = transferred.and(self.wait_caught_up(cluster, member.id).await) {
+        if was_leader {
+            if let Some(turn) = self.report.borrow_mut().leader_turn.as_mut() {
+                turn.actual_ms = Some(duration_ms);
+            }
+        } else {
+            self.measured.borrow_mut().push(MeasuredDefrag { bytes: before, duration });
+        }
+        if let Err(failure) = self.wait_caught_up(cluster, member.id).await {
             self.update_member(index, |m| {
                 m.reason = format!(
                     "{}; defragmented, then the run stopped before its size after was read: {}",
@@ -634,6 +682,108 @@ impl Run<'_> {
         let done = self.report.borrow().members[index].clone();
         self.progress(Progress::MemberDone(&done));
         Ok(())
+    }
+
+    /// Observes until `member` may go: every member healthy and agreeing on one leader, and the
+    /// member within `max_apply_lag` entries of the leader (a member behind is waited for up to
+    /// `--catch-up-timeout-seconds`), then a linearizable read through it answers. Returns the
+    /// observation, the step, and the leader's turn when the member leads now.
+    async fn ready_for(
+        &self,
+        cluster: &Cluster,
+        member: &PlannedMember,
+    ) -> Result<(Vec<MemberObservation>, StepDecision, Option<LeaderTurnDecision>), Failure> {
+        let deadline = Instant::now() + self.options.catch_up_timeout;
+        let mut delay = PollDelay::new();
+        loop {
+            let observed = cluster.observe().await;
+            let turn = self.leader_turn_for(&observed, member);
+            let choice = turn.as_ref().map_or(TurnChoice::InPlace, |t| t.choice);
+            match plan::decide_step(member.id, &observed, &self.options.plan, choice) {
+                StepDecision::Stop(why) => {
+                    return Err(Failure::retryable(format!("stopped before member {}: {why}", member.name)));
+                }
+                StepDecision::Behind(why) if Instant::now() >= deadline => {
+                    return Err(Failure::retryable(format!(
+                        "stopped before member {}: {why}, still after {:?}; a member this far behind may \
+                         be catching up from a snapshot, which a defrag must not overlap (check its disk \
+                         and network, then retry)",
+                        member.name, self.options.catch_up_timeout
+                    )));
+                }
+                StepDecision::Behind(_) => delay.sleep().await,
+                decision => {
+                    self.read_through(cluster, member).await?;
+                    return Ok((observed, decision, turn));
+                }
+            }
+        }
+    }
+
+    /// A linearizable read through `member`: it needs the leader's confirmation, so a member cut
+    /// off from the leader (its peer traffic lost) fails it even while its own `Status` answers.
+    async fn read_through(&self, cluster: &Cluster, member: &PlannedMember) -> Result<(), Failure> {
+        let failed = |why: String| {
+            Failure::retryable(format!(
+                "stopped before member {} ({}): a linearizable read through it {why}; it may be cut \
+                 off from the leader, and the run touches nothing more (check its peer network, then \
+                 retry)",
+                member.name,
+                member.id_hex()
+            ))
+        };
+        let mut client =
+            cluster.client_of(member.id).map_err(|e| failed(format!("could not be made: {e}")))?;
+        match tokio::time::timeout(LINEARIZABLE_READ_TIMEOUT, client.get("groundskeeper/health-probe", None))
+            .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(err)) => Err(failed(format!("failed: {err}"))),
+            Err(_) => Err(failed(format!("did not answer within {LINEARIZABLE_READ_TIMEOUT:?}"))),
+        }
+    }
+
+    /// The leader's turn when `member` leads now and has a voting follower to hand over to.
+    fn leader_turn_for(
+        &self,
+        observed: &[MemberObservation],
+        member: &PlannedMember,
+    ) -> Option<LeaderTurnDecision> {
+        let leader = plan::check_preconditions(observed, &self.options.plan).ok()?;
+        let has_voting_follower = observed.iter().any(|m| m.id != leader && !m.is_learner);
+        if leader != member.id || !has_voting_follower {
+            return None;
+        }
+        let measured = self.measured.borrow();
+        let earlier_rate = self.options.window.as_ref().and_then(|w| w.rates.get(&member.name).copied());
+        Some(leader_turn::decide_leader_turn(&LeaderTurnFacts {
+            policy: self.options.plan.leader_turn,
+            budget: self.options.plan.in_place_budget,
+            leader_db_size: status_size(observed, member.id).unwrap_or(member.db_size),
+            measured: &measured,
+            earlier_rate,
+            non_blocking: false,
+        }))
+    }
+
+    fn record_turn(&self, member: &PlannedMember, turn: Option<&LeaderTurnDecision>) {
+        let Some(turn) = turn else { return };
+        let decided = LeaderTurn {
+            member: member.name.clone(),
+            policy: self.options.plan.leader_turn.as_str().to_owned(),
+            choice: match turn.choice {
+                TurnChoice::InPlace => LeaderChoice::InPlace,
+                TurnChoice::TransferFirst => LeaderChoice::TransferFirst,
+            },
+            reason: turn.reason.clone(),
+            predicted_ms: Some(turn.predicted.as_millis() as u64),
+            budget_ms: self.options.plan.in_place_budget.as_millis() as u64,
+            rate_bytes_per_second: Some(turn.rate.round() as u64),
+            rate_from: Some(turn.rate_from.describe()),
+            actual_ms: None,
+        };
+        self.progress(Progress::LeaderTurnDecided(&decided));
+        self.report.borrow_mut().leader_turn = Some(decided);
     }
 
     /// Moves leadership from `from` to `to` and waits until both agree; the new leader's name.
@@ -898,7 +1048,16 @@ impl Run<'_> {
             return Ok(());
         }
         let after = cluster.observe().await;
-        for id in plan::alarms_to_disarm(&alarmed, &after, defragmented, None) {
+        // The smallest quota any member states: a member's db under it is surely under its own.
+        let quota = after
+            .iter()
+            .filter_map(|m| m.status.as_ref().ok())
+            .filter_map(|s| {
+                versions::trusted_quota(&s.version, s.db_size_quota, self.options.quota_backend_bytes)
+            })
+            .min()
+            .or(self.options.quota_backend_bytes);
+        for id in plan::alarms_to_disarm(&alarmed, &after, defragmented, quota) {
             let mut options = AlarmOptions::new();
             options.with_member(id);
             client
@@ -981,6 +1140,9 @@ pub fn plan_table(plan: &DefragPlan) -> String {
         let action = match m.action {
             MemberAction::Defrag => "defrag",
             MemberAction::MoveLeaderThenDefrag => "move leadership, then defrag",
+            MemberAction::LeaderDecidedAtTurn => {
+                "defrag; in place or leadership moved first, by its predicted time"
+            }
             MemberAction::Skip => "skip",
         };
         out.push_str(&format!(
@@ -1021,6 +1183,9 @@ fn log_progress(progress: Progress<'_>) {
         Progress::Planned(plan) => {
             eprint!("plan (leader {:x}, raft term {}):\n{}", plan.leader, plan.raft_term, plan_table(plan))
         }
+        Progress::LeaderTurnDecided(turn) => {
+            tracing::info!(member = %turn.member, choice = ?turn.choice, "leader's turn: {}", turn.reason)
+        }
         Progress::LeaderMoved { from, to } => tracing::info!(from, to, "leadership moved"),
         Progress::MemberStarted(m) => tracing::info!(member = %m.name, "defrag started"),
         Progress::MemberDone(m) => tracing::info!(
@@ -1047,7 +1212,12 @@ mod tests {
             min_defrag_bytes: plan::DEFAULT_MIN_DEFRAG_BYTES,
             max_fragmented_percent: plan::DEFAULT_MAX_FRAGMENTED_PERCENT,
             compact_retain_revisions: None,
+            leader_turn: LeaderTurnPolicy::Auto,
             no_move_leader: false,
+            leader_in_place_budget_seconds: None,
+            refuse_affected_versions: false,
+            quota_backend_bytes: None,
+            catch_up_timeout_seconds: 30,
             allow_single_member: false,
             dry_run: false,
             not_after: None,
@@ -1097,7 +1267,7 @@ mod tests {
         a.compact_retain_revisions = Some(10);
         let options = a.options().unwrap();
         assert_eq!(options.policy, DefragPolicy::default());
-        assert!(!options.plan.move_leader);
+        assert_eq!(options.plan.leader_turn, LeaderTurnPolicy::Never, "--no-move-leader is never");
         assert!(options.plan.allow_single_member);
         assert_eq!(options.compact_retain_revisions, Some(10));
     }

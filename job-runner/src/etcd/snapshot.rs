@@ -710,6 +710,7 @@ mod tests {
                     raft_index: applied,
                     raft_applied_index: applied,
                     errors: vec![],
+                    ..MemberStatus::default()
                 })
             } else {
                 Err("connection refused".into())

@@ -15,7 +15,7 @@ use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, 
 use groundskeeper_job::etcd::defrag::{DefragArgs, Progress, run_defrag};
 use groundskeeper_job::etcd::lock::{Acquired, DefragLock};
 use groundskeeper_job::run::exit_code;
-use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
+use groundskeeper_protocol::result::{DefragReport, ErrorKind, LeaderChoice, MemberDefragState};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 use groundskeeper_stores::etcd::connect::Cluster;
 
@@ -71,6 +71,7 @@ async fn max_term(cluster: &EtcdCluster) -> u64 {
 
 groundskeeper_e2e::for_each_etcd_version!(
     every_member_is_defragmented_with_one_planned_leader_transfer,
+    auto_keeps_a_leader_with_a_short_predicted_defrag_in_place,
     a_member_under_the_thresholds_is_left_alone,
     dry_run_changes_nothing,
     a_member_killed_mid_run_stops_the_run,
@@ -96,12 +97,23 @@ async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: 
     let min = MIN_DEFRAG_BYTES.to_string();
     let (code, result) = run_binary(
         &cluster,
-        &["defrag", "--endpoints", &cluster.endpoints_flag(), "--min-defrag-bytes", &min],
+        &[
+            "defrag",
+            "--endpoints",
+            &cluster.endpoints_flag(),
+            "--min-defrag-bytes",
+            &min,
+            "--leader-turn",
+            "always",
+        ],
     );
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert_eq!(result.outcome, Outcome::Succeeded);
     let report = defrag_report(&result);
     assert_eq!(report.members.len(), 3);
+    let turn = report.leader_turn.as_ref().expect("the leader's turn is reported");
+    assert_eq!((turn.policy.as_str(), turn.choice), ("always", LeaderChoice::TransferFirst), "{turn:?}");
+    assert!(turn.reason.starts_with("policy Always: leadership moves first (predicted"), "{}", turn.reason);
     assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
     for m in &report.members {
         assert!(m.db_size_after < m.db_size_before / 2, "{m:?} barely shrank");
@@ -122,6 +134,40 @@ async fn every_member_is_defragmented_with_one_planned_leader_transfer(version: 
     for (b, a) in before.iter().zip(&after) {
         assert!(a.db_size < b.db_size / 2, "{a:?} still large (was {} bytes)", b.db_size);
     }
+}
+
+/// `Auto`: the followers' defrags, timed, predict the leader's far under the 5 s budget on these
+/// small dbs: the leader is defragmented in place, no transfer, no term change, and the result
+/// says so with the prediction and the actual time.
+async fn auto_keeps_a_leader_with_a_short_predicted_defrag_in_place(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let before = cluster.states().await.unwrap();
+    let term_before = max_term(&cluster).await;
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let (code, result) = run_binary(
+        &cluster,
+        &["defrag", "--endpoints", &cluster.endpoints_flag(), "--min-defrag-bytes", &min],
+    );
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = defrag_report(&result);
+    assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
+    let old_leader = before.iter().find(|s| s.is_leader()).unwrap();
+    let turn = report.leader_turn.as_ref().expect("the leader's turn is reported");
+    assert_eq!(turn.member, old_leader.name);
+    assert_eq!((turn.policy.as_str(), turn.choice), ("auto", LeaderChoice::InPlace), "{turn:?}");
+    assert_eq!(turn.rate_from.as_deref(), Some("this run's followers (2)"), "{turn:?}");
+    assert!(turn.predicted_ms.unwrap() <= turn.budget_ms, "{turn:?}");
+    assert_eq!(turn.budget_ms, 5000);
+    let last = report.members.last().unwrap();
+    assert_eq!((last.name.as_str(), last.was_leader), (old_leader.name.as_str(), true));
+    assert_eq!(turn.actual_ms, Some(last.duration_ms), "the actual time is the leader's own defrag");
+    assert!(turn.reason.contains("≤ the 5.0s budget: in place, no transfer"), "{}", turn.reason);
+    assert_eq!(report.leader_moved_to, None);
+    assert_eq!(report.leader_transfer, None);
+    assert_eq!(max_term(&cluster).await, term_before, "no transfer and no election");
+    assert_eq!(cluster.leader().await.unwrap().name, old_leader.name, "the leader still leads");
 }
 
 async fn a_member_under_the_thresholds_is_left_alone(version: EtcdVersion) {

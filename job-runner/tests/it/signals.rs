@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
 use groundskeeper_e2e::scylla_agent::{AgentSpec, KeyspaceKind, ScyllaAgent};
 use groundskeeper_job::etcd::defrag::{Progress, run_defrag};
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::result::{
     DefragReport, ErrorKind, KeyspaceStatus, MemberDefragState, TransferState,
 };
@@ -239,6 +240,7 @@ async fn a_transferee_that_dies_is_noticed_within_seconds_and_reported(version: 
     let mut args = common::defrag_args(&cluster, &cluster.dir().join("result.json"), MIN_DEFRAG_BYTES, 45.0);
     // Far beyond the test's own bound: only noticing the dead member ends the run in time.
     args.member_timeout_seconds = 600;
+    args.leader_turn = LeaderTurnPolicy::Always;
     let options = args.options().unwrap();
     let names: Vec<String> = (0..3).map(|i| cluster.name(i).to_owned()).collect();
     let mut killed: Option<(String, Instant)> = None;

@@ -400,6 +400,8 @@ impl From<&etcd_client::StatusResponse> for MemberStatus {
             raft_index: status.raft_index(),
             raft_applied_index: status.raft_applied_index(),
             errors: status.errors().to_vec(),
+            version: status.version().to_owned(),
+            db_size_quota: status.db_size_quota(),
         }
     }
 }

@@ -7,10 +7,19 @@
 //! * only when every member is healthy and there are at least 3 voting members (a defrag blocks
 //!   its member: with fewer, one blocked member can stall the cluster);
 //! * never a learner (it does not serve the client traffic that benefits, and promotion races);
-//! * followers first, the leader last; with `move_leader`, leadership goes to a healthy,
-//!   caught-up follower just before the leader's turn, so the defrag causes no election.
+//! * followers first, the leader last; at the leader's turn, leadership goes first to a healthy,
+//!   caught-up follower or stays, by [`super::leader_turn`];
+//! * before every member: all members healthy and agreeing on one leader, and the member within
+//!   `max_apply_lag` entries of the leader (a member behind may be catching up from a snapshot,
+//!   which a defrag must not overlap on the versions of [`super::versions::defrag_risk`]).
 
 use std::cmp::Reverse;
+use std::time::Duration;
+
+use groundskeeper_protocol::operation::LeaderTurnPolicy;
+
+use super::leader_turn::{DEFAULT_IN_PLACE_BUDGET, TurnChoice};
+use super::versions::defrag_risk;
 
 /// Which revision to compact to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,32 +96,27 @@ impl Default for DefragPolicy {
 /// How the run may proceed, beyond the thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanOptions {
-    /// Hand leadership to a caught-up follower before defragmenting the leader.
-    pub move_leader: bool,
+    /// Whether leadership moves away before the leader's defrag ([`super::leader_turn`]).
+    pub leader_turn: LeaderTurnPolicy,
+    /// `Auto`: in place when the leader's predicted defrag takes at most this long.
+    pub in_place_budget: Duration,
     /// Accept clusters with fewer than [`MIN_VOTING_MEMBERS`] voting members.
     pub allow_single_member: bool,
     /// See [`DEFAULT_MAX_APPLY_LAG`].
     pub max_apply_lag: u64,
-    /// Move leadership while the last follower is being defragmented ([`early_transfer`]), not
-    /// after it has finished and caught up. Off by default: clients pay for the transfer far less
-    /// when every member answers while leadership moves. In the client-latency benchmark (3
-    /// members of ~300 MB, 200 writes/s + 800 linearizable reads/s, 3 runs per etcd version)
-    /// the transfer during the last follower's defrag failed 4 to 206 requests per run (256 in
-    /// six runs: reads ended by `leader changed`, writes dropped or left to etcd's 7 s request
-    /// timeout) and stalled a request 7.0 s in every run; the transfer after the followers
-    /// failed 3 to 11 per run (40 in six runs) and stalled a request 7.0 s in two runs of six
-    /// (otherwise at most 1.2 s). What it costs: the ~100 ms etcd takes to answer `MoveLeader`
-    /// (the next raft tick) is no longer hidden behind a defrag.
-    pub early_transfer: bool,
+    /// Skip the members whose version can corrupt data when a defrag overlaps a snapshot apply
+    /// ([`super::versions::defrag_risk`]), instead of defragmenting them once caught up.
+    pub refuse_affected_versions: bool,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
         Self {
-            move_leader: true,
+            leader_turn: LeaderTurnPolicy::Auto,
+            in_place_budget: DEFAULT_IN_PLACE_BUDGET,
             allow_single_member: false,
             max_apply_lag: DEFAULT_MAX_APPLY_LAG,
-            early_transfer: false,
+            refuse_affected_versions: false,
         }
     }
 }
@@ -129,6 +133,11 @@ pub struct MemberStatus {
     pub raft_applied_index: u64,
     /// etcd's `errors` field: alarms and the like.
     pub errors: Vec<String>,
+    /// The server's version (`3.5.17`); empty when unknown.
+    pub version: String,
+    /// `Status.dbSizeQuota` (bytes; 0 when not reported). Right only from etcd 3.6.6
+    /// ([`super::versions::trusted_quota`]).
+    pub db_size_quota: i64,
 }
 
 /// One member as observed: from the member list, plus its `Status` when it answered.
@@ -225,10 +234,14 @@ pub fn needs_defrag(policy: &DefragPolicy, status: &MemberStatus) -> (bool, Stri
 /// What the run does with one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberAction {
-    /// Defragment it (a follower, or a leader with no voting follower to hand over to).
+    /// Defragment it (a follower, or a leader with no voting follower to hand over to, or a
+    /// leader the policy keeps in place).
     Defrag,
     /// It is the leader: move leadership to a caught-up follower first, then defragment it.
     MoveLeaderThenDefrag,
+    /// It is the leader: in place or leadership moved first, decided at its turn from the
+    /// followers' measured defrags (policy `Auto`).
+    LeaderDecidedAtTurn,
     /// Leave it alone.
     Skip,
 }
@@ -345,14 +358,29 @@ fn plan_member(
 ) -> PlannedMember {
     let status = member.status.clone().unwrap_or_default(); // healthy: checked before
     let was_leader = member.id == leader;
-    let (wanted, reason) = needs_defrag(policy, &status);
-    let action = if member.is_learner || !wanted {
+    let (wanted, mut reason) = needs_defrag(policy, &status);
+    let risk = defrag_risk(&status.version);
+    let refused = risk.is_some() && options.refuse_affected_versions;
+    let action = if member.is_learner || !wanted || refused {
         MemberAction::Skip
-    } else if was_leader && options.move_leader && has_voting_follower {
-        MemberAction::MoveLeaderThenDefrag
+    } else if was_leader && has_voting_follower {
+        match options.leader_turn {
+            LeaderTurnPolicy::Auto => MemberAction::LeaderDecidedAtTurn,
+            LeaderTurnPolicy::Always => MemberAction::MoveLeaderThenDefrag,
+            LeaderTurnPolicy::Never => MemberAction::Defrag,
+        }
     } else {
         MemberAction::Defrag
     };
+    if let Some(risk) = risk.filter(|_| wanted && !member.is_learner) {
+        reason = if refused {
+            format!("{reason}; {risk}: refused by the cluster's policy (upgrade, then it is defragmented)")
+        } else {
+            format!(
+                "{reason}; {risk}: defragmented only when caught up with the leader right before its turn"
+            )
+        };
+    }
     let reason = if member.is_learner { format!("learner: never defragmented ({reason})") } else { reason };
     PlannedMember {
         id: member.id,
@@ -386,24 +414,37 @@ pub enum StepDecision {
     Defrag,
     /// It leads now: move leadership to `to` first.
     MoveLeaderTo { to: u64 },
-    /// It leads and leadership stays (no voting follower, or `--no-move-leader`).
+    /// It leads and is defragmented in place (the leader's turn said so, or there is no voting
+    /// follower to hand over to).
     DefragLeader,
+    /// It is more than `max_apply_lag` entries behind the leader: wait for it to catch up (the
+    /// runner stops when it does not within a bound). Why, naming it.
+    Behind(String),
     /// Stop the run: touch nothing more.
     Stop(String),
 }
 
 /// Decides the next member's step. The cluster must still be healthy; leadership may have moved
-/// since planning, so who leads is read from the fresh observations, not the plan.
-pub fn decide_step(member: u64, members: &[MemberObservation], options: &PlanOptions) -> StepDecision {
+/// since planning, so who leads is read from the fresh observations, not the plan. `leader_turn`
+/// is what the leader's turn decided, used only when `member` leads now.
+pub fn decide_step(
+    member: u64,
+    members: &[MemberObservation],
+    options: &PlanOptions,
+    leader_turn: TurnChoice,
+) -> StepDecision {
     let leader = match check_preconditions(members, options) {
         Ok(leader) => leader,
         Err(refusal) => return StepDecision::Stop(refusal.to_string()),
     };
     if member != leader {
-        return StepDecision::Defrag;
+        return match behind_leader(members, member, leader, options.max_apply_lag) {
+            Some(why) => StepDecision::Behind(why),
+            None => StepDecision::Defrag,
+        };
     }
     let has_voting_follower = members.iter().any(|m| m.id != leader && !m.is_learner);
-    if !options.move_leader || !has_voting_follower {
+    if leader_turn == TurnChoice::InPlace || !has_voting_follower {
         return StepDecision::DefragLeader;
     }
     match choose_transfer_target(members, leader, options.max_apply_lag) {
@@ -416,32 +457,27 @@ pub fn decide_step(member: u64, members: &[MemberObservation], options: &PlanOpt
     }
 }
 
-/// Whether leadership can move away from the leader while `member`, a follower, is being
-/// defragmented, and to whom. etcd answers `MoveLeader` only on the raft tick after the transfer
-/// (100 ms by default), so a transfer done in the shadow of the last follower's defrag saves the
-/// run that much. It is done only when [`PlanOptions::early_transfer`] is on (it is off by
-/// default: with one member blocked by its defrag while leadership moves, clients saw far more
-/// failed requests and more often a 7 s stall; see there), the leader is the next member to
-/// defragment, moving is on, and a healthy, caught-up follower other than `member` can take
-/// over: quorum is then the same two healthy members as without the transfer.
-pub fn early_transfer(
-    member: u64,
-    next_to_defrag: Option<u64>,
+/// Why `member` counts as behind the leader, if it does: its applied index is more than
+/// `max_apply_lag` entries short of the leader's commit index.
+pub fn behind_leader(
     members: &[MemberObservation],
-    options: &PlanOptions,
-) -> Option<u64> {
-    if !options.move_leader
-        || !options.early_transfer
-        || decide_step(member, members, options) != StepDecision::Defrag
-    {
-        return None;
-    }
-    let leader = check_preconditions(members, options).ok()?;
-    if next_to_defrag != Some(leader) {
-        return None;
-    }
-    let others: Vec<MemberObservation> = members.iter().filter(|m| m.id != member).cloned().collect();
-    choose_transfer_target(&others, leader, options.max_apply_lag)
+    member: u64,
+    leader: u64,
+    max_apply_lag: u64,
+) -> Option<String> {
+    let status_of = |id: u64| members.iter().find(|m| m.id == id).and_then(|m| m.status.as_ref().ok());
+    let (Some(mine), Some(leaders)) = (status_of(member), status_of(leader)) else {
+        return None; // unhealthy members are refused before this
+    };
+    let lag = leaders.raft_index.saturating_sub(mine.raft_applied_index);
+    (lag > max_apply_lag).then(|| {
+        let name = members.iter().find(|m| m.id == member).map_or(String::new(), |m| m.name.clone());
+        format!(
+            "member {name} ({member:x}) has applied index {}, {lag} entries behind the leader's commit \
+             index {} (at most {max_apply_lag} allowed)",
+            mine.raft_applied_index, leaders.raft_index
+        )
+    })
 }
 
 /// How long the old or the new leader may look unhealthy while leadership moves before the run

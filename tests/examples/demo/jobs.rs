@@ -141,6 +141,9 @@ fn show(job: &str, progress: Progress<'_>) {
                 pod_line(Some(job), info, &planned(m));
             }
         }
+        Progress::LeaderTurnDecided(turn) => {
+            pod_line(Some(job), info, &format!("leader {}'s turn: {}", turn.member, turn.reason))
+        }
         Progress::LeaderMoved { from, to } => {
             pod_line(Some(job), info, &format!("leadership moved {from} → {to}"))
         }
@@ -165,6 +168,9 @@ fn planned(m: &PlannedMember) -> String {
     let action = match m.action {
         MemberAction::Defrag => "defrag",
         MemberAction::MoveLeaderThenDefrag => "move leadership, then defrag",
+        MemberAction::LeaderDecidedAtTurn => {
+            "defrag in place, or move leadership first if its predicted time is over the budget"
+        }
         MemberAction::Skip => "skip",
     };
     format!(

@@ -22,8 +22,15 @@ fn member(id: u64, leader: u64, size: i64, in_use: i64) -> MemberObservation {
             raft_index: 1000,
             raft_applied_index: 1000,
             errors: vec![],
+            version: "3.5.23".into(),
+            db_size_quota: 0,
         }),
     }
+}
+
+fn on_version(mut m: MemberObservation, version: &str) -> MemberObservation {
+    m.status.as_mut().unwrap().version = version.into();
+    m
 }
 
 fn learner(mut m: MemberObservation) -> MemberObservation {
@@ -54,6 +61,14 @@ fn sees_leader(mut m: MemberObservation, leader: u64) -> MemberObservation {
 /// Three members led by 1, every one over both thresholds.
 fn fragmented_trio() -> Vec<MemberObservation> {
     vec![member(1, 1, 200 * MB, 10 * MB), member(2, 1, 200 * MB, 10 * MB), member(3, 1, 200 * MB, 10 * MB)]
+}
+
+fn always() -> PlanOptions {
+    PlanOptions { leader_turn: LeaderTurnPolicy::Always, ..PlanOptions::default() }
+}
+
+fn never() -> PlanOptions {
+    PlanOptions { leader_turn: LeaderTurnPolicy::Never, ..PlanOptions::default() }
 }
 
 fn order(plan: &DefragPlan) -> Vec<(u64, MemberAction)> {
@@ -126,27 +141,33 @@ fn followers_first_by_name_then_the_leader_then_the_skipped() {
     use MemberAction::*;
     let cases: Vec<(&str, Vec<MemberObservation>, PlanOptions, Vec<(u64, MemberAction)>)> = vec![
         (
-            "leader 1 moves leadership before its turn",
+            "Auto: the leader's turn is decided at its turn",
             fragmented_trio(),
             PlanOptions::default(),
+            vec![(2, Defrag), (3, Defrag), (1, LeaderDecidedAtTurn)],
+        ),
+        (
+            "Always: leader 1 moves leadership before its turn",
+            fragmented_trio(),
+            always(),
             vec![(2, Defrag), (3, Defrag), (1, MoveLeaderThenDefrag)],
         ),
         (
             "leader in the middle of the list still goes last",
             vec![member(1, 2, 200 * MB, 0), member(2, 2, 200 * MB, 0), member(3, 2, 200 * MB, 0)],
-            PlanOptions::default(),
+            always(),
             vec![(1, Defrag), (3, Defrag), (2, MoveLeaderThenDefrag)],
         ),
         (
-            "--no-move-leader: leader last, no transfer",
+            "Never: leader last, no transfer",
             fragmented_trio(),
-            PlanOptions { move_leader: false, ..PlanOptions::default() },
+            never(),
             vec![(2, Defrag), (3, Defrag), (1, Defrag)],
         ),
         (
             "a member under the threshold is left alone, listed last",
             vec![member(1, 1, 200 * MB, 0), member(2, 1, 20 * MB, 0), member(3, 1, 200 * MB, 0)],
-            PlanOptions::default(),
+            always(),
             vec![(3, Defrag), (1, MoveLeaderThenDefrag), (2, Skip)],
         ),
         (
@@ -164,7 +185,7 @@ fn followers_first_by_name_then_the_leader_then_the_skipped() {
                 learner(member(4, 1, 200 * MB, 0)),
             ],
             PlanOptions::default(),
-            vec![(2, Defrag), (3, Defrag), (1, MoveLeaderThenDefrag), (4, Skip)],
+            vec![(2, Defrag), (3, Defrag), (1, LeaderDecidedAtTurn), (4, Skip)],
         ),
         (
             "single member allowed: defragmented in place, nobody to hand over to",
@@ -328,47 +349,126 @@ fn transfer_goes_to_the_most_caught_up_healthy_voting_follower() {
 
 #[test]
 fn each_step_rechecks_health_and_who_leads() {
-    let moving = PlanOptions::default();
-    let staying = PlanOptions { move_leader: false, ..PlanOptions::default() };
+    use TurnChoice::{InPlace, TransferFirst};
+    let options = PlanOptions::default();
     let single = PlanOptions { allow_single_member: true, ..PlanOptions::default() };
     let lagging = vec![member(1, 1, 0, 0), applied(member(2, 1, 0, 0), 10), applied(member(3, 1, 0, 0), 10)];
-    let cases: Vec<(&str, u64, Vec<MemberObservation>, PlanOptions, StepDecision)> = vec![
-        ("a follower", 2, fragmented_trio(), moving, StepDecision::Defrag),
-        ("the leader", 1, fragmented_trio(), moving, StepDecision::MoveLeaderTo { to: 2 }),
-        ("the leader, staying", 1, fragmented_trio(), staying, StepDecision::DefragLeader),
+    let cases: Vec<(&str, u64, Vec<MemberObservation>, PlanOptions, TurnChoice, StepDecision)> = vec![
+        ("a follower", 2, fragmented_trio(), options, TransferFirst, StepDecision::Defrag),
         (
-            "planned as a follower, leads now: moved too",
+            "the leader, transfer first",
+            1,
+            fragmented_trio(),
+            options,
+            TransferFirst,
+            StepDecision::MoveLeaderTo { to: 2 },
+        ),
+        ("the leader, in place", 1, fragmented_trio(), options, InPlace, StepDecision::DefragLeader),
+        (
+            "planned as a follower, leads now: its turn decides",
             3,
             fragmented_trio().into_iter().map(|m| sees_leader(m, 3)).collect(),
-            moving,
+            options,
+            TransferFirst,
             StepDecision::MoveLeaderTo { to: 1 },
         ),
         (
             "planned as the leader, follows now: no transfer",
             1,
             fragmented_trio().into_iter().map(|m| sees_leader(m, 2)).collect(),
-            moving,
+            options,
+            TransferFirst,
             StepDecision::Defrag,
         ),
-        ("single member leads", 1, vec![member(1, 1, 0, 0)], single, StepDecision::DefragLeader),
+        (
+            "single member leads",
+            1,
+            vec![member(1, 1, 0, 0)],
+            single,
+            TransferFirst,
+            StepDecision::DefragLeader,
+        ),
+        (
+            "a follower within the lag bound",
+            2,
+            vec![member(1, 1, 0, 0), applied(member(2, 1, 0, 0), 900), member(3, 1, 0, 0)],
+            options,
+            InPlace,
+            StepDecision::Defrag,
+        ),
     ];
-    for (name, id, members, options, want) in cases {
-        assert_eq!(decide_step(id, &members, &options), want, "{name}");
+    for (name, id, members, options, turn, want) in cases {
+        assert_eq!(decide_step(id, &members, &options, turn), want, "{name}");
     }
     for (name, id, members, want) in [
-        ("no caught-up follower for the transfer", 1, lagging, "no healthy follower within 100"),
+        ("no caught-up follower for the transfer", 1, lagging.clone(), "no healthy follower within 100"),
         (
             "a member went down",
             2,
             vec![member(1, 1, 0, 0), member(2, 1, 0, 0), unreachable(member(3, 1, 0, 0))],
             "member m3 (3) is not healthy",
         ),
+        (
+            "a member sees no leader",
+            2,
+            vec![member(1, 1, 0, 0), member(2, 1, 0, 0), sees_leader(member(3, 1, 0, 0), 0)],
+            "member m3 (3) is not healthy: sees no leader",
+        ),
     ] {
-        match decide_step(id, &members, &moving) {
+        match decide_step(id, &members, &options, TransferFirst) {
             StepDecision::Stop(why) => assert!(why.contains(want), "{name}: {why}"),
             other => panic!("{name}: {other:?}"),
         }
     }
+    match decide_step(2, &lagging, &options, InPlace) {
+        StepDecision::Behind(why) => assert_eq!(
+            why,
+            "member m2 (2) has applied index 10, 990 entries behind the leader's commit index 1000 \
+             (at most 100 allowed)"
+        ),
+        other => panic!("a follower far behind: {other:?}"),
+    }
+}
+
+#[test]
+fn affected_versions_are_named_and_refused_when_the_cluster_says_so() {
+    let trio = || {
+        vec![
+            on_version(member(1, 1, 200 * MB, 0), "3.6.7"),
+            on_version(member(2, 1, 200 * MB, 0), "3.5.12"),
+            on_version(member(3, 1, 200 * MB, 0), "3.4.35"),
+        ]
+    };
+    let plan = plan_defrag(&policy(), &PlanOptions::default(), &trio()).unwrap();
+    assert_eq!(
+        order(&plan),
+        vec![(2, MemberAction::Defrag), (3, MemberAction::Defrag), (1, MemberAction::LeaderDecidedAtTurn)]
+    );
+    let reason =
+        |plan: &DefragPlan, id: u64| plan.members.iter().find(|m| m.id == id).unwrap().reason.clone();
+    assert!(
+        reason(&plan, 2).contains("etcd 3.5.12: a defrag that overlaps a snapshot apply"),
+        "{}",
+        reason(&plan, 2)
+    );
+    assert!(reason(&plan, 2).contains("fixed in 3.5.23"), "{}", reason(&plan, 2));
+    assert!(reason(&plan, 3).contains("when caught up with the leader right before its turn"));
+    assert!(!reason(&plan, 1).contains("snapshot apply"), "3.6.7 is fixed: {}", reason(&plan, 1));
+    let refusing = PlanOptions { refuse_affected_versions: true, ..PlanOptions::default() };
+    let plan = plan_defrag(&policy(), &refusing, &trio()).unwrap();
+    assert_eq!(
+        order(&plan),
+        vec![(1, MemberAction::LeaderDecidedAtTurn), (2, MemberAction::Skip), (3, MemberAction::Skip)]
+    );
+    assert!(reason(&plan, 3).contains("refused by the cluster's policy"), "{}", reason(&plan, 3));
+    // A member under the thresholds is skipped for that, and its version is not mentioned.
+    let small = vec![
+        on_version(member(1, 1, 20 * MB, 0), "3.5.1"),
+        member(2, 1, 20 * MB, 0),
+        member(3, 1, 20 * MB, 0),
+    ];
+    let plan = plan_defrag(&policy(), &refusing, &small).unwrap();
+    assert!(!reason(&plan, 1).contains("snapshot"), "{}", reason(&plan, 1));
 }
 
 #[test]
@@ -399,63 +499,6 @@ fn nospace_alarms_are_disarmed_once_space_is_back() {
     ];
     for (name, alarmed, defragmented, quota, want) in cases {
         assert_eq!(alarms_to_disarm(&alarmed, &after, &defragmented, quota), want, "{name}");
-    }
-}
-
-#[test]
-fn leadership_moves_early_only_when_asked_before_the_leaders_turn_and_never_to_the_member_in_defrag() {
-    let moving = PlanOptions { early_transfer: true, ..PlanOptions::default() };
-    let staying = PlanOptions { move_leader: false, ..moving };
-    let trio = fragmented_trio; // led by 1
-    let cases: Vec<(&str, u64, Option<u64>, Vec<MemberObservation>, PlanOptions, Option<u64>)> = vec![
-        ("last follower, leader next: to the other follower", 3, Some(1), trio(), moving, Some(2)),
-        ("first follower: the leader is not next", 2, Some(3), trio(), moving, None),
-        ("last follower, nothing next", 3, None, trio(), moving, None),
-        ("moving is off", 3, Some(1), trio(), staying, None),
-        (
-            "early transfer off (the default): the leader's own turn moves leadership",
-            3,
-            Some(1),
-            trio(),
-            PlanOptions::default(),
-            None,
-        ),
-        ("the member is the leader itself", 1, Some(2), trio(), moving, None),
-        (
-            "the other follower lags: no early transfer (the leader's own turn decides)",
-            3,
-            Some(1),
-            vec![member(1, 1, 0, 0), applied(member(2, 1, 0, 0), 10), member(3, 1, 0, 0)],
-            moving,
-            None,
-        ),
-        (
-            "the other follower is a learner",
-            3,
-            Some(1),
-            vec![member(1, 1, 0, 0), learner(member(2, 1, 0, 0)), member(3, 1, 0, 0), member(4, 1, 0, 0)],
-            moving,
-            Some(4),
-        ),
-        (
-            "the cluster is unhealthy: nothing",
-            3,
-            Some(1),
-            vec![member(1, 1, 0, 0), unreachable(member(2, 1, 0, 0)), member(3, 1, 0, 0)],
-            moving,
-            None,
-        ),
-        (
-            "leadership moved since planning: the next member no longer leads",
-            3,
-            Some(1),
-            trio().into_iter().map(|m| sees_leader(m, 2)).collect(),
-            moving,
-            None,
-        ),
-    ];
-    for (name, member_id, next, members, options, want) in cases {
-        assert_eq!(early_transfer(member_id, next, &members, &options), want, "{name}");
     }
 }
 
