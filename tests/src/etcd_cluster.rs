@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::peer_network::PeerNetwork;
 use etcd_client::{Certificate, Client, CompactionOptions, ConnectOptions, Identity, TlsOptions, Txn, TxnOp};
 
 /// The etcd minor versions the tests run against.
@@ -211,6 +212,9 @@ pub struct ClusterOptions {
     pub quota_backend_bytes: Option<u64>,
     /// Start every member on data restored from a snapshot (see [`RestoreFrom`]).
     pub restore_from: Option<RestoreFrom>,
+    /// Put every member's peer port behind a proxy that can cut or slow it
+    /// ([`EtcdCluster::peers`]).
+    pub peer_faults: bool,
 }
 
 /// A snapshot to start a cluster on, and the tool that restores it into each member's data
@@ -224,7 +228,13 @@ pub struct RestoreFrom {
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { members: 3, client_tls: false, quota_backend_bytes: None, restore_from: None }
+        Self {
+            members: 3,
+            client_tls: false,
+            quota_backend_bytes: None,
+            restore_from: None,
+            peer_faults: false,
+        }
     }
 }
 
@@ -279,6 +289,7 @@ pub struct EtcdCluster {
     pub version: String,
     members: Vec<MemberProcess>,
     tls: Option<ClusterTls>,
+    peers: Option<PeerNetwork>,
     // Last, so the members are killed before their data goes.
     dir: tempfile::TempDir,
 }
@@ -297,8 +308,14 @@ impl EtcdCluster {
                 .tempdir()
                 .map_err(|e| e.to_string())?;
             let tls = options.client_tls.then(|| write_tls(dir.path())).transpose()?;
-            let mut cluster =
-                Self { binary: binary.to_owned(), version: version.clone(), members: vec![], tls, dir };
+            let mut cluster = Self {
+                binary: binary.to_owned(),
+                version: version.clone(),
+                members: vec![],
+                tls,
+                peers: None,
+                dir,
+            };
             cluster.members = cluster.member_processes(&options)?;
             if let Some(restore) = &options.restore_from {
                 cluster.restore(restore)?;
@@ -316,12 +333,31 @@ impl EtcdCluster {
         Err(format!("could not start etcd in {START_ATTEMPTS} attempts: {last_error}"))
     }
 
-    fn member_processes(&self, options: &ClusterOptions) -> Result<Vec<MemberProcess>, String> {
+    fn member_processes(&mut self, options: &ClusterOptions) -> Result<Vec<MemberProcess>, String> {
         let ports = free_ports(options.members * 2)?;
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let peer_url = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
-        let initial_cluster =
-            (0..options.members).map(|i| format!("m{i}={}", peer_url(i))).collect::<Vec<_>>().join(",");
+        // With peer faults, each member advertises its proxy's address to its peers.
+        self.peers = if options.peer_faults {
+            let listeners = (0..options.members)
+                .map(|_| TcpListener::bind("127.0.0.1:0"))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("peer proxy: {e}"))?;
+            let upstream = (0..options.members)
+                .map(|i| std::net::SocketAddr::from(([127, 0, 0, 1], ports[2 * i + 1])))
+                .collect();
+            Some(PeerNetwork::start(listeners, upstream).map_err(|e| format!("peer proxy: {e}"))?)
+        } else {
+            None
+        };
+        let advertised_peer = |i: usize| match &self.peers {
+            Some(peers) => format!("http://{}", peers.advertised[i]),
+            None => peer_url(i),
+        };
+        let initial_cluster = (0..options.members)
+            .map(|i| format!("m{i}={}", advertised_peer(i)))
+            .collect::<Vec<_>>()
+            .join(",");
         let token = format!("groundskeeper-{}", ports[0]);
         Ok((0..options.members)
             .map(|i| {
@@ -333,7 +369,7 @@ impl EtcdCluster {
                     format!("--listen-client-urls={client_url}"),
                     format!("--advertise-client-urls={client_url}"),
                     format!("--listen-peer-urls={}", peer_url(i)),
-                    format!("--initial-advertise-peer-urls={}", peer_url(i)),
+                    format!("--initial-advertise-peer-urls={}", advertised_peer(i)),
                     format!("--initial-cluster={initial_cluster}"),
                     "--initial-cluster-state=new".into(),
                     format!("--initial-cluster-token={token}"),
@@ -575,6 +611,11 @@ impl EtcdCluster {
             let exited = child.as_mut()?.try_wait().ok()?;
             exited.map(|status| format!("{} ({status})", m.name))
         })
+    }
+
+    /// The proxies in front of the members' peer ports (started with `peer_faults`).
+    pub fn peers(&self) -> &PeerNetwork {
+        self.peers.as_ref().expect("the cluster was started with ClusterOptions::peer_faults")
     }
 
     /// Kills member `i` (SIGKILL), as a crash would.

@@ -8,6 +8,7 @@ pub mod apiserver;
 pub mod etcd_cluster;
 pub mod kubelet;
 pub mod measure;
+pub mod peer_network;
 pub mod reference;
 pub mod scylla_agent;
 pub mod scylla_operator;

@@ -19,7 +19,7 @@ use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 use super::compact::{self, Compacted};
 use super::lock::{Acquired, DefragLock};
 use crate::run::{self, Failure, RunClock, StopSignal};
-use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
+use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs, answered_as};
 use groundskeeper_stores::etcd::leader_turn::{
     self, LeaderTurnDecision, LeaderTurnFacts, MeasuredDefrag, TurnChoice,
 };
@@ -468,11 +468,17 @@ impl Run<'_> {
     async fn go(&self) -> Result<(Outcome, String), Failure> {
         let cluster = Cluster::discover(self.options.connection.clone()).await?;
         // Nothing is touched, not even compacted, unless the cluster is fit for it.
-        plan::check_preconditions(&cluster.observe().await, &self.options.plan).map_err(refusal_failure)?;
+        let leader = plan::check_preconditions(&cluster.observe().await, &self.options.plan)
+            .map_err(refusal_failure)?;
         if self.options.dry_run {
             return self.maintain(&cluster).await;
         }
-        match DefragLock::acquire(cluster.clients()).await? {
+        // Through the leader first: a follower that lags or is cut off would time the grant out.
+        let mut clients: Vec<_> = cluster.client_of(leader).into_iter().collect();
+        clients.extend(
+            cluster.members.iter().filter(|m| m.id != leader).filter_map(|m| cluster.client_of(m.id).ok()),
+        );
+        match DefragLock::acquire(clients).await? {
             Acquired::Held(lock) => {
                 *self.lock.borrow_mut() = Some(*lock);
                 let result = self.maintain(&cluster).await;
@@ -930,11 +936,22 @@ impl Run<'_> {
             .member(member.id)
             .and_then(|m| m.url.clone())
             .ok_or_else(|| Failure::retryable(format!("member {} advertises no client URL", member.name)))?;
-        cluster
+        let mut client = cluster
             .connection
             .client(&url, None)
             .await
-            .map_err(|e| Failure::retryable(format!("cannot connect to member {}: {e}", member.name)))
+            .map_err(|e| Failure::retryable(format!("cannot connect to member {}: {e}", member.name)))?;
+        // A new connection to a shared URL may reach another member: make sure it is this one
+        // before a defrag is sent through it.
+        let status = tokio::time::timeout(LINEARIZABLE_READ_TIMEOUT, client.status())
+            .await
+            .map_err(|_| Failure::retryable(format!("member {} did not answer on {url}", member.name)))?
+            .map_err(|e| {
+                Failure::retryable(format!("member {} did not answer on {url}: {e}", member.name))
+            })?;
+        answered_as(&status, member.id)
+            .map_err(|why| Failure::bad_input(format!("member {}: {why}", member.name)))?;
+        Ok(client)
     }
 
     /// Polls while the call is not known to be over. A defrag blocks reads on its member: once a

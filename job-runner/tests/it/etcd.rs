@@ -84,6 +84,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_second_run_is_refused_while_the_lock_is_held,
     the_lock_is_released_through_a_member_that_answers,
     endpoints_of_two_clusters_are_refused,
+    a_shared_endpoint_is_never_taken_for_one_member,
     a_compaction_is_told_even_when_no_member_needs_a_defrag,
     members_that_would_overrun_the_window_are_left_for_the_next,
 );
@@ -409,6 +410,40 @@ async fn the_lock_is_released_through_a_member_that_answers(version: EtcdVersion
             run_binary(&cluster, &["defrag", "--endpoints", &endpoints, "--min-defrag-bytes", &min]);
         assert_eq!(code, exit::SUCCESS, "freeze {freeze}: the retry starts at once: {result:?}");
         cluster.churn(CHURNED_DB).await.expect("churn");
+    }
+}
+
+/// The only endpoint given is shared by every member (each new connection reaches the next one,
+/// as a Service in front of them does): each member is still reached on its own advertised URL,
+/// checked by the id it answers with, so every member is defragmented once, the leader last.
+async fn a_shared_endpoint_is_never_taken_for_one_member(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let members =
+        cluster.client_urls().iter().map(|url| url.trim_start_matches("http://").parse().unwrap()).collect();
+    let shared = groundskeeper_e2e::peer_network::round_robin_endpoint(members).unwrap();
+    let before = cluster.states().await.unwrap();
+    let endpoint = format!("http://{shared}");
+    let min = MIN_DEFRAG_BYTES.to_string();
+    let (code, result) =
+        run_binary(&cluster, &["defrag", "--endpoints", &endpoint, "--min-defrag-bytes", &min]);
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = defrag_report(&result);
+    let mut names: Vec<&str> = report.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["m0", "m1", "m2"]);
+    let leader = before.iter().find(|s| s.is_leader()).unwrap();
+    assert_eq!(report.members.last().unwrap().name, leader.name, "{report:?}");
+    let after = cluster.states().await.unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert!(
+            a.db_size < b.db_size / 2,
+            "{} was not defragmented: {} → {} bytes",
+            a.name,
+            b.db_size,
+            a.db_size
+        );
     }
 }
 

@@ -240,14 +240,25 @@ impl Cluster {
                     m.name().to_owned()
                 },
                 is_learner: m.is_learner(),
-                url: url_of_member.get(&m.id()).cloned().or_else(|| m.client_urls().first().cloned()),
+                url: None,
             })
             .collect();
+        let mut members = members;
         let mut clients = HashMap::new();
-        for member in &members {
-            if let Some(url) = &member.url
+        for (member, advertised) in members.iter_mut().zip(&list) {
+            // The endpoint that answered as this member first, then the URLs it advertises; the
+            // first that answers as this very member is its URL.
+            let candidates: Vec<&String> =
+                url_of_member.get(&member.id).into_iter().chain(advertised.client_urls()).collect();
+            member.url = candidates.first().map(|url| url.to_string());
+            if let Some((url, client)) = verified_client(&connection, member.id, &candidates).await {
+                member.url = Some(url);
+                clients.insert(member.id, client);
+            } else if let Some(url) = &member.url
                 && let Ok(client) = connection.client(url, Some(REQUEST_TIMEOUT)).await
             {
+                // Nothing answered as the member now (it may be down): its first URL, whose
+                // answers `status_of` checks each time.
                 clients.insert(member.id, client);
             }
         }
@@ -280,10 +291,12 @@ impl Cluster {
         }
     }
 
-    /// One member's status, or why it could not be had.
+    /// One member's status, or why it could not be had. An answer from another member (its URL
+    /// is shared, a Service in front of several members, and the connection moved) is refused.
     pub async fn status_of(&self, id: u64) -> Result<MemberStatus, String> {
         let mut client = self.client_of(id)?;
         let status = client.status().await.map_err(|e| e.to_string())?;
+        answered_as(&status, id)?;
         Ok(MemberStatus::from(&status))
     }
 
@@ -308,6 +321,32 @@ struct MemberListAnswer {
     member_id: u64,
     cluster_id: u64,
     members: Vec<etcd_client::Member>,
+}
+
+/// Err unless `status` came from member `id`, naming both and what to do.
+pub fn answered_as(status: &etcd_client::StatusResponse, id: u64) -> Result<(), String> {
+    match status.header().map(|h| h.member_id()) {
+        Some(answered) if answered == id => Ok(()),
+        answered => Err(format!(
+            "its URL was answered by member {:x}, not by {id:x}: a URL shared by several members (a \
+             Service in front of them) cannot address one member; list every member's own URL in the \
+             endpoints",
+            answered.unwrap_or_default()
+        )),
+    }
+}
+
+/// A client on the first of `urls` that answers as member `id`.
+async fn verified_client(connection: &Connection, id: u64, urls: &[&String]) -> Option<(String, Client)> {
+    for url in urls {
+        let Ok(mut client) = connection.client(url, Some(REQUEST_TIMEOUT)).await else {
+            continue;
+        };
+        if client.status().await.is_ok_and(|status| answered_as(&status, id).is_ok()) {
+            return Some((url.to_string(), client));
+        }
+    }
+    None
 }
 
 async fn member_list_via(
