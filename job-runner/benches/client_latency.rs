@@ -304,12 +304,13 @@ struct RunFigures {
     leases_lost: usize,
     renewals: usize,
     renewals_failed: usize,
-    /// The slowest write, load or lease renewal, retries included: latency, phase, what.
-    worst_write: (Duration, &'static str, &'static str),
-    /// The slowest request of any kind, retries included: latency, phase, what.
-    worst: (Duration, &'static str, &'static str),
-    /// Failures by phase, what, and error; raw (first attempt) and with retries.
-    errors: BTreeMap<(&'static str, &'static str, String), (usize, usize)>,
+    /// The slowest write, load or lease renewal, retries included: latency, when it was due
+    /// (the phase, and during the maintenance what it was doing), what.
+    worst_write: (Duration, String, &'static str),
+    /// The slowest request of any kind, retries included: latency, when it was due, what.
+    worst: (Duration, String, &'static str),
+    /// Failures by when they were due, what, and error; raw (first attempt) and with retries.
+    errors: BTreeMap<(String, &'static str, String), (usize, usize)>,
 }
 
 impl RunFigures {
@@ -381,7 +382,7 @@ async fn one_run(
     let load = Load::start(&cluster, config).await?;
     tokio::time::sleep(config.phase).await;
     let started = Instant::now();
-    let (planned_transfers, defrags, leader_turn) = match contender {
+    let (planned_transfers, defrags, leader_turn, windows) = match contender {
         Contender::Groundskeeper(turn) => groundskeeper(&cluster, turn).await?,
         Contender::Sequential => sequential(&before).await?,
     };
@@ -399,6 +400,11 @@ async fn one_run(
             2
         }
     };
+    // Where a request was due: before, after, or during, and then during what.
+    let place = |due: Instant| match phase_of(due) {
+        1 => format!("during {}", cause(&windows, due)),
+        p => PHASES[p].to_string(),
+    };
     let phases = [0, 1, 2]
         .map(|p| PhaseStats::of(&samples.iter().filter(|s| phase_of(s.due) == p).collect::<Vec<_>>()));
     let what = |write: bool| if write { "a write" } else { "a read" };
@@ -406,23 +412,23 @@ async fn one_run(
         .renewals
         .iter()
         .max_by_key(|r| r.latency)
-        .map(|r| (r.latency, PHASES[phase_of(r.due)], "a lease renewal"));
+        .map(|r| (r.latency, place(r.due), "a lease renewal"));
     let slowest_write = samples
         .iter()
         .filter(|s| s.write)
         .max_by_key(|s| s.latency)
-        .map(|s| (s.latency, PHASES[phase_of(s.due)], "a write"));
-    let slowest =
-        samples.iter().max_by_key(|s| s.latency).map(|s| (s.latency, PHASES[phase_of(s.due)], what(s.write)));
-    let none = (Duration::ZERO, "none", "none");
-    let worst_write = slowest_write.into_iter().chain(slowest_renewal).max_by_key(|w| w.0).unwrap_or(none);
+        .map(|s| (s.latency, place(s.due), "a write"));
+    let slowest = samples.iter().max_by_key(|s| s.latency).map(|s| (s.latency, place(s.due), what(s.write)));
+    let none = (Duration::ZERO, "none".to_string(), "none");
+    let worst_write =
+        slowest_write.into_iter().chain(slowest_renewal.clone()).max_by_key(|w| w.0).unwrap_or(none.clone());
     let worst = slowest.into_iter().chain(slowest_renewal).max_by_key(|w| w.0).unwrap_or(none);
     let mut errors: BTreeMap<_, (usize, usize)> = BTreeMap::new();
     for s in &samples {
-        let phase = PHASES[phase_of(s.due)];
+        let phase = place(s.due);
         let kind = if s.write { "write" } else { "read" };
         if let Some(error) = &s.first_error {
-            errors.entry((phase, kind, error.clone())).or_default().0 += 1;
+            errors.entry((phase.clone(), kind, error.clone())).or_default().0 += 1;
         }
         if let Some(error) = &s.error {
             errors.entry((phase, kind, error.clone())).or_default().1 += 1;
@@ -430,7 +436,7 @@ async fn one_run(
     }
     for r in &leases.renewals {
         if let Some(error) = &r.error {
-            let entry = errors.entry((PHASES[phase_of(r.due)], "lease renewal", error.clone())).or_default();
+            let entry = errors.entry((place(r.due), "lease renewal", error.clone())).or_default();
             entry.0 += 1;
             entry.1 += 1;
         }
@@ -479,7 +485,32 @@ fn load_key(k: u64) -> String {
     format!("load/{k:08}")
 }
 
-type Maintenance = (u64, Vec<(String, bool, Duration)>, Turn);
+type Maintenance = (u64, Vec<(String, bool, Duration)>, Turn, Vec<Window>);
+
+/// What the maintenance was doing from `from` to `to`.
+#[derive(Debug, Clone)]
+struct Window {
+    from: Instant,
+    to: Instant,
+    what: &'static str,
+}
+
+const FOLLOWER: &str = "a follower's defrag";
+const LEADER_TURN: &str = "the leader's turn";
+const BETWEEN: &str = "between defrags";
+
+/// What the maintenance was doing when a request was due: the leader's turn (from its decision,
+/// through any transfer, to the end of the old leader's defrag), a follower's defrag, or neither.
+fn cause(windows: &[Window], due: Instant) -> &'static str {
+    let within = |what: &str| windows.iter().any(|w| w.what == what && w.from <= due && due < w.to);
+    if within(LEADER_TURN) {
+        LEADER_TURN
+    } else if within(FOLLOWER) {
+        FOLLOWER
+    } else {
+        BETWEEN
+    }
+}
 
 /// The runner's own defrag run, in this process, with the given leader's-turn policy. Returns
 /// the leadership transfers it made, each member's defrag time, and the leader's turn.
@@ -489,7 +520,21 @@ async fn groundskeeper(cluster: &EtcdCluster, leader_turn: LeaderTurnPolicy) -> 
     args.member_timeout_seconds = 600;
     let mut options = args.options().map_err(|f| f.message)?;
     options.plan.leader_turn = leader_turn;
-    let result = run_defrag(&options, &mut |_: Progress<'_>| {}).await;
+    // When each step happened: the leader's turn decided, each member started and done.
+    let mut decided: Option<(Instant, String)> = None;
+    let mut started: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut done: BTreeMap<String, Instant> = BTreeMap::new();
+    let result = run_defrag(&options, &mut |progress: Progress<'_>| match progress {
+        Progress::LeaderTurnDecided(turn) => decided = Some((Instant::now(), turn.member.clone())),
+        Progress::MemberStarted(member) => {
+            started.insert(member.name.clone(), Instant::now());
+        }
+        Progress::MemberDone(member) => {
+            done.insert(member.name.clone(), Instant::now());
+        }
+        _ => {}
+    })
+    .await;
     let Report::Defrag(report) = &result.report else {
         return Err("the run returned no defrag report".into());
     };
@@ -506,7 +551,19 @@ async fn groundskeeper(cluster: &EtcdCluster, leader_turn: LeaderTurnPolicy) -> 
         .as_ref()
         .map(Turn::of)
         .ok_or_else(|| "the defrag report tells no leader's turn".to_string())?;
-    Ok((u64::from(report.leader_moved_to.is_some()), defrags, turn))
+    let (turn_from, leader) = decided.ok_or_else(|| "no leader's turn was decided".to_string())?;
+    let mut windows = Vec::new();
+    for m in &report.members {
+        let (Some(&from), Some(&to)) = (started.get(&m.name), done.get(&m.name)) else {
+            continue;
+        };
+        if m.name == leader {
+            windows.push(Window { from: turn_from, to, what: LEADER_TURN });
+        } else {
+            windows.push(Window { from, to: from + Duration::from_millis(m.duration_ms), what: FOLLOWER });
+        }
+    }
+    Ok((u64::from(report.leader_moved_to.is_some()), defrags, turn, windows))
 }
 
 /// `Defragment` on each member in turn, followers first, the leader last, nothing in between.
@@ -514,6 +571,7 @@ async fn sequential(before: &[MemberState]) -> Result<Maintenance, String> {
     let mut order: Vec<&MemberState> = before.iter().filter(|s| !s.is_leader()).collect();
     order.extend(before.iter().filter(|s| s.is_leader()));
     let mut defrags = Vec::new();
+    let mut windows = Vec::new();
     for member in order {
         // No request time-out: the call lasts as long as the defrag.
         let mut client = Client::connect([member.client_url.as_str()], None)
@@ -522,10 +580,12 @@ async fn sequential(before: &[MemberState]) -> Result<Maintenance, String> {
         let started = Instant::now();
         client.defragment().await.map_err(|e| format!("defragment {}: {e}", member.name))?;
         defrags.push((member.name.clone(), member.is_leader(), started.elapsed()));
+        let what = if member.is_leader() { LEADER_TURN } else { FOLLOWER };
+        windows.push(Window { from: started, to: Instant::now(), what });
     }
     let leader = defrags.iter().find(|d| d.1).map(|d| d.2);
     let turn = Turn { choice: "in place", predicted: None, actual: leader };
-    Ok((0, defrags, turn))
+    Ok((0, defrags, turn, windows))
 }
 
 /// An etcd error in a few words: the gRPC code and etcd's message.
@@ -828,8 +888,8 @@ fn runs_of(runs: &[(Contender, RunFigures)], contender: Contender) -> Vec<&RunFi
 }
 
 /// The worst write stall over a contender's runs.
-fn worst_write(mine: &[&RunFigures]) -> (Duration, &'static str, &'static str) {
-    mine.iter().map(|r| r.worst_write).max_by_key(|w| w.0).expect("a run")
+fn worst_write(mine: &[&RunFigures]) -> (Duration, String, &'static str) {
+    mine.iter().map(|r| r.worst_write.clone()).max_by_key(|w| w.0).expect("a run")
 }
 
 /// The leader's turn over a contender's runs: each choice with its count, and the medians of the
