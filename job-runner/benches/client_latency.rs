@@ -32,10 +32,13 @@
 //!
 //! Reported per phase: requests, failed requests without and with retries, p50/p99/max latency
 //! (with retries); per run: leases lost, failed renewals, the worst write stall (load writes and
-//! lease renewals), the maintenance's wall time, raft term changes seen through each member's
-//! `Status` (a planned leadership transfer is one term; every other term change is an election),
-//! and the leader's turn the runner chose. Latency is measured from the moment a request was due,
-//! not from when it was sent, so a stalled member shows as latency and never as fewer requests.
+//! lease renewals due from the maintenance's start on), the maintenance's wall time, raft term
+//! changes seen through each member's `Status` (a planned leadership transfer is one term; every
+//! other term change is an election), and the leader's turn the runner chose. Each failure and
+//! the worst stall say what the maintenance was doing when the request was due: a follower's
+//! defrag, the leader's turn (from its decision, through any transfer, to the end of the old
+//! leader's defrag), or neither. Latency is measured from the moment a request was due, not from
+//! when it was sent, so a stalled member shows as latency and never as fewer requests.
 //!
 //! ```sh
 //! cargo bench -p groundskeeper-job --bench client_latency
@@ -304,10 +307,12 @@ struct RunFigures {
     leases_lost: usize,
     renewals: usize,
     renewals_failed: usize,
-    /// The slowest write, load or lease renewal, retries included: latency, when it was due
-    /// (the phase, and during the maintenance what it was doing), what.
+    /// The slowest write, load or lease renewal, due from the maintenance's start on, retries
+    /// included: latency, when it was due (the phase, and during the maintenance what it was
+    /// doing), what.
     worst_write: (Duration, String, &'static str),
-    /// The slowest request of any kind, retries included: latency, when it was due, what.
+    /// The slowest request of any kind due from the maintenance's start on, retries included:
+    /// latency, when it was due, what.
     worst: (Duration, String, &'static str),
     /// Failures by when they were due, what, and error; raw (first attempt) and with retries.
     errors: BTreeMap<(String, &'static str, String), (usize, usize)>,
@@ -408,17 +413,25 @@ async fn one_run(
     let phases = [0, 1, 2]
         .map(|p| PhaseStats::of(&samples.iter().filter(|s| phase_of(s.due) == p).collect::<Vec<_>>()));
     let what = |write: bool| if write { "a write" } else { "a read" };
+    // The maintenance's doing: what was due from its start on (a stall before it is the
+    // machine's, not the maintenance's).
+    let since_start = |due: Instant| due >= started;
     let slowest_renewal = leases
         .renewals
         .iter()
+        .filter(|r| since_start(r.due))
         .max_by_key(|r| r.latency)
         .map(|r| (r.latency, place(r.due), "a lease renewal"));
     let slowest_write = samples
         .iter()
-        .filter(|s| s.write)
+        .filter(|s| s.write && since_start(s.due))
         .max_by_key(|s| s.latency)
         .map(|s| (s.latency, place(s.due), "a write"));
-    let slowest = samples.iter().max_by_key(|s| s.latency).map(|s| (s.latency, place(s.due), what(s.write)));
+    let slowest = samples
+        .iter()
+        .filter(|s| since_start(s.due))
+        .max_by_key(|s| s.latency)
+        .map(|s| (s.latency, place(s.due), what(s.write)));
     let none = (Duration::ZERO, "none".to_string(), "none");
     let worst_write =
         slowest_write.into_iter().chain(slowest_renewal.clone()).max_by_key(|w| w.0).unwrap_or(none.clone());
