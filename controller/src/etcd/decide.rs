@@ -27,6 +27,9 @@ use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest
 use groundskeeper_stores::etcd::plan::{
     DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
 };
+use groundskeeper_stores::etcd::versions::{
+    DEFRAG_RACE_FIXED_3_5, DEFRAG_RACE_FIXED_3_6, DefragRisk, defrag_risk,
+};
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
@@ -48,6 +51,8 @@ use groundskeeper_protocol::names::bounded_name;
 pub const PROGRESSING: &str = "DefragControllerProgressing";
 pub const DEGRADED: &str = "DefragControllerDegraded";
 pub const DISABLED: &str = "DefragControllerDisabled";
+/// True while a member runs an etcd version whose defrag can corrupt data beside a snapshot.
+pub const VERSION_RISK: &str = "DefragVersionRisk";
 
 /// Where the Job finds the client TLS Secret's files.
 pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
@@ -307,11 +312,45 @@ pub fn decide(input: &Input) -> Decision {
         None => progressing(active, submit.as_ref()),
     };
     let mut conditions = conditions(policy.enabled, progress, degraded);
+    conditions.push(version_condition(policy, &status.members));
     if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
         conditions.push(condition);
         events.extend(event);
     }
     Decision { conditions, status, submit, events, requeue_after }
+}
+
+/// `DefragVersionRisk`: True while a member runs an etcd version whose defrag can corrupt data
+/// when it overlaps a snapshot apply, naming the members, their versions, the fix and what the
+/// runner does about it.
+pub(crate) fn version_condition(policy: &Policy, members: &[EtcdMemberStatus]) -> Condition {
+    let mut affected: Vec<(String, DefragRisk)> =
+        members.iter().filter_map(|m| Some((m.name.clone(), defrag_risk(m.version.as_deref()?)?))).collect();
+    if affected.is_empty() {
+        return Condition::new(
+            VERSION_RISK,
+            false,
+            "NoAffectedVersion",
+            "no member runs an affected etcd version",
+        );
+    }
+    affected.sort_by(|a, b| a.0.cmp(&b.0));
+    let named: Vec<String> =
+        affected.iter().map(|(name, risk)| format!("{name} ({})", risk.version)).collect();
+    let handling = if policy.refuse_affected_versions {
+        "they are not defragmented (spec.policy.refuseAffectedVersions); upgrade them"
+    } else {
+        "each is defragmented only when caught up with the leader right before its turn; upgrade, or \
+         set spec.policy.refuseAffectedVersions to skip them"
+    };
+    let message = format!(
+        "{}: a defrag that overlaps a snapshot apply can corrupt a member's data (etcd #20650, #20653), \
+         fixed in {} (3.6: {}); {handling}",
+        named.join(", "),
+        DEFRAG_RACE_FIXED_3_5,
+        DEFRAG_RACE_FIXED_3_6,
+    );
+    Condition::new(VERSION_RISK, true, "AffectedVersion", message)
 }
 
 fn partitioned(policy: &Policy) -> bool {

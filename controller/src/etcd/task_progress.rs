@@ -124,7 +124,7 @@ fn defrag_members(
                 state,
                 job: Some(job.to_owned()),
                 completed_at: finished_at.clone(),
-                message: Some(member.reason.clone()),
+                message: Some(with_leader_turn(report, &member.name, &member.reason)),
                 bytes_reclaimed: member
                     .defragmented
                     .then(|| (member.db_size_before - member.db_size_after).max(0)),
@@ -135,6 +135,23 @@ fn defrag_members(
             }
         })
         .collect()
+}
+
+/// The leader's message says how its turn was decided (in place or leadership moved first, on
+/// what prediction) and what it took.
+fn with_leader_turn(report: &DefragReport, member: &str, reason: &str) -> String {
+    match &report.leader_turn {
+        Some(turn) if turn.member == member => {
+            let actual = turn.actual_ms.map(|ms| format!("; its defrag took {:.1}s", ms as f64 / 1000.0));
+            format!(
+                "{reason}; leader's turn ({}): {}{}",
+                turn.policy,
+                turn.reason,
+                actual.unwrap_or_default()
+            )
+        }
+        _ => reason.to_owned(),
+    }
 }
 
 /// A member's state in the task from what the runner says happened to it (read from the older
@@ -290,6 +307,37 @@ mod tests {
         assert_eq!(
             summary(&nodes),
             "compacted to revision 42; defragmented 1 member(s), 5.7 MiB reclaimed (6000000 bytes)"
+        );
+    }
+
+    #[test]
+    fn the_leaders_message_says_how_its_turn_was_decided() {
+        let mut result = defrag(
+            Outcome::Succeeded,
+            vec![
+                member("m1", 9_000_000, 3_000_000, true, "over"),
+                member("m0", 9_000_000, 3_000_000, true, "over"),
+            ],
+        );
+        let Report::Defrag(report) = &mut result.report else { unreachable!() };
+        report.leader_turn = Some(groundskeeper_protocol::result::LeaderTurn {
+            member: "m0".into(),
+            policy: "auto".into(),
+            choice: groundskeeper_protocol::result::LeaderChoice::InPlace,
+            reason: "predicted 1.2s (…) ≤ the 5.0s budget: in place, no transfer".into(),
+            predicted_ms: Some(1200),
+            budget_ms: 5000,
+            rate_bytes_per_second: Some(7_500_000),
+            rate_from: Some("this run's followers (1)".into()),
+            actual_ms: Some(1400),
+        });
+        let nodes = member_progress(&result, "j", "main", None);
+        assert_eq!(nodes[0].message.as_deref(), Some("over"));
+        assert_eq!(
+            nodes[1].message.as_deref(),
+            Some(
+                "over; leader's turn (auto): predicted 1.2s (…) ≤ the 5.0s budget: in place, no transfer; its defrag took 1.4s"
+            )
         );
     }
 

@@ -17,7 +17,7 @@ use groundskeeper_controller::conditions::ConditionStatus;
 use groundskeeper_controller::etcd::apply::automatic_task;
 use groundskeeper_controller::etcd::decide::{
     ClusterTaskView, DEGRADED, DISABLED, Decision, Input, Observed, PARTITION_ID_COLLISION, PROGRESSING,
-    check_due, decide, task_name,
+    VERSION_RISK, check_due, decide, task_name,
 };
 use groundskeeper_controller::etcd::observe::ObservedMember;
 use groundskeeper_controller::etcd::policy::Policy;
@@ -949,4 +949,50 @@ fn due_work_is_held_by_a_suspension_or_a_closed_window() {
     let spec = MaintenanceWindowsSpec { time_zone: "UTC".into(), windows: vec!["* 10:00-14:00".into()] };
     inside.windows = Some(Windows::new(&spec).map_err(|e| format!("{e:?}")));
     assert!(run(&inside).submit.is_some(), "inside the window");
+}
+
+fn on_version(mut m: ObservedMember, version: &str) -> ObservedMember {
+    m.member.status.as_mut().unwrap().version = version.into();
+    m
+}
+
+#[test]
+fn members_on_an_affected_etcd_version_are_named_in_a_condition() {
+    let mut members = tidy_trio();
+    members[0] = on_version(members[0].clone(), "3.5.12");
+    members[2] = on_version(members[2].clone(), "3.4.35");
+    let mut c = case(members);
+    let (status, reason, message) = condition(&run(&c), VERSION_RISK);
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "AffectedVersion"));
+    assert!(
+        message.starts_with("etcd-0 (3.5.12), etcd-2 (3.4.35): a defrag that overlaps a snapshot apply"),
+        "{message}"
+    );
+    assert!(message.contains("fixed in 3.5.23 (3.6: 3.6.5)"), "{message}");
+    assert!(message.contains("only when caught up with the leader right before its turn"), "{message}");
+    c.spec.policy.refuse_affected_versions = true;
+    let (_, _, message) = condition(&run(&c), VERSION_RISK);
+    assert!(message.contains("they are not defragmented (spec.policy.refuseAffectedVersions)"), "{message}");
+    let fixed = case(tidy_trio()); // every member on 3.5.23
+    let (status, reason, _) = condition(&run(&fixed), VERSION_RISK);
+    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "NoAffectedVersion"));
+}
+
+#[test]
+fn leader_turn_and_move_leader_that_contradict_are_named() {
+    let mut c = case(tidy_trio());
+    c.spec.policy.move_leader = false;
+    c.spec.policy.leader_turn = Some(groundskeeper_api::etcd_cluster::LeaderTurn::Always);
+    let err = Policy::from_spec(&c.spec).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.policy.moveLeader: false contradicts spec.policy.leaderTurn: Always"),
+        "{err}"
+    );
+    c.spec.policy.leader_turn = Some(groundskeeper_api::etcd_cluster::LeaderTurn::Never);
+    assert_eq!(Policy::from_spec(&c.spec).unwrap().leader_turn, LeaderTurnPolicy::Never);
+    c.spec.policy.move_leader = true;
+    c.spec.policy.leader_turn = None;
+    c.spec.policy.quota_backend_bytes = Some(0);
+    let err = Policy::from_spec(&c.spec).unwrap_err().to_string();
+    assert!(err.contains("spec.policy.quotaBackendBytes: 0 must be more than 0"), "{err}");
 }

@@ -11,6 +11,7 @@ use etcd_client::{Client, CompactionOptions};
 use groundskeeper_protocol::result::CompactReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 
+use super::lock::{Acquired, DefragLock};
 use crate::run::{self, Failure, RunClock, StopSignal};
 use futures::future::join_all;
 use groundskeeper_stores::etcd::connect::{
@@ -156,13 +157,34 @@ async fn compact_with(
     report: &mut CompactReport,
 ) -> Result<Outcome, Failure> {
     let mut client = first_answering_client(connection).await?;
-    report.current_revision = current_revision(&mut client).await?;
+    // Never beside a defrag of the same cluster (nor a second compaction): the cluster's lock.
+    // A cluster out of space grants no lease; compacting is then part of the cure.
+    let lock = match DefragLock::acquire(vec![client.clone()]).await? {
+        Acquired::Held(lock) => Some(lock),
+        Acquired::NoSpace(why) => {
+            tracing::warn!(%why, "the cluster takes no write: compacting without the lock");
+            None
+        }
+    };
+    let compacted = compact_once(&mut client, target, physical, report).await;
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
+    compacted
+}
+
+async fn compact_once(
+    client: &mut Client,
+    target: CompactTarget,
+    physical: bool,
+    report: &mut CompactReport,
+) -> Result<Outcome, Failure> {
+    report.current_revision = current_revision(client).await?;
     let Some(revision) = target_revision(target, report.current_revision)? else {
         return Ok(Outcome::Skipped);
     };
     report.compacted_revision = revision;
-    report.already_compacted =
-        compact_to(&mut client, revision, physical).await? == Compacted::AlreadyCompacted;
+    report.already_compacted = compact_to(client, revision, physical).await? == Compacted::AlreadyCompacted;
     Ok(Outcome::Succeeded)
 }
 

@@ -1,6 +1,8 @@
-//! One defrag run at a time per etcd cluster: an advisory lock kept in the cluster itself. Two
-//! runs started together (a Job retried while its first pod still runs, a task and a hand-run)
-//! would otherwise each defragment every member, one after the other.
+//! One defrag or compaction run at a time per etcd cluster: an advisory lock kept in the cluster
+//! itself. Two runs started together (a Job retried while its first pod still runs, a task and a
+//! hand-run) would otherwise each defragment every member, one after the other, or compact while
+//! a member is being defragmented (etcd 3.8 refuses a defrag during a compaction; earlier
+//! versions let the two contend for the member's backend).
 //!
 //! The lock is a lease with a fixed id ([`LOCK_LEASE_ID`]): etcd grants a lease id once, so the
 //! first run's grant succeeds and the second's is refused ("lease already exists"). A lease
@@ -129,9 +131,9 @@ pub fn refusal(left: Option<i64>) -> String {
         _ => String::new(),
     };
     format!(
-        "another defrag run holds this cluster's lock (lease {LOCK_LEASE_ID:x}{left}); nothing was \
-         done, retry once it has finished (a holder that died lets go {LEASE_TTL_SECONDS}s after it \
-         last renewed the lock)"
+        "another defrag or compaction run holds this cluster's lock (lease {LOCK_LEASE_ID:x}{left}); \
+         nothing was done, retry once it has finished (a holder that died lets go {LEASE_TTL_SECONDS}s \
+         after it last renewed the lock)"
     )
 }
 

@@ -349,8 +349,14 @@ async fn a_second_run_is_refused_while_the_lock_is_held(version: EtcdVersion) {
     let (code, result) = run_binary(&cluster, &args);
     assert_eq!(code, exit::RETRYABLE, "{result:?}");
     let message = result.error.unwrap().message;
-    assert!(message.contains("another defrag run holds this cluster's lock"), "{message}");
+    assert!(message.contains("another defrag or compaction run holds this cluster's lock"), "{message}");
     assert!(message.contains("s left unless renewed"), "{message}");
+    // A compaction does not run beside it either: the same lock.
+    let compact = ["compact", "--endpoints", &endpoints, "--retain-revisions", "0"];
+    let (code, result) = run_binary(&cluster, &compact);
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    let message = result.error.unwrap().message;
+    assert!(message.contains("another defrag or compaction run holds this cluster's lock"), "{message}");
     let after = cluster.states().await.unwrap();
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(
