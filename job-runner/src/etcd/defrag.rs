@@ -618,7 +618,9 @@ impl Run<'_> {
             });
             failure
         };
-        let (observed, decision, turn) = self.ready_for(cluster, member).await.map_err(stopped_here)?;
+        let non_blocking = self.reports_non_blocking_defrag(cluster, member).await;
+        let (observed, decision, turn) =
+            self.ready_for(cluster, member, non_blocking).await.map_err(stopped_here)?;
         let was_leader = match decision {
             StepDecision::MoveLeaderTo { to } => {
                 self.record_turn(member, turn.as_ref());
@@ -698,12 +700,13 @@ impl Run<'_> {
         &self,
         cluster: &Cluster,
         member: &PlannedMember,
+        non_blocking: bool,
     ) -> Result<(Vec<MemberObservation>, StepDecision, Option<LeaderTurnDecision>), Failure> {
         let deadline = Instant::now() + self.options.catch_up_timeout;
         let mut delay = PollDelay::new();
         loop {
             let observed = cluster.observe().await;
-            let turn = self.leader_turn_for(&observed, member);
+            let turn = self.leader_turn_for(&observed, member, non_blocking);
             let choice = turn.as_ref().map_or(TurnChoice::InPlace, |t| t.choice);
             match plan::decide_step(member.id, &observed, &self.options.plan, choice) {
                 StepDecision::Stop(why) => {
@@ -754,6 +757,7 @@ impl Run<'_> {
         &self,
         observed: &[MemberObservation],
         member: &PlannedMember,
+        non_blocking: bool,
     ) -> Option<LeaderTurnDecision> {
         let leader = plan::check_preconditions(observed, &self.options.plan).ok()?;
         let has_voting_follower = observed.iter().any(|m| m.id != leader && !m.is_learner);
@@ -768,8 +772,23 @@ impl Run<'_> {
             leader_db_size: status_size(observed, member.id).unwrap_or(member.db_size),
             measured: &measured,
             earlier_rate,
-            non_blocking: false,
+            non_blocking,
         }))
+    }
+
+    /// Whether the member's metrics report a non-blocking defrag (its `NonBlockingDefrag` gate
+    /// on). Metrics that cannot be read count as no: the careful choice.
+    async fn reports_non_blocking_defrag(&self, cluster: &Cluster, member: &PlannedMember) -> bool {
+        let Some(url) = cluster.member(member.id).and_then(|m| m.url.clone()) else {
+            return false;
+        };
+        match cluster.connection.metrics(&url, LINEARIZABLE_READ_TIMEOUT).await {
+            Ok(metrics) => versions::reports_non_blocking_defrag(&metrics),
+            Err(why) => {
+                tracing::debug!(member = %member.name, %why, "metrics not read: its defrag counts as blocking");
+                false
+            }
+        }
     }
 
     fn record_turn(&self, member: &PlannedMember, turn: Option<&LeaderTurnDecision>) {

@@ -296,6 +296,23 @@ async fn client_tls_with_generated_certificates(version: EtcdVersion) {
     let (code, result) = run_binary(&cluster, &args);
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert!(defrag_report(&result).members.iter().all(|m| m.defragmented));
+    // A member's metrics (read for its defrag's feature gate) come over the same client TLS.
+    let tls = cluster.tls().unwrap();
+    let connection = groundskeeper_stores::etcd::connect::EndpointArgs {
+        endpoints: cluster.client_urls(),
+        cacert: Some(tls.ca.clone()),
+        cert: Some(tls.client_cert.clone()),
+        key: Some(tls.client_key.clone()),
+        ..Default::default()
+    }
+    .connection()
+    .unwrap();
+    let metrics = connection.metrics(&cluster.client_urls()[0], Duration::from_secs(5)).await.unwrap();
+    assert!(metrics.contains("etcd_server_version"), "{}", &metrics[..metrics.len().min(300)]);
+    assert!(
+        !groundskeeper_stores::etcd::versions::reports_non_blocking_defrag(&metrics),
+        "3.4 and 3.5 block"
+    );
 
     // Without a client certificate the members refuse us: unreachable, retryable.
     let ca = cluster.tls().unwrap().ca.display().to_string();

@@ -43,6 +43,8 @@ pub struct EndpointArgs {
 pub struct Connection {
     pub endpoints: Vec<String>,
     tls: Option<TlsOptions>,
+    /// The same TLS material as PEM, for plain HTTPS requests to a member (`/metrics`).
+    pem: Option<(Vec<u8>, Option<(Vec<u8>, Vec<u8>)>)>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -142,11 +144,12 @@ impl Connection {
                 "--cacert is required with https:// endpoints (the CA that signed the members' certificates)",
             ));
         }
+        let pem = ca.clone().map(|ca| (ca, identity.as_ref().map(|i| (i.cert.clone(), i.key.clone()))));
         let tls = match ca {
             Some(ca) => Some(tls_options(ca, identity, source)?),
             None => None,
         };
-        Ok(Connection { endpoints, tls })
+        Ok(Connection { endpoints, tls, pem })
     }
 }
 
@@ -175,6 +178,24 @@ impl Connection {
     /// Whether the members are reached over TLS.
     pub fn has_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// A member's Prometheus metrics (`GET <client URL>/metrics`), over the same TLS as its gRPC.
+    pub async fn metrics(&self, url: &str, timeout: Duration) -> Result<String, String> {
+        let mut builder = reqwest::Client::builder().timeout(timeout).connect_timeout(CONNECT_TIMEOUT);
+        if let Some((ca, identity)) = &self.pem {
+            for cert in reqwest::Certificate::from_pem_bundle(ca).map_err(|e| e.to_string())? {
+                builder = builder.add_root_certificate(cert);
+            }
+            if let Some((cert, key)) = identity {
+                let pem = [cert.as_slice(), b"\n", key.as_slice()].concat();
+                builder = builder.identity(reqwest::Identity::from_pem(&pem).map_err(|e| e.to_string())?);
+            }
+        }
+        let client = builder.build().map_err(|e| e.to_string())?;
+        let response = client.get(format!("{url}/metrics")).send().await.map_err(|e| e.to_string())?;
+        let response = response.error_for_status().map_err(|e| e.to_string())?;
+        response.text().await.map_err(|e| e.to_string())
     }
 
     /// A client bound to one URL. `timeout` bounds every request of this client.

@@ -100,6 +100,18 @@ pub fn trusted_quota(version: &str, status_quota: i64, spec_quota: Option<i64>) 
     if trusted && status_quota > 0 { Some(status_quota) } else { spec_quota.filter(|q| *q > 0) }
 }
 
+/// Whether a member's metrics say its defrag does not block: etcd's `NonBlockingDefrag`
+/// feature gate (3.8 and OpenShift's etcd), which copies the data in the background and blocks
+/// only ~100 ms at the end, is on. etcd reports its gates as
+/// `etcd_server_feature_enabled{name="…",stage="…"} 1`.
+pub fn reports_non_blocking_defrag(metrics: &str) -> bool {
+    metrics.lines().any(|line| {
+        line.starts_with("etcd_server_feature_enabled{")
+            && line.contains("name=\"NonBlockingDefrag\"")
+            && line.rsplit_once(' ').is_some_and(|(_, value)| value.trim().parse::<f64>() == Ok(1.0))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +164,17 @@ mod tests {
              (etcd #20650, #20653); fixed in 3.5.23"
         );
         assert!(defrag_risk("").unwrap().to_string().starts_with("an unknown etcd version"));
+    }
+
+    #[test]
+    fn a_non_blocking_defrag_is_read_from_the_feature_gate_metric() {
+        let on = "# HELP etcd_server_feature_enabled Whether or not a feature is enabled\n\
+                  etcd_server_feature_enabled{name=\"InitialCorruptCheck\",stage=\"ALPHA\"} 0\n\
+                  etcd_server_feature_enabled{name=\"NonBlockingDefrag\",stage=\"BETA\"} 1\n";
+        assert!(reports_non_blocking_defrag(on));
+        assert!(!reports_non_blocking_defrag(&on.replace("\"BETA\"} 1", "\"BETA\"} 0")));
+        assert!(!reports_non_blocking_defrag("etcd_server_version{server_version=\"3.5.17\"} 1\n"));
+        assert!(!reports_non_blocking_defrag("# etcd_server_feature_enabled{name=\"NonBlockingDefrag\"} 1"));
     }
 
     #[test]
