@@ -43,8 +43,9 @@ pub struct EndpointArgs {
 pub struct Connection {
     pub endpoints: Vec<String>,
     tls: Option<TlsOptions>,
-    /// The same TLS material as PEM, for plain HTTPS requests to a member (`/metrics`).
-    pem: Option<(Vec<u8>, Option<(Vec<u8>, Vec<u8>)>)>,
+    /// The same TLS material as PEM (the CA, the client identity), for plain HTTPS requests to
+    /// a member (`/metrics`).
+    pem: Option<(Vec<u8>, Option<ClientIdentity>)>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -106,6 +107,7 @@ fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, Failure> {
 }
 
 /// A client certificate and its private key, PEM.
+#[derive(Clone)]
 pub struct ClientIdentity {
     pub cert: Vec<u8>,
     pub key: Vec<u8>,
@@ -144,7 +146,7 @@ impl Connection {
                 "--cacert is required with https:// endpoints (the CA that signed the members' certificates)",
             ));
         }
-        let pem = ca.clone().map(|ca| (ca, identity.as_ref().map(|i| (i.cert.clone(), i.key.clone()))));
+        let pem = ca.clone().map(|ca| (ca, identity.clone()));
         let tls = match ca {
             Some(ca) => Some(tls_options(ca, identity, source)?),
             None => None,
@@ -187,7 +189,7 @@ impl Connection {
             for cert in reqwest::Certificate::from_pem_bundle(ca).map_err(|e| e.to_string())? {
                 builder = builder.add_root_certificate(cert);
             }
-            if let Some((cert, key)) = identity {
+            if let Some(ClientIdentity { cert, key }) = identity {
                 let pem = [cert.as_slice(), b"\n", key.as_slice()].concat();
                 builder = builder.identity(reqwest::Identity::from_pem(&pem).map_err(|e| e.to_string())?);
             }
