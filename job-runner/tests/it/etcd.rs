@@ -303,7 +303,6 @@ async fn client_tls_with_generated_certificates(version: EtcdVersion) {
         cacert: Some(tls.ca.clone()),
         cert: Some(tls.client_cert.clone()),
         key: Some(tls.client_key.clone()),
-        ..Default::default()
     }
     .connection()
     .unwrap();
