@@ -501,15 +501,15 @@ fn defrag_steps(
             // A leader without history of its own is expected to take what the followers predict.
             Some(turn) if history.is_empty() && turn.rate_from != RateFrom::Default => Estimate {
                 seconds: turn.predicted.as_secs_f64().ceil().max(1.0) as i64,
-                from: format!("predicted from {}", turn.rate_from.describe()),
+                from: "predicted from the followers' last defrags".to_owned(),
             },
             _ => estimate(&history, Some(member.db_size), Some(DEFAULT_DEFRAG_BYTES_PER_SECOND), 60),
         });
         count += usize::from(member.will_defrag());
         let role = match &turn {
             Some(turn) => format!(
-                "leader; {}, on the followers' earlier defrags (decided again at its turn, on this run's); ",
-                turn.reason
+                "leader; {} (decided again at its turn, on this run's followers); ",
+                turn.reason.replace("this run's followers", "the followers' last defrags")
             ),
             None if member.was_leader => "leader; ".to_owned(),
             None => String::new(),

@@ -211,7 +211,8 @@ pub struct LeaderTurn {
     /// The rate the prediction used (bytes per second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bytes_per_second: Option<u64>,
-    /// Where that rate came from: `this run's followers (N)`, `earlier defrags`, `default`.
+    /// Where that rate came from: `this run's followers (N)`, `its earlier defrags` or `the
+    /// default rate (no follower measured)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_from: Option<String>,
     /// The leader's defrag as it happened; absent when it did not run.

@@ -176,6 +176,9 @@ fn relay(
     let (back_state, back_ends) = (state.clone(), ends.clone());
     std::thread::spawn(move || pump(back_from, back_to, &back_state, &back_ends));
     pump(client, server, &state, &ends);
+    // Closed: its sockets are no longer anyone's to cut.
+    let mut state = state.lock().expect("peer network");
+    state.open.retain(|(_, a, _)| a.peer_addr().is_ok());
     Ok(())
 }
 
@@ -222,16 +225,18 @@ fn header(head: &[u8], name: &str) -> Option<String> {
     })
 }
 
-/// A TCP address in front of several members' client ports, each new connection going to the
-/// next member in turn: what a Kubernetes Service in front of every member looks like to a
-/// client. Lives as long as the process (the tests that use it are short).
-pub fn round_robin_endpoint(members: Vec<SocketAddr>) -> std::io::Result<SocketAddr> {
+/// A TCP address in front of several members' client ports, new connections going to the
+/// members in the order `picks` gives (indexes into `members`, cycled): what a Kubernetes Service
+/// in front of every member looks like to a client, picking at random. Lives as long as the
+/// process (the tests that use it are short).
+pub fn shared_endpoint(members: Vec<SocketAddr>, picks: Vec<usize>) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     std::thread::spawn(move || {
         for (n, incoming) in listener.incoming().enumerate() {
             let Ok(client) = incoming else { continue };
-            let Ok(server) = TcpStream::connect(members[n % members.len()]) else { continue };
+            let member = members[picks[n % picks.len()] % members.len()];
+            let Ok(server) = TcpStream::connect(member) else { continue };
             let (Ok(client_back), Ok(server_back)) = (client.try_clone(), server.try_clone()) else {
                 continue;
             };

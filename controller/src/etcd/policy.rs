@@ -114,8 +114,8 @@ fn check_leader_turn(policy: &EtcdMaintenancePolicy, errors: &mut Vec<String>) {
              (leaderTurn: Never is what it meant)"
         ));
     }
-    if policy.leader_in_place_budget_seconds == Some(0) {
-        errors.push("spec.policy.leaderInPlaceBudgetSeconds: must be at least 1".to_owned());
+    if let Some(budget) = policy.leader_in_place_budget_seconds.filter(|b| !(1..=3600).contains(b)) {
+        errors.push(format!("spec.policy.leaderInPlaceBudgetSeconds: {budget} is not between 1 and 3600"));
     }
     if let Some(quota) = policy.quota_backend_bytes.filter(|q| *q <= 0) {
         errors.push(format!("spec.policy.quotaBackendBytes: {quota} must be more than 0"));

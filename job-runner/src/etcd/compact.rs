@@ -5,6 +5,7 @@
 //! its first attempt worked.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use etcd_client::{Client, CompactionOptions};
@@ -122,12 +123,19 @@ pub async fn run_compact_until(
 ) -> JobResult {
     let clock = RunClock::start();
     let mut report = CompactReport { physical, ..CompactReport::default() };
+    let lock = Mutex::new(None);
     let outcome = tokio::select! {
-        outcome = compact_with(connection, target, physical, &mut report) => outcome,
+        outcome = compact_with(connection, target, physical, &mut report, &lock) => outcome,
         given_up = stop.deadline_passed() => Err(given_up.failure(
             "the grace period was ending with the compaction call in flight; whether it took effect is unknown",
         )),
     };
+    // Given back however the run ended (a run given up on at its deadline too), so that the
+    // retry is not refused by a lock nobody holds.
+    let held = lock.lock().expect("the lock's slot").take();
+    if let Some(lock) = held {
+        lock.release().await;
+    }
     let (outcome, failure) = match outcome {
         Ok(outcome) => (outcome, None),
         Err(failure) => (Outcome::Failed, Some(failure)),
@@ -155,22 +163,20 @@ async fn compact_with(
     target: CompactTarget,
     physical: bool,
     report: &mut CompactReport,
+    lock: &Mutex<Option<DefragLock>>,
 ) -> Result<Outcome, Failure> {
-    let mut client = first_answering_client(connection).await?;
-    // Never beside a defrag of the same cluster (nor a second compaction): the cluster's lock.
-    // A cluster out of space grants no lease; compacting is then part of the cure.
-    let lock = match DefragLock::acquire(vec![client.clone()]).await? {
-        Acquired::Held(lock) => Some(lock),
+    let clients = answering_clients(connection).await?;
+    let mut client = clients[0].clone();
+    // Never beside a defrag of the same cluster (nor a second compaction): the cluster's lock,
+    // renewed and released through every member that answered. A cluster out of space grants
+    // no lease; compacting is then part of the cure.
+    match DefragLock::acquire(clients).await? {
+        Acquired::Held(held) => *lock.lock().expect("the lock's slot") = Some(*held),
         Acquired::NoSpace(why) => {
-            tracing::warn!(%why, "the cluster takes no write: compacting without the lock");
-            None
+            tracing::warn!(%why, "the cluster takes no write: compacting without the lock")
         }
-    };
-    let compacted = compact_once(&mut client, target, physical, report).await;
-    if let Some(lock) = lock {
-        lock.release().await;
     }
-    compacted
+    compact_once(&mut client, target, physical, report).await
 }
 
 async fn compact_once(
@@ -193,6 +199,12 @@ async fn compact_once(
 /// refused (exit 2) as `defrag` and `snapshot` refuse them, rather than compacting whichever
 /// cluster is listed first.
 pub async fn first_answering_client(connection: &Connection) -> Result<Client, Failure> {
+    Ok(answering_clients(connection).await?.remove(0))
+}
+
+/// A client on every endpoint that answers, in the order given (at least one), once endpoints
+/// of two clusters are refused as in [`first_answering_client`].
+async fn answering_clients(connection: &Connection) -> Result<Vec<Client>, Failure> {
     let answers =
         join_all(connection.endpoints.iter().map(|endpoint| status_via(connection, endpoint))).await;
     let clusters: Vec<(String, u64)> = connection
@@ -205,13 +217,17 @@ pub async fn first_answering_client(connection: &Connection) -> Result<Client, F
         return Err(Failure::bad_input(mixed));
     }
     let mut errors = Vec::new();
+    let mut clients = Vec::new();
     for (endpoint, answer) in connection.endpoints.iter().zip(answers) {
         match answer {
-            Ok((client, _)) => return Ok(client),
+            Ok((client, _)) => clients.push(client),
             Err(why) => errors.push((endpoint.clone(), why)),
         }
     }
-    Err(unreachable_failure(&errors, connection.has_tls()))
+    if clients.is_empty() {
+        return Err(unreachable_failure(&errors, connection.has_tls()));
+    }
+    Ok(clients)
 }
 
 /// A client on `endpoint` and the cluster id its status names.

@@ -173,7 +173,7 @@ pub struct DefragArgs {
     #[arg(long, value_name = "TIME", requires = "not_after")]
     pub window_opened: Option<String>,
     /// A member's expected defrag rate, `NAME=BYTES_PER_SECOND` (repeatable; from its earlier
-    /// defrags). Members not named: 50 MiB/s.
+    /// defrags; at least 1). Members not named: 50 MiB/s.
     #[arg(long = "expected-rate", value_name = "NAME=BYTES_PER_SECOND")]
     pub expected_rates: Vec<String>,
     /// How long one Defragment call may take before the runner stops waiting on the call and
@@ -329,7 +329,7 @@ fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
         let parsed = entry
             .rsplit_once('=')
             .and_then(|(member, rate)| Some((member, rate.parse::<f64>().ok()?)))
-            .filter(|(member, rate)| !member.is_empty() && rate.is_finite() && *rate > 0.0);
+            .filter(|(member, rate)| !member.is_empty() && rate.is_finite() && *rate >= 1.0);
         let Some((member, rate)) = parsed else {
             return Err(Failure::bad_input(format!(
                 "--expected-rate {entry:?}: give NAME=BYTES_PER_SECOND, e.g. etcd-0=52428800"
@@ -618,7 +618,9 @@ impl Run<'_> {
             });
             failure
         };
-        let non_blocking = self.reports_non_blocking_defrag(cluster, member).await;
+        let non_blocking = self.options.plan.leader_turn == LeaderTurnPolicy::Auto
+            && self.leads_now(cluster, member).await
+            && self.reports_non_blocking_defrag(cluster, member).await;
         let (observed, decision, turn) =
             self.ready_for(cluster, member, non_blocking).await.map_err(stopped_here)?;
         let was_leader = match decision {
@@ -746,7 +748,12 @@ impl Run<'_> {
         match tokio::time::timeout(LINEARIZABLE_READ_TIMEOUT, client.get("groundskeeper/health-probe", None))
             .await
         {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(answer)) => match answer.header().map(|h| h.member_id()) {
+                Some(id) if id == member.id => Ok(()),
+                other => {
+                    Err(failed(format!("was answered by member {:x} instead", other.unwrap_or_default())))
+                }
+            },
             Ok(Err(err)) => Err(failed(format!("failed: {err}"))),
             Err(_) => Err(failed(format!("did not answer within {LINEARIZABLE_READ_TIMEOUT:?}"))),
         }
@@ -776,6 +783,11 @@ impl Run<'_> {
         }))
     }
 
+    /// Whether `member` leads as its members see it now.
+    async fn leads_now(&self, cluster: &Cluster, member: &PlannedMember) -> bool {
+        plan::check_preconditions(&cluster.observe().await, &self.options.plan).is_ok_and(|l| l == member.id)
+    }
+
     /// Whether the member's metrics report a non-blocking defrag (its `NonBlockingDefrag` gate
     /// on). Metrics that cannot be read count as no: the careful choice.
     async fn reports_non_blocking_defrag(&self, cluster: &Cluster, member: &PlannedMember) -> bool {
@@ -801,7 +813,7 @@ impl Run<'_> {
                 TurnChoice::TransferFirst => LeaderChoice::TransferFirst,
             },
             reason: turn.reason.clone(),
-            predicted_ms: Some(turn.predicted.as_millis() as u64),
+            predicted_ms: Some(u64::try_from(turn.predicted.as_millis()).unwrap_or(u64::MAX)),
             budget_ms: self.options.plan.in_place_budget.as_millis() as u64,
             rate_bytes_per_second: Some(turn.rate.round() as u64),
             rate_from: Some(turn.rate_from.describe()),
@@ -968,8 +980,9 @@ impl Run<'_> {
             .map_err(|e| {
                 Failure::retryable(format!("member {} did not answer on {url}: {e}", member.name))
             })?;
+        // Retryable: the next connection to a shared URL may reach the right member.
         answered_as(&status, member.id)
-            .map_err(|why| Failure::bad_input(format!("member {}: {why}", member.name)))?;
+            .map_err(|why| Failure::retryable(format!("member {}: {why}", member.name)))?;
         Ok(client)
     }
 
@@ -1027,11 +1040,14 @@ impl Run<'_> {
 
     async fn serves_reads(&self, cluster: &Cluster, id: u64) -> Result<(), String> {
         let mut client = cluster.client_of(id)?;
-        client
+        let answer = client
             .get("groundskeeper/defrag-probe", Some(GetOptions::new().with_serializable()))
             .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        match answer.header().map(|h| h.member_id()) {
+            Some(answered) if answered == id => Ok(()),
+            other => Err(format!("its URL was answered by member {:x}", other.unwrap_or_default())),
+        }
     }
 
     /// Waits until `id` is healthy and has applied what the leader committed. A member that stops
@@ -1283,6 +1299,7 @@ mod tests {
                 "--expected-rate \"etcd-0\": give NAME=BYTES_PER_SECOND",
             ),
             (Some("2026-11-25T05:00:00Z"), Some("etcd-0=-5"), "give NAME=BYTES_PER_SECOND"),
+            (Some("2026-11-25T05:00:00Z"), Some("etcd-0=1e-300"), "give NAME=BYTES_PER_SECOND"),
             (Some("2026-11-25T05:00:00Z"), Some("=5"), "give NAME=BYTES_PER_SECOND"),
             (None, Some("etcd-0=5"), "--expected-rate is for --not-after"),
         ] {

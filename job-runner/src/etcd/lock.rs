@@ -82,7 +82,7 @@ impl DefragLock {
             }
             Err(e) => {
                 return Err(Failure::retryable(format!(
-                    "cannot take the defrag lock (lease {LOCK_LEASE_ID:x}): {e}"
+                    "cannot take the cluster's maintenance lock (lease {LOCK_LEASE_ID:x}): {e}"
                 )));
             }
         }

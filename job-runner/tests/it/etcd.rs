@@ -435,16 +435,23 @@ async fn the_lock_is_released_through_a_member_that_answers(version: EtcdVersion
     }
 }
 
-/// The only endpoint given is shared by every member (each new connection reaches the next one,
-/// as a Service in front of them does): each member is still reached on its own advertised URL,
-/// checked by the id it answers with, so every member is defragmented once, the leader last.
+/// The only endpoint given is shared by every member, as a Service in front of them is: new
+/// connections reach the members in turn, or the same one several times in a row. Each member is
+/// still reached on its own advertised URL, checked by the id it answers with, so every member is
+/// defragmented once, the leader last.
 async fn a_shared_endpoint_is_never_taken_for_one_member(version: EtcdVersion) {
+    for picks in [vec![0, 1, 2], vec![0, 0, 0, 1, 1, 1, 2, 2, 2]] {
+        shared_endpoint_run(version, picks).await;
+    }
+}
+
+async fn shared_endpoint_run(version: EtcdVersion, picks: Vec<usize>) {
     let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
         return;
     };
     let members =
         cluster.client_urls().iter().map(|url| url.trim_start_matches("http://").parse().unwrap()).collect();
-    let shared = groundskeeper_e2e::peer_network::round_robin_endpoint(members).unwrap();
+    let shared = groundskeeper_e2e::peer_network::shared_endpoint(members, picks).unwrap();
     let before = cluster.states().await.unwrap();
     let endpoint = format!("http://{shared}");
     let min = MIN_DEFRAG_BYTES.to_string();

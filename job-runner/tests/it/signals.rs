@@ -166,6 +166,8 @@ async fn sigterm_lets_the_defrag_in_flight_finish_and_starts_no_other(version: E
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_groundskeeper-job"))
         .args(["defrag", "--endpoints", &cluster.endpoints_flag()])
         .args(["--min-defrag-bytes", &MIN_DEFRAG_BYTES.to_string()])
+        // So that "no leadership moved" below means the stop prevented it.
+        .args(["--leader-turn", "always"])
         .arg("--result-file")
         .arg(&result_file)
         .env("RUST_LOG", "info")

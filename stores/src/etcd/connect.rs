@@ -269,10 +269,11 @@ impl Cluster {
         let mut members = members;
         let mut clients = HashMap::new();
         for (member, advertised) in members.iter_mut().zip(&list) {
-            // The endpoint that answered as this member first, then the URLs it advertises; the
+            // The URLs it advertises first (each names this member alone), then the endpoint
+            // that answered as it (which may be shared: a Service that happened to pick it); the
             // first that answers as this very member is its URL.
             let candidates: Vec<&String> =
-                url_of_member.get(&member.id).into_iter().chain(advertised.client_urls()).collect();
+                advertised.client_urls().iter().chain(url_of_member.get(&member.id)).collect();
             member.url = candidates.first().map(|url| url.to_string());
             if let Some((url, client)) = verified_client(&connection, member.id, &candidates).await {
                 member.url = Some(url);

@@ -90,7 +90,9 @@ pub struct LeaderTurnFacts<'a> {
 /// and keeps it in place when the prediction fits the budget.
 pub fn decide_leader_turn(facts: &LeaderTurnFacts<'_>) -> LeaderTurnDecision {
     let (rate, rate_from) = rate_of(facts.measured, facts.earlier_rate);
-    let predicted = Duration::from_secs_f64(facts.leader_db_size.max(0) as f64 / rate);
+    // An absurd rate (a history entry of a few bytes over hours) predicts "very long", not a panic.
+    let predicted =
+        Duration::try_from_secs_f64(facts.leader_db_size.max(0) as f64 / rate).unwrap_or(Duration::MAX);
     let prediction = format!(
         "predicted {:.1}s ({} at {:.1} MiB/s from {})",
         predicted.as_secs_f64(),

@@ -359,7 +359,9 @@ fn plan_member(
     let status = member.status.clone().unwrap_or_default(); // healthy: checked before
     let was_leader = member.id == leader;
     let (wanted, mut reason) = needs_defrag(policy, &status);
-    let risk = defrag_risk(&status.version);
+    // An empty version is not known yet (a status written before versions were read): no claim
+    // either way. A version reported but unreadable counts as affected (`defrag_risk`).
+    let risk = (!status.version.is_empty()).then(|| defrag_risk(&status.version)).flatten();
     let refused = risk.is_some() && options.refuse_affected_versions;
     let action = if member.is_learner || !wanted || refused {
         MemberAction::Skip
