@@ -596,6 +596,7 @@ impl Run<'_> {
             tracing::info!(revision, "dry run: would compact to this revision first");
             return Ok(());
         }
+        let finished_before = self.compactions_finished(cluster).await;
         // Physical: the pages it frees must be free before the thresholds are judged.
         let already = compact::compact_to(&mut client, revision, true).await? == Compacted::AlreadyCompacted;
         self.report.borrow_mut().compacted_revision = Some(revision);
@@ -603,7 +604,60 @@ impl Run<'_> {
         for id in cluster.members.iter().map(|m| m.id) {
             self.wait_caught_up(cluster, id).await?;
         }
+        if !already {
+            self.wait_compactions_finished(cluster, &finished_before).await?;
+        }
         self.progress(Progress::Compacted { revision, already });
+        Ok(())
+    }
+
+    /// Each member's count of finished compactions, where its metrics say.
+    async fn compactions_finished(&self, cluster: &Cluster) -> Vec<(u64, u64)> {
+        let mut counts = Vec::new();
+        for member in &cluster.members {
+            let Some(url) = &member.url else { continue };
+            let metrics = cluster.connection.metrics(url, LINEARIZABLE_READ_TIMEOUT).await;
+            if let Some(count) = metrics.ok().as_deref().and_then(versions::compactions_finished) {
+                counts.push((member.id, count));
+            }
+        }
+        counts
+    }
+
+    /// Waits until every member counted before has finished one more compaction: a member
+    /// applies a compaction in the background after it applied its raft entry, and its defrag
+    /// must not overlap it (etcd 3.8 refuses that; earlier versions let the two contend for the
+    /// backend). A member whose metrics cannot be read is not waited for (logged).
+    async fn wait_compactions_finished(
+        &self,
+        cluster: &Cluster,
+        before: &[(u64, u64)],
+    ) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.options.member_timeout;
+        let mut delay = PollDelay::new();
+        let mut waiting: Vec<(u64, u64)> = before.to_vec();
+        while !waiting.is_empty() {
+            let now = self.compactions_finished(cluster).await;
+            waiting.retain(|(id, count)| !now.iter().any(|(seen, c)| seen == id && c > count));
+            if waiting.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let names: Vec<String> = waiting
+                    .iter()
+                    .map(|(id, _)| cluster.member(*id).map_or(format!("{id:x}"), |m| m.name.clone()))
+                    .collect();
+                return Err(Failure::retryable(format!(
+                    "the compaction did not finish on {} within {:?}; nothing was defragmented",
+                    names.join(", "),
+                    self.options.member_timeout
+                )));
+            }
+            delay.sleep().await;
+        }
+        if before.len() < cluster.members.len() {
+            tracing::warn!("some members' metrics could not be read: their compaction was not waited for");
+        }
         Ok(())
     }
 

@@ -78,6 +78,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     client_tls_with_generated_certificates,
     compaction_is_idempotent_and_refuses_future_revisions,
     a_defrag_call_timeout_is_not_a_failure,
+    every_member_has_finished_the_compaction_before_any_defrag,
     a_nospace_alarm_is_disarmed_once_space_is_back,
     a_nospace_alarm_under_the_size_minimum_is_cured,
     no_move_leader_defragments_the_leader_last_in_place,
@@ -609,6 +610,50 @@ async fn a_defrag_call_timeout_is_not_a_failure(version: EtcdVersion) {
     // The defrags did happen (server-side), even though every call was abandoned.
     for (b, a) in before.iter().zip(cluster.states().await.unwrap()) {
         assert!(a.db_size < b.db_size / 2, "{a:?} still large (was {} bytes)", b.db_size);
+    }
+}
+
+/// A compaction before the defrags is applied by each member in the background: by the time the
+/// run reports it done (and before any member is defragmented), every member's count of finished
+/// compactions has gone up.
+async fn every_member_has_finished_the_compaction_before_any_defrag(version: EtcdVersion) {
+    let Some(cluster) = fragmented(version, ClusterOptions::default()).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = defrag_args(&cluster, &dir.path().join("r"));
+    args.compact_retain_revisions = Some(0);
+    let options = args.options().unwrap();
+    let urls = cluster.client_urls();
+    let connection = options.connection.clone();
+    let finished = |connection: &groundskeeper_stores::etcd::connect::Connection| {
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::block_in_place(|| {
+            handle.block_on(async {
+                let mut counts = Vec::new();
+                for url in &urls {
+                    let metrics = connection.metrics(url, Duration::from_secs(5)).await.unwrap();
+                    counts
+                        .push(groundskeeper_stores::etcd::versions::compactions_finished(&metrics).unwrap());
+                }
+                counts
+            })
+        })
+    };
+    let before = finished(&connection);
+    let mut at_compacted = None;
+    let mut defrag_started_first = false;
+    let result = run_defrag(&options, &mut |progress| match progress {
+        Progress::Compacted { .. } => at_compacted = Some(finished(&connection)),
+        Progress::MemberStarted(_) if at_compacted.is_none() => defrag_started_first = true,
+        _ => {}
+    })
+    .await;
+    assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+    assert!(!defrag_started_first, "a defrag started before the compaction was reported done");
+    let at_compacted = at_compacted.expect("the compaction was reported");
+    for (i, (b, a)) in before.iter().zip(&at_compacted).enumerate() {
+        assert!(a > b, "member {i}: {b} compactions finished before, {a} when the run went on");
     }
 }
 

@@ -112,6 +112,17 @@ pub fn reports_non_blocking_defrag(metrics: &str) -> bool {
     })
 }
 
+/// How many physical compactions a member has finished since it started: the count of its
+/// `etcd_debugging_mvcc_db_compaction_total_duration_milliseconds` histogram (etcd 3.4 to 3.6),
+/// observed when a compaction's last batch is done. `None` when its metrics do not say.
+pub fn compactions_finished(metrics: &str) -> Option<u64> {
+    metrics.lines().find_map(|line| {
+        let value =
+            line.strip_prefix("etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count ")?;
+        value.trim().parse::<f64>().ok().filter(|v| *v >= 0.0).map(|v| v as u64)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +186,21 @@ mod tests {
         assert!(!reports_non_blocking_defrag(&on.replace("\"BETA\"} 1", "\"BETA\"} 0")));
         assert!(!reports_non_blocking_defrag("etcd_server_version{server_version=\"3.5.17\"} 1\n"));
         assert!(!reports_non_blocking_defrag("# etcd_server_feature_enabled{name=\"NonBlockingDefrag\"} 1"));
+    }
+
+    #[test]
+    fn finished_compactions_are_counted_from_the_histogram() {
+        let metrics = "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_bucket{le=\"100\"} 2\n\
+                       etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_sum 37\n\
+                       etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count 3\n";
+        assert_eq!(compactions_finished(metrics), Some(3));
+        assert_eq!(compactions_finished("etcd_server_version{server_version=\"3.5.1\"} 1\n"), None);
+        assert_eq!(
+            compactions_finished(
+                "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count 1e+06\n"
+            ),
+            Some(1_000_000)
+        );
     }
 
     #[test]
