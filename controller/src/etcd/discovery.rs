@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -215,14 +216,31 @@ pub async fn reconcile(
 }
 
 async fn warn(ctx: &Context, storage: &StorageCluster, why: &str) {
+    warn_source(ctx, &storage.object_ref(&()), INVALID_STORAGE_CLUSTER, why).await;
+}
+
+/// A Warning Event on a discovered source that cannot be maintained as it stands.
+pub(crate) async fn warn_source(ctx: &Context, source: &ObjectReference, reason: &str, why: &str) {
     let event = Event {
         type_: EventType::Warning,
-        reason: INVALID_STORAGE_CLUSTER.to_owned(),
+        reason: reason.to_owned(),
         note: Some(why.to_owned()),
         action: "Discover".to_owned(),
         secondary: None,
     };
-    ctx.publish_event(&storage.object_ref(&()), event).await;
+    ctx.publish_event(source, event).await;
+}
+
+/// A discovery's compaction retention flag: a duration of at least
+/// [`super::policy::MIN_PERIODIC_RETENTION`], or an error naming the flag.
+pub(crate) fn check_retention_flag(flag: &str, retention: &str) -> Result<()> {
+    let min = super::policy::MIN_PERIODIC_RETENTION;
+    match retention.trim().parse::<jiff::SignedDuration>() {
+        Ok(d) if d >= min => Ok(()),
+        _ => Err(Error::Config(format!(
+            "{flag}: {retention:?} is not a duration of at least {min:#} (write e.g. \"1h\")"
+        ))),
+    }
 }
 
 /// The checks of the discovery's flags, beside [`ControllerConfig::validate`]: a wrong value
@@ -251,16 +269,7 @@ pub fn check_config(config: &ControllerConfig) -> Result<()> {
         return Err(Error::Config("--storage-cluster-fleet: must name the fleet".into()));
     }
     if let Some(retention) = &discovery.compaction_retention {
-        let min = super::policy::MIN_PERIODIC_RETENTION;
-        match retention.trim().parse::<jiff::SignedDuration>() {
-            Ok(d) if d >= min => {}
-            _ => {
-                return Err(Error::Config(format!(
-                    "--storage-cluster-compaction-retention: {retention:?} is not a duration \
-                     of at least {min:#} (write e.g. \"1h\")"
-                )));
-            }
-        }
+        check_retention_flag("--storage-cluster-compaction-retention", retention)?;
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
+
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
@@ -311,14 +311,7 @@ async fn bring_in_step(ctx: &Context, source: &OperatorEtcdCluster, desired: &Et
 }
 
 async fn warn(ctx: &Context, source: &OperatorEtcdCluster, why: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: INVALID_SOURCE.to_owned(),
-        note: Some(why.to_owned()),
-        action: "Discover".to_owned(),
-        secondary: None,
-    };
-    ctx.publish_event(&source.object_ref(&()), event).await;
+    super::discovery::warn_source(ctx, &source.object_ref(&()), INVALID_SOURCE, why).await;
 }
 
 /// The checks of the discovery's flags, beside [`ControllerConfig::validate`].
@@ -327,14 +320,7 @@ pub fn check_config(config: &ControllerConfig) -> Result<()> {
     let Some(retention) = discovery.compaction_retention.as_ref().filter(|_| discovery.enabled) else {
         return Ok(());
     };
-    let min = super::policy::MIN_PERIODIC_RETENTION;
-    match retention.trim().parse::<jiff::SignedDuration>() {
-        Ok(d) if d >= min => Ok(()),
-        _ => Err(Error::Config(format!(
-            "--etcd-operator-compaction-retention: {retention:?} is not a duration of at least \
-             {min:#} (write e.g. \"1h\")"
-        ))),
-    }
+    super::discovery::check_retention_flag("--etcd-operator-compaction-retention", retention)
 }
 
 #[cfg(test)]
