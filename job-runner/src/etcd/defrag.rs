@@ -672,11 +672,7 @@ impl Run<'_> {
             });
             failure
         };
-        let non_blocking = self.options.plan.leader_turn == LeaderTurnPolicy::Auto
-            && self.leads_now(cluster, member).await
-            && self.reports_non_blocking_defrag(cluster, member).await;
-        let (observed, decision, turn) =
-            self.ready_for(cluster, member, non_blocking).await.map_err(stopped_here)?;
+        let (observed, decision, turn) = self.ready_for(cluster, member).await.map_err(stopped_here)?;
         let was_leader = match decision {
             StepDecision::MoveLeaderTo { to } => {
                 self.record_turn(member, turn.as_ref());
@@ -756,13 +752,19 @@ impl Run<'_> {
         &self,
         cluster: &Cluster,
         member: &PlannedMember,
-        non_blocking: bool,
     ) -> Result<(Vec<MemberObservation>, StepDecision, Option<LeaderTurnDecision>), Failure> {
         let deadline = Instant::now() + self.options.catch_up_timeout;
         let mut delay = PollDelay::new();
+        let mut non_blocking = None;
         loop {
             let observed = cluster.observe().await;
-            let turn = self.leader_turn_for(&observed, member, non_blocking);
+            // Its metrics are read once, and only when it leads now under `Auto`.
+            let leads =
+                plan::check_preconditions(&observed, &self.options.plan).is_ok_and(|l| l == member.id);
+            if leads && non_blocking.is_none() && self.options.plan.leader_turn == LeaderTurnPolicy::Auto {
+                non_blocking = Some(self.reports_non_blocking_defrag(cluster, member).await);
+            }
+            let turn = self.leader_turn_for(&observed, member, non_blocking.unwrap_or(false));
             let choice = turn.as_ref().map_or(TurnChoice::InPlace, |t| t.choice);
             match plan::decide_step(member.id, &observed, &self.options.plan, choice) {
                 StepDecision::Stop(why) => {
@@ -835,11 +837,6 @@ impl Run<'_> {
             earlier_rate,
             non_blocking,
         }))
-    }
-
-    /// Whether `member` leads as its members see it now.
-    async fn leads_now(&self, cluster: &Cluster, member: &PlannedMember) -> bool {
-        plan::check_preconditions(&cluster.observe().await, &self.options.plan).is_ok_and(|l| l == member.id)
     }
 
     /// Whether the member's metrics report a non-blocking defrag (its `NonBlockingDefrag` gate
