@@ -6,7 +6,7 @@
 //! `cargo run -p groundskeeper-controller --example render-jobs -- DIR`
 
 use groundskeeper_protocol::operation::{
-    DefragRequest, EtcdTarget, Operation, SnapshotRequest, SnapshotRetention,
+    DefragRequest, EtcdTarget, Operation, SnapshotOutput, SnapshotRequest, SnapshotRetention,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -134,7 +134,7 @@ async fn main() {
             name: format!("{task}-0"),
             operation: Operation::Snapshot(SnapshotRequest {
                 etcd: EtcdTarget { endpoints: vec!["https://etcd-0.etcd:2379".into()], tls: None },
-                output: "/snapshots/main-20260102T150405Z.db".into(),
+                output: SnapshotOutput::File("/snapshots/main-20260102T150405Z.db".into()),
                 retention: Some(SnapshotRetention {
                     retain: 5,
                     file_name_template: "{cluster}-{time}.db".into(),

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::operation::{
     CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
-    SnapshotRequest, SnapshotRetention,
+    SnapshotOutput, SnapshotRequest, SnapshotRetention,
 };
 
 use groundskeeper_stores::etcd::connect::EndpointArgs;
@@ -108,7 +108,7 @@ impl Command {
             Command::Snapshot(args) if args.check.is_some() => None,
             Command::Snapshot(args) => Some(Operation::Snapshot(SnapshotRequest {
                 etcd: etcd_target(&args.connection),
-                output: args.output.as_deref().map(path_text).unwrap_or_default(),
+                output: SnapshotOutput::File(args.output.as_deref().map(path_text).unwrap_or_default()),
                 retention: match (args.retain, &args.file_name_template, &args.cluster) {
                     (Some(retain), Some(template), Some(cluster)) => Some(SnapshotRetention {
                         retain,
@@ -130,6 +130,9 @@ pub fn empty_report_for(args: &[String]) -> Option<Report> {
         OperationKind::Defrag => Some(Report::Defrag(Default::default())),
         OperationKind::Compact => Some(Report::Compact(Default::default())),
         OperationKind::Snapshot => Some(Report::Snapshot(Default::default())),
+        OperationKind::SnapshotCopy => Some(Report::SnapshotCopy(Default::default())),
+        OperationKind::SnapshotProve => Some(Report::SnapshotProve(Default::default())),
+        OperationKind::RestoreMember => Some(Report::RestoreMember(Default::default())),
     }
 }
 

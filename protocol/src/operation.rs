@@ -13,10 +13,21 @@ pub enum OperationKind {
     Defrag,
     Compact,
     Snapshot,
+    SnapshotCopy,
+    SnapshotProve,
+    RestoreMember,
 }
 
 impl OperationKind {
-    pub const ALL: [OperationKind; 4] = [Self::Cleanup, Self::Defrag, Self::Compact, Self::Snapshot];
+    pub const ALL: [OperationKind; 7] = [
+        Self::Cleanup,
+        Self::Defrag,
+        Self::Compact,
+        Self::Snapshot,
+        Self::SnapshotCopy,
+        Self::SnapshotProve,
+        Self::RestoreMember,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -24,6 +35,9 @@ impl OperationKind {
             Self::Defrag => "defrag",
             Self::Compact => "compact",
             Self::Snapshot => "snapshot",
+            Self::SnapshotCopy => "snapshot-copy",
+            Self::SnapshotProve => "snapshot-prove",
+            Self::RestoreMember => "restore-member",
         }
     }
 
@@ -45,6 +59,9 @@ pub enum Operation {
     Defrag(DefragRequest),
     Compact(CompactRequest),
     Snapshot(SnapshotRequest),
+    SnapshotCopy(CopyRequest),
+    SnapshotProve(ProveRequest),
+    RestoreMember(RestoreMemberRequest),
 }
 
 /// Clean one Scylla node through its Scylla Manager Agent.
@@ -169,15 +186,128 @@ pub struct CompactRequest {
 }
 
 /// Stream a snapshot of the keyspace from one healthy member (a follower when there is one) into
-/// a file, written atomically.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// a file, written atomically, or into an object of a bucket, completed only once etcd's checksum
+/// matched.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SnapshotRequest {
     pub etcd: EtcdTarget,
-    /// Path of the snapshot file to write (its folder must exist, on the volume it goes to).
-    pub output: String,
-    /// Old snapshots of the same cluster to delete from the output's folder once the new one is
-    /// complete and checked; `None`: delete nothing.
+    /// Where the snapshot goes.
+    pub output: SnapshotOutput,
+    /// Old snapshots of the same cluster to delete from the output's folder or bucket prefix once
+    /// the new one is complete and checked; `None`: delete nothing.
     pub retention: Option<SnapshotRetention>,
+}
+
+/// Where one snapshot is written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SnapshotOutput {
+    /// Path of the snapshot file (its folder must exist, on the volume it goes to):
+    /// `--output PATH`.
+    File(String),
+    /// An object named `name` under the bucket's prefix: `--to URL --object NAME` and the
+    /// bucket's options and credentials.
+    Object { bucket: BucketLocation, name: String },
+}
+
+impl SnapshotOutput {
+    /// The file's or object's name, without its folder or prefix.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::File(path) => path.rsplit('/').next().unwrap_or(path),
+            Self::Object { name, .. } => name,
+        }
+    }
+}
+
+/// Where a cluster's snapshots are kept: a mounted folder (a PersistentVolumeClaim) or a bucket.
+/// Rendered as one location flag: an absolute path for a folder, the bucket's URL otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SnapshotStore {
+    /// A folder inside the container (absolute path).
+    Folder(String),
+    Bucket(BucketLocation),
+}
+
+/// A bucket (or a prefix in it) of an object store: S3 and S3-compatible stores, Google Cloud
+/// Storage, Azure Blob Storage.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BucketLocation {
+    /// `s3://BUCKET[/PREFIX]`, `gs://BUCKET[/PREFIX]` or `az://CONTAINER[/PREFIX]`.
+    pub url: String,
+    /// The store's settings that are no secret, by the names the `object_store` crate gives its
+    /// configuration keys (`endpoint`, `region`, `allow_http`, `virtual_hosted_style_request`,
+    /// `account_name` ...), in order.
+    pub options: Vec<(String, String)>,
+    /// A folder (a mounted Secret) whose files hold the credentials, each named by its key
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+    /// `GOOGLE_SERVICE_ACCOUNT_KEY`, `AZURE_STORAGE_ACCOUNT_KEY` ...). `None`: the store's own
+    /// ambient credentials (instance or workload identity).
+    pub credentials_dir: Option<String>,
+}
+
+/// Copy a cluster's snapshots from one store to another (folder → bucket, bucket → bucket,
+/// bucket → folder), checking every object's checksum on both sides; objects already in the
+/// destination with the same size and SHA-256 are left as they are, so a run that was killed is
+/// finished by the next.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyRequest {
+    pub from: SnapshotStore,
+    pub to: SnapshotStore,
+    /// Which snapshots are the cluster's: the file name template and the value of `{cluster}`.
+    pub file_name_template: String,
+    pub cluster: String,
+    /// Only these names (empty: every snapshot of the cluster in `from`).
+    pub only: Vec<String>,
+}
+
+/// Prove that a snapshot restores: fetch it, check it, restore it into a throwaway member on
+/// loopback inside the Job, start that member and check that it serves the revision and holds
+/// the number of keys recorded when the snapshot was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProveRequest {
+    pub from: SnapshotStore,
+    /// The snapshot's name; `None`: the cluster's newest by the time in its name.
+    pub object: Option<String>,
+    pub file_name_template: String,
+    pub cluster: String,
+    /// The revision recorded when it was taken; `None`: the object's own metadata, else the
+    /// revision read from the file.
+    pub expect_revision: Option<i64>,
+    /// The number of keys recorded when it was taken; `None`: the object's own metadata, else
+    /// not compared (the result says so).
+    pub expect_keys: Option<i64>,
+    /// The expected SHA-256 of the whole file, when recorded.
+    pub expect_sha256: Option<String>,
+    /// A writable scratch folder (an `emptyDir`) for the download and the throwaway member.
+    pub scratch_dir: String,
+}
+
+/// Restore one member's data from a snapshot, on its own data volume, while the cluster is
+/// stopped: the member's current data folder is moved aside (never deleted), the snapshot is
+/// checked against `expect_sha256` and restored with the member's own name and peer URL, the
+/// cluster's membership and a new cluster token. Run again, a restore that finished is
+/// recognised and left as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreMemberRequest {
+    pub from: SnapshotStore,
+    pub object: String,
+    /// SHA-256 of the whole snapshot file, as recorded; a file that does not match is refused.
+    pub expect_sha256: Option<String>,
+    /// The member's data folder (`--data-dir`) as the Job mounts its volume.
+    pub data_dir: String,
+    /// The member's name (`--name`).
+    pub name: String,
+    /// Every member as `NAME=PEER_URL`, comma-separated (`--initial-cluster`).
+    pub initial_cluster: String,
+    /// This member's peer URL(s), comma-separated (`--initial-advertise-peer-urls`).
+    pub initial_advertise_peer_urls: String,
+    /// The new cluster's token (`--initial-cluster-token`): the restored cluster never joins
+    /// members of the old one.
+    pub initial_cluster_token: String,
+    /// The old data folder is moved to `DATA_DIR + keep_old_suffix` (e.g. `.pre-restore-TASK`).
+    pub keep_old_suffix: String,
+    /// A writable scratch folder for the download (on the member's volume, or an `emptyDir`).
+    pub scratch_dir: String,
 }
 
 /// Which files in a snapshot folder are snapshots of one cluster, and how many of them to keep.
@@ -198,6 +328,9 @@ impl Operation {
             Self::Defrag(_) => OperationKind::Defrag,
             Self::Compact(_) => OperationKind::Compact,
             Self::Snapshot(_) => OperationKind::Snapshot,
+            Self::SnapshotCopy(_) => OperationKind::SnapshotCopy,
+            Self::SnapshotProve(_) => OperationKind::SnapshotProve,
+            Self::RestoreMember(_) => OperationKind::RestoreMember,
         }
     }
 
@@ -209,6 +342,9 @@ impl Operation {
             Self::Defrag(request) => request.render(&mut args),
             Self::Compact(request) => request.render(&mut args),
             Self::Snapshot(request) => request.render(&mut args),
+            Self::SnapshotCopy(request) => request.render(&mut args),
+            Self::SnapshotProve(request) => request.render(&mut args),
+            Self::RestoreMember(request) => request.render(&mut args),
         }
         args.0
     }
@@ -306,12 +442,91 @@ impl CompactRequest {
 impl SnapshotRequest {
     fn render(&self, args: &mut Args) {
         self.etcd.render(args);
-        args.value("output", &self.output);
+        match &self.output {
+            SnapshotOutput::File(path) => args.value("output", path),
+            SnapshotOutput::Object { bucket, name } => {
+                bucket.render("to", args);
+                args.value("object", name);
+            }
+        }
         if let Some(retention) = &self.retention {
             args.value("retain", retention.retain);
             args.value("file-name-template", &retention.file_name_template);
             args.value("cluster", &retention.cluster);
         }
+    }
+}
+
+impl BucketLocation {
+    /// `--NAME URL`, `--NAME-option KEY=VALUE` for each option, `--NAME-credentials DIR`.
+    fn render(&self, name: &str, args: &mut Args) {
+        args.value(name, &self.url);
+        for (key, value) in &self.options {
+            args.value(&format!("{name}-option"), format!("{key}={value}"));
+        }
+        if let Some(dir) = &self.credentials_dir {
+            args.value(&format!("{name}-credentials"), dir);
+        }
+    }
+}
+
+impl SnapshotStore {
+    /// A folder as `--NAME PATH`; a bucket as [`BucketLocation::render`] does.
+    fn render(&self, name: &str, args: &mut Args) {
+        match self {
+            Self::Folder(path) => args.value(name, path),
+            Self::Bucket(bucket) => bucket.render(name, args),
+        }
+    }
+}
+
+impl CopyRequest {
+    fn render(&self, args: &mut Args) {
+        self.from.render("from", args);
+        self.to.render("to", args);
+        args.value("file-name-template", &self.file_name_template);
+        args.value("cluster", &self.cluster);
+        for name in &self.only {
+            args.value("only", name);
+        }
+    }
+}
+
+impl ProveRequest {
+    fn render(&self, args: &mut Args) {
+        self.from.render("from", args);
+        if let Some(object) = &self.object {
+            args.value("object", object);
+        }
+        args.value("file-name-template", &self.file_name_template);
+        args.value("cluster", &self.cluster);
+        if let Some(revision) = self.expect_revision {
+            args.value("expect-revision", revision);
+        }
+        if let Some(keys) = self.expect_keys {
+            args.value("expect-keys", keys);
+        }
+        if let Some(sha) = &self.expect_sha256 {
+            args.value("expect-sha256", sha);
+        }
+        args.value("scratch-dir", &self.scratch_dir);
+    }
+}
+
+impl RestoreMemberRequest {
+    fn render(&self, args: &mut Args) {
+        self.from.render("from", args);
+        args.value("object", &self.object);
+        if let Some(sha) = &self.expect_sha256 {
+            args.value("expect-sha256", sha);
+        }
+        args.value("data-dir", &self.data_dir);
+        args.value("name", &self.name);
+        args.value("initial-cluster", &self.initial_cluster);
+        args.value("initial-advertise-peer-urls", &self.initial_advertise_peer_urls);
+        args.value("initial-cluster-token", &self.initial_cluster_token);
+        args.value("keep-old-suffix", &self.keep_old_suffix);
+        args.value("scratch-dir", &self.scratch_dir);
     }
 }
 
@@ -325,6 +540,7 @@ mod tests {
             assert_eq!(OperationKind::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(OperationKind::parse("restore"), None);
+        assert_eq!(OperationKind::parse("restore-member"), Some(OperationKind::RestoreMember));
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub enum Report {
     /// Added after `v1` was first written: results of older runners never carry it, and older
     /// readers only meet it where a runner of this version runs a snapshot.
     Snapshot(SnapshotReport),
+    SnapshotCopy(CopyReport),
+    SnapshotProve(ProveReport),
+    RestoreMember(RestoreMemberReport),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -293,7 +296,8 @@ pub struct CompactReport {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotReport {
-    /// The file written, or checked.
+    /// The file written or checked, or the object written as its URL
+    /// (`s3://bucket/prefix/name`).
     pub path: String,
     /// Only an existing file was checked (`snapshot verify`): nothing was taken.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -317,6 +321,10 @@ pub struct SnapshotReport {
     /// `etcdutl snapshot status` reads it); absent when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// The number of keys at that revision, counted by the member the snapshot came from right
+    /// after it was taken; what a proof of the snapshot checks the restored member against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
     /// SHA-256 of the whole file, hex: what `sha256sum FILE` prints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
@@ -345,6 +353,105 @@ pub struct SnapshotReport {
     /// complete all the same.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retention_errors: Vec<String>,
+}
+
+/// What `snapshot-copy` did: every snapshot of the cluster in the source, copied, found already
+/// in the destination, or failed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyReport {
+    /// The source and destination, as folder paths or bucket URLs.
+    pub from: String,
+    pub to: String,
+    /// Snapshots copied by this run, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copied: Vec<CopiedObject>,
+    /// Snapshots already in the destination with the same size and SHA-256 (left as they are).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_there: Vec<String>,
+    /// Snapshots that could not be copied, each with why; nothing of them is left in the
+    /// destination under their name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// Bytes copied by this run.
+    #[serde(default)]
+    pub bytes_copied: u64,
+    /// How many snapshots of the cluster the source holds.
+    #[serde(default)]
+    pub source_count: u32,
+}
+
+/// One snapshot copied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopiedObject {
+    pub name: String,
+    pub size_bytes: u64,
+    /// Of the whole file, the same on both sides.
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+}
+
+/// What `snapshot-prove` found: whether the snapshot restored into a throwaway member that
+/// served the recorded revision and held the recorded number of keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProveReport {
+    /// The snapshot, as a path or URL.
+    pub path: String,
+    /// Its name in the store.
+    pub object: String,
+    /// The snapshot restored, started and served what was recorded.
+    pub proven: bool,
+    #[serde(default)]
+    pub size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The revision the restored member served, and what it was expected to serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_revision: Option<i64>,
+    /// The keys the restored member held at that revision, and how many were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_keys: Option<i64>,
+    /// The etcd version of the throwaway member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
+    /// Time to fetch, to restore the data folder, and to start the member until it answered.
+    #[serde(default)]
+    pub fetch_ms: u64,
+    #[serde(default)]
+    pub restore_ms: u64,
+    #[serde(default)]
+    pub start_ms: u64,
+}
+
+/// What `restore-member` did on one member's volume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreMemberReport {
+    pub member: String,
+    /// The restored data folder.
+    pub data_dir: String,
+    /// Where the old data folder was moved (absent: there was none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_data_moved_to: Option<String>,
+    /// A run before this one had already restored the folder with this cluster token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_restored: bool,
+    /// The snapshot restored, its SHA-256 and the revision it holds.
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    pub initial_cluster_token: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -431,7 +538,10 @@ impl Report {
                     || drop_worth(&mut r.deleted, excess, |_| 0)
                     || drop_worth(&mut r.retention_errors, excess, |_| 0)
             }
-            Report::Compact(_) => false,
+            Report::SnapshotCopy(r) => {
+                drop_worth(&mut r.already_there, excess, |_| 0) || drop_worth(&mut r.copied, excess, |_| 0)
+            }
+            Report::Compact(_) | Report::SnapshotProve(_) | Report::RestoreMember(_) => false,
         }
     }
 }

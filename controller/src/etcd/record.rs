@@ -186,6 +186,24 @@ fn describe_result(result: &JobResult) -> String {
             report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
             report.path
         ),
+        Report::SnapshotCopy(report) => format!(
+            "copied {} snapshot(s) ({} bytes) from {} to {}, {} already there, {} failed",
+            report.copied.len(),
+            report.bytes_copied,
+            report.from,
+            report.to,
+            report.already_there.len(),
+            report.failed.len()
+        ),
+        Report::SnapshotProve(report) => format!(
+            "snapshot {} {} (revision {})",
+            report.object,
+            if report.proven { "proven restorable" } else { "not proven restorable" },
+            report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+        ),
+        Report::RestoreMember(report) => {
+            format!("member {} restored from {} into {}", report.member, report.object, report.data_dir)
+        }
         Report::Cleanup(_) => "unexpected cleanup result".to_owned(),
     };
     let mut line = format!("{:?}: {what}", result.outcome).to_lowercase();
@@ -215,7 +233,11 @@ fn apply_result(status: &mut EtcdClusterStatus, result: &JobResult, now: Timesta
             report.compacted_revision
         }
         Report::Compact(report) => Some(report.compacted_revision).filter(|r| *r > 0),
-        Report::Cleanup(_) | Report::Snapshot(_) => None,
+        Report::Cleanup(_)
+        | Report::Snapshot(_)
+        | Report::SnapshotCopy(_)
+        | Report::SnapshotProve(_)
+        | Report::RestoreMember(_) => None,
     };
     if let Some(revision) = compacted {
         status.last_compacted_revision = Some(status.last_compacted_revision.unwrap_or(0).max(revision));

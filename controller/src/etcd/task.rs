@@ -15,7 +15,9 @@ use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
 };
 use groundskeeper_api::validate::{Compact, Snapshot, ValidTask, Work, describe_errors, validate};
-use groundskeeper_protocol::operation::{CompactRequest, CompactTo, SnapshotRequest, SnapshotRetention};
+use groundskeeper_protocol::operation::{
+    CompactRequest, CompactTo, SnapshotOutput, SnapshotRequest, SnapshotRetention,
+};
 use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::CompactTarget;
 use groundskeeper_stores::etcd::retention::NameTemplate;
@@ -100,7 +102,7 @@ fn snapshot_step(policy: &Policy, snapshot: &Snapshot, naming: &SnapshotNaming) 
     Ok(Step {
         operation: Operation::Snapshot(SnapshotRequest {
             etcd: etcd_target(policy),
-            output: format!("{SNAPSHOT_MOUNT_DIR}/{file}"),
+            output: SnapshotOutput::File(format!("{SNAPSHOT_MOUNT_DIR}/{file}")),
             retention: Some(SnapshotRetention {
                 retain: snapshot.retain,
                 file_name_template: snapshot.file_name.clone(),
@@ -411,7 +413,7 @@ fn snapshot_progress(
         Step { operation: Operation::Snapshot(request), claim: Some(claim) } => Some((i, request, claim)),
         _ => None,
     })?;
-    let file = request.output.rsplit('/').next().unwrap_or_default();
+    let file = request.output.name();
     let job = jobs.iter().find(|j| step_of(j) == Some(step));
     let result = match job.map(|j| &j.state) {
         Some(JobState::Succeeded(finished) | JobState::Failed(finished)) => finished.result.as_ref().ok(),

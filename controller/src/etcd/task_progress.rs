@@ -21,7 +21,10 @@ pub(crate) fn member_progress(
         Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
         Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
         Report::Snapshot(report) => vec![snapshot_member(report, result, job, cluster, finished_at)],
-        Report::Cleanup(_) => Vec::new(),
+        Report::Cleanup(_)
+        | Report::SnapshotCopy(_)
+        | Report::SnapshotProve(_)
+        | Report::RestoreMember(_) => Vec::new(),
     }
 }
 
