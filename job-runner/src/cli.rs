@@ -294,17 +294,17 @@ mod tests {
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(true),
-                output: "/var/lib/snapshots/main-1767225600.db".into(),
+                output: SnapshotOutput::File("/var/lib/snapshots/main-1767225600.db".into()),
                 retention: None,
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
-                output: "s.db".into(),
+                output: SnapshotOutput::File("s.db".into()),
                 retention: None,
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
-                output: "/snapshots/main-20260101T000000Z.db".into(),
+                output: SnapshotOutput::File("/snapshots/main-20260101T000000Z.db".into()),
                 retention: Some(SnapshotRetention {
                     retain: 3,
                     file_name_template: "{cluster}-{time}.db".into(),
