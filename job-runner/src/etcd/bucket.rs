@@ -1,0 +1,865 @@
+//! Snapshots in object stores: S3 and S3-compatible stores, Google Cloud Storage and Azure Blob
+//! Storage, through the `object_store` crate (its own request signing; ring for TLS).
+//!
+//! A [`BucketLocation`] is a URL (`s3://BUCKET[/PREFIX]`, `gs://BUCKET[/PREFIX]`,
+//! `az://CONTAINER[/PREFIX]`), settings that are no secret (`endpoint`, `region`, `allow_http`,
+//! `account_name` ..., by `object_store`'s configuration key names) and, optionally, a folder (a
+//! mounted Secret) with one file per credential, named by its key (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `GOOGLE_SERVICE_ACCOUNT_KEY`, `AZURE_STORAGE_ACCOUNT_KEY` ...). A
+//! setting or a credential file the store does not know is refused (bad input, naming it); a
+//! secret given as a setting is refused too, since settings are part of the Job's arguments.
+//! Credential values are never logged nor put in a result: every message from the store is
+//! cleaned of them before it is shown.
+//!
+//! Snapshots are the objects directly under the prefix whose names the cluster's file name
+//! template gives (`stores::etcd::retention`), as on a claim. Each carries user metadata:
+//! `sha256` (of the whole object), `revision`, `keys`, `cluster`, `member`.
+//!
+//! Writes are multipart uploads of [`PART_BYTES`] parts, at most [`PARTS_IN_FLIGHT`] at a time,
+//! completed only when the caller says the bytes are whole, aborted otherwise: a multipart upload
+//! that was never completed is no object, so nothing under the object's name is ever incomplete.
+//! (An upload of a run killed outright stays in the bucket as an incomplete upload, invisible to
+//! listings and reads, until the bucket's lifecycle rule for incomplete uploads removes it.)
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use groundskeeper_protocol::operation::BucketLocation;
+use groundskeeper_stores::etcd::retention::{self, NameTemplate};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    Attribute, Attributes, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutMultipartOptions,
+    RetryConfig, WriteMultipart,
+};
+use sha2::{Digest, Sha256};
+
+use crate::run::Failure;
+
+/// User metadata a snapshot object carries.
+pub(crate) const META_SHA256: &str = "sha256";
+pub(crate) const META_REVISION: &str = "revision";
+pub(crate) const META_KEYS: &str = "keys";
+pub(crate) const META_CLUSTER: &str = "cluster";
+pub(crate) const META_MEMBER: &str = "member";
+
+/// Size of each part of a multipart upload. S3 takes at most 10 000 parts, so objects up to
+/// 80 GB; etcd's databases stay far below that.
+pub(crate) const PART_BYTES: usize = 8 * 1024 * 1024;
+/// Parts uploaded at the same time: enough to keep a link busy while the next part fills, and
+/// the upload's memory stays under (this + 1) × [`PART_BYTES`].
+pub(crate) const PARTS_IN_FLIGHT: usize = 3;
+
+/// An object downloaded into a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Downloaded {
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// SHA-256 of the bytes written, hex.
+    pub sha256: String,
+    /// The object's user metadata (`sha256`, `revision`, `keys`, `cluster`, `member` for a
+    /// snapshot the runner wrote).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// One of the cluster's snapshots in a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredSnapshot {
+    pub name: String,
+    pub size_bytes: u64,
+    pub last_modified: jiff::Timestamp,
+    /// Its user metadata, when the listing asked for it (one HEAD per object).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Downloads object `name` of the bucket into a file at `into`: whatever is at `into` is
+/// replaced, the file is created anew, written as the object streams in (never held in memory
+/// whole), hashed on the way and fsynced. An object whose recorded `sha256` metadata does not
+/// match its bytes is refused (bad input: it is damaged) and the file removed; so is a missing
+/// object or bucket, and credentials the store refuses. A network failure or a server error is
+/// retryable. The file is removed whenever the download fails.
+pub(crate) async fn download(
+    bucket: &BucketLocation,
+    name: &str,
+    into: &Path,
+) -> Result<Downloaded, Failure> {
+    Bucket::open(bucket)?.download(name, into).await
+}
+
+/// The cluster's snapshots in the bucket (the objects directly under its prefix whose whole name
+/// `template` gives the cluster), oldest first by the time in their names; with their user
+/// metadata when `with_metadata` (one HEAD request per snapshot).
+pub(crate) async fn list_snapshots(
+    bucket: &BucketLocation,
+    template: &NameTemplate,
+    with_metadata: bool,
+) -> Result<Vec<StoredSnapshot>, Failure> {
+    Bucket::open(bucket)?.list_snapshots(template, with_metadata).await
+}
+
+/// Which kind of store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provider {
+    S3,
+    Gcs,
+    Azure,
+    /// `object_store`'s in-memory store, for tests of this module.
+    #[cfg(test)]
+    Memory,
+}
+
+impl Provider {
+    fn describe(self) -> &'static str {
+        match self {
+            Provider::S3 => "S3",
+            Provider::Gcs => "Google Cloud Storage",
+            Provider::Azure => "Azure Blob Storage",
+            #[cfg(test)]
+            Provider::Memory => "in-memory",
+        }
+    }
+
+    /// What a person should check when the store refuses the credentials.
+    fn credential_hint(self) -> &'static str {
+        match self {
+            Provider::S3 => "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN)",
+            Provider::Gcs => "GOOGLE_SERVICE_ACCOUNT_KEY",
+            Provider::Azure => "AZURE_STORAGE_ACCOUNT_KEY (or a SAS token, or a client secret)",
+            #[cfg(test)]
+            Provider::Memory => "nothing",
+        }
+    }
+}
+
+/// An opened bucket location.
+pub(crate) struct Bucket {
+    store: Arc<dyn ObjectStore>,
+    provider: Provider,
+    /// The URL as given, without a trailing `/`: objects are shown as `URL/NAME`.
+    url: String,
+    bucket: String,
+    prefix: Option<ObjectPath>,
+    credentials_dir: Option<String>,
+    /// Credential values, to clean out of every message the store sends back.
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // No secrets.
+        f.debug_struct("Bucket").field("url", &self.url).field("provider", &self.provider).finish()
+    }
+}
+
+/// `object_store`'s retries, shorter than its defaults (10 over 3 minutes): a run that cannot
+/// reach the store is retried by its Job anyway, and says so sooner.
+fn retry_config() -> RetryConfig {
+    RetryConfig { max_retries: 5, retry_timeout: Duration::from_secs(60), ..RetryConfig::default() }
+}
+
+/// Requests may take long (a part over a slow link), connections may not.
+fn client_options() -> ClientOptions {
+    ClientOptions::new().with_timeout(Duration::from_secs(300)).with_connect_timeout(Duration::from_secs(10))
+}
+
+impl Bucket {
+    /// Opens a location: parses its URL, applies its settings and reads its credentials folder.
+    /// Nothing is asked of the store yet.
+    pub(crate) fn open(location: &BucketLocation) -> Result<Self, Failure> {
+        // The store's HTTP client takes the process's TLS provider: the binary installs ring
+        // first thing; a library caller (a test) may not have. Installing twice changes nothing.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = location.url.trim_end_matches('/').to_owned();
+        let (provider, bucket, prefix) = parse_url(&url)?;
+        let bad = |why: String| Failure::bad_input(format!("bucket {url}: {why}"));
+        for (key, _) in &location.options {
+            if is_secret_key(key) {
+                return Err(bad(format!(
+                    "option {key} is a secret: put it in the credentials folder (a mounted Secret), \
+                     never in the options, which are part of the Job's arguments"
+                )));
+            }
+        }
+        let credentials = match &location.credentials_dir {
+            Some(dir) => read_credentials(Path::new(dir)).map_err(bad)?,
+            None => Vec::new(),
+        };
+        let secrets = credentials.iter().filter(|c| is_secret_key(&c.key)).map(|c| c.value.clone()).collect();
+        let store: Arc<dyn ObjectStore> = match provider {
+            Provider::S3 => build_s3(&bucket, location, &credentials).map_err(bad)?,
+            Provider::Gcs => build_gcs(&bucket, location, &credentials).map_err(bad)?,
+            Provider::Azure => build_azure(&bucket, location, &credentials).map_err(bad)?,
+            #[cfg(test)]
+            Provider::Memory => unreachable!("no URL names the in-memory store"),
+        };
+        Ok(Self {
+            store,
+            provider,
+            url,
+            bucket,
+            prefix,
+            credentials_dir: location.credentials_dir.clone(),
+            secrets,
+        })
+    }
+
+    /// A bucket over `object_store`'s in-memory store, for tests.
+    #[cfg(test)]
+    pub(crate) fn in_memory(url: &str) -> Self {
+        Self {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            provider: Provider::Memory,
+            url: url.to_owned(),
+            bucket: "memory".into(),
+            prefix: None,
+            credentials_dir: None,
+            secrets: vec![],
+        }
+    }
+
+    /// The location as a URL, for messages and results.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An object's URL, for messages and results.
+    pub(crate) fn object_url(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    fn path(&self, name: &str) -> Result<ObjectPath, Failure> {
+        let bad = || {
+            Failure::bad_input(format!(
+                "{}: {name:?} cannot be an object name (empty, holds '/', or characters object \
+                 stores do not take)",
+                self.object_url(name)
+            ))
+        };
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(bad());
+        }
+        let full = match &self.prefix {
+            Some(prefix) => format!("{prefix}/{name}"),
+            None => name.to_owned(),
+        };
+        ObjectPath::parse(&full).map_err(|_| bad())
+    }
+
+    /// See [`download`].
+    pub(crate) async fn download(&self, name: &str, into: &Path) -> Result<Downloaded, Failure> {
+        let path = self.path(name)?;
+        let result = self
+            .store
+            .get_opts(&path, GetOptions::default())
+            .await
+            .map_err(|e| self.failure("read", Some(name), e))?;
+        let metadata = user_metadata(&result.attributes);
+        let expected_size = result.meta.size;
+        let mut file = Download::create(into)?;
+        let mut hash = Sha256::new();
+        let mut size = 0u64;
+        let mut stream = result.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.failure("read", Some(name), e))?;
+            file.write(&chunk)?;
+            hash.update(&chunk);
+            size += chunk.len() as u64;
+        }
+        let sha256 = super::snapshot::hex(&hash.finalize());
+        if size != expected_size {
+            return Err(Failure::retryable(format!(
+                "{}: {size} bytes arrived of the {expected_size} the store announced; the read was \
+                 cut short",
+                self.object_url(name)
+            )));
+        }
+        if let Some(recorded) = metadata.get(META_SHA256)
+            && *recorded != sha256
+        {
+            return Err(Failure::bad_input(format!(
+                "{}: its bytes hash to sha256 {sha256}, but its metadata records {recorded}: the \
+                 object is damaged; take a new snapshot, or copy it again from a good copy",
+                self.object_url(name)
+            )));
+        }
+        file.finish()?;
+        Ok(Downloaded { path: into.to_owned(), size_bytes: size, sha256, metadata })
+    }
+
+    /// An object's size and user metadata; `None` when there is no such object.
+    pub(crate) async fn head(&self, name: &str) -> Result<Option<(u64, BTreeMap<String, String>)>, Failure> {
+        let path = self.path(name)?;
+        let options = GetOptions { head: true, ..GetOptions::default() };
+        match self.store.get_opts(&path, options).await {
+            Ok(result) => Ok(Some((result.meta.size, user_metadata(&result.attributes)))),
+            Err(object_store::Error::NotFound { .. }) => {
+                // A missing bucket answers a HEAD as a missing object does: tell them apart.
+                self.check_bucket_exists().await?;
+                Ok(None)
+            }
+            Err(e) => Err(self.failure("read", Some(name), e)),
+        }
+    }
+
+    /// Names of the objects directly under the prefix.
+    pub(crate) async fn list_names(&self) -> Result<Vec<(String, u64, jiff::Timestamp)>, Failure> {
+        let listing = self
+            .store
+            .list_with_delimiter(self.prefix.as_ref())
+            .await
+            .map_err(|e| self.failure("list", None, e))?;
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|meta| {
+                let name = meta.location.filename()?.to_owned();
+                let modified = jiff::Timestamp::from_second(meta.last_modified.timestamp()).ok()?;
+                Some((name, meta.size, modified))
+            })
+            .collect())
+    }
+
+    /// See [`list_snapshots`].
+    pub(crate) async fn list_snapshots(
+        &self,
+        template: &NameTemplate,
+        with_metadata: bool,
+    ) -> Result<Vec<StoredSnapshot>, Failure> {
+        let objects = self.list_names().await?;
+        let names: Vec<String> = objects.iter().map(|(name, _, _)| name.clone()).collect();
+        // Retention's selection with nothing kept is every snapshot of the cluster, oldest first.
+        let ordered = retention::select(template, &names, "", 1).delete;
+        let mut snapshots = Vec::with_capacity(ordered.len());
+        for name in ordered {
+            let Some((_, size, modified)) = objects.iter().find(|(n, _, _)| *n == name) else { continue };
+            let metadata = match with_metadata {
+                true => self.head(&name).await?.map(|(_, m)| m).unwrap_or_default(),
+                false => BTreeMap::new(),
+            };
+            snapshots.push(StoredSnapshot { size_bytes: *size, last_modified: *modified, metadata, name });
+        }
+        Ok(snapshots)
+    }
+
+    /// Deletes an object (gone already is fine).
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), Failure> {
+        let path = self.path(name)?;
+        match self.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.failure("delete", Some(name), e)),
+        }
+    }
+
+    /// Starts a multipart upload of object `name` with `metadata`. Nothing is under that name
+    /// until [`Upload::complete`].
+    pub(crate) async fn start_upload(
+        &self,
+        name: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<Upload<'_>, Failure> {
+        let path = self.path(name)?;
+        let mut attributes = Attributes::new();
+        attributes.insert(Attribute::ContentType, "application/octet-stream".into());
+        for (key, value) in metadata {
+            attributes.insert(Attribute::Metadata(key.clone().into()), value.clone().into());
+        }
+        let options = PutMultipartOptions { attributes, ..PutMultipartOptions::default() };
+        let upload = self
+            .store
+            .put_multipart_opts(&path, options)
+            .await
+            .map_err(|e| self.failure("write", Some(name), e))?;
+        Ok(Upload {
+            bucket: self,
+            name: name.to_owned(),
+            writer: Some(WriteMultipart::new_with_chunk_size(upload, PART_BYTES)),
+            written: 0,
+        })
+    }
+
+    /// Whether the bucket exists (a listing of its prefix answers); `Err` when it does not or
+    /// cannot be reached.
+    pub(crate) async fn check_bucket_exists(&self) -> Result<(), Failure> {
+        self.store
+            .list_with_delimiter(self.prefix.as_ref())
+            .await
+            .map(drop)
+            .map_err(|e| self.failure("list", None, e))
+    }
+
+    /// A failure of the store's, classified: credentials refused and a missing bucket or object
+    /// are bad input (a retry would not help), anything else (the network, a server error) is
+    /// retryable. Credential values are cleaned out of the store's words.
+    pub(crate) fn failure(&self, action: &str, name: Option<&str>, error: object_store::Error) -> Failure {
+        let text = self.redact(&error.to_string());
+        let code = s3_error_code(&text);
+        let what = match name {
+            Some(name) => self.object_url(name),
+            None => self.url.clone(),
+        };
+        let credentials = match &self.credentials_dir {
+            Some(dir) => format!("the credentials in {dir} ({})", self.provider.credential_hint()),
+            None => "the Job's ambient credentials (no credentials folder was given)".to_owned(),
+        };
+        let missing_bucket = code.as_deref() == Some("NoSuchBucket")
+            || code.as_deref() == Some("ContainerNotFound")
+            || (matches!(error, object_store::Error::NotFound { .. }) && name.is_none());
+        if missing_bucket {
+            return Failure::bad_input(format!(
+                "cannot {action} {what}: bucket {} does not exist at this endpoint; check the \
+                 bucket's name and the endpoint/region options, and create the bucket",
+                self.bucket
+            ));
+        }
+        match error {
+            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+                Failure::bad_input(format!(
+                    "cannot {action} {what}: the {} store refused the request ({}); check {credentials} \
+                     and that they may {action} in bucket {}",
+                    self.provider.describe(),
+                    code.as_deref().unwrap_or("access denied"),
+                    self.bucket
+                ))
+            }
+            object_store::Error::NotFound { .. } => Failure::bad_input(format!(
+                "cannot {action} {what}: no such object in bucket {}",
+                self.bucket
+            )),
+            _ => Failure::retryable(format!("cannot {action} {what}: {text}")),
+        }
+    }
+
+    /// `text` without any credential value.
+    fn redact(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in self.secrets.iter().filter(|s| s.len() >= 4) {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+        text
+    }
+}
+
+/// A multipart upload under way. Dropped without [`Upload::complete`] or [`Upload::abort`], it is
+/// aborted in the background (best effort: a process that exits at once leaves it incomplete).
+pub(crate) struct Upload<'a> {
+    bucket: &'a Bucket,
+    name: String,
+    writer: Option<WriteMultipart>,
+    written: u64,
+}
+
+impl Upload<'_> {
+    /// Adds bytes, waiting while [`PARTS_IN_FLIGHT`] parts are on their way.
+    pub(crate) async fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let writer = self.writer.as_mut().expect("open until completed or aborted");
+        writer
+            .wait_for_capacity(PARTS_IN_FLIGHT)
+            .await
+            .map_err(|e| self.bucket.failure("write", Some(&self.name), e))?;
+        writer.write(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Uploads what is left and completes the upload: the object appears, whole.
+    pub(crate) async fn complete(mut self) -> Result<(), Failure> {
+        let writer = self.writer.take().expect("open until completed or aborted");
+        writer.finish().await.map(drop).map_err(|e| self.bucket.failure("write", Some(&self.name), e))
+    }
+
+    /// Gives the upload up: its parts are deleted, no object appears.
+    pub(crate) async fn abort(mut self) -> Result<(), Failure> {
+        let writer = self.writer.take().expect("open until completed or aborted");
+        writer.abort().await.map_err(|e| self.bucket.failure("abort the upload of", Some(&self.name), e))
+    }
+}
+
+impl Drop for Upload<'_> {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = writer.abort().await;
+            });
+        }
+    }
+}
+
+/// The file a download writes, removed unless finished.
+struct Download {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Download {
+    fn create(path: &Path) -> Result<Self, Failure> {
+        let failure = |e: std::io::Error| {
+            let message = format!("cannot create {}: {e}", path.display());
+            match e.kind() {
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::NotFound => {
+                    Failure::bad_input(message)
+                }
+                _ => Failure::retryable(message),
+            }
+        };
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failure(e)),
+            _ => {}
+        }
+        let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(failure)?;
+        Ok(Self { path: path.to_owned(), file: Some(file) })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let file = self.file.as_mut().expect("open until finished");
+        file.write_all(bytes)
+            .map_err(|e| Failure::retryable(format!("cannot write {}: {e}", self.path.display())))
+    }
+
+    fn finish(mut self) -> Result<(), Failure> {
+        let file = self.file.take().expect("open until finished");
+        let synced = file.sync_all();
+        if let Err(e) = synced {
+            let _ = std::fs::remove_file(&self.path);
+            return Err(Failure::retryable(format!("cannot fsync {}: {e}", self.path.display())));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Download {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn user_metadata(attributes: &Attributes) -> BTreeMap<String, String> {
+    attributes
+        .iter()
+        .filter_map(|(attribute, value)| match attribute {
+            Attribute::Metadata(key) => Some((key.to_string(), value.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `s3://BUCKET[/PREFIX]` and the like: the provider, the bucket and the prefix.
+fn parse_url(url: &str) -> Result<(Provider, String, Option<ObjectPath>), Failure> {
+    let bad = |why: &str| {
+        Failure::bad_input(format!(
+            "bucket URL {url:?}: {why}; give s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or \
+             az://CONTAINER[/PREFIX]"
+        ))
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    let provider = match scheme {
+        "s3" | "s3a" => Provider::S3,
+        "gs" => Provider::Gcs,
+        "az" | "azure" => Provider::Azure,
+        _ => return Err(bad(&format!("{scheme}:// is not a store the runner writes to"))),
+    };
+    let (bucket, prefix) = match rest.split_once('/') {
+        Some((bucket, prefix)) => (bucket, Some(prefix)),
+        None => (rest, None),
+    };
+    if bucket.is_empty() || bucket.contains(['?', '#', '@', ':']) {
+        return Err(bad("no bucket name, or one with characters bucket names never hold"));
+    }
+    let prefix = match prefix.filter(|p| !p.is_empty()) {
+        None => None,
+        Some(prefix) => Some(ObjectPath::parse(prefix).map_err(|_| {
+            bad(&format!("the prefix {prefix:?} has an empty part (`//`), `.` or `..`, or characters object stores do not take"))
+        })?),
+    };
+    Ok((provider, bucket.to_owned(), prefix))
+}
+
+/// A credential from the credentials folder: its key (the file name, lowercased) and value.
+struct Credential {
+    key: String,
+    file: PathBuf,
+    value: String,
+}
+
+/// Each regular file of the folder (symbolic links followed, as a mounted Secret's files are
+/// links; hidden entries such as the Secret volume's `..data` skipped) is one credential.
+fn read_credentials(dir: &Path) -> Result<Vec<Credential>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("credentials folder {}: {e}", dir.display()))?;
+    let mut credentials = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("credentials folder {}: {e}", dir.display()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return Err(format!("credentials folder {}: a file name that is not UTF-8", dir.display()));
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let file = entry.path();
+        match std::fs::metadata(&file) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => continue,
+            Err(e) => return Err(format!("credentials file {}: {e}", file.display())),
+        }
+        let value = std::fs::read_to_string(&file)
+            .map_err(|e| format!("credentials file {}: cannot read it: {e}", file.display()))?;
+        // A Secret made from a file often ends with a newline that is no part of the key.
+        let value = value.trim_end_matches(['\n', '\r']).to_owned();
+        credentials.push(Credential { key: name.to_ascii_lowercase(), file, value });
+    }
+    credentials.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(credentials)
+}
+
+/// Configuration keys that hold secrets: never accepted as options.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "secret_access_key",
+        "session_token",
+        "token",
+        "service_account_key",
+        "access_key",
+        "account_key",
+        "client_secret",
+        "sas_key",
+        "sas_token",
+        "master_key",
+    ]
+    .iter()
+    .any(|secret| key == *secret || key.ends_with(&format!("_{secret}")))
+}
+
+/// Applies settings then credentials to a builder through its `with_config`, refusing keys the
+/// store does not know.
+fn configure<B, K>(
+    mut builder: B,
+    provider: Provider,
+    location: &BucketLocation,
+    credentials: &[Credential],
+    with_config: impl Fn(B, K, String) -> B,
+) -> Result<B, String>
+where
+    K: std::str::FromStr,
+{
+    for (key, value) in &location.options {
+        let parsed = key.to_ascii_lowercase().parse::<K>().map_err(|_| {
+            format!(
+                "option {key}: not a setting of {} stores (give object_store's configuration key \
+                 names, such as endpoint, region, allow_http)",
+                provider.describe()
+            )
+        })?;
+        builder = with_config(builder, parsed, value.clone());
+    }
+    for credential in credentials {
+        let parsed = credential.key.parse::<K>().map_err(|_| {
+            format!(
+                "credentials file {}: {} is not a credential of {} stores (expected files such as {})",
+                credential.file.display(),
+                credential.key.to_ascii_uppercase(),
+                provider.describe(),
+                provider.credential_hint()
+            )
+        })?;
+        builder = with_config(builder, parsed, credential.value.clone());
+    }
+    Ok(builder)
+}
+
+fn build_s3(
+    bucket: &str,
+    location: &BucketLocation,
+    credentials: &[Credential],
+) -> Result<Arc<dyn ObjectStore>, String> {
+    use object_store::aws::AmazonS3Builder;
+    let builder = match location.credentials_dir {
+        Some(_) => AmazonS3Builder::new(),
+        // Ambient credentials: the pod's web identity or instance role, as AWS's SDKs find them.
+        None => AmazonS3Builder::from_env(),
+    };
+    let builder =
+        builder.with_bucket_name(bucket).with_retry(retry_config()).with_client_options(client_options());
+    let builder = configure(builder, Provider::S3, location, credentials, |b: AmazonS3Builder, k, v| {
+        b.with_config(k, v)
+    })?;
+    let store = builder.build().map_err(|e| format!("cannot set up the S3 client: {e}"))?;
+    Ok(Arc::new(store))
+}
+
+fn build_gcs(
+    bucket: &str,
+    location: &BucketLocation,
+    credentials: &[Credential],
+) -> Result<Arc<dyn ObjectStore>, String> {
+    use object_store::gcp::GoogleCloudStorageBuilder;
+    let builder = match location.credentials_dir {
+        Some(_) => GoogleCloudStorageBuilder::new(),
+        None => GoogleCloudStorageBuilder::from_env(),
+    };
+    let builder =
+        builder.with_bucket_name(bucket).with_retry(retry_config()).with_client_options(client_options());
+    let builder =
+        configure(builder, Provider::Gcs, location, credentials, |b: GoogleCloudStorageBuilder, k, v| {
+            b.with_config(k, v)
+        })?;
+    let store = builder.build().map_err(|e| format!("cannot set up the Google Cloud Storage client: {e}"))?;
+    Ok(Arc::new(store))
+}
+
+fn build_azure(
+    container: &str,
+    location: &BucketLocation,
+    credentials: &[Credential],
+) -> Result<Arc<dyn ObjectStore>, String> {
+    use object_store::azure::MicrosoftAzureBuilder;
+    let builder = match location.credentials_dir {
+        Some(_) => MicrosoftAzureBuilder::new(),
+        None => MicrosoftAzureBuilder::from_env(),
+    };
+    let builder = builder
+        .with_container_name(container)
+        .with_retry(retry_config())
+        .with_client_options(client_options());
+    let builder =
+        configure(builder, Provider::Azure, location, credentials, |b: MicrosoftAzureBuilder, k, v| {
+            b.with_config(k, v)
+        })?;
+    let store = builder.build().map_err(|e| format!("cannot set up the Azure Blob Storage client: {e}"))?;
+    Ok(Arc::new(store))
+}
+
+/// The S3 error code in a store's message (`<Code>NoSuchBucket</Code>`), if any.
+fn s3_error_code(text: &str) -> Option<String> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let end = text[start..].find("</Code>")? + start;
+    Some(text[start..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_of(db: &[u8]) -> Vec<u8> {
+        let mut bytes = db.to_vec();
+        bytes.extend_from_slice(&Sha256::digest(db));
+        bytes
+    }
+
+    async fn put(bucket: &Bucket, name: &str, bytes: &[u8], metadata: &[(&str, &str)]) {
+        let metadata = metadata.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut upload = bucket.start_upload(name, &metadata).await.unwrap();
+        for chunk in bytes.chunks(1000) {
+            upload.write(chunk).await.unwrap();
+        }
+        upload.complete().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_download_streams_hashes_and_checks_the_recorded_sha256() {
+        let bucket = Bucket::in_memory("s3://b/p");
+        let bytes = stream_of(&[7u8; 4096]);
+        let sha = super::super::snapshot::hex(&Sha256::digest(&bytes));
+        put(&bucket, "good.db", &bytes, &[(META_SHA256, &sha), (META_REVISION, "12")]).await;
+        put(&bucket, "bad.db", &bytes, &[(META_SHA256, &"0".repeat(64))]).await;
+        let dir = tempfile::tempdir().unwrap();
+        let into = dir.path().join("good.db");
+        std::fs::write(&into, b"an old file").unwrap();
+        let got = bucket.download("good.db", &into).await.unwrap();
+        assert_eq!(got.size_bytes, bytes.len() as u64);
+        assert_eq!(got.sha256, sha);
+        assert_eq!(got.metadata.get(META_REVISION).map(String::as_str), Some("12"));
+        assert_eq!(std::fs::read(&into).unwrap(), bytes);
+
+        let into = dir.path().join("bad.db");
+        let failure = bucket.download("bad.db", &into).await.unwrap_err();
+        assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
+        assert!(
+            failure.message.contains("s3://b/p/bad.db") && failure.message.contains("damaged"),
+            "{}",
+            failure.message
+        );
+        assert!(!into.exists(), "a refused download leaves no file");
+
+        let failure = bucket.download("none.db", &dir.path().join("none.db")).await.unwrap_err();
+        assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
+        assert!(failure.message.contains("no such object"), "{}", failure.message);
+    }
+
+    #[tokio::test]
+    async fn listing_finds_only_the_clusters_snapshots_oldest_first() {
+        let bucket = Bucket::in_memory("s3://b");
+        for name in [
+            "main-20260103T000000Z.db",
+            "main-20260101T000000Z.db",
+            "main-2-20260102T000000Z.db",
+            "notes.txt",
+        ] {
+            put(&bucket, name, b"x", &[(META_CLUSTER, "main")]).await;
+        }
+        let template = NameTemplate::parse("{cluster}-{time}.db", "main").unwrap();
+        let listed = bucket.list_snapshots(&template, true).await.unwrap();
+        let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["main-20260101T000000Z.db", "main-20260103T000000Z.db"]);
+        assert_eq!(listed[0].metadata.get(META_CLUSTER).map(String::as_str), Some("main"));
+        assert_eq!(listed[0].size_bytes, 1);
+    }
+
+    #[test]
+    fn urls_settings_and_credentials_are_checked_naming_what_is_wrong() {
+        for (url, says) in [
+            ("http://b", "not a store"),
+            ("s3://", "no bucket"),
+            ("b/p", "no scheme"),
+            ("s3://b/a//c", "empty part"),
+        ] {
+            let failure = parse_url(url).unwrap_err();
+            assert!(failure.message.contains(says), "{url}: {}", failure.message);
+        }
+        let (provider, bucket, prefix) = parse_url("gs://b/x/y").unwrap();
+        assert_eq!((provider, bucket.as_str(), prefix.unwrap().as_ref()), (Provider::Gcs, "b", "x/y"));
+
+        let location = |options: &[(&str, &str)], dir: Option<&Path>| BucketLocation {
+            url: "s3://b/p".into(),
+            options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            credentials_dir: dir.map(|d| d.display().to_string()),
+        };
+        let failure = Bucket::open(&location(&[("colour", "blue")], None)).unwrap_err();
+        assert!(failure.message.contains("option colour"), "{}", failure.message);
+        let failure = Bucket::open(&location(&[("aws_secret_access_key", "s3cr3t")], None)).unwrap_err();
+        assert!(
+            failure.message.contains("is a secret") && !failure.message.contains("s3cr3t"),
+            "{}",
+            failure.message
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AWS_ACCESS_KEY_ID"), "id\n").unwrap();
+        std::fs::write(dir.path().join("AWS_SECRET_ACCESS_KEY"), "s3cr3t-value\n").unwrap();
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        let opened = Bucket::open(&location(
+            &[("endpoint", "http://127.0.0.1:1"), ("allow_http", "true")],
+            Some(dir.path()),
+        ));
+        let opened = opened.unwrap();
+        assert_eq!(opened.redact("x s3cr3t-value y"), "x [redacted] y");
+        std::fs::write(dir.path().join("PASSWORD"), "hunter2").unwrap();
+        let failure = Bucket::open(&location(&[], Some(dir.path()))).unwrap_err();
+        assert!(
+            failure.message.contains("PASSWORD") && !failure.message.contains("hunter2"),
+            "{}",
+            failure.message
+        );
+    }
+}
