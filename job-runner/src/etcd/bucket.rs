@@ -445,6 +445,7 @@ impl Bucket {
 
 /// A multipart upload under way. Dropped without [`Upload::complete`] or [`Upload::abort`], it is
 /// aborted in the background (best effort: a process that exits at once leaves it incomplete).
+#[derive(Debug)]
 pub(crate) struct Upload<'a> {
     bucket: &'a Bucket,
     name: String,
@@ -861,5 +862,48 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    /// Against a real S3 server (s3s-fs, which checks signatures): an upload with metadata reads
+    /// back whole; wrong credentials and a missing bucket are bad input naming the bucket.
+    #[tokio::test]
+    async fn s3_uploads_read_back_and_refusals_name_the_bucket() {
+        use groundskeeper_e2e::s3_server::{S3Server, s3s_fs_or_skip, write_credentials};
+        let Some(binary) = s3s_fs_or_skip() else { return };
+        let server = S3Server::start(&binary).unwrap();
+        server.create_bucket("snapshots").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = dir.path().join("credentials");
+        server.write_credentials(&credentials).unwrap();
+        let bucket = Bucket::open(&server.location("s3://snapshots/etcd/main", &credentials)).unwrap();
+        // Two parts and a bit, so the upload is a real multipart one.
+        let bytes: Vec<u8> = (0..PART_BYTES * 2 + 1000).map(|i| (i % 251) as u8).collect();
+        let sha = super::super::snapshot::hex(&Sha256::digest(&bytes));
+        put(&bucket, "main-20260101T000000Z.db", &bytes, &[(META_SHA256, &sha), (META_KEYS, "3")]).await;
+        let into = dir.path().join("got.db");
+        let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
+        assert_eq!((got.size_bytes, got.sha256.as_str()), (bytes.len() as u64, sha.as_str()));
+        assert_eq!(got.metadata.get(META_KEYS).map(String::as_str), Some("3"));
+        assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
+
+        // An aborted upload leaves nothing.
+        let mut upload = bucket.start_upload("main-20260102T000000Z.db", &BTreeMap::new()).await.unwrap();
+        upload.write(&bytes).await.unwrap();
+        upload.abort().await.unwrap();
+        assert_eq!(bucket.head("main-20260102T000000Z.db").await.unwrap(), None);
+
+        let wrong = dir.path().join("wrong");
+        write_credentials(&wrong, &server.access_key, "not-the-secret").unwrap();
+        let refused = Bucket::open(&server.location("s3://snapshots", &wrong)).unwrap();
+        let failure = refused.download("main-20260101T000000Z.db", &into).await.unwrap_err();
+        assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput, "{}", failure.message);
+        assert!(failure.message.contains("bucket snapshots"), "{}", failure.message);
+        assert!(failure.message.contains("check the credentials in"), "{}", failure.message);
+        assert!(!failure.message.contains("not-the-secret"), "{}", failure.message);
+
+        let missing = Bucket::open(&server.location("s3://nowhere", &credentials)).unwrap();
+        let failure = missing.check_bucket_exists().await.unwrap_err();
+        assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput, "{}", failure.message);
+        assert!(failure.message.contains("bucket nowhere does not exist"), "{}", failure.message);
     }
 }
