@@ -64,6 +64,35 @@ pub struct EtcdClusterSpec {
     /// never interrupted by a window closing. Absent: any time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_windows: Option<crate::maintenance_window::MaintenanceWindowsSpec>,
+    /// The StatefulSet that runs the members (one member per pod, named after it, with its data
+    /// on the pod's PersistentVolumeClaim): what a Restore task scales and restores. Absent:
+    /// Restore tasks are rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stateful_set: Option<EtcdStatefulSet>,
+}
+
+/// Default `spec.statefulSet.dataDir`: what etcd's own StatefulSet example and most charts use
+/// below the data volume's mount.
+pub const DEFAULT_STATEFUL_SET_DATA_DIR: &str = "default.etcd";
+
+/// How the members of a cluster run as a StatefulSet keep their data.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdStatefulSet {
+    /// The StatefulSet, in the EtcdCluster's namespace. Its pods are the members: each member's
+    /// name (`--name`) is its pod's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The volumeClaimTemplate of the members' data (claims `<template>-<pod>`). Absent: the
+    /// StatefulSet's only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub data_volume_claim_template: Option<String>,
+    /// The member's `--data-dir`, relative to the root of its data volume. Absent:
+    /// `default.etcd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub data_dir: Option<String>,
 }
 
 /// A cluster's place in a fleet of partitioned etcd clusters.
@@ -341,8 +370,39 @@ pub struct EtcdClusterStatus {
     /// The last snapshot a Snapshot task took of this cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_snapshot: Option<LastSnapshot>,
+    /// Every snapshot of this cluster its tasks wrote or copied, by store, with its last proof
+    /// (the newest 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<crate::snapshot_catalog::SnapshotRecord>,
+    /// The last proof that a snapshot restores ("last snapshot proven restorable at …, revision
+    /// …"); a failed one sets condition `SnapshotRestorable` False and the controller Degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot_proof: Option<crate::snapshot_catalog::SnapshotProof>,
+    /// Since when fewer than a majority of the members have been healthy (absent while the
+    /// quorum is there): what a Restore task's admission reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum_lost_since: Option<Time>,
+    /// The highest revision observed while the quorum was there: after a restore, the revisions
+    /// between the snapshot's and this one are what was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_revision_with_quorum: Option<i64>,
+    /// The members and their peer URLs as last listed while the quorum was there: the
+    /// membership a Restore gives the cluster back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub membership: Vec<KnownMember>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// A member as the member list gave it.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KnownMember {
+    pub name: String,
+    /// Member id in hex.
+    pub id: String,
+    #[serde(default, rename = "peerURLs", skip_serializing_if = "Vec::is_empty")]
+    pub peer_urls: Vec<String>,
 }
 
 /// A snapshot taken by a Snapshot task, as the cluster's status records it.
@@ -376,6 +436,9 @@ pub struct EtcdMemberStatus {
     pub id: String,
     /// The client URL it was observed on.
     pub endpoint: String,
+    /// The peer URLs it advertises (from the member list): what a Restore gives each member back.
+    #[serde(default, rename = "peerURLs", skip_serializing_if = "Vec::is_empty")]
+    pub peer_urls: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_size: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,7 +19,10 @@ pub mod maintenance_task;
 pub mod maintenance_window;
 pub mod official_etcd_cluster;
 pub mod plan;
+pub mod restore;
 pub mod scylla;
+pub mod snapshot_catalog;
+pub mod snapshot_store;
 pub mod storage_cluster;
 pub mod validate;
 

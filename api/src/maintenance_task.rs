@@ -71,12 +71,16 @@ const MAX_ENUM_LEN: usize = 64;
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete this MaintenanceTask and create a new one"))]
-#[x_kube(validation = Rule::new("self.type == 'Cleanup' ? self.target.kind == 'ScyllaCluster' : self.target.kind == 'EtcdCluster'").message("type Cleanup needs target kind ScyllaCluster; Compact, Defragment, Maintenance and Snapshot need EtcdCluster").field_path(".target.kind"))]
+#[x_kube(validation = Rule::new("self.type == 'Cleanup' ? self.target.kind == 'ScyllaCluster' : self.target.kind == 'EtcdCluster'").message("type Cleanup needs target kind ScyllaCluster; Compact, Defragment, Maintenance, Snapshot, Copy, Verify and Restore need EtcdCluster").field_path(".target.kind"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.cleanup) || self.type == 'Cleanup'").message("config.cleanup is only for type Cleanup: remove it, or set the config of this task's type").field_path(".config.cleanup"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.compact) || self.type == 'Compact'").message("config.compact is only for type Compact: remove it, or set the config of this task's type").field_path(".config.compact"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.defragment) || self.type == 'Defragment'").message("config.defragment is only for type Defragment: remove it, or set the config of this task's type").field_path(".config.defragment"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.maintenance) || self.type == 'Maintenance'").message("config.maintenance is only for type Maintenance: remove it, or set the config of this task's type").field_path(".config.maintenance"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.snapshot) || self.type == 'Snapshot'").message("config.snapshot is only for type Snapshot: remove it, or set the config of this task's type").field_path(".config.snapshot"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.copy) || self.type == 'Copy'").message("config.copy is only for type Copy: remove it, or set the config of this task's type").field_path(".config.copy"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.verify) || self.type == 'Verify'").message("config.verify is only for type Verify: remove it, or set the config of this task's type").field_path(".config.verify"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.restore) || self.type == 'Restore'").message("config.restore is only for type Restore: remove it, or set the config of this task's type").field_path(".config.restore"))]
+#[x_kube(validation = Rule::new("self.type != 'Restore' || (has(self.config) && has(self.config.restore) && self.config.restore.confirm == true)").message("a Restore replaces the data of every member: confirm it with config.restore.confirm: true").field_path(".config.restore"))]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceTaskSpec {
     /// The cluster to work on, in the task's namespace.
@@ -84,7 +88,10 @@ pub struct MaintenanceTaskSpec {
     /// What to do: `Cleanup` (ScyllaCluster: drop data of token ranges nodes no longer own),
     /// `Compact` (EtcdCluster: drop old MVCC history), `Defragment` (EtcdCluster: give free pages
     /// back to the disk, one member at a time), `Maintenance` (EtcdCluster: compact, then
-    /// defragment), `Snapshot` (EtcdCluster: save the db to a volume).
+    /// defragment), `Snapshot` (EtcdCluster: save the db to a volume or a bucket), `Copy`
+    /// (EtcdCluster: copy its snapshots from one store to another), `Verify` (EtcdCluster: prove
+    /// that its newest snapshot restores), `Restore` (EtcdCluster run as a StatefulSet: bring it
+    /// back from a snapshot after a lost quorum).
     #[serde(rename = "type")]
     pub task_type: TaskType,
     /// Settings of the task's type: only the member named after the type may be set; absent, the
@@ -211,8 +218,15 @@ open_enum! {
         Defragment,
         /// EtcdCluster: compact, then defragment.
         Maintenance,
-        /// EtcdCluster: save the db to a volume.
+        /// EtcdCluster: save the db to a volume or a bucket.
         Snapshot,
+        /// EtcdCluster: copy its snapshots from one store to another.
+        Copy,
+        /// EtcdCluster: prove that a snapshot restores, in a throwaway member.
+        Verify,
+        /// EtcdCluster run as a StatefulSet: restore every member from a snapshot after a lost
+        /// quorum.
+        Restore,
     }
 }
 
@@ -231,9 +245,13 @@ impl TaskType {
     pub fn target_kind(&self) -> Option<TargetKind> {
         match self {
             TaskType::Cleanup => Some(TargetKind::ScyllaCluster),
-            TaskType::Compact | TaskType::Defragment | TaskType::Maintenance | TaskType::Snapshot => {
-                Some(TargetKind::EtcdCluster)
-            }
+            TaskType::Compact
+            | TaskType::Defragment
+            | TaskType::Maintenance
+            | TaskType::Snapshot
+            | TaskType::Copy
+            | TaskType::Verify
+            | TaskType::Restore => Some(TargetKind::EtcdCluster),
             TaskType::Unknown(_) => None,
         }
     }
@@ -246,6 +264,9 @@ impl TaskType {
             TaskType::Defragment => Some("defragment"),
             TaskType::Maintenance => Some("maintenance"),
             TaskType::Snapshot => Some("snapshot"),
+            TaskType::Copy => Some("copy"),
+            TaskType::Verify => Some("verify"),
+            TaskType::Restore => Some("restore"),
             TaskType::Unknown(_) => None,
         }
     }
@@ -270,6 +291,15 @@ pub struct TaskConfig {
     /// For type Snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotConfig>,
+    /// For type Copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyConfig>,
+    /// For type Verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyConfig>,
+    /// For type Restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreConfig>,
 }
 
 impl TaskConfig {
@@ -285,6 +315,9 @@ impl TaskConfig {
             ("defragment", self.defragment.is_some()),
             ("maintenance", self.maintenance.is_some()),
             ("snapshot", self.snapshot.is_some()),
+            ("copy", self.copy.is_some()),
+            ("verify", self.verify.is_some()),
+            ("restore", self.restore.is_some()),
         ]
         .into_iter()
         .filter_map(|(member, set)| set.then_some(member))
@@ -418,6 +451,15 @@ pub struct SnapshotConfig {
     #[serde(default = "default_snapshot_retain")]
     #[schemars(range(min = 1))]
     pub retain: i32,
+    /// Write the snapshot to this bucket (an object under its prefix) instead of a claim; the
+    /// same retention applies to this cluster's objects there, and nothing else in the bucket is
+    /// touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<crate::snapshot_store::BucketSpec>,
+    /// Once written, prove that the snapshot restores (as a Verify task does) before the task
+    /// completes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 impl Default for SnapshotConfig {
@@ -426,8 +468,81 @@ impl Default for SnapshotConfig {
             persistent_volume_claim: None,
             file_name: default_snapshot_file_name(),
             retain: DEFAULT_SNAPSHOT_RETAIN,
+            bucket: None,
+            verify: false,
         }
     }
+}
+
+/// Copy a cluster's snapshots from one store to another.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyConfig {
+    /// Where the snapshots are.
+    pub from: crate::snapshot_store::SnapshotStoreSpec,
+    /// Where they go. Snapshots already there with the same size and SHA-256 are left as they
+    /// are, so a task run again (or after its Job was killed) copies only what is missing.
+    pub to: crate::snapshot_store::SnapshotStoreSpec,
+    /// The file name template the cluster's snapshots are named by (as for Snapshot): only these
+    /// are copied. Absent: `{cluster}-{time}.db`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub file_name: Option<String>,
+    /// Only these snapshots (names in `from`). Empty: every snapshot of the cluster there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(min = 1, max = MAX_FILE_NAME_LEN)))]
+    pub only: Vec<String>,
+}
+
+/// Prove that a snapshot restores: restored into a throwaway member inside the Job, started, and
+/// checked to serve the revision and hold the number of keys recorded when it was taken.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyConfig {
+    /// Where the snapshot is. Absent: the claim `<target name>-snapshots`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<crate::snapshot_store::SnapshotStoreSpec>,
+    /// Its name there. Absent: the cluster's newest by the time in its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub object: Option<String>,
+    /// The file name template of the cluster's snapshots. Absent: `{cluster}-{time}.db`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub file_name: Option<String>,
+}
+
+/// Default `spec.config.restore.quorumLostForSeconds`.
+pub const DEFAULT_QUORUM_LOST_FOR_SECONDS: i64 = 300;
+
+/// Bring an etcd cluster run as a StatefulSet back from a snapshot after it lost its quorum for
+/// good. Every member's data is replaced (the old data is moved aside on each volume, never
+/// deleted); writes after the snapshot are lost.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreConfig {
+    /// Must be true: a person confirms that every member's data is replaced by the snapshot's.
+    #[serde(default)]
+    pub confirm: bool,
+    /// Where the snapshot is.
+    pub from: crate::snapshot_store::SnapshotStoreSpec,
+    /// The snapshot's name there. Absent: the newest snapshot of the cluster in that store that a
+    /// Verify proved restorable (the EtcdCluster's `status.snapshots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub object: Option<String>,
+    /// The quorum must have been lost (fewer than a majority of members healthy) for at least
+    /// this long, as the EtcdCluster's status saw it, before the task is admitted.
+    #[serde(default = "default_quorum_lost_for_seconds")]
+    #[schemars(range(min = 0))]
+    pub quorum_lost_for_seconds: i64,
+    /// Restore although the quorum is not lost (say, to go back to a snapshot on purpose).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub override_quorum_check: bool,
+}
+
+fn default_quorum_lost_for_seconds() -> i64 {
+    DEFAULT_QUORUM_LOST_FOR_SECONDS
 }
 
 fn default_ttl_seconds_after_finished() -> i64 {
@@ -519,6 +634,15 @@ pub struct MaintenanceTaskStatus {
     /// Snapshot: the file being written, and once written what it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotStatus>,
+    /// Verify (and Snapshot with `verify`): whether the snapshot was proven restorable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<crate::snapshot_catalog::SnapshotProof>,
+    /// Copy: what was copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyStatus>,
+    /// Restore: its steps and where it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<crate::restore::RestoreStatus>,
     /// What the task does, in order, with expected durations: written while it awaits approval
     /// and when it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -531,12 +655,42 @@ pub struct MaintenanceTaskStatus {
     pub left_for_next_window: Option<i32>,
 }
 
+/// What a Copy task copied.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyStatus {
+    /// The stores, as `pvc/NAME` or the bucket's URL.
+    pub from: String,
+    pub to: String,
+    /// Snapshots copied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copied: Vec<String>,
+    /// Snapshots already there, checked and left as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_there: Vec<String>,
+    /// Snapshots that could not be copied, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// Bytes copied, and the same for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_copied: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+}
+
 /// A Snapshot task's file.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotStatus {
-    /// The claim it is written to.
+    /// The claim it is written to (empty when it went to a bucket).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub persistent_volume_claim: String,
+    /// The bucket it is written to (its URL), when not a claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    /// The number of keys at the snapshot's revision, counted when it was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
     /// Its name on that claim (`spec.config.snapshot.fileName` rendered).
     pub file: String,
     /// Size of the file in bytes, etcd's 32-byte SHA-256 trailer included.

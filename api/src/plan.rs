@@ -15,7 +15,8 @@ use crate::EtcdCluster;
 use crate::etcd_cluster::EtcdMemberStatus;
 use crate::maintenance_window::WindowState;
 use crate::scylla::facts::{ClusterFacts, MemberFacts, sorted_members};
-use crate::validate::{Cleanup, Compact, Snapshot, Work};
+use crate::snapshot_store::Store;
+use crate::validate::{Cleanup, Compact, Restore, Snapshot, Work};
 use groundskeeper_protocol::keys;
 use groundskeeper_stores::etcd::leader_turn::{
     DEFAULT_IN_PLACE_BUDGET, LeaderTurnDecision, LeaderTurnFacts, MeasuredDefrag, RateFrom, TurnChoice,
@@ -402,8 +403,41 @@ pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<Tas
         }
         Work::Snapshot(snapshot) => {
             steps.push(snapshot_step(snapshot, cluster));
-            format!("snapshot EtcdCluster {target} to claim {}", snapshot.persistent_volume_claim)
+            if snapshot.verify {
+                steps.push(proof_step(&snapshot.store.display(), "the snapshot just written", cluster));
+            }
+            let proof = if snapshot.verify { ", then prove it restores" } else { "" };
+            format!("snapshot EtcdCluster {target} to {}{proof}", store_words(&snapshot.store))
         }
+        Work::Copy(copy) => {
+            steps.push(PlanStep {
+                name: "cluster".to_owned(),
+                action: "Copy".to_owned(),
+                note: Some(format!(
+                    "copy {} from {} to {}, checking each one's SHA-256 on both sides; those already \
+                     there are left as they are",
+                    if copy.only.is_empty() {
+                        "every snapshot of the cluster".to_owned()
+                    } else {
+                        copy.only.join(", ")
+                    },
+                    copy.from.display(),
+                    copy.to.display()
+                )),
+                ..PlanStep::default()
+            });
+            format!(
+                "copy EtcdCluster {target}'s snapshots from {} to {}",
+                copy.from.display(),
+                copy.to.display()
+            )
+        }
+        Work::Verify(verify) => {
+            let which = verify.object.clone().unwrap_or_else(|| "the newest snapshot".to_owned());
+            steps.push(proof_step(&verify.from.display(), &which, cluster));
+            format!("prove that {which} of EtcdCluster {target} in {} restores", verify.from.display())
+        }
+        Work::Restore(restore) => return restore_plan(restore, cluster, target),
         Work::Cleanup(_) => return Err("a Cleanup task cleans a ScyllaCluster".to_owned()),
     };
     Ok(plan_of(summary, steps))
@@ -425,6 +459,93 @@ fn compact_step(compact: &Compact) -> PlanStep {
     }
 }
 
+fn store_words(store: &Store) -> String {
+    match store {
+        Store::Claim(claim) => format!("claim {claim}"),
+        Store::Bucket(bucket) => format!("bucket {}", bucket.url),
+    }
+}
+
+/// A proof: the snapshot restored into a throwaway member in the Job, which is started and
+/// checked (at the snapshot rate, twice: fetch, then restore and start).
+fn proof_step(store: &str, which: &str, cluster: &EtcdCluster) -> PlanStep {
+    let bytes = cluster.status.as_ref().and_then(|s| s.members.iter().filter_map(|m| m.db_size).max());
+    let estimate = estimate(&[], bytes.map(|b| b * 2), Some(DEFAULT_SNAPSHOT_BYTES_PER_SECOND), 60);
+    PlanStep {
+        name: "cluster".to_owned(),
+        action: "Verify".to_owned(),
+        expected_seconds: Some(estimate.seconds + 10),
+        estimate: Some(format!("{}, and about 10 s to start the member", estimate.from)),
+        note: Some(format!(
+            "restore {which} from {store} into a throwaway member inside the Job, start it and check \
+             the revision and the number of keys recorded when it was taken; the cluster is not touched"
+        )),
+        ..PlanStep::default()
+    }
+}
+
+/// A Restore's steps, as far as the status tells them before it starts.
+fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Result<TaskPlan, String> {
+    let Some(sts) = &cluster.spec.stateful_set else {
+        return Err(format!(
+            "EtcdCluster {target} has no spec.statefulSet: a Restore needs to know the StatefulSet that \
+             runs the members"
+        ));
+    };
+    let template = sts.data_volume_claim_template.clone().unwrap_or_else(|| "<data template>".to_owned());
+    let store = restore.from.display();
+    let resolved =
+        crate::restore::resolve_restore(cluster, &store, restore.object.as_deref(), &sts.name, &template)?;
+    let revision = resolved.record.as_ref().and_then(|r| r.revision);
+    let mut steps = vec![proof_step(&store, &resolved.object, cluster)];
+    steps.push(PlanStep {
+        name: sts.name.clone(),
+        action: "ScaleDown".to_owned(),
+        note: Some(format!("scale StatefulSet {} to 0 and wait until its pods are gone", sts.name)),
+        ..PlanStep::default()
+    });
+    for member in &resolved.members {
+        steps.push(PlanStep {
+            name: member.name.clone(),
+            action: "RestoreMember".to_owned(),
+            note: Some(format!(
+                "on claim {}: move the data aside (kept, not deleted), restore {} as member {} at {} \
+                 with a new cluster token",
+                member.claim, resolved.object, member.name, member.peer_url
+            )),
+            ..PlanStep::default()
+        });
+    }
+    steps.push(PlanStep {
+        name: sts.name.clone(),
+        action: "ScaleUp".to_owned(),
+        note: Some("scale the StatefulSet back to its replicas".to_owned()),
+        ..PlanStep::default()
+    });
+    steps.push(PlanStep {
+        name: "cluster".to_owned(),
+        action: "WaitForMembers".to_owned(),
+        note: Some(format!(
+            "until every member is healthy at revision {} or later",
+            revision.map_or_else(|| "the snapshot's".to_owned(), |r| r.to_string())
+        )),
+        ..PlanStep::default()
+    });
+    let lost = match resolved.lost_revisions() {
+        Some(lost) => format!("; the {lost} revision(s) written after it are lost"),
+        None => "; writes after the snapshot are lost".to_owned(),
+    };
+    let summary = format!(
+        "restore EtcdCluster {target} ({} members of StatefulSet {}) from {} in {}{}{lost}",
+        resolved.members.len(),
+        sts.name,
+        resolved.object,
+        store,
+        revision.map(|r| format!(" (revision {r})")).unwrap_or_default()
+    );
+    Ok(plan_of(summary, steps))
+}
+
 fn snapshot_step(snapshot: &Snapshot, cluster: &EtcdCluster) -> PlanStep {
     let members = cluster.status.as_ref().map(|s| s.members.as_slice()).unwrap_or_default();
     let source = members
@@ -440,8 +561,10 @@ fn snapshot_step(snapshot: &Snapshot, cluster: &EtcdCluster) -> PlanStep {
         expected_seconds: Some(estimate.seconds),
         estimate: Some(estimate.from),
         note: Some(format!(
-            "stream the db from a healthy follower to file {} on claim {}, keep the newest {}",
-            snapshot.file_name, snapshot.persistent_volume_claim, snapshot.retain
+            "stream the db from a healthy follower to {} in {}, keep the newest {}",
+            snapshot.file_name,
+            store_words(&snapshot.store),
+            snapshot.retain
         )),
         ..PlanStep::default()
     }

@@ -17,6 +17,8 @@ use crate::maintenance_task::{
     MAX_KEYSPACE_LEN, MAX_LIST_ITEMS, MAX_NAME_LEN, MAX_NODE_NAME_LEN, MaintenanceConfig, MaintenanceTask,
     MaintenanceTaskSpec, SNAPSHOT_FILE_NAME_PLACEHOLDERS, SnapshotConfig, TargetKind, TaskTarget, TaskType,
 };
+use crate::maintenance_task::{CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, RestoreConfig, VerifyConfig};
+use crate::snapshot_store::{SnapshotStoreSpec, Store, check_bucket, check_store};
 
 /// One mistake in a task's spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +68,37 @@ pub enum Work {
         defragment: DefragPolicy,
     },
     Snapshot(Snapshot),
+    Copy(Copy),
+    Verify(Verify),
+    Restore(Restore),
+}
+
+/// A copy of a cluster's snapshots from one store to another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copy {
+    pub from: Store,
+    pub to: Store,
+    pub file_name: String,
+    pub only: Vec<String>,
+}
+
+/// A proof that a snapshot restores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verify {
+    pub from: Store,
+    /// `None`: the newest of the cluster's snapshots there.
+    pub object: Option<String>,
+    pub file_name: String,
+}
+
+/// A restore of a cluster from a snapshot, confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    pub from: Store,
+    /// `None`: the newest proven snapshot of that store in the cluster's catalog.
+    pub object: Option<String>,
+    pub quorum_lost_for: SignedDuration,
+    pub override_quorum_check: bool,
 }
 
 /// A cleanup of a ScyllaCluster.
@@ -111,7 +144,13 @@ pub struct Compact {
 /// A snapshot of an etcd cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
+    /// The claim when it goes to a claim (the store's own name, kept for the callers that only
+    /// know claims).
     pub persistent_volume_claim: String,
+    /// Where it goes: the claim, or a bucket.
+    pub store: Store,
+    /// Prove it restores once written.
+    pub verify: bool,
     /// The template, `{cluster}` and `{time}` not yet replaced.
     pub file_name: String,
     pub retain: u32,
@@ -162,6 +201,12 @@ impl Check {
             message: message.into(),
         });
     }
+
+    fn errors_at(&mut self, errors: Vec<(String, String)>) {
+        for (field, message) in errors {
+            self.error(field, message);
+        }
+    }
 }
 
 fn check_type(check: &mut Check, task_type: &TaskType) {
@@ -196,7 +241,7 @@ fn wrong_kind_message(task_type: &TaskType, kind: &TargetKind) -> String {
     match task_type {
         TaskType::Cleanup => format!(
             "type Cleanup works on a ScyllaCluster, not an {kind}: point spec.target at a ScyllaCluster, \
-             or choose an etcd type (Compact, Defragment, Maintenance, Snapshot)"
+             or choose an etcd type (Compact, Defragment, Maintenance, Snapshot, Copy, Verify, Restore)"
         ),
         other => format!(
             "type {other} works on an EtcdCluster, not a {kind}: point spec.target at an EtcdCluster, \
@@ -276,6 +321,13 @@ fn check_work(check: &mut Check, spec: &MaintenanceTaskSpec) -> Option<Work> {
             &spec.target.name,
             &config.snapshot.clone().unwrap_or_default(),
         )),
+        TaskType::Copy => {
+            Work::Copy(check_copy(check, &spec.target.name, &config.copy.clone().unwrap_or_default())?)
+        }
+        TaskType::Verify => {
+            Work::Verify(check_verify(check, &spec.target.name, &config.verify.clone().unwrap_or_default())?)
+        }
+        TaskType::Restore => Work::Restore(check_restore(check, config.restore.as_ref())?),
         TaskType::Unknown(_) => return None,
     };
     Some(operation)
@@ -465,7 +517,23 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
         }
         None => format!("{target_name}-snapshots"),
     };
-    check_file_name(check, target_name, &config.file_name);
+    check_file_name(check, "spec.config.snapshot.fileName", target_name, &config.file_name);
+    let store = match &config.bucket {
+        Some(bucket) => match check_bucket(bucket, "spec.config.snapshot.bucket") {
+            Ok(bucket) => Store::Bucket(bucket),
+            Err(errors) => {
+                check.errors_at(errors);
+                Store::Claim(persistent_volume_claim.clone())
+            }
+        },
+        None => Store::Claim(persistent_volume_claim.clone()),
+    };
+    if config.bucket.is_some() && config.persistent_volume_claim.is_some() {
+        check.error(
+            "spec.config.snapshot",
+            "sets both persistentVolumeClaim and bucket: keep the one the snapshot goes to",
+        );
+    }
     if config.retain < 1 {
         check.error(
             "spec.config.snapshot.retain",
@@ -474,30 +542,33 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
     }
     Snapshot {
         persistent_volume_claim,
+        store,
+        verify: config.verify,
         file_name: config.file_name.clone(),
         retain: u32::try_from(config.retain).unwrap_or(0),
     }
 }
 
-fn check_file_name(check: &mut Check, target_name: &str, template: &str) {
-    const FIELD: &str = "spec.config.snapshot.fileName";
+fn check_file_name(check: &mut Check, field: &str, target_name: &str, template: &str) {
+    let field = field.to_owned();
+    let field = field.as_str();
     let without_placeholders = SNAPSHOT_FILE_NAME_PLACEHOLDERS
         .iter()
         .fold(template.to_owned(), |text, placeholder| text.replace(placeholder, ""));
     if template.is_empty() {
-        check.error(FIELD, "is empty: leave it out for \"{cluster}-{time}.db\"");
+        check.error(field, "is empty: leave it out for \"{cluster}-{time}.db\"");
     } else if template.len() > MAX_FILE_NAME_LEN {
-        check.error(FIELD, format!("is {} characters long; the most is {MAX_FILE_NAME_LEN}", template.len()));
+        check.error(field, format!("is {} characters long; the most is {MAX_FILE_NAME_LEN}", template.len()));
     } else if template.contains('/') {
         check.error(
-            FIELD,
+            field,
             format!(
                 "{template:?} holds a '/': give a file name; the volume is chosen by persistentVolumeClaim"
             ),
         );
     } else if without_placeholders.contains(['{', '}']) {
         check.error(
-            FIELD,
+            field,
             format!("{template:?} holds a brace that is not part of {{cluster}} or {{time}}, the only placeholders"),
         );
     } else if !target_name.is_empty()
@@ -505,7 +576,103 @@ fn check_file_name(check: &mut Check, target_name: &str, template: &str) {
     {
         // What the runner will check too: the name rendered for this target is a plain file name
         // with room for its temporary file's.
-        check.error(FIELD, why);
+        check.error(field, why);
+    }
+}
+
+/// A store as [`check_store`] sees it, its mistakes reported; `None` when it has any.
+fn checked_store(check: &mut Check, spec: &SnapshotStoreSpec, field: &str) -> Option<Store> {
+    match check_store(spec, field) {
+        Ok(store) => Some(store),
+        Err(errors) => {
+            check.errors_at(errors);
+            None
+        }
+    }
+}
+
+/// A template field that may be left out (then the default).
+fn file_name_or_default(
+    check: &mut Check,
+    field: &str,
+    target_name: &str,
+    template: Option<&String>,
+) -> String {
+    let template = template.cloned().unwrap_or_else(|| DEFAULT_SNAPSHOT_FILE_NAME.to_owned());
+    check_file_name(check, field, target_name, &template);
+    template
+}
+
+fn check_copy(check: &mut Check, target_name: &str, config: &CopyConfig) -> Option<Copy> {
+    let from = checked_store(check, &config.from, "spec.config.copy.from");
+    let to = checked_store(check, &config.to, "spec.config.copy.to");
+    let file_name =
+        file_name_or_default(check, "spec.config.copy.fileName", target_name, config.file_name.as_ref());
+    check_name_list(
+        check,
+        "spec.config.copy.only",
+        &config.only,
+        MAX_FILE_NAME_LEN,
+        "leave it empty to copy every snapshot",
+    );
+    let (from, to) = (from?, to?);
+    if from == to {
+        check.error("spec.config.copy.to", "is the same store as from: name another one");
+    }
+    Some(Copy { from, to, file_name, only: config.only.clone() })
+}
+
+fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> Option<Verify> {
+    let default_claim =
+        SnapshotStoreSpec { persistent_volume_claim: Some(format!("{target_name}-snapshots")), bucket: None };
+    let from =
+        checked_store(check, config.from.as_ref().unwrap_or(&default_claim), "spec.config.verify.from");
+    let file_name =
+        file_name_or_default(check, "spec.config.verify.fileName", target_name, config.file_name.as_ref());
+    check_object(check, "spec.config.verify.object", config.object.as_deref());
+    Some(Verify { from: from?, object: config.object.clone(), file_name })
+}
+
+fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Restore> {
+    let Some(config) = config else {
+        check.error(
+            "spec.config.restore",
+            "is missing: a Restore needs config.restore.from (where the snapshot is) and \
+             config.restore.confirm: true",
+        );
+        return None;
+    };
+    if !config.confirm {
+        check.error(
+            "spec.config.restore.confirm",
+            "is not true: a Restore replaces every member's data with the snapshot's (writes after \
+             it are lost); set confirm: true to say you mean it",
+        );
+    }
+    if config.quorum_lost_for_seconds < 0 {
+        check.error("spec.config.restore.quorumLostForSeconds", "is negative: give 0 or more");
+    }
+    check_object(check, "spec.config.restore.object", config.object.as_deref());
+    let from = checked_store(check, &config.from, "spec.config.restore.from")?;
+    Some(Restore {
+        from,
+        object: config.object.clone(),
+        quorum_lost_for: SignedDuration::from_secs(config.quorum_lost_for_seconds.max(0)),
+        override_quorum_check: config.override_quorum_check,
+    })
+}
+
+/// A snapshot's name in a store: a plain name, no folder.
+fn check_object(check: &mut Check, field: &str, object: Option<&str>) {
+    match object {
+        Some("") => check.error(field, "is empty: name a snapshot, or leave it out"),
+        Some(name) if name.contains('/') || name == "." || name == ".." => {
+            check.error(field, format!("{name:?} is not a plain name: give the snapshot's name in the store"))
+        }
+        Some(name) if name.len() > MAX_FILE_NAME_LEN => {
+            check.error(field, format!("is {} characters long; the most is {MAX_FILE_NAME_LEN}", name.len()))
+        }
+        _ => {}
     }
 }
 

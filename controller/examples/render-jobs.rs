@@ -113,6 +113,8 @@ async fn main() {
             ]),
             limits: config.job_limits.clone(),
             claim_volumes: Vec::new(),
+            secret_folders: Vec::new(),
+            scratch: None,
         },
     );
     write(&dir, "etcd-maintenance-job.yaml", &build_job(&maintenance));
@@ -151,6 +153,8 @@ async fn main() {
                 claim_name: "main-snapshots".into(),
                 mount_path: "/snapshots".into(),
             }],
+            secret_folders: Vec::new(),
+            scratch: None,
         },
     );
     write(&dir, "etcd-snapshot-job.yaml", &build_job(&snapshot));

@@ -146,7 +146,10 @@ fn the_spec_schema_keeps_its_defaults_and_bounds() {
     assert_eq!(props["ttlSecondsAfterFinished"]["default"], 3600);
     assert_eq!(props["ttlSecondsAfterFinished"]["minimum"], 0.0);
     assert_eq!(props["deadlineSeconds"]["minimum"], 1.0);
-    assert_eq!(props["type"]["enum"], json!(["Cleanup", "Compact", "Defragment", "Maintenance", "Snapshot"]));
+    assert_eq!(
+        props["type"]["enum"],
+        json!(["Cleanup", "Compact", "Defragment", "Maintenance", "Snapshot", "Copy", "Verify", "Restore"])
+    );
     assert_eq!(props["target"]["properties"]["kind"]["enum"], json!(["ScyllaCluster", "EtcdCluster"]));
     let percent = &props["config"]["properties"]["defragment"]["properties"]["maxFragmentedPercent"];
     assert_eq!((percent["minimum"].clone(), percent["maximum"].clone()), (json!(0.0), json!(100.0)));

@@ -57,6 +57,8 @@ fn every_type_with_its_defaults_is_valid() {
             etcd("Snapshot", json!({})),
             Work::Snapshot(Snapshot {
                 persistent_volume_claim: "main-snapshots".into(),
+                store: Store::Claim("main-snapshots".into()),
+                verify: false,
                 file_name: "{cluster}-{time}.db".into(),
                 retain: 5,
             }),
@@ -123,6 +125,8 @@ fn settings_given_are_carried_over() {
         valid.work,
         Work::Snapshot(Snapshot {
             persistent_volume_claim: "backups".into(),
+            store: Store::Claim("backups".into()),
+            verify: false,
             file_name: "etcd-{time}.db".into(),
             retain: 1
         })
@@ -344,5 +348,87 @@ fn service_names_are_dns_labels() {
         ("Abc", false),
     ] {
         assert_eq!(is_dns_label(name), ok, "{name}");
+    }
+}
+
+#[test]
+fn snapshot_stores_copies_proofs_and_restores_are_checked() {
+    let bucket =
+        json!({"url": "s3://backups/etcd", "endpoint": "http://minio:9000", "credentialsSecret": "s3"});
+    let valid = validate(&etcd("Snapshot", json!({"snapshot": {"bucket": bucket, "verify": true}}))).unwrap();
+    let Work::Snapshot(snapshot) = valid.work else { panic!("a snapshot") };
+    assert!(snapshot.verify);
+    assert!(matches!(&snapshot.store, Store::Bucket(b) if b.url == "s3://backups/etcd"));
+
+    let copy = validate(&etcd(
+        "Copy",
+        json!({"copy": {"from": {"persistentVolumeClaim": "main-snapshots"}, "to": {"bucket": bucket}}}),
+    ))
+    .unwrap();
+    let Work::Copy(copy) = copy.work else { panic!("a copy") };
+    assert_eq!(
+        (copy.from.display(), copy.to.display()),
+        ("pvc/main-snapshots".into(), "s3://backups/etcd".into())
+    );
+    assert_eq!(copy.file_name, "{cluster}-{time}.db");
+
+    let verify = validate(&etcd("Verify", json!({}))).unwrap();
+    let Work::Verify(verify) = verify.work else { panic!("a verify") };
+    assert_eq!(verify.from, Store::Claim("main-snapshots".into()));
+
+    let restore = validate(&etcd(
+        "Restore",
+        json!({"restore": {"confirm": true, "from": {"bucket": bucket}, "object": "main-1.db"}}),
+    ))
+    .unwrap();
+    let Work::Restore(restore) = restore.work else { panic!("a restore") };
+    assert_eq!(restore.quorum_lost_for, SignedDuration::from_secs(300));
+    assert!(!restore.override_quorum_check);
+
+    let cases: [(&str, Value, &str, &str); 7] = [
+        ("Restore", json!({}), "spec.config.restore", "confirm: true"),
+        (
+            "Restore",
+            json!({"restore": {"from": {"persistentVolumeClaim": "s"}}}),
+            "spec.config.restore.confirm",
+            "set confirm: true",
+        ),
+        (
+            "Restore",
+            json!({"restore": {"confirm": true, "from": {"persistentVolumeClaim": "s"}, "object": "a/b"}}),
+            "spec.config.restore.object",
+            "not a plain name",
+        ),
+        (
+            "Copy",
+            json!({"copy": {"from": {"persistentVolumeClaim": "s"}, "to": {"persistentVolumeClaim": "s"}}}),
+            "spec.config.copy.to",
+            "same store",
+        ),
+        (
+            "Copy",
+            json!({"copy": {"from": {}, "to": {"persistentVolumeClaim": "s"}}}),
+            "spec.config.copy.from",
+            "names no store",
+        ),
+        (
+            "Verify",
+            json!({"verify": {"from": {"bucket": {"url": "backups"}}}}),
+            "spec.config.verify.from.bucket.url",
+            "not a URL",
+        ),
+        (
+            "Snapshot",
+            json!({"snapshot": {"bucket": {"url": "s3://b", "options": {"aws_secret_access_key": "x"}}}}),
+            "spec.config.snapshot.bucket.options.aws_secret_access_key",
+            "credentialsSecret",
+        ),
+    ];
+    for (task_type, config, field, words) in cases {
+        let errors = validate(&etcd(task_type, config.clone())).unwrap_err();
+        assert!(
+            errors.iter().any(|e| e.field == field && e.message.contains(words)),
+            "{task_type} {config}: {errors:?}"
+        );
     }
 }

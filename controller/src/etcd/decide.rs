@@ -492,6 +492,7 @@ fn member_status(observed: &ObservedMember, previous: &[EtcdMemberStatus]) -> Et
         name: member.name.clone(),
         id,
         endpoint: observed.endpoint.clone(),
+        peer_urls: observed.peer_urls.clone(),
         db_size: status.map(|s| s.db_size),
         db_size_in_use: status.map(|s| s.db_size_in_use),
         fragmentation_percent: status.map(|s| (fragmented_percent(s) * 10.0).round() / 10.0),

@@ -40,6 +40,9 @@ pub struct EtcdJob {
     pub limits: JobLimits,
     /// Claims mounted writable (a snapshot's folder).
     pub claim_volumes: Vec<ClaimVolume>,
+    /// Secrets mounted whole (a bucket's credentials).
+    pub secret_folders: Vec<crate::jobs::SecretFolder>,
+    pub scratch: Option<crate::jobs::ScratchVolume>,
 }
 
 /// A Job against `cluster`, its client TLS Secret mounted where the operation expects it.
@@ -68,6 +71,8 @@ pub fn etcd_job(cluster: &EtcdCluster, ctx: &Context, job: EtcdJob) -> Maintenan
         image_pull_policy: ctx.config.job_image_pull_policy.clone(),
         secret_files,
         claim_volumes: job.claim_volumes,
+        secret_folders: job.secret_folders,
+        scratch: job.scratch,
         scheduling: Default::default(),
         resources: None,
         limits: job.limits,

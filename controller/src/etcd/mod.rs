@@ -29,5 +29,6 @@ pub mod partition;
 pub mod policy;
 pub mod record;
 pub mod sampler;
+pub mod snapshot_steps;
 pub mod task;
 pub mod task_progress;

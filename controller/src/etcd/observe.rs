@@ -48,6 +48,8 @@ pub struct ObservedMember {
     pub member: MemberObservation,
     /// The store revision in the `Status` response header.
     pub revision: Option<i64>,
+    /// The peer URLs the member list gives it (empty when the member is not listed).
+    pub peer_urls: Vec<String>,
 }
 
 /// What one `Status` call said.
@@ -115,6 +117,7 @@ struct ListedMember {
     name: String,
     is_learner: bool,
     client_urls: Vec<String>,
+    peer_urls: Vec<String>,
 }
 
 async fn observe_listed(
@@ -136,6 +139,7 @@ async fn observe_listed(
             status,
         },
         revision,
+        peer_urls: listed.peer_urls.clone(),
     };
     if let Some((endpoint, answer)) = answered.iter().find(|(_, a)| a.member_id == listed.id) {
         return observation(endpoint, Ok(answer.status.clone()), answer.revision);
@@ -160,6 +164,7 @@ fn unknown_member(endpoint: &str, error: String) -> ObservedMember {
         endpoint: endpoint.to_owned(),
         member: MemberObservation { id: 0, name: endpoint.to_owned(), is_learner: false, status: Err(error) },
         revision: None,
+        peer_urls: Vec::new(),
     }
 }
 
@@ -206,6 +211,7 @@ async fn member_list(
                             // The member list is the authority on learners; Status agrees.
                             is_learner: m.is_learner() || (m.id() == answer.member_id && answer.is_learner),
                             client_urls: m.client_urls().to_vec(),
+                            peer_urls: m.peer_urls().to_vec(),
                         })
                         .collect(),
                 );

@@ -198,6 +198,7 @@ pub(crate) fn desired_cluster(
             job: Default::default(),
             partition: None,
             maintenance_windows: None,
+            stateful_set: None,
         },
     );
     cluster.metadata = ObjectMeta {

@@ -15,19 +15,18 @@ use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
 };
 use groundskeeper_api::validate::{Compact, Snapshot, ValidTask, Work, describe_errors, validate};
-use groundskeeper_protocol::operation::{
-    CompactRequest, CompactTo, SnapshotOutput, SnapshotRequest, SnapshotRetention,
-};
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, SnapshotOutput};
 use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::CompactTarget;
 use groundskeeper_stores::etcd::retention::NameTemplate;
 
-use super::decide::{compact_operation, defrag_with, etcd_target};
+use super::decide::{compact_operation, defrag_with};
 use super::fleet_slot::{self, FleetTask};
 use super::job::{EtcdJob, etcd_job, job_limits};
 use super::observe::all_clusters;
 use super::policy::Policy;
 use super::record;
+use super::snapshot_steps;
 use super::task_progress::{progress_from_jobs, snapshot_status, summary};
 use crate::jobs::{self, ClaimVolume, JobObservation, JobState};
 use crate::runtime::context::Context;
@@ -45,17 +44,19 @@ use crate::tasks::target::{ReadTarget, Target};
 /// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
 pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
 
-/// One step of a task: one Job running `operation`, with `claim` mounted when it writes to a
-/// volume.
+/// One step of a task: one Job running `operation`, with the claims it reads or writes, the
+/// Secrets of the buckets it reaches and a scratch folder mounted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub operation: Operation,
-    pub claim: Option<ClaimVolume>,
+    pub claims: Vec<ClaimVolume>,
+    pub secret_folders: Vec<crate::jobs::SecretFolder>,
+    pub scratch: Option<crate::jobs::ScratchVolume>,
 }
 
 impl From<Operation> for Step {
     fn from(operation: Operation) -> Self {
-        Step { operation, claim: None }
+        Step { operation, claims: Vec::new(), secret_folders: Vec::new(), scratch: None }
     }
 }
 
@@ -68,9 +69,15 @@ pub struct SnapshotNaming {
     pub time: Timestamp,
 }
 
-/// The steps of `work` on a cluster with `policy`, run one after the other, each one Job.
-/// `Err` says why the work cannot be done on an EtcdCluster.
-pub fn steps(work: &Work, policy: &Policy, naming: &SnapshotNaming) -> Result<Vec<Step>, String> {
+/// The steps of `work` on `cluster` with `policy`, run one after the other, each one Job.
+/// `Err` says why the work cannot be done on an EtcdCluster. (A Restore's steps are not Jobs
+/// alone: see [`super::restore_task`].)
+pub fn steps(
+    work: &Work,
+    policy: &Policy,
+    naming: &SnapshotNaming,
+    cluster: &EtcdCluster,
+) -> Result<Vec<Step>, String> {
     match work {
         Work::Compact(compact) => Ok(vec![compaction(policy, compact).into()]),
         Work::Defragment(thresholds) => Ok(vec![defrag_with(policy, thresholds, None).into()]),
@@ -82,7 +89,10 @@ pub fn steps(work: &Work, policy: &Policy, naming: &SnapshotNaming) -> Result<Ve
                 vec![compaction(policy, compact).into(), defrag_with(policy, defragment, None).into()]
             }
         }),
-        Work::Snapshot(snapshot) => Ok(vec![snapshot_step(policy, snapshot, naming)?]),
+        Work::Snapshot(snapshot) => snapshot_steps::snapshot_steps(policy, snapshot, naming, cluster),
+        Work::Copy(copy) => Ok(vec![snapshot_steps::copy_step(copy, naming)]),
+        Work::Verify(verify) => Ok(vec![snapshot_steps::verify_step(verify, naming, cluster)]),
+        Work::Restore(_) => Err("a Restore runs its own steps".into()),
         Work::Cleanup(_) => Err("a Cleanup task cleans a ScyllaCluster, not an EtcdCluster".into()),
     }
 }
@@ -93,27 +103,6 @@ pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -
     let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
         .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
     Ok(template.render(naming.time))
-}
-
-/// One Job that mounts the claim at [`SNAPSHOT_MOUNT_DIR`], writes the snapshot there and then
-/// keeps the cluster's last `retain` snapshots on it.
-fn snapshot_step(policy: &Policy, snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<Step, String> {
-    let file = snapshot_file_name(snapshot, naming)?;
-    Ok(Step {
-        operation: Operation::Snapshot(SnapshotRequest {
-            etcd: etcd_target(policy),
-            output: SnapshotOutput::File(format!("{SNAPSHOT_MOUNT_DIR}/{file}")),
-            retention: Some(SnapshotRetention {
-                retain: snapshot.retain,
-                file_name_template: snapshot.file_name.clone(),
-                cluster: naming.cluster.clone(),
-            }),
-        }),
-        claim: Some(ClaimVolume {
-            claim_name: snapshot.persistent_volume_claim.clone(),
-            mount_path: SNAPSHOT_MOUNT_DIR.to_owned(),
-        }),
-    })
 }
 
 /// Why a Snapshot task waits when its claim does not exist (Kubernetes would leave the Job's
@@ -230,7 +219,7 @@ impl ReadCluster {
         };
         let policy = Policy::from_spec(&cluster.spec)
             .map_err(|errors| format!("EtcdCluster {} has an invalid spec: {errors}", cluster.name_any()))?;
-        Ok((cluster, steps(&work, &policy, naming)?))
+        Ok((cluster, steps(&work, &policy, naming, cluster)?))
     }
 
     async fn advance(
@@ -259,6 +248,7 @@ impl ReadCluster {
         match steps_state(steps.len(), &states) {
             StepsState::Start(step) => {
                 let planned = within_window(&steps[step], task, cluster, now);
+                let planned = told_earlier_results(&planned, step, &jobs);
                 create_step_job(ctx, task, cluster, &planned, step).await?;
                 Ok(status)
             }
@@ -409,11 +399,22 @@ fn snapshot_progress(
     nodes: &mut Vec<NodeProgress>,
     cluster: &str,
 ) -> Option<SnapshotStatus> {
-    let (step, request, claim) = steps.iter().enumerate().find_map(|(i, step)| match step {
-        Step { operation: Operation::Snapshot(request), claim: Some(claim) } => Some((i, request, claim)),
+    let (step, request) = steps.iter().enumerate().find_map(|(i, step)| match &step.operation {
+        Operation::Snapshot(request) => Some((i, request)),
         _ => None,
     })?;
+    let claim = steps[step].claims.first().map(|c| c.claim_name.clone());
+    let bucket = match &request.output {
+        SnapshotOutput::Object { bucket, .. } => Some(bucket.url.clone()),
+        SnapshotOutput::File(_) => None,
+    };
     let file = request.output.name();
+    let place = match (&claim, &bucket) {
+        (_, Some(bucket)) => format!("bucket {bucket}, object {file}"),
+        (claim, None) => {
+            format!("PersistentVolumeClaim {}, file {file}", claim.as_deref().unwrap_or_default())
+        }
+    };
     let job = jobs.iter().find(|j| step_of(j) == Some(step));
     let result = match job.map(|j| &j.state) {
         Some(JobState::Succeeded(finished) | JobState::Failed(finished)) => finished.result.as_ref().ok(),
@@ -427,14 +428,26 @@ fn snapshot_progress(
             name: cluster.to_owned(),
             state: NodeState::Running,
             job: Some(job.name.clone()),
-            message: Some(format!(
-                "streaming a snapshot into PersistentVolumeClaim {}, file {file}",
-                claim.claim_name
-            )),
+            message: Some(format!("streaming a snapshot into {place}")),
             ..NodeProgress::default()
         });
     }
-    Some(snapshot_status(&claim.claim_name, file, result))
+    Some(snapshot_status(claim.as_deref(), bucket.as_deref(), file, result))
+}
+
+/// A proof after a snapshot, told what the snapshot's Job reported (its revision, keys and
+/// checksum). Other steps as they are.
+fn told_earlier_results(planned: &Step, step: usize, jobs: &[JobObservation]) -> Step {
+    let earlier = step.checked_sub(1).and_then(|before| jobs.iter().find(|j| step_of(j) == Some(before)));
+    match earlier.map(|j| &j.state) {
+        Some(JobState::Succeeded(finished)) => match finished.result.as_ref().ok().map(|r| &r.report) {
+            Some(groundskeeper_protocol::Report::Snapshot(report)) => {
+                snapshot_steps::with_snapshot_result(planned, report)
+            }
+            _ => planned.clone(),
+        },
+        _ => planned.clone(),
+    }
 }
 
 /// A defrag step of a task that waits for windows, told the end of the window it runs in and
@@ -476,7 +489,7 @@ pub(crate) fn within_window(
         expected_rates,
         ..request.clone()
     };
-    Step { operation: Operation::Defrag(request), claim: planned.claim.clone() }
+    Step { operation: Operation::Defrag(request), ..planned.clone() }
 }
 
 async fn create_step_job(
@@ -500,7 +513,9 @@ async fn create_step_job(
             tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
             labels,
             limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
-            claim_volumes: planned.claim.iter().cloned().collect(),
+            claim_volumes: planned.claims.clone(),
+            secret_folders: planned.secret_folders.clone(),
+            scratch: planned.scratch.clone(),
         },
     );
     if jobs::create_job(&ctx.client, &job).await?.is_new() {

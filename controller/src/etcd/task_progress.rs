@@ -50,10 +50,21 @@ fn snapshot_member(
     }
 }
 
-/// A Snapshot task's file: where it goes, and once its Job succeeded what the runner reports.
-pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> SnapshotStatus {
+/// A Snapshot task's file: where it goes (a claim or a bucket), and once its Job succeeded what
+/// the runner reports.
+pub fn snapshot_status(
+    claim: Option<&str>,
+    bucket: Option<&str>,
+    file: &str,
+    result: Option<&JobResult>,
+) -> SnapshotStatus {
     let mut status = SnapshotStatus {
-        persistent_volume_claim: claim.to_owned(),
+        persistent_volume_claim: if bucket.is_some() {
+            String::new()
+        } else {
+            claim.unwrap_or_default().to_owned()
+        },
+        bucket: bucket.map(str::to_owned),
         file: file.to_owned(),
         ..SnapshotStatus::default()
     };
@@ -64,6 +75,7 @@ pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> S
     status.size_bytes = Some(bytes);
     status.size = Some(format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0)));
     status.revision = report.revision;
+    status.keys = report.keys;
     status.member = report.member.clone();
     status.member_id = report.member_id.clone();
     status.from_leader = report.from_leader;
@@ -80,10 +92,11 @@ pub fn snapshot_status(claim: &str, file: &str, result: Option<&JobResult>) -> S
 /// and what retention deleted.
 pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
     let mut line = format!(
-        "snapshot of revision {} from {} written to {}/{}: {} ({} bytes) in {:.1}s, sha256 {}",
+        "snapshot of revision {}{} from {} written to {}/{}: {} ({} bytes) in {:.1}s, sha256 {}",
         snapshot.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+        snapshot.keys.map(|k| format!(" ({k} keys)")).unwrap_or_default(),
         snapshot.member.as_deref().unwrap_or("unknown member"),
-        snapshot.persistent_volume_claim,
+        snapshot.bucket.as_deref().unwrap_or(&snapshot.persistent_volume_claim),
         snapshot.file,
         snapshot.size.as_deref().unwrap_or("?"),
         snapshot.size_bytes.unwrap_or_default(),

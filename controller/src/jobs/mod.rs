@@ -16,5 +16,6 @@ pub use observe::{
     observe_job, read_result,
 };
 pub use spec::{
-    CONTAINER_NAME, ClaimVolume, MaintenanceJob, Scheduling, SecretFile, build_job, job_selector,
+    CONTAINER_NAME, ClaimVolume, MaintenanceJob, Scheduling, ScratchVolume, SecretFile, SecretFolder,
+    build_job, job_selector,
 };

@@ -53,6 +53,24 @@ pub struct ClaimVolume {
     pub mount_path: String,
 }
 
+/// A whole Secret mounted read-only as a folder, one file per key (credentials whose keys the
+/// controller does not know in advance, such as an object store's).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SecretFolder {
+    pub secret_name: String,
+    /// Absolute path of the folder in the container.
+    pub mount_path: String,
+}
+
+/// A writable scratch folder (`emptyDir`) of bounded size, for work that needs room on disk
+/// beside the read-only root file system (a throwaway etcd member).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScratchVolume {
+    pub mount_path: String,
+    /// A quantity, e.g. `4Gi`.
+    pub size_limit: String,
+}
+
 /// Where the Job's pod may run: copied from the workload it maintains, so that it fits the same
 /// (tainted, labelled) nodes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -87,6 +105,8 @@ pub struct MaintenanceJob {
     pub image_pull_policy: String,
     pub secret_files: Vec<SecretFile>,
     pub claim_volumes: Vec<ClaimVolume>,
+    pub secret_folders: Vec<SecretFolder>,
+    pub scratch: Option<ScratchVolume>,
     pub scheduling: Scheduling,
     pub resources: Option<ResourceRequirements>,
     pub limits: JobLimits,
@@ -230,6 +250,19 @@ fn container(plan: &MaintenanceJob) -> Container {
         read_only: Some(false),
         ..Default::default()
     }));
+    mounts.extend(plan.secret_folders.iter().enumerate().map(|(i, folder)| VolumeMount {
+        name: secret_folder_volume_name(i),
+        mount_path: folder.mount_path.clone(),
+        read_only: Some(true),
+        ..Default::default()
+    }));
+    if let Some(scratch) = &plan.scratch {
+        mounts.push(VolumeMount {
+            name: SCRATCH_VOLUME.to_owned(),
+            mount_path: scratch.mount_path.clone(),
+            ..Default::default()
+        });
+    }
     Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(plan.image.clone()),
@@ -255,6 +288,12 @@ fn container(plan: &MaintenanceJob) -> Container {
 fn secret_volume_name(index: usize) -> String {
     format!("secret-{index}")
 }
+
+fn secret_folder_volume_name(index: usize) -> String {
+    format!("secret-folder-{index}")
+}
+
+const SCRATCH_VOLUME: &str = "scratch";
 
 fn claim_volume_name(index: usize) -> String {
     format!("claim-{index}")
@@ -288,5 +327,25 @@ fn volumes(plan: &MaintenanceJob) -> Vec<Volume> {
         }),
         ..Default::default()
     }));
+    volumes.extend(plan.secret_folders.iter().enumerate().map(|(i, folder)| Volume {
+        name: secret_folder_volume_name(i),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(folder.secret_name.clone()),
+            items: None,
+            default_mode: Some(0o440),
+            optional: Some(false),
+        }),
+        ..Default::default()
+    }));
+    if let Some(scratch) = &plan.scratch {
+        volumes.push(Volume {
+            name: SCRATCH_VOLUME.to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: None,
+                size_limit: Some(Quantity(scratch.size_limit.clone())),
+            }),
+            ..Default::default()
+        });
+    }
     volumes
 }

@@ -95,6 +95,8 @@ pub fn cleanup_job(cluster: &ScyllaCluster, config: &ControllerConfig, node: Nod
             mount_path: AUTH_TOKEN_MOUNT_PATH.to_owned(),
         }],
         claim_volumes: Vec::new(),
+        secret_folders: Vec::new(),
+        scratch: None,
         scheduling: rack_scheduling(cluster, &node.rack),
         // The runner waits on HTTP calls; a little memory for the result and TLS is all it needs.
         resources: Some(ResourceRequirements {

@@ -61,6 +61,7 @@ fn member(id: u64, size: i64, in_use: i64) -> ObservedMember {
             }),
         },
         revision: Some(10_000),
+        peer_urls: vec![format!("http://etcd-{}:2380", id - 1)],
     }
 }
 
@@ -154,7 +155,7 @@ fn submitted_steps(decision: &Decision, spec: &EtcdClusterSpec) -> Vec<Operation
         cluster: "main".into(),
         time: Timestamp::UNIX_EPOCH,
     };
-    groundskeeper_controller::etcd::task::steps(&work, &Policy::from_spec(spec).unwrap(), &naming)
+    groundskeeper_controller::etcd::task::steps(&work, &Policy::from_spec(spec).unwrap(), &naming, &cluster)
         .expect("steps")
         .into_iter()
         .map(|step| step.operation)
@@ -315,7 +316,7 @@ fn the_submitted_tasks_steps_parse_with_the_runners_own_flags() {
             Command::Cleanup(_) | Command::RingHash | Command::Revision(_) => {
                 panic!("{operation:?} is not an etcd subcommand")
             }
-            Command::Snapshot(_) => panic!("{operation:?}: the trigger submits no snapshot"),
+            _ => panic!("{operation:?}: the trigger submits no snapshot work"),
         }
     }
 }

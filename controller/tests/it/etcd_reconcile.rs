@@ -77,6 +77,7 @@ fn member(id: u64, size: i64, in_use: i64) -> ObservedMember {
             }),
         },
         revision: Some(500),
+        peer_urls: Vec::new(),
     }
 }
 
@@ -227,6 +228,7 @@ async fn an_unreachable_member_writes_degraded_and_submits_no_task() {
             status: Err("https://etcd-2:2379: cannot connect: connection refused".into()),
         },
         revision: None,
+        peer_urls: Vec::new(),
     });
     let (ctx, server) = scripted(vec![exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json())]);
     decide_and_apply(&ctx, &cluster, &Observed::Members(members)).await;
@@ -365,6 +367,8 @@ async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() 
             labels: BTreeMap::new(),
             limits: limits.clone(),
             claim_volumes: Vec::new(),
+            secret_folders: Vec::new(),
+            scratch: None,
         },
     );
     assert_eq!(job.limits, limits);

@@ -242,7 +242,7 @@ fn snapshot_result(outcome: Outcome) -> JobResult {
 #[test]
 fn a_snapshot_shows_on_its_task_and_once_on_its_cluster() {
     let result = snapshot_result(Outcome::Succeeded);
-    let snapshot = snapshot_status("snaps", "main-20260301T115900Z.db", Some(&result));
+    let snapshot = snapshot_status(Some("snaps"), None, "main-20260301T115900Z.db", Some(&result));
     assert_eq!(snapshot.size_bytes, Some(3 * 1024 * 1024 + 32));
     assert_eq!(snapshot.size.as_deref(), Some("3.00 MiB"));
     assert_eq!(snapshot.revision, Some(4242));
@@ -258,9 +258,9 @@ fn a_snapshot_shows_on_its_task_and_once_on_its_cluster() {
     assert!(line.contains("retention deleted 1 older snapshot(s): main-20260101T000000Z.db"), "{line}");
 
     // Failed or still running: where it goes, nothing claimed about what it holds.
-    let failed = snapshot_status("snaps", "f.db", Some(&snapshot_result(Outcome::Failed)));
+    let failed = snapshot_status(Some("snaps"), None, "f.db", Some(&snapshot_result(Outcome::Failed)));
     assert_eq!((failed.file.as_str(), failed.size_bytes, failed.revision), ("f.db", None, None));
-    assert_eq!(snapshot_status("snaps", "f.db", None).sha256, None);
+    assert_eq!(snapshot_status(Some("snaps"), None, "f.db", None).sha256, None);
     assert_eq!(record_snapshot(&observed(), "t", &failed, now()), None);
 
     let recorded = record_snapshot(&observed(), "snap-1", &snapshot, now()).expect("recorded");

@@ -40,6 +40,8 @@ fn plan() -> MaintenanceJob {
         annotations: Default::default(),
         secret_files: Vec::new(),
         claim_volumes: Vec::new(),
+        secret_folders: Vec::new(),
+        scratch: None,
         scheduling: Default::default(),
         resources: None,
     }

@@ -44,6 +44,8 @@ fn cleanup_plan() -> MaintenanceJob {
             mount_path: "/etc/groundskeeper/agent/auth-token.yaml".into(),
         }],
         claim_volumes: Vec::new(),
+        secret_folders: Vec::new(),
+        scratch: None,
         scheduling: Scheduling {
             tolerations: vec![Toleration {
                 key: Some("role".into()),
@@ -214,6 +216,8 @@ fn empty_scheduling_and_no_node_leave_the_fields_out() {
         scheduling: Scheduling::default(),
         secret_files: vec![],
         claim_volumes: Vec::new(),
+        secret_folders: Vec::new(),
+        scratch: None,
         ..cleanup_plan()
     };
     let job = serde_json::to_value(build_job(&plan)).unwrap();

@@ -3,6 +3,7 @@ use groundskeeper_stores::etcd::plan::DefragPolicy;
 use serde_json::json;
 
 use super::*;
+use groundskeeper_api::snapshot_store::Store;
 use groundskeeper_api::validate::Snapshot;
 
 fn cluster(status: serde_json::Value) -> EtcdCluster {
@@ -30,7 +31,11 @@ fn naming() -> SnapshotNaming {
 
 /// Each step as the runner's arguments, joined.
 fn rendered(work: &Work) -> Vec<String> {
-    steps(work, &policy(), &naming()).unwrap().iter().map(|step| step.operation.to_args().join(" ")).collect()
+    steps(work, &policy(), &naming(), &cluster(json!({})))
+        .unwrap()
+        .iter()
+        .map(|step| step.operation.to_args().join(" "))
+        .collect()
 }
 
 #[test]
@@ -84,10 +89,12 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
     ] {
         let work = Work::Snapshot(Snapshot {
             persistent_volume_claim: "snaps".into(),
+            store: Store::Claim("snaps".into()),
+            verify: false,
             file_name: template.into(),
             retain: 3,
         });
-        let planned = steps(&work, &policy(), &naming()).unwrap();
+        let planned = steps(&work, &policy(), &naming(), &cluster(json!({}))).unwrap();
         assert_eq!(planned.len(), 1, "{template}");
         assert_eq!(
             planned[0].operation.to_args().join(" "),
@@ -97,8 +104,8 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
             )
         );
         assert_eq!(
-            planned[0].claim,
-            Some(ClaimVolume { claim_name: "snaps".into(), mount_path: SNAPSHOT_MOUNT_DIR.into() })
+            planned[0].claims,
+            [ClaimVolume { claim_name: "snaps".into(), mount_path: SNAPSHOT_MOUNT_DIR.into() }]
         );
     }
 }
@@ -106,8 +113,13 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
 #[test]
 fn a_snapshot_name_that_is_no_plain_file_name_is_refused() {
     for (template, says) in [("..", "names a folder"), ("a/{time}", "'/'")] {
-        let work =
-            Snapshot { persistent_volume_claim: "snaps".into(), file_name: template.into(), retain: 1 };
+        let work = Snapshot {
+            persistent_volume_claim: "snaps".into(),
+            store: Store::Claim("snaps".into()),
+            verify: false,
+            file_name: template.into(),
+            retain: 1,
+        };
         let why = snapshot_file_name(&work, &naming()).unwrap_err();
         assert!(why.contains(says), "{template}: {why}");
         assert!(why.starts_with("spec.config.snapshot.fileName"), "{why}");
@@ -147,6 +159,7 @@ fn steps_are_the_runner_operations_they_say() {
         },
         &policy(),
         &naming(),
+        &cluster(json!({})),
     )
     .unwrap()
     .iter()
@@ -223,4 +236,54 @@ mod window {
         .into();
         assert_eq!(within_window(&compact, &task("automatic", false), &cluster(), inside), compact);
     }
+}
+
+/// A snapshot to a bucket with a proof: the object named by the template, the credentials Secret
+/// mounted whole, then a proof of that object with a scratch folder; the proof is told what the
+/// snapshot's Job reported.
+#[test]
+fn a_snapshot_to_a_bucket_then_its_proof() {
+    let bucket = groundskeeper_api::snapshot_store::BucketSpec {
+        url: "s3://backups/etcd".into(),
+        endpoint: Some("http://127.0.0.1:9000".into()),
+        credentials_secret: Some("s3".into()),
+        ..Default::default()
+    };
+    let work = Work::Snapshot(Snapshot {
+        persistent_volume_claim: "main-snapshots".into(),
+        store: Store::Bucket(bucket),
+        verify: true,
+        file_name: "{cluster}-{time}.db".into(),
+        retain: 2,
+    });
+    let planned = steps(&work, &policy(), &naming(), &cluster(json!({}))).unwrap();
+    assert_eq!(planned.len(), 2);
+    let creds = "/var/run/groundskeeper/store";
+    assert_eq!(
+        planned[0].operation.to_args().join(" "),
+        format!(
+            "snapshot --endpoints http://e-0:2379,http://e-1:2379,http://e-2:2379 --to s3://backups/etcd \
+             --to-option endpoint=http://127.0.0.1:9000 --to-option allow_http=true --to-credentials {creds}-to \
+             --object main-20260102T150405Z.db --retain 2 --file-name-template {{cluster}}-{{time}}.db --cluster main"
+        )
+    );
+    assert!(planned[0].claims.is_empty());
+    assert_eq!(planned[0].secret_folders[0].secret_name, "s3");
+    let report = groundskeeper_protocol::result::SnapshotReport {
+        revision: Some(42),
+        keys: Some(7),
+        sha256: Some("ab".into()),
+        ..Default::default()
+    };
+    let told = snapshot_steps::with_snapshot_result(&planned[1], &report);
+    assert_eq!(
+        told.operation.to_args().join(" "),
+        format!(
+            "snapshot-prove --from s3://backups/etcd --from-option endpoint=http://127.0.0.1:9000 \
+             --from-option allow_http=true --from-credentials {creds}-from --object main-20260102T150405Z.db \
+             --file-name-template {{cluster}}-{{time}}.db --cluster main --expect-revision 42 --expect-keys 7 \
+             --expect-sha256 ab --scratch-dir /scratch"
+        )
+    );
+    assert_eq!(told.scratch.as_ref().map(|s| s.size_limit.as_str()), Some("8Gi"), "unknown size: 8 GiB");
 }

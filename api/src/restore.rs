@@ -1,0 +1,301 @@
+//! A Restore task's status: the steps that bring an etcd cluster run as a StatefulSet back from a
+//! snapshot, each visible, and what the controller needs to resume any of them after a restart.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The steps of a restore, in order.
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
+pub enum RestorePhase {
+    /// The snapshot is fetched and proven to restore in a throwaway member; nothing of the
+    /// cluster is touched yet.
+    #[default]
+    CheckingSnapshot,
+    /// The StatefulSet is scaled to zero; the step ends once its pods are gone.
+    ScalingDown,
+    /// One Job per member moves its data aside and restores the snapshot into its volume.
+    RestoringMembers,
+    /// The StatefulSet is scaled back to its replicas.
+    ScalingUp,
+    /// Every member must answer, healthy, at a revision at least the snapshot's.
+    WaitingForMembers,
+    /// The cluster is back.
+    Done,
+}
+
+impl RestorePhase {
+    pub const ALL: [RestorePhase; 6] = [
+        Self::CheckingSnapshot,
+        Self::ScalingDown,
+        Self::RestoringMembers,
+        Self::ScalingUp,
+        Self::WaitingForMembers,
+        Self::Done,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CheckingSnapshot => "CheckingSnapshot",
+            Self::ScalingDown => "ScalingDown",
+            Self::RestoringMembers => "RestoringMembers",
+            Self::ScalingUp => "ScalingUp",
+            Self::WaitingForMembers => "WaitingForMembers",
+            Self::Done => "Done",
+        }
+    }
+
+    /// The step after this one.
+    pub fn next(self) -> Self {
+        let at = Self::ALL.iter().position(|p| *p == self).unwrap_or(0);
+        Self::ALL.get(at + 1).copied().unwrap_or(Self::Done)
+    }
+}
+
+impl std::fmt::Display for RestorePhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a Restore task stands.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// The step it is at (`Done` once the cluster is back).
+    pub phase: RestorePhase,
+    /// The snapshot: its store (`pvc/NAME` or the bucket's URL), name, SHA-256, and the revision
+    /// and keys recorded when it was taken.
+    pub store: String,
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    /// The StatefulSet and the replicas it had before the restore (what it is scaled back to).
+    pub stateful_set: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_replicas: Option<i32>,
+    /// The members restored, with the peer URL and claim of each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<RestoreMember>,
+    /// The new cluster's token: restored members never join members of the old cluster.
+    pub cluster_token: String,
+    /// Each member's old data folder is kept beside it with this suffix.
+    pub old_data_suffix: String,
+    /// The highest revision seen before the quorum was lost, and how many revisions after the
+    /// snapshot's are therefore lost (known once the cluster is back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_revision_before_loss: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_revisions: Option<i64>,
+    /// Every step, as it went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<RestoreStep>,
+    /// When it stopped at a step: how to go on, or back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
+}
+
+/// One member of the restored cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreMember {
+    /// The member's name: its pod's name.
+    pub name: String,
+    pub peer_url: String,
+    /// Its data volume's claim.
+    pub claim: String,
+}
+
+/// One step of a restore.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStep {
+    pub phase: RestorePhase,
+    /// `Running`, `Succeeded` or `Failed`.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// What happened, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A Restore's snapshot and members, resolved from the task and the cluster's status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedRestore {
+    pub store: String,
+    pub object: String,
+    /// What the catalog knows of the snapshot (nothing when it was named by hand and is not in
+    /// the catalog: the proof step reads it from the snapshot itself).
+    pub record: Option<crate::snapshot_catalog::SnapshotRecord>,
+    pub members: Vec<RestoreMember>,
+    /// The highest revision seen while the quorum was there.
+    pub last_revision_with_quorum: Option<i64>,
+}
+
+impl ResolvedRestore {
+    /// The revisions written after the snapshot, as far as the status saw: what the restore loses.
+    pub fn lost_revisions(&self) -> Option<i64> {
+        let snapshot = self.record.as_ref()?.revision?;
+        Some((self.last_revision_with_quorum? - snapshot).max(0))
+    }
+}
+
+/// The snapshot a Restore of `cluster` from `store` (`pvc/NAME` or a bucket URL) uses — `object`,
+/// else the newest proven one there — and its members: the membership last listed with quorum,
+/// each member a pod of `stateful_set` with its data on claim `<claim_template>-<pod>`. `Err`
+/// says what is missing and what to do.
+pub fn resolve_restore(
+    cluster: &crate::EtcdCluster,
+    store: &str,
+    object: Option<&str>,
+    stateful_set: &str,
+    claim_template: &str,
+) -> Result<ResolvedRestore, String> {
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let status = cluster.status.clone().unwrap_or_default();
+    let record = match object {
+        Some(object) => status.snapshots.iter().find(|r| r.store == store && r.object == object).cloned(),
+        None => Some(crate::snapshot_catalog::newest_proven(&status.snapshots, store).cloned().ok_or_else(
+            || {
+                format!(
+                    "EtcdCluster {name} has no snapshot in {store} proven to restore (status.snapshots): \
+                     name one in spec.config.restore.object, or prove one first with a Verify task"
+                )
+            },
+        )?),
+    };
+    let object =
+        object.map(str::to_owned).or_else(|| record.as_ref().map(|r| r.object.clone())).unwrap_or_default();
+    let members = restore_members(&name, &status.membership, stateful_set, claim_template)?;
+    Ok(ResolvedRestore {
+        store: store.to_owned(),
+        object,
+        record,
+        members,
+        last_revision_with_quorum: status.last_revision_with_quorum,
+    })
+}
+
+/// Each member of `membership` as a pod of `stateful_set` (`<stateful_set>-<ordinal>`).
+fn restore_members(
+    cluster: &str,
+    membership: &[crate::etcd_cluster::KnownMember],
+    stateful_set: &str,
+    claim_template: &str,
+) -> Result<Vec<RestoreMember>, String> {
+    if membership.is_empty() {
+        return Err(format!(
+            "EtcdCluster {cluster} has no membership recorded (status.membership is written while the \
+             quorum is there): the members' peer URLs are not known, so the cluster cannot be rebuilt \
+             by a task; restore by hand (docs/snapshots.md)"
+        ));
+    }
+    let mut members = Vec::new();
+    for member in membership {
+        let ordinal =
+            member.name.strip_prefix(&format!("{stateful_set}-")).and_then(|o| o.parse::<u32>().ok());
+        if ordinal.is_none() {
+            return Err(format!(
+                "member {:?} of EtcdCluster {cluster} is not a pod of StatefulSet {stateful_set} (its \
+                 name must be the pod's, {stateful_set}-N, as with --name=$(POD_NAME))",
+                member.name
+            ));
+        }
+        let Some(peer_url) = member.peer_urls.first() else {
+            return Err(format!("member {} of EtcdCluster {cluster} has no peer URL recorded", member.name));
+        };
+        members.push(RestoreMember {
+            name: member.name.clone(),
+            peer_url: peer_url.clone(),
+            claim: format!("{claim_template}-{}", member.name),
+        });
+    }
+    members.sort_by_key(|m| m.name.rsplit('-').next().and_then(|o| o.parse::<u32>().ok()));
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EtcdCluster;
+    use crate::etcd_cluster::{EtcdClusterSpec, EtcdClusterStatus, KnownMember};
+    use crate::snapshot_catalog::{SnapshotProof, SnapshotRecord};
+
+    fn cluster(membership: &[(&str, &str)], snapshots: Vec<SnapshotRecord>) -> EtcdCluster {
+        let mut cluster = EtcdCluster::new(
+            "main",
+            EtcdClusterSpec {
+                endpoints: vec!["http://a:2379".into()],
+                tls: None,
+                policy: Default::default(),
+                job: Default::default(),
+                partition: None,
+                maintenance_windows: None,
+                stateful_set: None,
+            },
+        );
+        cluster.status = Some(EtcdClusterStatus {
+            membership: membership
+                .iter()
+                .map(|(name, peer)| KnownMember {
+                    name: (*name).into(),
+                    id: "1".into(),
+                    peer_urls: vec![(*peer).into()],
+                })
+                .collect(),
+            snapshots,
+            last_revision_with_quorum: Some(150),
+            ..EtcdClusterStatus::default()
+        });
+        cluster
+    }
+
+    fn proven(object: &str, revision: i64, proven: bool) -> SnapshotRecord {
+        SnapshotRecord {
+            store: "s3://b".into(),
+            object: object.into(),
+            revision: Some(revision),
+            proof: Some(SnapshotProof { proven, ..SnapshotProof::default() }),
+            ..SnapshotRecord::default()
+        }
+    }
+
+    #[test]
+    fn the_newest_proven_snapshot_and_the_recorded_membership_are_used() {
+        let members = [("etcd-1", "http://etcd-1.etcd:2380"), ("etcd-0", "http://etcd-0.etcd:2380")];
+        let c = cluster(&members, vec![proven("a", 100, true), proven("b", 120, false)]);
+        let resolved = resolve_restore(&c, "s3://b", None, "etcd", "data").unwrap();
+        assert_eq!(resolved.object, "a");
+        assert_eq!(resolved.lost_revisions(), Some(50));
+        let names: Vec<_> = resolved.members.iter().map(|m| (m.name.as_str(), m.claim.as_str())).collect();
+        assert_eq!(names, [("etcd-0", "data-etcd-0"), ("etcd-1", "data-etcd-1")]);
+    }
+
+    #[test]
+    fn what_cannot_be_resolved_says_what_to_do() {
+        let members = [("etcd-0", "http://etcd-0.etcd:2380")];
+        let none_proven = cluster(&members, vec![proven("b", 120, false)]);
+        let why = resolve_restore(&none_proven, "s3://b", None, "etcd", "data").unwrap_err();
+        assert!(why.contains("Verify"), "{why}");
+        let named = resolve_restore(&none_proven, "s3://b", Some("x.db"), "etcd", "data").unwrap();
+        assert_eq!((named.object.as_str(), named.record), ("x.db", None));
+        let strangers = cluster(&[("node-a", "http://a:2380")], vec![]);
+        let why = resolve_restore(&strangers, "s3://b", Some("x.db"), "etcd", "data").unwrap_err();
+        assert!(why.contains("not a pod of StatefulSet etcd"), "{why}");
+        let unknown = cluster(&[], vec![]);
+        assert!(
+            resolve_restore(&unknown, "s3://b", Some("x"), "etcd", "data")
+                .unwrap_err()
+                .contains("membership")
+        );
+    }
+}

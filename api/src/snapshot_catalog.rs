@@ -1,0 +1,182 @@
+//! What an EtcdCluster's status keeps of its snapshots: every snapshot its tasks wrote or copied,
+//! by store, with what it holds and whether it was proven to restore; the catalog the plugin's
+//! `snapshot list` shows and a Restore picks its snapshot from.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most snapshots `status.snapshots` keeps (the newest).
+pub const MAX_CATALOG_ENTRIES: usize = 50;
+
+/// One snapshot in one store.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotRecord {
+    /// `pvc/NAME` or the bucket's URL.
+    pub store: String,
+    /// The file's or object's name in it.
+    pub object: String,
+    /// When it was written there (the end of the task's Job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// Keys at that revision, counted when the snapshot was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// For people, e.g. `12.34 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// SHA-256 of the whole file, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The task that wrote or copied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The last proof of this snapshot, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<SnapshotProof>,
+}
+
+/// Whether a snapshot was proven to restore: restored into a throwaway member, started, and found
+/// serving the revision and holding the keys recorded when it was taken.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotProof {
+    /// `pvc/NAME` or the bucket's URL.
+    pub store: String,
+    pub object: String,
+    /// True: it restored and served what was recorded.
+    pub proven: bool,
+    /// When the proof ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+    /// What the restored member served, and what was expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The task that ran the proof.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// In one line: what was proven, or what failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `records` with `record` put in: the entry of the same store and object replaced (its proof
+/// kept when the snapshot is the same, by checksum), else added; the oldest dropped beyond
+/// [`MAX_CATALOG_ENTRIES`].
+pub fn with_record(mut records: Vec<SnapshotRecord>, mut record: SnapshotRecord) -> Vec<SnapshotRecord> {
+    if let Some(at) = records.iter().position(|r| r.store == record.store && r.object == record.object) {
+        let old = records.remove(at);
+        if record.proof.is_none() && old.sha256.is_some() && old.sha256 == record.sha256 {
+            record.proof = old.proof;
+        }
+    }
+    records.push(record);
+    let excess = records.len().saturating_sub(MAX_CATALOG_ENTRIES);
+    records.drain(..excess);
+    records
+}
+
+/// `records` with `proof` attached to its snapshot (added to the catalog when unknown there).
+pub fn with_proof(mut records: Vec<SnapshotRecord>, proof: &SnapshotProof) -> Vec<SnapshotRecord> {
+    match records.iter_mut().find(|r| r.store == proof.store && r.object == proof.object) {
+        Some(record) => record.proof = Some(proof.clone()),
+        None => {
+            records = with_record(
+                records,
+                SnapshotRecord {
+                    store: proof.store.clone(),
+                    object: proof.object.clone(),
+                    revision: proof.expected_revision.or(proof.revision),
+                    keys: proof.expected_keys.or(proof.keys),
+                    sha256: proof.sha256.clone(),
+                    proof: Some(proof.clone()),
+                    ..SnapshotRecord::default()
+                },
+            )
+        }
+    }
+    records
+}
+
+/// `records` without the snapshots `deleted` from `store` (retention).
+pub fn without_deleted(records: Vec<SnapshotRecord>, store: &str, deleted: &[String]) -> Vec<SnapshotRecord> {
+    records.into_iter().filter(|r| !(r.store == store && deleted.contains(&r.object))).collect()
+}
+
+/// The newest snapshot in `store` proven to restore (newest by revision, then by when written).
+pub fn newest_proven<'a>(records: &'a [SnapshotRecord], store: &str) -> Option<&'a SnapshotRecord> {
+    records
+        .iter()
+        .filter(|r| r.store == store && r.proof.as_ref().is_some_and(|p| p.proven))
+        .max_by(|a, b| (a.revision, &a.written_at).cmp(&(b.revision, &b.written_at)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(store: &str, object: &str, revision: i64, sha: &str) -> SnapshotRecord {
+        SnapshotRecord {
+            store: store.into(),
+            object: object.into(),
+            revision: Some(revision),
+            sha256: Some(sha.into()),
+            ..SnapshotRecord::default()
+        }
+    }
+
+    fn proof(store: &str, object: &str, proven: bool) -> SnapshotProof {
+        SnapshotProof { store: store.into(), object: object.into(), proven, ..SnapshotProof::default() }
+    }
+
+    #[test]
+    fn a_record_replaces_the_same_object_and_keeps_its_proof_only_for_the_same_bytes() {
+        let records = with_proof(vec![record("pvc/s", "a.db", 10, "aa")], &proof("pvc/s", "a.db", true));
+        let same = with_record(records.clone(), record("pvc/s", "a.db", 10, "aa"));
+        assert_eq!(same.len(), 1);
+        assert!(same[0].proof.as_ref().unwrap().proven);
+        let other = with_record(records, record("pvc/s", "a.db", 12, "bb"));
+        assert_eq!(other.len(), 1);
+        assert_eq!(other[0].proof, None, "another snapshot under the same name is not proven");
+    }
+
+    #[test]
+    fn the_catalog_keeps_the_newest_entries() {
+        let mut records = Vec::new();
+        for i in 0..(MAX_CATALOG_ENTRIES as i64 + 5) {
+            records = with_record(records, record("s3://b", &format!("{i}.db"), i, "x"));
+        }
+        assert_eq!(records.len(), MAX_CATALOG_ENTRIES);
+        assert_eq!(records[0].object, "5.db");
+    }
+
+    #[test]
+    fn the_newest_proven_snapshot_of_a_store_is_chosen() {
+        let mut records = vec![
+            record("s3://b", "1.db", 10, "a"),
+            record("s3://b", "2.db", 20, "b"),
+            record("s3://b", "3.db", 30, "c"),
+            record("pvc/s", "4.db", 40, "d"),
+        ];
+        for (object, proven) in [("1.db", true), ("2.db", true), ("3.db", false)] {
+            records = with_proof(records, &proof("s3://b", object, proven));
+        }
+        records = with_proof(records, &proof("pvc/s", "4.db", true));
+        assert_eq!(newest_proven(&records, "s3://b").map(|r| r.object.as_str()), Some("2.db"));
+        let records = without_deleted(records, "s3://b", &["2.db".to_owned()]);
+        assert_eq!(newest_proven(&records, "s3://b").map(|r| r.object.as_str()), Some("1.db"));
+    }
+}
