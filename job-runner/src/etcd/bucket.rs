@@ -40,6 +40,9 @@ use sha2::{Digest, Sha256};
 
 use crate::run::Failure;
 
+mod metadata;
+use metadata::Sealer;
+
 /// User metadata a snapshot object carries.
 pub(crate) const META_SHA256: &str = "sha256";
 pub(crate) const META_REVISION: &str = "revision";
@@ -146,6 +149,10 @@ pub(crate) struct Bucket {
     credentials_dir: Option<String>,
     /// Credential values, to clean out of every message the store sends back.
     secrets: Vec<String>,
+    /// What a metadata update needs beyond `object_store`'s API (see [`Bucket::replace_metadata`]).
+    sealer: Sealer,
+    /// The HTTP client of those updates.
+    client: reqwest::Client,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -153,6 +160,12 @@ impl std::fmt::Debug for Bucket {
         // No secrets.
         f.debug_struct("Bucket").field("url", &self.url).field("provider", &self.provider).finish()
     }
+}
+
+/// The stores' HTTP clients take the process's TLS provider: the binary installs ring first
+/// thing; a library caller (a test) may not have. Installing it twice changes nothing.
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// `object_store`'s retries, shorter than its defaults (10 over 3 minutes): a run that cannot
@@ -170,9 +183,7 @@ impl Bucket {
     /// Opens a location: parses its URL, applies its settings and reads its credentials folder.
     /// Nothing is asked of the store yet.
     pub(crate) fn open(location: &BucketLocation) -> Result<Self, Failure> {
-        // The store's HTTP client takes the process's TLS provider: the binary installs ring
-        // first thing; a library caller (a test) may not have. Installing twice changes nothing.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_tls_provider();
         let url = location.url.trim_end_matches('/').to_owned();
         let (provider, bucket, prefix) = parse_url(&url)?;
         let bad = |why: String| Failure::bad_input(format!("bucket {url}: {why}"));
@@ -189,13 +200,14 @@ impl Bucket {
             None => Vec::new(),
         };
         let secrets = credentials.iter().filter(|c| is_secret_key(&c.key)).map(|c| c.value.clone()).collect();
-        let store: Arc<dyn ObjectStore> = match provider {
+        let (store, sealer): (Arc<dyn ObjectStore>, Sealer) = match provider {
             Provider::S3 => build_s3(&bucket, location, &credentials).map_err(bad)?,
             Provider::Gcs => build_gcs(&bucket, location, &credentials).map_err(bad)?,
             Provider::Azure => build_azure(&bucket, location, &credentials).map_err(bad)?,
             #[cfg(test)]
             Provider::Memory => unreachable!("no URL names the in-memory store"),
         };
+        let client = http_client(location).map_err(bad)?;
         Ok(Self {
             store,
             provider,
@@ -204,12 +216,15 @@ impl Bucket {
             prefix,
             credentials_dir: location.credentials_dir.clone(),
             secrets,
+            sealer,
+            client,
         })
     }
 
     /// A bucket over `object_store`'s in-memory store, for tests.
     #[cfg(test)]
     pub(crate) fn in_memory(url: &str) -> Self {
+        install_tls_provider();
         Self {
             store: Arc::new(object_store::memory::InMemory::new()),
             provider: Provider::Memory,
@@ -218,6 +233,8 @@ impl Bucket {
             prefix: None,
             credentials_dir: None,
             secrets: vec![],
+            sealer: Sealer::Memory,
+            client: reqwest::Client::new(),
         }
     }
 
@@ -354,6 +371,64 @@ impl Bucket {
         }
     }
 
+    /// Replaces the user metadata of object `name` (`size` bytes) with `metadata`, inside the
+    /// store (see [`metadata`]): how a snapshot gets what is known only once it was streamed.
+    pub(crate) async fn replace_metadata(
+        &self,
+        name: &str,
+        size: u64,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), Failure> {
+        let path = self.path(name)?;
+        #[cfg(test)]
+        if let Sealer::Memory = self.sealer {
+            let bytes = self.store.get(&path).await.map_err(|e| self.failure("read", Some(name), e))?;
+            let bytes = bytes.bytes().await.map_err(|e| self.failure("read", Some(name), e))?;
+            let mut attributes = Attributes::new();
+            for (key, value) in metadata {
+                attributes.insert(Attribute::Metadata(key.clone().into()), value.clone().into());
+            }
+            let options = object_store::PutOptions { attributes, ..Default::default() };
+            self.store
+                .put_opts(&path, bytes.into(), options)
+                .await
+                .map_err(|e| self.failure("write", Some(name), e))?;
+            return Ok(());
+        }
+        self.sealer
+            .replace(&self.client, path.as_ref(), size, metadata)
+            .await
+            .map_err(|e| self.request_failure("record the metadata of", name, e))
+    }
+
+    /// A failed metadata update, classified as [`Bucket::failure`] classifies the store's.
+    fn request_failure(&self, action: &str, name: &str, error: metadata::RequestError) -> Failure {
+        let text = self.redact(&error.message);
+        let what = self.object_url(name);
+        match error.status.map(|s| s.as_u16()) {
+            Some(401 | 403) => Failure::bad_input(format!(
+                "cannot {action} {what}: the {} store refused the request ({}); check {} and that they \
+                 may read and write objects in bucket {}",
+                self.provider.describe(),
+                s3_error_code(&text).unwrap_or_else(|| "access denied".into()),
+                self.credentials_described(),
+                self.bucket
+            )),
+            Some(404) => Failure::bad_input(format!(
+                "cannot {action} {what}: the store says there is no such object or bucket ({})",
+                s3_error_code(&text).unwrap_or_else(|| "not found".into())
+            )),
+            _ => Failure::retryable(format!("cannot {action} {what}: {text}")),
+        }
+    }
+
+    fn credentials_described(&self) -> String {
+        match &self.credentials_dir {
+            Some(dir) => format!("the credentials in {dir} ({})", self.provider.credential_hint()),
+            None => "the Job's ambient credentials (no credentials folder was given)".to_owned(),
+        }
+    }
+
     /// Starts a multipart upload of object `name` with `metadata`. Nothing is under that name
     /// until [`Upload::complete`].
     pub(crate) async fn start_upload(
@@ -401,10 +476,7 @@ impl Bucket {
             Some(name) => self.object_url(name),
             None => self.url.clone(),
         };
-        let credentials = match &self.credentials_dir {
-            Some(dir) => format!("the credentials in {dir} ({})", self.provider.credential_hint()),
-            None => "the Job's ambient credentials (no credentials folder was given)".to_owned(),
-        };
+        let credentials = self.credentials_described();
         let missing_bucket = code.as_deref() == Some("NoSuchBucket")
             || code.as_deref() == Some("ContainerNotFound")
             || (matches!(error, object_store::Error::NotFound { .. }) && name.is_none());
@@ -683,7 +755,7 @@ fn build_s3(
     bucket: &str,
     location: &BucketLocation,
     credentials: &[Credential],
-) -> Result<Arc<dyn ObjectStore>, String> {
+) -> Result<(Arc<dyn ObjectStore>, Sealer), String> {
     use object_store::aws::AmazonS3Builder;
     let builder = match location.credentials_dir {
         Some(_) => AmazonS3Builder::new(),
@@ -695,15 +767,16 @@ fn build_s3(
     let builder = configure(builder, Provider::S3, location, credentials, |b: AmazonS3Builder, k, v| {
         b.with_config(k, v)
     })?;
-    let store = builder.build().map_err(|e| format!("cannot set up the S3 client: {e}"))?;
-    Ok(Arc::new(store))
+    let store = builder.clone().build().map_err(|e| format!("cannot set up the S3 client: {e}"))?;
+    let sealer = metadata::S3::new(&builder, bucket, store.credentials().clone())?;
+    Ok((Arc::new(store), Sealer::S3(sealer)))
 }
 
 fn build_gcs(
     bucket: &str,
     location: &BucketLocation,
     credentials: &[Credential],
-) -> Result<Arc<dyn ObjectStore>, String> {
+) -> Result<(Arc<dyn ObjectStore>, Sealer), String> {
     use object_store::gcp::GoogleCloudStorageBuilder;
     let builder = match location.credentials_dir {
         Some(_) => GoogleCloudStorageBuilder::new(),
@@ -715,15 +788,19 @@ fn build_gcs(
         configure(builder, Provider::Gcs, location, credentials, |b: GoogleCloudStorageBuilder, k, v| {
             b.with_config(k, v)
         })?;
+    let base_url = builder
+        .get_config_value(&object_store::gcp::GoogleConfigKey::BaseUrl)
+        .unwrap_or_else(|| "https://storage.googleapis.com".to_owned());
     let store = builder.build().map_err(|e| format!("cannot set up the Google Cloud Storage client: {e}"))?;
-    Ok(Arc::new(store))
+    let credentials = store.credentials().clone();
+    Ok((Arc::new(store), Sealer::Gcs(metadata::Gcs { base_url, bucket: bucket.to_owned(), credentials })))
 }
 
 fn build_azure(
     container: &str,
     location: &BucketLocation,
     credentials: &[Credential],
-) -> Result<Arc<dyn ObjectStore>, String> {
+) -> Result<(Arc<dyn ObjectStore>, Sealer), String> {
     use object_store::azure::MicrosoftAzureBuilder;
     let builder = match location.credentials_dir {
         Some(_) => MicrosoftAzureBuilder::new(),
@@ -737,8 +814,49 @@ fn build_azure(
         configure(builder, Provider::Azure, location, credentials, |b: MicrosoftAzureBuilder, k, v| {
             b.with_config(k, v)
         })?;
+    let (account, account_url) = azure_account_url(&builder)?;
     let store = builder.build().map_err(|e| format!("cannot set up the Azure Blob Storage client: {e}"))?;
-    Ok(Arc::new(store))
+    let container_url = format!("{}/{container}", account_url.trim_end_matches('/'));
+    let credentials = store.credentials().clone();
+    Ok((Arc::new(store), Sealer::Azure(metadata::Azure { container_url, account, credentials })))
+}
+
+/// The storage account and its blob endpoint, as `object_store` works them out.
+fn azure_account_url(
+    builder: &object_store::azure::MicrosoftAzureBuilder,
+) -> Result<(String, String), String> {
+    use object_store::azure::AzureConfigKey as Key;
+    if builder.get_config_value(&Key::UseEmulator).is_some_and(|v| v == "true") {
+        // Azurite's well-known account, where object_store looks for it.
+        let url =
+            std::env::var("AZURITE_BLOB_STORAGE_URL").unwrap_or_else(|_| "http://127.0.0.1:10000".into());
+        return Ok(("devstoreaccount1".into(), format!("{}/devstoreaccount1", url.trim_end_matches('/'))));
+    }
+    let account = builder
+        .get_config_value(&Key::AccountName)
+        .ok_or("no storage account: give the option account_name (or AZURE_STORAGE_ACCOUNT_NAME)")?;
+    let url = builder.get_config_value(&Key::Endpoint).unwrap_or_else(|| {
+        if builder.get_config_value(&Key::UseFabricEndpoint).is_some_and(|v| v == "true") {
+            format!("https://{account}.blob.fabric.microsoft.com")
+        } else {
+            format!("https://{account}.blob.core.windows.net")
+        }
+    });
+    Ok((account, url))
+}
+
+/// The HTTP client of metadata updates, with the store's settings that concern it.
+fn http_client(location: &BucketLocation) -> Result<reqwest::Client, String> {
+    let insecure = location
+        .options
+        .iter()
+        .any(|(k, v)| k.to_ascii_lowercase().ends_with("allow_invalid_certificates") && v == "true");
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .connect_timeout(Duration::from_secs(10))
+        .danger_accept_invalid_certs(insecure)
+        .build()
+        .map_err(|e| format!("cannot set up an HTTP client: {e}"))
 }
 
 /// The S3 error code in a store's message (`<Code>NoSuchBucket</Code>`), if any.
@@ -884,6 +1002,24 @@ mod tests {
         let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
         assert_eq!((got.size_bytes, got.sha256.as_str()), (bytes.len() as u64, sha.as_str()));
         assert_eq!(got.metadata.get(META_KEYS).map(String::as_str), Some("3"));
+        assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
+
+        // Metadata replaced inside the store, in one copy and part by part.
+        let mut bucket = bucket;
+        for limit in [u64::MAX, 6 * 1024 * 1024] {
+            if let Sealer::S3(s3) = &mut bucket.sealer {
+                (s3.copy_limit, s3.copy_part) = (limit, 6 * 1024 * 1024);
+            }
+            let recorded: BTreeMap<String, String> =
+                [(META_SHA256, sha.as_str()), (META_REVISION, &limit.to_string())]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect();
+            bucket.replace_metadata("main-20260101T000000Z.db", bytes.len() as u64, &recorded).await.unwrap();
+            let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
+            assert_eq!(got.metadata, recorded, "copy limit {limit}");
+            assert_eq!(got.sha256, sha, "copy limit {limit}");
+        }
         assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
 
         // An aborted upload leaves nothing.

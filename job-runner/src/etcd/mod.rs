@@ -1,6 +1,8 @@
 //! etcd: compaction, defragmentation and snapshots.
 
 pub mod bolt;
+#[allow(dead_code)]
+pub(crate) mod bolt_stream;
 // Its users (snapshot to a bucket, copy, prove) land one by one.
 #[allow(dead_code)]
 pub(crate) mod bucket;
