@@ -252,6 +252,9 @@ pub fn decide(input: &Input) -> Decision {
     };
     apply_observation(&mut status, members, input.now);
     let revision = cluster_revision(members);
+    if !matches!(input.observed, Observed::NotAttempted) {
+        super::quorum::track_quorum(&mut status, members, revision, input.now);
+    }
     let revisions = check_partition_revisions(policy, members, input.previous, input.now);
     if let Some(check) = &revisions {
         status.partition = Some(check.status.clone());
@@ -297,6 +300,11 @@ pub fn decide(input: &Input) -> Decision {
                 .unwrap_or_else(|| "the last maintenance task failed".to_owned()),
         ));
     }
+    if degraded.is_none()
+        && let Some(message) = super::quorum::failed_proof_message(&status)
+    {
+        degraded = Some(("SnapshotNotRestorable", message));
+    }
     if let Some(task) = &submit {
         status.active_task = Some(task.name.clone());
         events.push(PlannedEvent {
@@ -313,6 +321,7 @@ pub fn decide(input: &Input) -> Decision {
     };
     let mut conditions = conditions(policy.enabled, progress, degraded);
     conditions.push(version_condition(policy, &status.members));
+    conditions.extend(super::quorum::proof_condition(&status));
     if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
         conditions.push(condition);
         events.extend(event);

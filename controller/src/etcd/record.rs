@@ -311,6 +311,9 @@ pub(crate) async fn record_task(
     if task.spec.target.kind != TargetKind::EtcdCluster {
         return Ok(());
     }
+    if matches!(task.spec.task_type, TaskType::Snapshot | TaskType::Copy | TaskType::Verify) {
+        record_catalog(ctx, task, status, jobs, now).await?;
+    }
     if task.spec.task_type == TaskType::Snapshot {
         return record_snapshot_task(ctx, task, status, now).await;
     }
@@ -328,6 +331,30 @@ pub(crate) async fn record_task(
         count(ctx, &namespace, &task.spec.target.name, &recorded.results);
         publish_events(&cluster, ctx, std::slice::from_ref(&recorded.event)).await;
     }
+    Ok(())
+}
+
+/// What a finished Snapshot, Copy or Verify task wrote, copied or proved, into the cluster's
+/// snapshot catalog ([`super::snapshot_record`]).
+async fn record_catalog(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    status: &MaintenanceTaskStatus,
+    jobs: &[JobObservation],
+    now: Timestamp,
+) -> Result<()> {
+    let Ok(valid) = groundskeeper_api::validate::validate(task) else {
+        return Ok(());
+    };
+    let finished = finished_task(task, status, jobs);
+    let results: Vec<JobResult> =
+        finished.steps.iter().filter_map(|s| s.result.as_ref().ok().cloned()).collect();
+    let name = task.name_any();
+    update_status(ctx, task, |previous| {
+        super::snapshot_record::record_snapshot_work(previous, &name, &valid.work, &results, now)
+            .map(|next| (next, ()))
+    })
+    .await?;
     Ok(())
 }
 

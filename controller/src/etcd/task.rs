@@ -240,6 +240,15 @@ impl ReadCluster {
         let mut status = status;
         status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
         status.snapshot = snapshot_progress(&steps, &jobs, &mut status.nodes, &cluster.name_any());
+        if let Ok(valid) = validate(task) {
+            status.proof = super::snapshot_record::task_proof(
+                &valid.work,
+                &task.name_any(),
+                &finished_results(&jobs),
+                now,
+            );
+            status.copy = super::snapshot_record::task_copy(&finished_results(&jobs));
+        }
         status.progress = progress_of(&status.nodes);
         let left = super::task_progress::left_for_next_window(&jobs);
         status.left_for_next_window = (left > 0).then(|| i32::try_from(left).unwrap_or(i32::MAX));
@@ -257,9 +266,15 @@ impl ReadCluster {
                 Ok(fail(status, JOB_FAILED, &failure_of(&jobs, step), generation, now))
             }
             StepsState::Done => {
-                let summary = match &status.snapshot {
-                    Some(snapshot) => super::task_progress::snapshot_summary(snapshot),
-                    None => summary(&status.nodes),
+                let summary = match (&status.snapshot, &status.proof) {
+                    (Some(snapshot), None) => super::task_progress::snapshot_summary(snapshot),
+                    (Some(snapshot), Some(proof)) => format!(
+                        "{}; {}",
+                        super::task_progress::snapshot_summary(snapshot),
+                        super::snapshot_record::proof_summary(proof)
+                    ),
+                    (None, Some(proof)) => super::snapshot_record::proof_summary(proof),
+                    (None, None) => summary(&status.nodes),
                 };
                 Ok(complete(status, &summary, generation, now))
             }
@@ -433,6 +448,24 @@ fn snapshot_progress(
         });
     }
     Some(snapshot_status(claim.as_deref(), bucket.as_deref(), file, result))
+}
+
+/// The runner's results of the task's finished steps, in step order.
+fn finished_results(jobs: &[JobObservation]) -> Vec<groundskeeper_protocol::JobResult> {
+    let mut found: Vec<(usize, groundskeeper_protocol::JobResult)> = jobs
+        .iter()
+        .filter_map(|job| {
+            let step = step_of(job)?;
+            match &job.state {
+                JobState::Succeeded(finished) | JobState::Failed(finished) => {
+                    Some((step, finished.result.as_ref().ok()?.clone()))
+                }
+                JobState::Running(_) => None,
+            }
+        })
+        .collect();
+    found.sort_by_key(|(step, _)| *step);
+    found.into_iter().map(|(_, result)| result).collect()
 }
 
 /// A proof after a snapshot, told what the snapshot's Job reported (its revision, keys and

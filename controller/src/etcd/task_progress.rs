@@ -21,11 +21,92 @@ pub(crate) fn member_progress(
         Report::Defrag(report) => defrag_members(report, result.outcome, job, finished_at),
         Report::Compact(report) => vec![compaction(report, result, job, cluster, finished_at)],
         Report::Snapshot(report) => vec![snapshot_member(report, result, job, cluster, finished_at)],
-        Report::Cleanup(_)
-        | Report::SnapshotCopy(_)
-        | Report::SnapshotProve(_)
-        | Report::RestoreMember(_) => Vec::new(),
+        Report::SnapshotCopy(report) => {
+            vec![step_entry(cluster, result, job, finished_at, copy_line(report))]
+        }
+        Report::SnapshotProve(report) => {
+            vec![step_entry(cluster, result, job, finished_at, proof_line(report))]
+        }
+        Report::RestoreMember(report) => {
+            vec![step_entry(&report.member, result, job, finished_at, restore_member_line(report))]
+        }
+        Report::Cleanup(_) => Vec::new(),
     }
+}
+
+/// One entry for a step that works on the whole cluster (or one member), its line for people
+/// unless the runner's own message says more.
+fn step_entry(
+    name: &str,
+    result: &JobResult,
+    job: &str,
+    finished_at: Option<Time>,
+    line: String,
+) -> NodeProgress {
+    NodeProgress {
+        name: name.to_owned(),
+        state: match result.outcome {
+            Outcome::Failed => NodeState::Failed,
+            Outcome::Skipped => NodeState::Skipped,
+            Outcome::Succeeded => NodeState::Succeeded,
+        },
+        job: Some(job.to_owned()),
+        completed_at: finished_at,
+        message: Some(match &result.error {
+            Some(error) => format!("{line}: {}", error.message),
+            None => line,
+        }),
+        ..NodeProgress::default()
+    }
+}
+
+/// A copy in one line: how many copied (and bytes), already there, failed.
+pub fn copy_line(report: &groundskeeper_protocol::result::CopyReport) -> String {
+    format!(
+        "copied {} snapshot(s), {} ({} bytes), from {} to {}; {} already there, {} failed",
+        report.copied.len(),
+        mib(report.bytes_copied),
+        report.bytes_copied,
+        report.from,
+        report.to,
+        report.already_there.len(),
+        report.failed.len()
+    )
+}
+
+/// A proof in one line.
+pub fn proof_line(report: &groundskeeper_protocol::result::ProveReport) -> String {
+    let number = |n: Option<i64>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    if report.proven {
+        format!(
+            "snapshot {} proven restorable: a throwaway member served revision {} with {} keys",
+            report.object,
+            number(report.revision),
+            number(report.keys)
+        )
+    } else if report.object.is_empty() {
+        "no snapshot was proven".to_owned()
+    } else {
+        format!(
+            "snapshot {} NOT proven restorable (revision {} of {} expected, {} keys of {} expected)",
+            report.object,
+            number(report.revision),
+            number(report.expected_revision),
+            number(report.keys),
+            number(report.expected_keys)
+        )
+    }
+}
+
+fn restore_member_line(report: &groundskeeper_protocol::result::RestoreMemberReport) -> String {
+    let old =
+        report.old_data_moved_to.as_ref().map(|to| format!(", old data kept at {to}")).unwrap_or_default();
+    let again = if report.already_restored { " (done by an earlier run)" } else { "" };
+    format!("restored from {} into {}{old}{again}", report.object, report.data_dir)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// The member a snapshot was streamed from (the cluster, when the run never chose one).

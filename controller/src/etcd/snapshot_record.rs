@@ -1,0 +1,360 @@
+//! What a finished Snapshot, Copy or Verify task leaves in its EtcdCluster's status (pure): each
+//! snapshot written or copied goes into the catalog (`status.snapshots`) under its store, those
+//! retention deleted leave it, and a proof is attached to its snapshot and becomes
+//! `status.lastSnapshotProof`, which drives condition `SnapshotRestorable` and, when it failed,
+//! Degraded. Recording twice changes nothing, so a controller that restarts between the record and
+//! the task's final status records safely again.
+
+use groundskeeper_api::etcd_cluster::EtcdClusterStatus;
+use groundskeeper_api::snapshot_catalog::{
+    SnapshotProof, SnapshotRecord, with_proof, with_record, without_deleted,
+};
+use groundskeeper_api::validate::Work;
+use groundskeeper_protocol::result::{CopyReport, ProveReport, SnapshotReport};
+use groundskeeper_protocol::{JobResult, Outcome, Report};
+use jiff::Timestamp;
+
+/// The status with what `results` (the task's finished steps, in order) say recorded; `None`
+/// when nothing changes.
+pub fn record_snapshot_work(
+    previous: &EtcdClusterStatus,
+    task: &str,
+    work: &Work,
+    results: &[JobResult],
+    now: Timestamp,
+) -> Option<EtcdClusterStatus> {
+    let mut status = previous.clone();
+    for result in results {
+        match (&result.report, work) {
+            (Report::Snapshot(report), Work::Snapshot(snapshot)) if result.outcome == Outcome::Succeeded => {
+                record_snapshot(&mut status, &snapshot.store.display(), task, report, now);
+            }
+            (Report::SnapshotCopy(report), Work::Copy(copy)) => {
+                record_copy(&mut status, &copy.from.display(), &copy.to.display(), task, report, now);
+            }
+            (Report::SnapshotProve(report), Work::Snapshot(snapshot)) => {
+                record_proof(&mut status, &snapshot.store.display(), task, result, report, now);
+            }
+            (Report::SnapshotProve(report), Work::Verify(verify)) => {
+                record_proof(&mut status, &verify.from.display(), task, result, report, now);
+            }
+            _ => {}
+        }
+    }
+    (status != *previous).then_some(status)
+}
+
+fn mib_text(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn record_snapshot(
+    status: &mut EtcdClusterStatus,
+    store: &str,
+    task: &str,
+    report: &SnapshotReport,
+    now: Timestamp,
+) {
+    let object = report.path.rsplit('/').next().unwrap_or(&report.path).to_owned();
+    let catalog = std::mem::take(&mut status.snapshots);
+    let catalog = without_deleted(catalog, store, &report.deleted);
+    status.snapshots = with_record(
+        catalog,
+        SnapshotRecord {
+            store: store.to_owned(),
+            object,
+            written_at: Some(now.into()),
+            revision: report.revision,
+            keys: report.keys,
+            size_bytes: i64::try_from(report.size_bytes).ok(),
+            size: Some(mib_text(report.size_bytes)),
+            sha256: report.sha256.clone(),
+            task: Some(task.to_owned()),
+            proof: None,
+        },
+    );
+}
+
+/// Each snapshot copied goes into the catalog under the destination, with what the copy checked
+/// (size, checksum) and what the source's entry knew (revision, keys); one already there is
+/// entered from the source's entry when the catalog does not know it there yet.
+fn record_copy(
+    status: &mut EtcdClusterStatus,
+    from: &str,
+    to: &str,
+    task: &str,
+    report: &CopyReport,
+    now: Timestamp,
+) {
+    let source = |name: &str| status.snapshots.iter().find(|r| r.store == from && r.object == name).cloned();
+    let mut records = Vec::new();
+    for copied in &report.copied {
+        let known = source(&copied.name);
+        records.push(SnapshotRecord {
+            store: to.to_owned(),
+            object: copied.name.clone(),
+            written_at: Some(now.into()),
+            revision: copied.revision.or(known.as_ref().and_then(|k| k.revision)),
+            keys: copied.keys.or(known.as_ref().and_then(|k| k.keys)),
+            size_bytes: i64::try_from(copied.size_bytes).ok(),
+            size: Some(mib_text(copied.size_bytes)),
+            sha256: Some(copied.sha256.clone()),
+            task: Some(task.to_owned()),
+            proof: None,
+        });
+    }
+    for name in &report.already_there {
+        let present = status.snapshots.iter().any(|r| r.store == to && &r.object == name);
+        if let (false, Some(known)) = (present, source(name)) {
+            records.push(SnapshotRecord {
+                store: to.to_owned(),
+                task: Some(task.to_owned()),
+                proof: None,
+                ..known
+            });
+        }
+    }
+    for record in records {
+        status.snapshots = with_record(std::mem::take(&mut status.snapshots), record);
+    }
+}
+
+fn record_proof(
+    status: &mut EtcdClusterStatus,
+    store: &str,
+    task: &str,
+    result: &JobResult,
+    report: &ProveReport,
+    now: Timestamp,
+) {
+    if report.object.is_empty() {
+        return; // the run never got to a snapshot (bad arguments, nothing in the store)
+    }
+    let message = match (&result.error, &result.message) {
+        (Some(error), _) => error.message.clone(),
+        (None, Some(message)) => message.clone(),
+        (None, None) => String::new(),
+    };
+    let proof = SnapshotProof {
+        store: store.to_owned(),
+        object: report.object.clone(),
+        proven: report.proven && result.outcome == Outcome::Succeeded,
+        at: Some(now.into()),
+        revision: report.revision,
+        expected_revision: report.expected_revision,
+        keys: report.keys,
+        expected_keys: report.expected_keys,
+        sha256: report.sha256.clone(),
+        task: Some(task.to_owned()),
+        message,
+    };
+    status.snapshots = with_proof(std::mem::take(&mut status.snapshots), &proof);
+    status.last_snapshot_proof = Some(proof);
+}
+
+/// A Verify's (or a Snapshot with `verify`'s) proof as its task's `status.proof`, once its Job
+/// reported.
+pub fn task_proof(work: &Work, task: &str, results: &[JobResult], now: Timestamp) -> Option<SnapshotProof> {
+    let store = match work {
+        Work::Snapshot(snapshot) => snapshot.store.display(),
+        Work::Verify(verify) => verify.from.display(),
+        _ => return None,
+    };
+    let mut status = EtcdClusterStatus::default();
+    for result in results {
+        if let Report::SnapshotProve(report) = &result.report {
+            record_proof(&mut status, &store, task, result, report, now);
+        }
+    }
+    status.last_snapshot_proof
+}
+
+/// A Copy's `status.copy`, once its Job reported.
+pub fn task_copy(results: &[JobResult]) -> Option<groundskeeper_api::maintenance_task::CopyStatus> {
+    results.iter().find_map(|result| match &result.report {
+        Report::SnapshotCopy(report) => Some(groundskeeper_api::maintenance_task::CopyStatus {
+            from: report.from.clone(),
+            to: report.to.clone(),
+            copied: report.copied.iter().map(|c| c.name.clone()).collect(),
+            already_there: report.already_there.clone(),
+            failed: report.failed.clone(),
+            bytes_copied: i64::try_from(report.bytes_copied).ok(),
+            size: Some(mib_text(report.bytes_copied)),
+        }),
+        _ => None,
+    })
+}
+
+/// A proof in one line, for `lastOperation`.
+pub fn proof_summary(proof: &SnapshotProof) -> String {
+    let number = |n: Option<i64>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    if proof.proven {
+        format!(
+            "snapshot {} in {} proven restorable: revision {}, {} keys",
+            proof.object,
+            proof.store,
+            number(proof.revision),
+            number(proof.keys)
+        )
+    } else {
+        format!("snapshot {} in {} NOT proven restorable: {}", proof.object, proof.store, proof.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use groundskeeper_api::snapshot_store::Store;
+    use groundskeeper_api::validate::{Copy, Snapshot, Verify};
+    use groundskeeper_protocol::result::CopiedObject;
+
+    fn now() -> Timestamp {
+        "2026-03-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn snapshot_work(verify: bool) -> Work {
+        Work::Snapshot(Snapshot {
+            persistent_volume_claim: "snaps".into(),
+            store: Store::Claim("snaps".into()),
+            verify,
+            file_name: "{cluster}-{time}.db".into(),
+            retain: 2,
+        })
+    }
+
+    fn result(report: Report, outcome: Outcome) -> JobResult {
+        JobResult::new(report, outcome, "2026-03-01T11:59:00Z".into(), 100)
+    }
+
+    fn taken(name: &str, revision: i64, deleted: &[&str]) -> JobResult {
+        result(
+            Report::Snapshot(SnapshotReport {
+                path: format!("/snapshots/{name}"),
+                size_bytes: 2 * 1024 * 1024,
+                revision: Some(revision),
+                keys: Some(10),
+                sha256: Some(format!("sha-{name}")),
+                deleted: deleted.iter().map(|d| d.to_string()).collect(),
+                ..SnapshotReport::default()
+            }),
+            Outcome::Succeeded,
+        )
+    }
+
+    fn proved(name: &str, proven: bool) -> JobResult {
+        let report = ProveReport {
+            object: name.into(),
+            proven,
+            revision: Some(7),
+            expected_revision: Some(7),
+            keys: Some(if proven { 10 } else { 9 }),
+            expected_keys: Some(10),
+            ..ProveReport::default()
+        };
+        let outcome = if proven { Outcome::Succeeded } else { Outcome::Failed };
+        let mut result = result(Report::SnapshotProve(report), outcome);
+        if !proven {
+            result.message = Some("the restored member holds 9 keys, 10 were recorded".into());
+        }
+        result
+    }
+
+    #[test]
+    fn a_snapshot_and_its_proof_enter_the_catalog_and_retention_leaves_it() {
+        let status = EtcdClusterStatus::default();
+        let first = record_snapshot_work(
+            &status,
+            "t1",
+            &snapshot_work(true),
+            &[taken("a.db", 5, &[]), proved("a.db", true)],
+            now(),
+        )
+        .unwrap();
+        assert_eq!(first.snapshots.len(), 1);
+        assert!(first.snapshots[0].proof.as_ref().unwrap().proven);
+        assert_eq!(first.snapshots[0].size.as_deref(), Some("2.00 MiB"));
+        assert!(first.last_snapshot_proof.as_ref().unwrap().proven);
+        assert_eq!(
+            record_snapshot_work(
+                &first,
+                "t1",
+                &snapshot_work(true),
+                &[taken("a.db", 5, &[]), proved("a.db", true)],
+                now()
+            ),
+            None,
+            "recorded once"
+        );
+
+        let second =
+            record_snapshot_work(&first, "t2", &snapshot_work(false), &[taken("b.db", 9, &["a.db"])], now())
+                .unwrap();
+        let names: Vec<&str> = second.snapshots.iter().map(|r| r.object.as_str()).collect();
+        assert_eq!(names, ["b.db"], "retention deleted a.db");
+        assert!(second.last_snapshot_proof.is_some(), "the last proof stays until another");
+    }
+
+    #[test]
+    fn a_failed_proof_is_recorded_with_why() {
+        let verify =
+            Work::Verify(Verify { from: Store::Claim("snaps".into()), object: None, file_name: "x".into() });
+        let status = record_snapshot_work(
+            &EtcdClusterStatus::default(),
+            "v1",
+            &verify,
+            &[proved("a.db", false)],
+            now(),
+        )
+        .unwrap();
+        let proof = status.last_snapshot_proof.unwrap();
+        assert!(!proof.proven);
+        assert!(proof.message.contains("9 keys"), "{}", proof.message);
+        assert_eq!(status.snapshots[0].store, "pvc/snaps");
+    }
+
+    #[test]
+    fn a_copy_enters_the_destination_with_what_the_source_knew() {
+        let before = record_snapshot_work(
+            &EtcdClusterStatus::default(),
+            "t1",
+            &snapshot_work(false),
+            &[taken("a.db", 5, &[]), taken("b.db", 6, &[])],
+            now(),
+        )
+        .unwrap();
+        let bucket =
+            groundskeeper_api::snapshot_store::BucketSpec { url: "s3://b/p".into(), ..Default::default() };
+        let copy = Work::Copy(Copy {
+            from: Store::Claim("snaps".into()),
+            to: Store::Bucket(bucket),
+            file_name: "x".into(),
+            only: vec![],
+        });
+        let report = CopyReport {
+            copied: vec![CopiedObject {
+                name: "a.db".into(),
+                size_bytes: 10,
+                sha256: "sha-a.db".into(),
+                revision: None,
+                keys: None,
+            }],
+            already_there: vec!["b.db".into()],
+            ..CopyReport::default()
+        };
+        let after = record_snapshot_work(
+            &before,
+            "c1",
+            &copy,
+            &[result(Report::SnapshotCopy(report), Outcome::Succeeded)],
+            now(),
+        )
+        .unwrap();
+        let in_bucket: Vec<(&str, Option<i64>)> = after
+            .snapshots
+            .iter()
+            .filter(|r| r.store == "s3://b/p")
+            .map(|r| (r.object.as_str(), r.revision))
+            .collect();
+        assert_eq!(in_bucket, [("a.db", Some(5)), ("b.db", Some(6))]);
+    }
+}
