@@ -4,15 +4,16 @@
 //! nothing beyond names, and runs no controllers. What it does implement, as the real API does:
 //!
 //! - **Resources**: the built-ins groundskeeper touches (core/v1 Services, Secrets, ConfigMaps,
-//!   Pods, Events, Namespaces; batch/v1 Jobs; coordination.k8s.io/v1 Leases; events.k8s.io/v1
-//!   Events) and any custom resource registered with [`ResourceType::custom`] (scylla-operator's
-//!   ScyllaCluster and ScyllaDBDatacenter and groundskeeper's own types are registered by default).
+//!   Pods, PersistentVolumeClaims, Events, Namespaces; batch/v1 Jobs; apps/v1 StatefulSets;
+//!   coordination.k8s.io/v1 Leases; events.k8s.io/v1 Events) and any custom resource registered
+//!   with [`ResourceType::custom`] (scylla-operator's ScyllaCluster and ScyllaDBDatacenter and
+//!   groundskeeper's own types are registered by default).
 //!   Discovery: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}`.
 //! - **Metadata**: one global resourceVersion counter (a decimal string), `uid`,
-//!   `creationTimestamp`, `generateName`. `metadata.generation` is kept for custom resources and
-//!   Jobs only (as the real API; ConfigMaps, Services, Pods… have none): it goes up when anything
-//!   outside `metadata` changes — outside `metadata` and `status` for types with the status
-//!   subresource — and when deletion starts.
+//!   `creationTimestamp`, `generateName`. `metadata.generation` is kept for custom resources,
+//!   Jobs and StatefulSets only (as the real API; ConfigMaps, Services, Pods… have none): it goes
+//!   up when anything outside `metadata` changes — outside `metadata` and `status` for types with
+//!   the status subresource — and when deletion starts.
 //! - **Reads**: GET; LIST with `labelSelector` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`),
 //!   `fieldSelector` (`metadata.name`, `metadata.namespace`, and a few per-kind fields such as a
 //!   Pod's `status.phase`; others are refused with 400 as the real API does), `limit`/`continue`

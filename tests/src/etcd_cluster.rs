@@ -438,18 +438,7 @@ impl EtcdCluster {
 
     fn spawn(&mut self, i: usize) -> Result<(), String> {
         let member = &mut self.members[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&member.log)
-            .map_err(|e| format!("{}: {e}", member.log.display()))?;
-        let child = Command::new(&self.binary)
-            .args(&member.args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
+        let child = spawn_logged(&self.binary, &member.args, &member.log)?;
         *member.child.lock().expect("member lock") = Some(child);
         Ok(())
     }
@@ -458,12 +447,7 @@ impl EtcdCluster {
     pub fn logs(&self) -> String {
         self.members
             .iter()
-            .map(|m| {
-                let text = std::fs::read_to_string(&m.log).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(15).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                format!("[{}]\n{}", m.name, tail.join("\n"))
-            })
+            .map(|m| format!("[{}]\n{}", m.name, log_tail(&m.log, 15)))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -638,10 +622,7 @@ impl EtcdCluster {
 
     fn send_signal(&self, i: usize, signal: libc::c_int) {
         if let Some(child) = self.members[i].child.lock().expect("member lock").as_ref() {
-            // SAFETY: kill(2) on the pid of a child this cluster started and has not reaped.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, signal);
-            }
+            send_signal(child, signal);
         }
     }
 
@@ -732,9 +713,40 @@ fn agreed_leader(states: &[MemberState]) -> bool {
     leader != 0 && states.iter().all(|s| s.leader == leader)
 }
 
+/// Starts `binary` with `args`, its output appended to the file `log` (created if missing).
+pub(crate) fn spawn_logged(binary: &Path, args: &[String], log: &Path) -> Result<Child, String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    Command::new(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+}
+
+/// The last `lines` lines of a log file (nothing if it cannot be read), for failure messages.
+pub(crate) fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Sends `signal` to a child that has not been reaped yet (so its pid is still its own).
+pub(crate) fn send_signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on the pid of a child we started and have not reaped.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+}
+
 /// `n` distinct free loopback ports. The listeners are held until all are picked, so no port is
 /// picked twice; they are closed before etcd binds.
-fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>, String> {
     let listeners = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()

@@ -209,7 +209,7 @@ impl Builder {
 }
 
 /// A running Job controller + kubelet. Dropping it stops it, and the Jobs it was running, and
-/// removes the claims' folders.
+/// removes the claims' folders (once no [`ClaimFolders`] handle holds them any more).
 pub struct JobSimulator {
     server: Arc<ApiServer>,
     log: Arc<Mutex<JobLog>>,
@@ -262,6 +262,23 @@ impl JobSimulator {
     /// created if no pod used it yet.
     pub fn claim_dir(&self, namespace: &str, claim: &str) -> PathBuf {
         claim_dir(self.claims.path(), namespace, claim)
+    }
+
+    /// The claims' folders, for another stand-in whose pods mount the same volumes (a
+    /// StatefulSet's, see [`crate::statefulset`]).
+    pub fn claim_folders(&self) -> ClaimFolders {
+        ClaimFolders(self.claims.clone())
+    }
+}
+
+/// The claims' folders of a [`JobSimulator`], shared: they stay while a handle holds them.
+#[derive(Clone)]
+pub struct ClaimFolders(Arc<tempfile::TempDir>);
+
+impl ClaimFolders {
+    /// [`JobSimulator::claim_dir`]: the folder of PersistentVolumeClaim `namespace/claim`.
+    pub fn dir(&self, namespace: &str, claim: &str) -> PathBuf {
+        claim_dir(self.0.path(), namespace, claim)
     }
 }
 
@@ -606,11 +623,11 @@ fn container_of(job: &Value) -> &Value {
     &job["spec"]["template"]["spec"]["containers"][0]
 }
 
-fn name_of(object: &Value) -> &str {
+pub(crate) fn name_of(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
 
-fn namespace_of(object: &Value) -> &str {
+pub(crate) fn namespace_of(object: &Value) -> &str {
     object["metadata"]["namespace"].as_str().unwrap_or_default()
 }
 
@@ -628,6 +645,6 @@ fn fail_job_rule(job: &Value, exit_code: i32) -> Option<usize> {
 }
 
 /// Now, to the second, as the API server writes times.
-fn now() -> String {
+pub(crate) fn now() -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).expect("now is a valid time").to_string()
 }

@@ -111,6 +111,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
     let mut jobs = ResourceType::builtin("batch", "v1", "jobs", "Job", true);
     jobs.generation = Generation::Tracked;
     jobs.default_propagation = Propagation::Orphan;
+    let mut statefulsets = ResourceType::builtin("apps", "v1", "statefulsets", "StatefulSet", true);
+    statefulsets.generation = Generation::Tracked;
     let namespaces = ResourceType {
         namespaced: false,
         ..ResourceType::builtin("", "v1", "namespaces", "Namespace", true)
@@ -130,6 +132,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         ResourceType::builtin("", "v1", "events", "Event", false),
         namespaces,
         jobs,
+        statefulsets,
         ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", false),
         ResourceType::builtin("events.k8s.io", "v1", "events", "Event", false),
     ]
