@@ -10,13 +10,15 @@ use clap::{Parser, Subcommand};
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::operation::{
     CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
-    SnapshotOutput, SnapshotRequest, SnapshotRetention,
+    ProveRequest, RestoreMemberRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
 };
 
 use groundskeeper_stores::etcd::connect::EndpointArgs;
 
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::defrag::DefragArgs;
+use crate::etcd::prove::ProveArgs;
+use crate::etcd::restore_member::RestoreMemberArgs;
 use crate::etcd::snapshot::SnapshotArgs;
 use crate::revision::RevisionArgs;
 use crate::scylla::cleanup::CleanupArgs;
@@ -42,6 +44,14 @@ pub enum Command {
     /// into a file, checking etcd's SHA-256 trailer, written atomically. `snapshot verify FILE`
     /// checks a snapshot file on its own.
     Snapshot(SnapshotArgs),
+    /// Prove that a snapshot restores: fetch it (named, or the cluster's newest), check it,
+    /// restore it into a throwaway etcd member in the scratch folder and check that the member
+    /// serves the recorded revision and holds the recorded number of keys.
+    SnapshotProve(ProveArgs),
+    /// Restore one member's data folder from a snapshot while the cluster is stopped: the old
+    /// data is moved aside (never deleted), the snapshot restored with the member's name, peer
+    /// URL and a new cluster token. Run again, a finished restore is left as it is.
+    RestoreMember(RestoreMemberArgs),
     /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
     /// node no longer owns, keyspace by keyspace, with progress on stderr.
     Cleanup(CleanupArgs),
@@ -118,6 +128,28 @@ impl Command {
                     _ => None,
                 },
             })),
+            Command::SnapshotProve(args) => Some(Operation::SnapshotProve(ProveRequest {
+                from: args.from.store(),
+                object: args.object.clone(),
+                file_name_template: args.file_name_template.clone(),
+                cluster: args.cluster.clone(),
+                expect_revision: args.expect_revision,
+                expect_keys: args.expect_keys,
+                expect_sha256: args.expect_sha256.clone(),
+                scratch_dir: path_text(&args.scratch_dir),
+            })),
+            Command::RestoreMember(args) => Some(Operation::RestoreMember(RestoreMemberRequest {
+                from: args.from.store(),
+                object: args.object.clone(),
+                expect_sha256: args.expect_sha256.clone(),
+                data_dir: path_text(&args.data_dir),
+                name: args.name.clone(),
+                initial_cluster: args.initial_cluster.clone(),
+                initial_advertise_peer_urls: args.initial_advertise_peer_urls.clone(),
+                initial_cluster_token: args.initial_cluster_token.clone(),
+                keep_old_suffix: args.keep_old_suffix.clone(),
+                scratch_dir: path_text(&args.scratch_dir),
+            })),
         }
     }
 }
@@ -163,6 +195,7 @@ fn path_text(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use groundskeeper_protocol::operation::{BucketLocation, SnapshotStore};
 
     fn etcd(tls: bool) -> EtcdTarget {
         EtcdTarget {
@@ -310,6 +343,61 @@ mod tests {
                     file_name_template: "{cluster}-{time}.db".into(),
                     cluster: "main".into(),
                 }),
+            }),
+            Operation::SnapshotProve(ProveRequest {
+                from: SnapshotStore::Folder("/snapshots".into()),
+                object: None,
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                expect_revision: None,
+                expect_keys: None,
+                expect_sha256: None,
+                scratch_dir: "/scratch".into(),
+            }),
+            Operation::SnapshotProve(ProveRequest {
+                from: SnapshotStore::Bucket(BucketLocation {
+                    url: "s3://backups/etcd/main".into(),
+                    options: vec![
+                        ("endpoint".into(), "http://minio.backup:9000".into()),
+                        ("allow_http".into(), "true".into()),
+                    ],
+                    credentials_dir: Some("/credentials/from".into()),
+                }),
+                object: Some("main-20260101T000000Z.db".into()),
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                expect_revision: Some(1234),
+                expect_keys: Some(0),
+                expect_sha256: Some("ab".repeat(32)),
+                scratch_dir: "/scratch".into(),
+            }),
+            Operation::RestoreMember(RestoreMemberRequest {
+                from: SnapshotStore::Bucket(BucketLocation {
+                    url: "gs://backups".into(),
+                    options: vec![],
+                    credentials_dir: None,
+                }),
+                object: "main-20260101T000000Z.db".into(),
+                expect_sha256: Some("cd".repeat(32)),
+                data_dir: "/var/lib/etcd/data".into(),
+                name: "etcd-0".into(),
+                initial_cluster: "etcd-0=https://etcd-0.etcd:2380,etcd-1=https://etcd-1.etcd:2380".into(),
+                initial_advertise_peer_urls: "https://etcd-0.etcd:2380".into(),
+                initial_cluster_token: "main-restore-t1".into(),
+                keep_old_suffix: ".pre-restore-t1".into(),
+                scratch_dir: "/var/lib/etcd/.scratch".into(),
+            }),
+            Operation::RestoreMember(RestoreMemberRequest {
+                from: SnapshotStore::Folder("/snapshots".into()),
+                object: "main.db".into(),
+                expect_sha256: None,
+                data_dir: "/var/lib/etcd/data".into(),
+                name: "etcd-1".into(),
+                initial_cluster: "etcd-1=http://etcd-1:2380".into(),
+                initial_advertise_peer_urls: "http://etcd-1:2380".into(),
+                initial_cluster_token: "t".into(),
+                keep_old_suffix: ".old".into(),
+                scratch_dir: "/scratch".into(),
             }),
         ];
         for operation in operations {

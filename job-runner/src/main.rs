@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
         Command::Snapshot(args) => groundskeeper_job::etcd::snapshot::main(args),
+        Command::SnapshotProve(args) => groundskeeper_job::etcd::prove::main(args),
+        Command::RestoreMember(args) => groundskeeper_job::etcd::restore_member::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
         Command::Revision(args) => groundskeeper_job::revision::main(args),
     };
