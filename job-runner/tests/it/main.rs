@@ -7,6 +7,8 @@ mod cleanup_ring_hash;
 mod common;
 mod etcd;
 mod health;
+mod prove;
+mod restore_member;
 mod revision;
 mod signals;
 mod snapshot;
