@@ -522,3 +522,40 @@ async fn bad_input_leaves_the_volume_as_it_was(version: EtcdVersion) {
     assert_eq!(code, exit::BAD_INPUT, "{result:?}");
     assert!(result.message.unwrap().contains("is not writable"));
 }
+
+/// A member of a 3.4 cluster restored by 3.5's etcdutl (what the Job image carries) starts on
+/// etcd 3.4 and holds the keys: the image serves restores of clusters on either version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_3_4_member_restored_by_3_5s_etcdutl_starts_on_3_4() {
+    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let Some(v3_5) = tools_or_skip(EtcdVersion::V3_5) else { return };
+    let Some(v3_4) = tools_or_skip(EtcdVersion::V3_4) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((folder, revision, _)) = snapshot_with_known_keys(EtcdVersion::V3_4, 1, dir.path()).await else {
+        return;
+    };
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (members, initial_cluster) = new_cluster(1);
+    let volume = Volume::with_old_data(dir.path(), "m0");
+    let restore = Restore {
+        folder: &folder,
+        object: "main.db",
+        data: &volume.data,
+        member: &members[0],
+        initial_cluster: &initial_cluster,
+        token: "t1",
+        scratch: &scratch,
+        tool: &v3_5.restore,
+    };
+    let (code, result) = restore.run(&[], &dir.path().join("result.json")).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    assert_eq!(restore_report(&result).revision, Some(revision));
+    let (_running, mut client) =
+        start_restored(&v3_4.etcd, &members, &[volume.data.clone()], &initial_cluster, "t1", dir.path())
+            .await;
+    assert_eq!(known_keys(&mut client).await, expected_keys());
+    let status = client.status().await.unwrap();
+    assert!(status.version().starts_with("3.4."), "{status:?}");
+    assert_eq!(status.header().unwrap().revision(), revision);
+}
