@@ -9,13 +9,14 @@ use clap::{Parser, Subcommand};
 #[cfg(test)]
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::operation::{
-    CleanupRequest, CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles, Operation,
-    ProveRequest, RestoreMemberRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
+    CleanupRequest, CompactRequest, CompactTo, CopyRequest, DefragRequest, EtcdTarget, EtcdTlsFiles,
+    Operation, ProveRequest, RestoreMemberRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
 };
 
 use groundskeeper_stores::etcd::connect::EndpointArgs;
 
 use crate::etcd::compact::CompactArgs;
+use crate::etcd::copy::CopyArgs;
 use crate::etcd::defrag::DefragArgs;
 use crate::etcd::prove::ProveArgs;
 use crate::etcd::restore_member::RestoreMemberArgs;
@@ -44,6 +45,10 @@ pub enum Command {
     /// into a file, checking etcd's SHA-256 trailer, written atomically. `snapshot verify FILE`
     /// checks a snapshot file on its own.
     Snapshot(SnapshotArgs),
+    /// Copy a cluster's snapshots from one folder or bucket to another, checking every one's
+    /// SHA-256 on both sides; those already there with the same SHA-256 are left as they are, so
+    /// a run again (or after a killed one) copies only what is missing.
+    SnapshotCopy(CopyArgs),
     /// Prove that a snapshot restores: fetch it (named, or the cluster's newest), check it,
     /// restore it into a throwaway etcd member in the scratch folder and check that the member
     /// serves the recorded revision and holds the recorded number of keys.
@@ -118,7 +123,10 @@ impl Command {
             Command::Snapshot(args) if args.check.is_some() => None,
             Command::Snapshot(args) => Some(Operation::Snapshot(SnapshotRequest {
                 etcd: etcd_target(&args.connection),
-                output: SnapshotOutput::File(args.output.as_deref().map(path_text).unwrap_or_default()),
+                output: match (args.bucket_location(), &args.object) {
+                    (Some(bucket), Some(name)) => SnapshotOutput::Object { bucket, name: name.clone() },
+                    _ => SnapshotOutput::File(args.output.as_deref().map(path_text).unwrap_or_default()),
+                },
                 retention: match (args.retain, &args.file_name_template, &args.cluster) {
                     (Some(retain), Some(template), Some(cluster)) => Some(SnapshotRetention {
                         retain,
@@ -127,6 +135,13 @@ impl Command {
                     }),
                     _ => None,
                 },
+            })),
+            Command::SnapshotCopy(args) => Some(Operation::SnapshotCopy(CopyRequest {
+                from: args.from.store(),
+                to: args.to.store(),
+                file_name_template: args.file_name_template.clone(),
+                cluster: args.cluster.clone(),
+                only: args.only.clone(),
             })),
             Command::SnapshotProve(args) => Some(Operation::SnapshotProve(ProveRequest {
                 from: args.from.store(),
@@ -238,8 +253,30 @@ mod tests {
             &["snapshot", "--endpoints", "http://a:2379"],
             &["snapshot", "verify"],
             &["snapshot", "--endpoints", "http://a:2379", "verify", "/s.db"],
+            // A bucket takes an object name, and excludes --output; its flags need --to.
+            &["snapshot", "--endpoints", "http://a:2379", "--to", "s3://b"],
+            &[
+                "snapshot",
+                "--endpoints",
+                "http://a:2379",
+                "--to",
+                "s3://b",
+                "--object",
+                "s.db",
+                "--output",
+                "/s.db",
+            ],
         ] {
             assert!(Cli::try_parse_args(refused.iter().copied()).is_err(), "{refused:?}");
+        }
+        // A bucket's flags beside --output: clap lets some through (--output conflicts with --to,
+        // which relaxes what --to's flags require); the run refuses those (bad input, exit 2).
+        for refused in [&["--object", "s.db"][..], &["--to-credentials", "/c"], &["--to-option", "a=b"]] {
+            let args = ["snapshot", "--endpoints", "http://a:2379", "--output", "/s.db"];
+            let Ok(cli) = Cli::try_parse_args(args.iter().chain(refused).copied()) else { continue };
+            let Command::Snapshot(args) = &cli.command else { panic!("a snapshot command") };
+            let failure = args.destination().unwrap_err();
+            assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput, "{refused:?}");
         }
     }
 
@@ -343,6 +380,60 @@ mod tests {
                     file_name_template: "{cluster}-{time}.db".into(),
                     cluster: "main".into(),
                 }),
+            }),
+            Operation::Snapshot(SnapshotRequest {
+                etcd: etcd(true),
+                output: SnapshotOutput::Object {
+                    bucket: BucketLocation {
+                        url: "s3://backups/etcd/main".into(),
+                        options: vec![
+                            ("endpoint".into(), "http://minio.backup:9000".into()),
+                            ("allow_http".into(), "true".into()),
+                            ("region".into(), "a=b".into()),
+                        ],
+                        credentials_dir: Some("/credentials/to".into()),
+                    },
+                    name: "main-20260101T000000Z.db".into(),
+                },
+                retention: Some(SnapshotRetention {
+                    retain: 7,
+                    file_name_template: "{cluster}-{time}.db".into(),
+                    cluster: "main".into(),
+                }),
+            }),
+            Operation::Snapshot(SnapshotRequest {
+                etcd: etcd(false),
+                output: SnapshotOutput::Object {
+                    bucket: BucketLocation { url: "gs://b".into(), options: vec![], credentials_dir: None },
+                    name: "s.db".into(),
+                },
+                retention: None,
+            }),
+            Operation::SnapshotCopy(CopyRequest {
+                from: SnapshotStore::Folder("/snapshots/from".into()),
+                to: SnapshotStore::Bucket(BucketLocation {
+                    url: "s3://backups/etcd".into(),
+                    options: vec![("endpoint".into(), "http://minio:9000".into())],
+                    credentials_dir: Some("/credentials/to".into()),
+                }),
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                only: vec!["main-20260101T000000Z.db".into(), "main-20260102T000000Z.db".into()],
+            }),
+            Operation::SnapshotCopy(CopyRequest {
+                from: SnapshotStore::Bucket(BucketLocation {
+                    url: "gs://a".into(),
+                    options: vec![],
+                    credentials_dir: Some("/credentials/from".into()),
+                }),
+                to: SnapshotStore::Bucket(BucketLocation {
+                    url: "az://b/p".into(),
+                    options: vec![("account_name".into(), "acct".into())],
+                    credentials_dir: None,
+                }),
+                file_name_template: "{cluster}.db".into(),
+                cluster: "main".into(),
+                only: vec![],
             }),
             Operation::SnapshotProve(ProveRequest {
                 from: SnapshotStore::Folder("/snapshots".into()),

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
         Command::Snapshot(args) => groundskeeper_job::etcd::snapshot::main(args),
+        Command::SnapshotCopy(args) => groundskeeper_job::etcd::copy::main(args),
         Command::SnapshotProve(args) => groundskeeper_job::etcd::prove::main(args),
         Command::RestoreMember(args) => groundskeeper_job::etcd::restore_member::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),

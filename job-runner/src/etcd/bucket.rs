@@ -266,22 +266,32 @@ impl Bucket {
         ObjectPath::parse(&full).map_err(|_| bad())
     }
 
-    /// See [`download`].
-    pub(crate) async fn download(&self, name: &str, into: &Path) -> Result<Downloaded, Failure> {
+    /// Starts reading object `name`: its size and user metadata now, its bytes as they arrive.
+    pub(crate) async fn read(&self, name: &str) -> Result<Reading<'_>, Failure> {
         let path = self.path(name)?;
         let result = self
             .store
             .get_opts(&path, GetOptions::default())
             .await
             .map_err(|e| self.failure("read", Some(name), e))?;
-        let metadata = user_metadata(&result.attributes);
-        let expected_size = result.meta.size;
+        Ok(Reading {
+            bucket: self,
+            name: name.to_owned(),
+            size: result.meta.size,
+            metadata: user_metadata(&result.attributes),
+            stream: result.into_stream(),
+        })
+    }
+
+    /// See [`download`].
+    pub(crate) async fn download(&self, name: &str, into: &Path) -> Result<Downloaded, Failure> {
+        let mut reading = self.read(name).await?;
+        let metadata = reading.metadata.clone();
+        let expected_size = reading.size;
         let mut file = Download::create(into)?;
         let mut hash = Sha256::new();
         let mut size = 0u64;
-        let mut stream = result.into_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.failure("read", Some(name), e))?;
+        while let Some(chunk) = reading.next().await? {
             file.write(&chunk)?;
             hash.update(&chunk);
             size += chunk.len() as u64;
@@ -487,16 +497,22 @@ impl Bucket {
                 self.bucket
             ));
         }
+        // object_store reports a refused listing as a generic error: the status and the S3 code
+        // tell it apart from a network failure.
+        let refused = matches!(
+            error,
+            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
+        ) || code.as_deref().is_some_and(|c| CREDENTIAL_CODES.contains(&c))
+            || text.contains("403 Forbidden")
+            || text.contains("401 Unauthorized");
         match error {
-            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
-                Failure::bad_input(format!(
-                    "cannot {action} {what}: the {} store refused the request ({}); check {credentials} \
+            _ if refused => Failure::bad_input(format!(
+                "cannot {action} {what}: the {} store refused the request ({}); check {credentials} \
                      and that they may {action} in bucket {}",
-                    self.provider.describe(),
-                    code.as_deref().unwrap_or("access denied"),
-                    self.bucket
-                ))
-            }
+                self.provider.describe(),
+                code.as_deref().unwrap_or("access denied"),
+                self.bucket
+            )),
             object_store::Error::NotFound { .. } => Failure::bad_input(format!(
                 "cannot {action} {what}: no such object in bucket {}",
                 self.bucket
@@ -512,6 +528,26 @@ impl Bucket {
             text = text.replace(secret.as_str(), "[redacted]");
         }
         text
+    }
+}
+
+/// An object being read: its size and metadata, then its bytes piece by piece.
+pub(crate) struct Reading<'a> {
+    bucket: &'a Bucket,
+    name: String,
+    pub size: u64,
+    pub metadata: BTreeMap<String, String>,
+    stream: futures::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>,
+}
+
+impl Reading<'_> {
+    /// The next piece (`None` at the end), or why the read broke (retryable).
+    pub(crate) async fn next(&mut self) -> Result<Option<bytes::Bytes>, Failure> {
+        match self.stream.next().await {
+            None => Ok(None),
+            Some(Ok(chunk)) => Ok(Some(chunk)),
+            Some(Err(e)) => Err(self.bucket.failure("read", Some(&self.name), e)),
+        }
     }
 }
 
@@ -858,6 +894,16 @@ fn http_client(location: &BucketLocation) -> Result<reqwest::Client, String> {
         .build()
         .map_err(|e| format!("cannot set up an HTTP client: {e}"))
 }
+
+/// S3 error codes that mean the credentials were refused.
+const CREDENTIAL_CODES: &[&str] = &[
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "AccessDenied",
+    "InvalidToken",
+    "ExpiredToken",
+    "AuthorizationHeaderMalformed",
+];
 
 /// The S3 error code in a store's message (`<Code>NoSuchBucket</Code>`), if any.
 fn s3_error_code(text: &str) -> Option<String> {

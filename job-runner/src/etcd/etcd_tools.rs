@@ -49,46 +49,88 @@ pub struct FromArgs {
 impl FromArgs {
     /// The store as the arguments name it: a folder for an absolute path, else a bucket.
     pub fn store(&self) -> SnapshotStore {
-        if self.from.starts_with('/') {
-            return SnapshotStore::Folder(self.from.clone());
-        }
-        SnapshotStore::Bucket(BucketLocation {
-            url: self.from.clone(),
-            options: self
-                .from_options
-                .iter()
-                .map(|option| match option.split_once('=') {
-                    Some((key, value)) => (key.to_owned(), value.to_owned()),
-                    None => (option.clone(), String::new()),
-                })
-                .collect(),
-            credentials_dir: self.from_credentials.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        })
+        named_store(&self.from, &self.from_options, self.from_credentials.as_deref())
     }
 
     /// The store, checked: a folder takes no bucket options; a bucket is a URL with options
     /// `KEY=VALUE`.
     pub(crate) fn checked_store(&self) -> Result<SnapshotStore, Failure> {
-        let bad = |why: String| Failure::bad_input(format!("--from {}: {why}", self.from));
-        let store = self.store();
-        match &store {
-            SnapshotStore::Folder(_) if !self.from_options.is_empty() || self.from_credentials.is_some() => {
-                Err(bad(
-                    "a folder takes no --from-option or --from-credentials (those are for a bucket)".into()
-                ))
+        checked_named_store("from", &self.from, &self.from_options, self.from_credentials.as_deref())
+    }
+}
+
+/// Where snapshots go: `--to PATH|URL [--to-option K=V].. [--to-credentials DIR]`, as the
+/// protocol renders a [`SnapshotStore`].
+#[derive(clap::Args, Debug, Clone)]
+pub struct ToArgs {
+    /// The destination folder (an absolute path) or bucket (`s3://BUCKET[/PREFIX]`, `gs://…`,
+    /// `az://…`).
+    #[arg(long = "to", value_name = "PATH|URL")]
+    pub to: String,
+    /// A setting of the destination bucket (`endpoint=…`, `region=…`, `allow_http=true` …);
+    /// repeatable.
+    #[arg(long = "to-option", value_name = "KEY=VALUE")]
+    pub to_options: Vec<String>,
+    /// A folder whose files hold the destination bucket's credentials, each named by its key.
+    #[arg(long = "to-credentials", value_name = "DIR")]
+    pub to_credentials: Option<PathBuf>,
+}
+
+impl ToArgs {
+    /// See [`FromArgs::store`].
+    pub fn store(&self) -> SnapshotStore {
+        named_store(&self.to, &self.to_options, self.to_credentials.as_deref())
+    }
+
+    /// See [`FromArgs::checked_store`].
+    pub(crate) fn checked_store(&self) -> Result<SnapshotStore, Failure> {
+        checked_named_store("to", &self.to, &self.to_options, self.to_credentials.as_deref())
+    }
+}
+
+/// A folder for an absolute path, else a bucket with its options and credentials folder.
+fn named_store(text: &str, options: &[String], credentials: Option<&Path>) -> SnapshotStore {
+    if text.starts_with('/') {
+        return SnapshotStore::Folder(text.to_owned());
+    }
+    SnapshotStore::Bucket(BucketLocation {
+        url: text.to_owned(),
+        options: options
+            .iter()
+            .map(|option| match option.split_once('=') {
+                Some((key, value)) => (key.to_owned(), value.to_owned()),
+                None => (option.clone(), String::new()),
+            })
+            .collect(),
+        credentials_dir: credentials.map(|p| p.to_string_lossy().into_owned()),
+    })
+}
+
+/// [`named_store`], checked, its mistakes naming `--FLAG`, `--FLAG-option` and
+/// `--FLAG-credentials`.
+fn checked_named_store(
+    flag: &str,
+    text: &str,
+    options: &[String],
+    credentials: Option<&Path>,
+) -> Result<SnapshotStore, Failure> {
+    let bad = |why: String| Failure::bad_input(format!("--{flag} {text}: {why}"));
+    let store = named_store(text, options, credentials);
+    match &store {
+        SnapshotStore::Folder(_) if !options.is_empty() || credentials.is_some() => Err(bad(format!(
+            "a folder takes no --{flag}-option or --{flag}-credentials (those are for a bucket)"
+        ))),
+        SnapshotStore::Folder(_) => Ok(store),
+        SnapshotStore::Bucket(bucket) => {
+            if !bucket.url.contains("://") {
+                return Err(bad(
+                    "neither an absolute folder path nor a bucket URL (s3://, gs://, az://)".into()
+                ));
             }
-            SnapshotStore::Folder(_) => Ok(store),
-            SnapshotStore::Bucket(bucket) => {
-                if !bucket.url.contains("://") {
-                    return Err(bad(
-                        "neither an absolute folder path nor a bucket URL (s3://, gs://, az://)".into(),
-                    ));
-                }
-                if let Some(option) = self.from_options.iter().find(|o| !o.contains('=')) {
-                    return Err(bad(format!("--from-option {option:?} is not KEY=VALUE")));
-                }
-                Ok(store)
+            if let Some(option) = options.iter().find(|o| !o.contains('=')) {
+                return Err(bad(format!("--{flag}-option {option:?} is not KEY=VALUE")));
             }
+            Ok(store)
         }
     }
 }

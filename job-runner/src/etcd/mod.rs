@@ -7,8 +7,9 @@ pub(crate) mod bolt_stream;
 #[allow(dead_code)]
 pub(crate) mod bucket;
 pub mod compact;
+pub mod copy;
 pub mod defrag;
-pub(crate) mod etcd_tools;
+pub mod etcd_tools;
 pub mod lock;
 pub mod prove;
 pub mod restore_member;

@@ -161,15 +161,21 @@ fn proven_message(report: &ProveReport, tool: &RestoreTool) -> String {
         (Some(keys), None) => format!("{keys} keys (no count was recorded: not compared)"),
         (None, _) => "no key count".to_owned(),
     };
+    let revision = match (report.revision, report.expected_revision) {
+        (Some(revision), Some(_)) => format!("revision {revision} as recorded"),
+        (Some(revision), None) => {
+            format!("revision {revision} (the snapshot holds no key revision: not compared)")
+        }
+        (None, _) => "an unknown revision".to_owned(),
+    };
     format!(
         "snapshot {} restores: {tool} restored it ({:.2} MiB, sha256 {}), and etcd {} started on it \
-         in {} ms and served revision {} as recorded, with {keys}",
+         in {} ms and served {revision}, with {keys}",
         report.path,
         mib(report.size_bytes),
         report.sha256.as_deref().unwrap_or_default(),
         report.etcd_version.as_deref().unwrap_or_default(),
         report.start_ms,
-        report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
     )
 }
 

@@ -356,6 +356,35 @@ async fn restore_member(restore: &Restore, report: &mut RestoreMemberReport) -> 
 
     let old = move_old_aside(layout)?;
     report.old_data_moved_to = old.as_ref().map(|p| p.display().to_string());
+    restore_into_place(restore, &fetched, &work, report).await.map_err(|failure| Failure {
+        message: format!("{}; {}", failure.message, how_to_go_on(layout, old.as_deref())),
+        ..failure
+    })
+}
+
+/// What a person can do when a restore stopped after the old data was moved aside.
+fn how_to_go_on(layout: &Layout, old: Option<&Path>) -> String {
+    match old {
+        Some(old) => format!(
+            "the member's old data is kept in {}: run the restore again to finish it, or rename {} \
+             back to {} (after removing {} if it is there) to go back",
+            old.display(),
+            old.display(),
+            layout.data.display(),
+            layout.partial.display()
+        ),
+        None => "there was no old data; run the restore again to finish it".to_owned(),
+    }
+}
+
+/// Restores into the temporary folder, then renames it into place with the marker around it.
+async fn restore_into_place(
+    restore: &Restore,
+    fetched: &etcd_tools::Fetched,
+    work: &WorkDir,
+    report: &RestoreMemberReport,
+) -> Result<(), Failure> {
+    let layout = &restore.layout;
     if exists(&layout.partial) {
         tracing::info!(partial = %layout.partial.display(), "removing what a killed restore left");
         std::fs::remove_dir_all(&layout.partial)

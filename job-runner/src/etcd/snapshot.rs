@@ -12,6 +12,12 @@
 //! hidden temporary name in the output's folder, fsynced, renamed into place and the folder
 //! fsynced: a failed or stopped run (SIGTERM, SIGINT) removes its temporary file, and one killed
 //! outright leaves only that hidden `.NAME.partial`, never a file under the output's name.
+//!
+//! With `--to URL --object NAME` the stream goes straight into a multipart upload to a bucket
+//! instead (see [`to_bucket`]): nothing is kept in memory beyond a few parts, nothing on disk.
+//!
+//! Right after the stream, the member it came from counts the keys at the snapshot's revision
+//! (`keys` in the result): what a proof of the snapshot checks a restored member against.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -25,9 +31,12 @@ use sha2::{Digest, Sha256};
 use super::bolt::Db;
 use super::compact::runtime;
 use crate::run::{self, Failure, RunClock, StopSignal};
+use groundskeeper_protocol::operation::BucketLocation;
 use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
 use groundskeeper_stores::etcd::plan::MemberObservation;
 use groundskeeper_stores::etcd::retention::{self, NameTemplate};
+
+pub(crate) mod to_bucket;
 
 /// etcd's checksum after the database.
 pub const TRAILER: u64 = 32;
@@ -53,8 +62,25 @@ pub struct SnapshotArgs {
     pub connection: EndpointArgs,
     /// The snapshot file to write. Its folder must exist; a file already there is replaced
     /// (atomically) once the new snapshot is complete and checked.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "to", conflicts_with = "to")]
     pub output: Option<PathBuf>,
+    /// The bucket to stream the snapshot into instead of a file: `s3://BUCKET[/PREFIX]`,
+    /// `gs://BUCKET[/PREFIX]` or `az://CONTAINER[/PREFIX]`. The object appears only once etcd's
+    /// checksum matched.
+    #[arg(long, value_name = "URL", requires = "object")]
+    pub to: Option<String>,
+    /// A setting of the bucket, by object_store's key names (`endpoint=…`, `region=…`,
+    /// `allow_http=true`, `account_name=…`); repeatable. No secrets: those go in --to-credentials.
+    #[arg(long = "to-option", value_name = "KEY=VALUE", requires = "to")]
+    pub to_options: Vec<String>,
+    /// A folder (a mounted Secret) whose files hold the bucket's credentials, each named by its
+    /// key (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, GOOGLE_SERVICE_ACCOUNT_KEY,
+    /// AZURE_STORAGE_ACCOUNT_KEY …). Without it: the pod's own cloud identity.
+    #[arg(long = "to-credentials", value_name = "DIR", requires = "to")]
+    pub to_credentials: Option<PathBuf>,
+    /// The object's name under the bucket's prefix (with retention: one of the template's names).
+    #[arg(long, value_name = "NAME", requires = "to")]
+    pub object: Option<String>,
     /// Retention: once the new snapshot is complete and checked, keep this many snapshots of the
     /// cluster in the output's folder (the new one included) and delete the older ones, oldest
     /// first by the time in their names. Needs --file-name-template and --cluster, which say
@@ -125,6 +151,11 @@ impl TrailerCheck {
             self.db.update(&self.tail[..spill]);
             self.tail.drain(..spill);
         }
+    }
+
+    /// Bytes seen so far.
+    pub fn bytes_seen(&self) -> u64 {
+        self.len
     }
 
     /// The hashes when the trailer matches, else why the stream is not a whole snapshot.
@@ -354,9 +385,84 @@ impl Drop for Partial {
 pub struct Retention {
     pub retain: u32,
     pub template: NameTemplate,
+    /// The value of `{cluster}`, also recorded in a bucket object's metadata.
+    pub cluster: String,
+}
+
+/// Where a snapshot goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Destination {
+    File(PathBuf),
+    Object { bucket: BucketLocation, name: String },
+}
+
+impl Destination {
+    /// The file's or object's name, as retention's template must give it.
+    fn name(&self) -> &str {
+        match self {
+            Destination::File(path) => path.file_name().and_then(|n| n.to_str()).unwrap_or_default(),
+            Destination::Object { name, .. } => name,
+        }
+    }
+
+    /// The file's path or the object's URL, for the result.
+    pub fn describe(&self) -> String {
+        match self {
+            Destination::File(path) => path.display().to_string(),
+            Destination::Object { bucket, name } => format!("{}/{name}", bucket.url.trim_end_matches('/')),
+        }
+    }
+}
+
+/// `KEY=VALUE` options as pairs; one without `=` keeps an empty value (refused when checked).
+pub(crate) fn option_pairs(options: &[String]) -> Vec<(String, String)> {
+    options
+        .iter()
+        .map(|option| match option.split_once('=') {
+            Some((key, value)) => (key.to_owned(), value.to_owned()),
+            None => (option.clone(), String::new()),
+        })
+        .collect()
+}
+
+/// Refuses an option that is not `KEY=VALUE`, naming its flag.
+pub(crate) fn check_options(flag: &str, options: &[String]) -> Result<(), Failure> {
+    match options.iter().find(|o| o.split_once('=').is_none_or(|(k, _)| k.is_empty())) {
+        Some(option) => Err(Failure::bad_input(format!("{flag} {option:?} is not KEY=VALUE"))),
+        None => Ok(()),
+    }
 }
 
 impl SnapshotArgs {
+    /// The bucket `--to` names, with its options and credentials folder.
+    pub fn bucket_location(&self) -> Option<BucketLocation> {
+        Some(BucketLocation {
+            url: self.to.clone()?,
+            options: option_pairs(&self.to_options),
+            credentials_dir: self.to_credentials.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        })
+    }
+
+    /// Where the snapshot goes: `--output`, or `--to` and `--object`.
+    pub fn destination(&self) -> Result<Destination, Failure> {
+        // clap lets a bucket's flags through beside --output (it conflicts with --to): refused here.
+        if self.to.is_none()
+            && (self.object.is_some() || !self.to_options.is_empty() || self.to_credentials.is_some())
+        {
+            return Err(Failure::bad_input(
+                "--object, --to-option and --to-credentials are for a bucket and need --to; a file \
+                 snapshot takes --output alone",
+            ));
+        }
+        match (self.bucket_location(), &self.object) {
+            (Some(bucket), Some(name)) => {
+                check_options("--to-option", &self.to_options)?;
+                Ok(Destination::Object { bucket, name: name.clone() })
+            }
+            _ => Ok(Destination::File(self.output.clone().unwrap_or_default())),
+        }
+    }
+
     /// `--retain` with its template and cluster, checked; `--output` must be one of the
     /// template's names, or retention would not count the new snapshot as the cluster's.
     pub fn retention(&self) -> Result<Option<Retention>, Failure> {
@@ -367,46 +473,60 @@ impl SnapshotArgs {
         };
         let template = NameTemplate::parse(template, cluster)
             .map_err(|why| Failure::bad_input(format!("--file-name-template / --cluster: {why}")))?;
-        let output = self.output.as_deref().unwrap_or(Path::new(""));
-        let name = output.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let destination = self.destination()?;
+        let name = destination.name();
         if !template.is_snapshot_name(name) {
+            let flag = match destination {
+                Destination::File(_) => "--output",
+                Destination::Object { .. } => "--object",
+            };
             return Err(Failure::bad_input(format!(
-                "--output {}: {name:?} is not a name --file-name-template {:?} gives cluster {cluster:?}, \
+                "{flag} {}: {name:?} is not a name --file-name-template {:?} gives cluster {cluster:?}, \
                  so retention would not count it as one of the cluster's snapshots",
-                output.display(),
+                destination.describe(),
                 self.file_name_template.as_deref().unwrap_or_default(),
             )));
         }
-        Ok(Some(Retention { retain, template }))
+        Ok(Some(Retention { retain, template, cluster: cluster.clone() }))
     }
 }
 
-/// Streams a snapshot into `output`, atomically; stops at once on a stop. Then, when asked,
-/// deletes the cluster's older snapshots in the same folder (see [`retention`]).
+/// Streams a snapshot into a file (atomically) or a bucket's object (completed only once whole);
+/// stops at once on a stop. Then, when asked, deletes the cluster's older snapshots in the same
+/// folder or under the same prefix (see [`retention`]).
 pub async fn run_snapshot(
     connection: &Connection,
-    output: &Path,
+    destination: &Destination,
     retention: Option<&Retention>,
     stop: &StopSignal,
 ) -> JobResult {
     let clock = RunClock::start();
     let mut report = SnapshotReport {
-        path: output.display().to_string(),
+        path: destination.describe(),
         retain: retention.map(|r| r.retain),
         ..SnapshotReport::default()
     };
-    let outcome = tokio::select! {
-        outcome = snapshot_with(connection, output, &mut report) => outcome,
-        stop = stop.requested() => Err(stop.failure(
-            "the snapshot stream was abandoned and its temporary file removed",
-        )),
+    let outcome = match destination {
+        Destination::File(output) => {
+            let outcome = tokio::select! {
+                outcome = snapshot_with(connection, output, &mut report) => outcome,
+                stop = stop.requested() => Err(stop.failure(
+                    "the snapshot stream was abandoned and its temporary file removed",
+                )),
+            };
+            // Only once the new snapshot is in place and checked: a failed run deletes nothing.
+            if outcome.is_ok()
+                && let Some(retention) = retention
+            {
+                apply_retention(output, retention, &mut report);
+            }
+            outcome
+        }
+        // The upload watches for a stop itself: it must be aborted, not merely dropped.
+        Destination::Object { bucket, name } => {
+            to_bucket::snapshot(connection, bucket, name, retention, &mut report, stop).await
+        }
     };
-    // Only once the new snapshot is in place and checked: a failed run deletes nothing.
-    if outcome.is_ok()
-        && let Some(retention) = retention
-    {
-        apply_retention(output, retention, &mut report);
-    }
     let failure = outcome.err();
     let mut result = clock.finish(Report::Snapshot(report.clone()), Outcome::Succeeded, failure);
     if result.outcome == Outcome::Failed {
@@ -415,14 +535,22 @@ pub async fn run_snapshot(
     if result.message.is_none() {
         result.message = Some(
             format!(
-                "snapshot of revision {} from {} ({}) written to {}: {} bytes ({:.2} MiB), sha256 {}",
+                "snapshot of revision {} from {} ({}) {} {}: {} bytes ({:.2} MiB), sha256 {}, {}",
                 report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
                 report.member.as_deref().unwrap_or_default(),
                 if report.from_leader { "the leader: no healthy follower" } else { "a follower" },
+                match destination {
+                    Destination::File(_) => "written to",
+                    Destination::Object { .. } => "uploaded to",
+                },
                 report.path,
                 report.size_bytes,
                 report.size_mib,
                 report.sha256.as_deref().unwrap_or_default(),
+                match report.keys {
+                    Some(keys) => format!("{keys} keys"),
+                    None => "keys not counted".to_owned(),
+                },
             ) + &describe_retention(&report),
         );
     }
@@ -478,12 +606,78 @@ fn describe_retention(report: &SnapshotReport) -> String {
     format!("; retention (keep {retain}): {deleted}{partials}{errors}")
 }
 
-async fn snapshot_with(
+/// A snapshot stream opened on the chosen member.
+pub(crate) struct Source {
+    pub client: etcd_client::Client,
+    pub stream: etcd_client::SnapshotStreaming,
+    /// The member's name, for messages.
+    pub member: String,
+    /// See [`stream_limit`].
+    pub limit: u64,
+}
+
+impl Source {
+    /// The next piece of the stream (`None` at its end), or why there is none: a member that
+    /// sent nothing for [`STALL_TIMEOUT`], a broken stream, or more than [`stream_limit`].
+    pub(crate) async fn next(
+        &mut self,
+        received: u64,
+    ) -> Result<Option<etcd_client::SnapshotResponse>, Failure> {
+        let message = tokio::time::timeout(STALL_TIMEOUT, self.stream.message())
+            .await
+            .map_err(|_| {
+                Failure::retryable(format!(
+                    "{} sent nothing for {}s after {received} bytes",
+                    self.member,
+                    STALL_TIMEOUT.as_secs(),
+                ))
+            })?
+            .map_err(|e| {
+                Failure::retryable(format!(
+                    "the snapshot stream from {} broke after {received} bytes: {e}",
+                    self.member
+                ))
+            })?;
+        if let Some(message) = &message
+            && received + message.blob().len() as u64 > self.limit
+        {
+            return Err(Failure::retryable(format!(
+                "the snapshot stream from {} passed {} bytes ({} MiB), more than its database \
+                 could hold; stopped, nothing kept",
+                self.member,
+                self.limit,
+                mib(self.limit)
+            )));
+        }
+        Ok(message)
+    }
+
+    /// The number of keys at `revision` on the member the snapshot came from (a serializable
+    /// count: the member answers itself); `None`, with a warning, when it cannot say (the
+    /// revision was compacted meanwhile, or the member stopped answering).
+    pub(crate) async fn count_keys(&mut self, revision: Option<i64>) -> Option<i64> {
+        let revision = revision?;
+        let options = etcd_client::GetOptions::new()
+            .with_all_keys()
+            .with_count_only()
+            .with_revision(revision)
+            .with_serializable();
+        match self.client.get(Vec::<u8>::new(), Some(options)).await {
+            Ok(response) => Some(response.count()),
+            Err(e) => {
+                tracing::warn!(member = %self.member, revision, "the keys at the snapshot's revision could not be counted: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Chooses the member (a healthy follower when there is one), records it in the report, and
+/// opens its snapshot stream.
+pub(crate) async fn open_stream(
     connection: &Connection,
-    output: &Path,
     report: &mut SnapshotReport,
-) -> Result<(), Failure> {
-    let (dir, partial_path) = check_output(output)?;
+) -> Result<Source, Failure> {
     let cluster = Cluster::discover(connection.clone()).await?;
     let observed = cluster.observe().await;
     let (member, from_leader) = choose_member(&observed).map_err(Failure::retryable)?;
@@ -495,49 +689,33 @@ async fn snapshot_with(
         .member(member.id)
         .and_then(|m| m.url.clone())
         .ok_or_else(|| Failure::retryable(format!("member {} advertises no client URL", member.name)))?;
-    tracing::info!(member = %member.name, url, from_leader, output = %output.display(), "streaming a snapshot");
-
-    let started = Instant::now();
-    let mut partial = Partial::create(&partial_path)?;
+    tracing::info!(member = %member.name, url, from_leader, to = %report.path, "streaming a snapshot");
     // No request timeout: the stream lasts as long as the database takes to send. A stall is
     // caught chunk by chunk instead.
     let mut client = connection
         .client(&url, None)
         .await
         .map_err(|e| Failure::retryable(format!("cannot connect to {} ({url}): {e}", member.name)))?;
-    let mut stream = client
+    let stream = client
         .snapshot()
         .await
         .map_err(|e| Failure::retryable(format!("{} refused the snapshot: {e}", member.name)))?;
+    Ok(Source { client, stream, member: member.name.clone(), limit })
+}
+
+async fn snapshot_with(
+    connection: &Connection,
+    output: &Path,
+    report: &mut SnapshotReport,
+) -> Result<(), Failure> {
+    let (dir, partial_path) = check_output(output)?;
+    let mut source = open_stream(connection, report).await?;
+    let started = Instant::now();
+    let mut partial = Partial::create(&partial_path)?;
     let mut check = TrailerCheck::default();
     let mut last_log = Instant::now();
-    loop {
-        let message = tokio::time::timeout(STALL_TIMEOUT, stream.message())
-            .await
-            .map_err(|_| {
-                Failure::retryable(format!(
-                    "{} sent nothing for {}s after {} bytes",
-                    member.name,
-                    STALL_TIMEOUT.as_secs(),
-                    check.len
-                ))
-            })?
-            .map_err(|e| {
-                Failure::retryable(format!(
-                    "the snapshot stream from {} broke after {} bytes: {e}",
-                    member.name, check.len
-                ))
-            })?;
-        let Some(message) = message else { break };
+    while let Some(message) = source.next(check.len).await? {
         let blob = message.blob();
-        if check.len + blob.len() as u64 > limit {
-            return Err(Failure::retryable(format!(
-                "the snapshot stream from {} passed {limit} bytes ({} MiB), more than its database \
-                 could hold; stopped, nothing kept",
-                member.name,
-                mib(limit)
-            )));
-        }
         partial.file().write_all(blob).map_err(|e| write_failure(&partial_path, e))?;
         check.update(blob);
         if last_log.elapsed() > Duration::from_secs(10) {
@@ -547,7 +725,7 @@ async fn snapshot_with(
     }
     let streamed = check.len;
     let (sha256, db_sha256) = check.finish().map_err(|why| {
-        Failure::retryable(format!("the snapshot from {} is not whole: {why}", member.name))
+        Failure::retryable(format!("the snapshot from {} is not whole: {why}", source.member))
     })?;
     partial.file().sync_all().map_err(|e| write_failure(&partial_path, e))?;
     // What reached the disk, read back: the same bytes, and a database etcd can open.
@@ -575,6 +753,7 @@ async fn snapshot_with(
     report.sha256 = Some(sha256);
     report.db_sha256 = Some(db_sha256);
     report.stream_duration_ms = started.elapsed().as_millis() as u64;
+    report.keys = source.count_keys(on_disk.revision).await;
     Ok(())
 }
 
@@ -627,22 +806,24 @@ pub fn main(args: SnapshotArgs) -> i32 {
         return run::exit_code(&result);
     }
     let clock = RunClock::start();
-    let output = args.output.clone().unwrap_or_default();
     let prepared = (|| {
         let grace =
             run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
-        check_output(&output)?;
+        let destination = args.destination()?;
+        if let Destination::File(output) = &destination {
+            check_output(output)?;
+        }
         let retention = args.retention()?;
-        Ok::<_, Failure>((args.connection.connection()?, grace, retention))
+        Ok::<_, Failure>((args.connection.connection()?, grace, destination, retention))
     })();
     let result = match prepared {
-        Ok((connection, grace, retention)) => runtime().block_on(async {
+        Ok((connection, grace, destination, retention)) => runtime().block_on(async {
             let stop = StopSignal::listen_or_warn(grace);
-            run_snapshot(&connection, &output, retention.as_ref(), &stop).await
+            run_snapshot(&connection, &destination, retention.as_ref(), &stop).await
         }),
         Err(failure) => clock.finish(
             Report::Snapshot(SnapshotReport {
-                path: output.display().to_string(),
+                path: args.destination().map(|d| d.describe()).unwrap_or_default(),
                 ..SnapshotReport::default()
             }),
             Outcome::Failed,

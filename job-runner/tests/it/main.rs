@@ -12,3 +12,4 @@ mod restore_member;
 mod revision;
 mod signals;
 mod snapshot;
+mod snapshot_bucket;

@@ -162,6 +162,7 @@ async fn folder_with_snapshots(cluster: &EtcdCluster, dir: &Path) -> (PathBuf, S
 groundskeeper_e2e::for_each_etcd_version!(
     the_newest_snapshot_is_proven_with_its_revision_and_keys,
     damaged_snapshots_and_wrong_expectations_are_not_proven,
+    a_snapshot_in_a_bucket_is_proven_by_its_recorded_metadata,
 );
 
 async fn the_newest_snapshot_is_proven_with_its_revision_and_keys(version: EtcdVersion) {
@@ -484,5 +485,103 @@ async fn timing_of_a_100_mib_proof() {
             report.restore_ms,
             report.start_ms
         );
+    }
+}
+
+/// `snapshot --to` a bucket of a local S3 server, then `snapshot-prove --from` that bucket.
+pub(crate) struct BucketWithSnapshots {
+    pub server: groundskeeper_e2e::s3_server::S3Server,
+    pub url: String,
+    pub credentials: PathBuf,
+}
+
+impl BucketWithSnapshots {
+    /// A server with bucket `backups`; `None` after saying why when s3s-fs is missing.
+    pub fn start(dir: &Path) -> Option<Self> {
+        let binary = groundskeeper_e2e::s3_server::s3s_fs_or_skip()?;
+        let server = groundskeeper_e2e::s3_server::S3Server::start(&binary).expect("the S3 server starts");
+        server.create_bucket("backups").unwrap();
+        let credentials = dir.join("credentials");
+        server.write_credentials(&credentials).unwrap();
+        Some(Self { server, url: "s3://backups/etcd".into(), credentials })
+    }
+
+    /// `--NAME URL --NAME-option … --NAME-credentials DIR`.
+    pub fn flags(&self, name: &str) -> Vec<String> {
+        let mut flags = vec![format!("--{name}"), self.url.clone()];
+        flags.extend(self.server.option_args(name));
+        flags.extend([format!("--{name}-credentials"), path(&self.credentials)]);
+        flags
+    }
+
+    /// The runner's `snapshot --to` into object `name`.
+    pub async fn snapshot(&self, cluster: &EtcdCluster, name: &str, result_file: &Path) -> SnapshotReport {
+        let mut args = strings(&["snapshot", "--endpoints", &cluster.endpoints_flag(), "--object", name]);
+        args.extend(self.flags("to"));
+        let (code, result, stderr) = run(&args, &[], result_file).await;
+        assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+        match result.report {
+            Report::Snapshot(report) => report,
+            other => panic!("not a snapshot report: {other:?}"),
+        }
+    }
+}
+
+/// A snapshot in a bucket is proven against the revision and key count recorded in its metadata
+/// when it was taken (no expectations given); a damaged object and a missing one are refused.
+async fn a_snapshot_in_a_bucket_is_proven_by_its_recorded_metadata(version: EtcdVersion) {
+    let Some(tools) = tools_or_skip(version) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bucket) = BucketWithSnapshots::start(dir.path()) else { return };
+    let Some(cluster) = cluster(version, 1).await else { return };
+    let result_file = dir.path().join("result.json");
+    bucket.snapshot(&cluster, "main-20260101T000000Z.db", &result_file).await;
+    let keys = write_known_keys(&cluster, 50).await;
+    let taken = bucket.snapshot(&cluster, "main-20260102T000000Z.db", &result_file).await;
+    assert_eq!(taken.keys, Some(keys), "the key count recorded with the snapshot");
+    drop(cluster);
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let prove = |extra: &[&str]| {
+        let mut args = strings(&["snapshot-prove"]);
+        args.extend(bucket.flags("from"));
+        args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main", "--scratch-dir"]));
+        args.push(path(&scratch));
+        args.extend(tools.flags());
+        args.extend(strings(extra));
+        args
+    };
+
+    let (code, result, stderr) = run(&prove(&[]), &[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+    let report = prove_report(&result);
+    assert!(report.proven);
+    assert_eq!(report.object, "main-20260102T000000Z.db", "the newest in the bucket");
+    assert_eq!(report.path, format!("{}/main-20260102T000000Z.db", bucket.url));
+    assert_eq!((report.revision, report.expected_revision), (taken.revision, taken.revision));
+    assert_eq!(
+        (report.keys, report.expected_keys),
+        (Some(keys), Some(keys)),
+        "keys compared with the metadata"
+    );
+    assert_eq!(report.sha256, taken.sha256);
+    assert!(stderr.contains("downloading the snapshot"), "progress on stderr");
+    assert_eq!(listing(&scratch), Vec::<String>::new(), "the download is removed too");
+
+    // A byte flipped in the stored object: its bytes no longer match the recorded checksum.
+    let stored = bucket.server.object_file("backups", "etcd/main-20260102T000000Z.db");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x01;
+    std::fs::write(&stored, &bytes).unwrap();
+    for (extra, says) in
+        [(&[][..], "damaged"), (&["--object", "main-20260109T000000Z.db"], "main-20260109T000000Z.db")]
+    {
+        let (code, result, _) = run(&prove(extra), &[], &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{extra:?}: {result:?}");
+        assert!(!prove_report(&result).proven);
+        let message = result.message.unwrap();
+        assert!(message.contains(says), "{extra:?}: {message}");
+        assert_eq!(listing(&scratch), Vec::<String>::new(), "{extra:?}");
     }
 }

@@ -250,6 +250,7 @@ groundskeeper_e2e::for_each_etcd_version!(
     three_members_restored_from_one_snapshot_start_as_a_new_cluster,
     a_killed_restore_is_finished_by_the_next_run,
     bad_input_leaves_the_volume_as_it_was,
+    a_member_is_restored_from_a_bucket,
 );
 
 async fn three_members_restored_from_one_snapshot_start_as_a_new_cluster(version: EtcdVersion) {
@@ -434,9 +435,15 @@ async fn a_killed_restore_is_finished_by_the_next_run(version: EtcdVersion) {
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert!(restore_report(&result).already_restored);
 
-    let (_running, mut client) =
-        start_restored(&tools.etcd, &members, &[volume.data.clone()], &initial_cluster, token, dir.path())
-            .await;
+    let (_running, mut client) = start_restored(
+        &tools.etcd,
+        &members,
+        std::slice::from_ref(&volume.data),
+        &initial_cluster,
+        token,
+        dir.path(),
+    )
+    .await;
     assert_eq!(known_keys(&mut client).await, expected_keys());
 }
 
@@ -551,11 +558,73 @@ async fn a_3_4_member_restored_by_3_5s_etcdutl_starts_on_3_4() {
     let (code, result) = restore.run(&[], &dir.path().join("result.json")).await;
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert_eq!(restore_report(&result).revision, Some(revision));
-    let (_running, mut client) =
-        start_restored(&v3_4.etcd, &members, &[volume.data.clone()], &initial_cluster, "t1", dir.path())
-            .await;
+    let (_running, mut client) = start_restored(
+        &v3_4.etcd,
+        &members,
+        std::slice::from_ref(&volume.data),
+        &initial_cluster,
+        "t1",
+        dir.path(),
+    )
+    .await;
     assert_eq!(known_keys(&mut client).await, expected_keys());
     let status = client.status().await.unwrap();
     assert!(status.version().starts_with("3.4."), "{status:?}");
     assert_eq!(status.header().unwrap().revision(), revision);
+}
+
+/// A member restored from a snapshot in a bucket (downloaded into the scratch folder, checked
+/// against the recorded checksum, removed afterwards).
+async fn a_member_is_restored_from_a_bucket(version: EtcdVersion) {
+    let Some(tools) = tools_or_skip(version) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bucket) = crate::prove::BucketWithSnapshots::start(dir.path()) else { return };
+    let Some(cluster) = cluster(version, 1).await else { return };
+    write_known_keys(&cluster, 50).await;
+    let result_file = dir.path().join("result.json");
+    let taken = bucket.snapshot(&cluster, "main.db", &result_file).await;
+    drop(cluster);
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (members, initial_cluster) = new_cluster(1);
+    let volume = Volume::with_old_data(dir.path(), "m0");
+    let mut args = strings(&["restore-member"]);
+    args.extend(bucket.flags("from"));
+    args.extend(strings(&[
+        "--object",
+        "main.db",
+        "--expect-sha256",
+        taken.sha256.as_deref().unwrap(),
+        "--data-dir",
+        &path(&volume.data),
+        "--name",
+        "m0",
+        "--initial-cluster",
+        &initial_cluster,
+        "--initial-advertise-peer-urls",
+        &members[0].peer_url,
+        "--initial-cluster-token",
+        "t1",
+        "--keep-old-suffix",
+        SUFFIX,
+        "--scratch-dir",
+        &path(&scratch),
+        "--etcdutl",
+        &path(&tools.restore),
+    ]));
+    let (code, result, stderr) = run(&args, &[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+    let report = restore_report(&result);
+    assert_eq!((report.revision, &report.sha256), (taken.revision, &taken.sha256));
+    assert_eq!(listing(&scratch), Vec::<String>::new());
+    let (_running, mut client) = start_restored(
+        &tools.etcd,
+        &members,
+        std::slice::from_ref(&volume.data),
+        &initial_cluster,
+        "t1",
+        dir.path(),
+    )
+    .await;
+    assert_eq!(known_keys(&mut client).await, expected_keys());
 }

@@ -44,7 +44,10 @@ async fn run_command(container: Container, job: String, agents: AgentAddresses) 
         Command::Defrag(args) => defrag(args, files, &job).await,
         Command::Compact(args) => compact(args, files).await,
         Command::RingHash => return refused("ring-hash reads stdin; no Job runs it".into()),
-        Command::Snapshot(_) | Command::SnapshotProve(_) | Command::RestoreMember(_) => {
+        Command::Snapshot(_)
+        | Command::SnapshotCopy(_)
+        | Command::SnapshotProve(_)
+        | Command::RestoreMember(_) => {
             return refused("the demo runs no snapshot Job".into());
         }
         Command::Revision(_) => return refused("revision is a local computation; no Job runs it".into()),
