@@ -256,6 +256,12 @@ impl TaskType {
         }
     }
 
+    /// Whether a waiting task of this type is placed before the other waiting tasks of its
+    /// target: a Restore brings back a cluster every other task waits for.
+    pub fn goes_first(&self) -> bool {
+        matches!(self, TaskType::Restore)
+    }
+
     /// The name of the `spec.config` member for this type (`cleanup`, `compact`, ...).
     pub fn config_member(&self) -> Option<&'static str> {
         match self {

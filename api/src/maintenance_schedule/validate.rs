@@ -79,6 +79,16 @@ pub fn validate_schedule_with(
             error(field, format!("{limit}: keep 0 to 100 tasks"));
         }
     }
+    // A restore replaces every member's data: a person confirms one, a calendar never does.
+    if spec.task_template.spec.task_type == crate::maintenance_task::TaskType::Restore {
+        error(
+            "spec.taskTemplate.spec.type",
+            "Restore cannot be scheduled: it replaces every member's data and is confirmed by a person \
+             for a cluster that lost its quorum; create a Restore MaintenanceTask when one is needed \
+             (schedule Verify to prove the snapshots restore)"
+                .to_owned(),
+        );
+    }
     // The template as the task it makes: its mistakes under the template's path.
     let task = MaintenanceTask::new(&format!("{}-run", schedule.name_any()), spec.task_template.spec.clone());
     if let Err(task_errors) = validate(&task) {
@@ -141,6 +151,12 @@ mod tests {
                 json!({"taskTemplate": {"spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Cleanup"}}}),
                 "spec.taskTemplate.spec.target.kind",
                 "type Cleanup works on a ScyllaCluster",
+            ),
+            (
+                json!({"taskTemplate": {"spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Restore",
+                    "config": {"restore": {"confirm": true, "from": {"persistentVolumeClaim": "s"}}}}}}),
+                "spec.taskTemplate.spec.type",
+                "Restore cannot be scheduled",
             ),
         ];
         for (spec, field, message) in cases {

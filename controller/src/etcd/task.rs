@@ -39,7 +39,8 @@ use crate::tasks::step_jobs::{
     task_label, task_time,
 };
 use crate::tasks::steps::{StepsState, steps_state};
-use crate::tasks::target::{ReadTarget, Target};
+use crate::tasks::target::{ReadTarget, StartBlock, Target};
+use super::restore_task::Admission;
 
 /// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
 pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
@@ -103,6 +104,25 @@ pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -
     let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
         .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
     Ok(template.render(naming.time))
+}
+
+/// The claims a task's work reads or writes snapshots on.
+fn claims_of(work: &Work) -> Vec<String> {
+    use groundskeeper_api::snapshot_store::Store;
+    let stores: Vec<&Store> = match work {
+        Work::Snapshot(snapshot) => vec![&snapshot.store],
+        Work::Copy(copy) => vec![&copy.from, &copy.to],
+        Work::Verify(verify) => vec![&verify.from],
+        Work::Restore(restore) => vec![&restore.from],
+        _ => Vec::new(),
+    };
+    stores
+        .into_iter()
+        .filter_map(|store| match store {
+            Store::Claim(claim) => Some(claim.clone()),
+            Store::Bucket(_) => None,
+        })
+        .collect()
 }
 
 /// Why a Snapshot task waits when its claim does not exist (Kubernetes would leave the Job's
@@ -230,6 +250,11 @@ impl ReadCluster {
         now: Timestamp,
     ) -> Result<MaintenanceTaskStatus> {
         let generation = task.metadata.generation;
+        if let (Ok(ValidTask { work: Work::Restore(restore), .. }), Some(cluster)) =
+            (validate(task), &self.cluster)
+        {
+            return super::restore_task::advance(ctx, task, status, cluster, &restore, now).await;
+        }
         let naming =
             SnapshotNaming { cluster: task.spec.target.name.clone(), time: task_time(task, &status, now) };
         let (cluster, steps) = match self.work_on(task, &naming) {
@@ -311,24 +336,51 @@ impl ReadTarget for ReadCluster {
         }
     }
 
-    /// A Snapshot task whose PersistentVolumeClaim does not exist waits (its Job's pod would stay
-    /// Pending, without a word, until the claim appears).
+    /// A Restore is for a cluster that lost its quorum: it does not wait for healthy members (its
+    /// admission checks what it needs), and it goes before the other waiting tasks.
+    fn facts_for(&self, tasks: &[MaintenanceTask]) -> TargetFacts {
+        let restoring =
+            tasks.iter().any(|t| t.spec.task_type == groundskeeper_api::maintenance_task::TaskType::Restore);
+        match (self.facts(), &self.cluster) {
+            (TargetFacts::Waiting { .. }, Some(_)) if restoring => TargetFacts::Ready,
+            (facts, _) => facts,
+        }
+    }
+
+    /// A task whose PersistentVolumeClaim does not exist waits (its Job's pod would stay Pending,
+    /// without a word, until the claim appears); a Restore that may not run is turned away.
     fn start_blocker<'a>(
         &'a self,
         ctx: &'a Context,
         task: &'a MaintenanceTask,
-    ) -> BoxFuture<'a, Result<Option<String>>> {
+    ) -> BoxFuture<'a, Result<Option<StartBlock>>> {
         Box::pin(async move {
-            let Ok(ValidTask { work: Work::Snapshot(snapshot), .. }) = validate(task) else {
+            let Ok(valid) = validate(task) else {
                 return Ok(None);
             };
+            if let (Work::Restore(restore), Some(cluster)) = (&valid.work, &self.cluster) {
+                match super::restore_task::admission(restore, cluster, ctx.clock.now()) {
+                    Admission::Admitted => {}
+                    Admission::NotYet { reason, until } => {
+                        return Ok(Some(StartBlock::Wait { reason, until: Some(until) }));
+                    }
+                    Admission::Refused(why) => return Ok(Some(StartBlock::Reject(why))),
+                }
+            }
             let namespace = task.namespace().unwrap_or_default();
-            let claim = &snapshot.persistent_volume_claim;
-            let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace)
-                .get_opt(claim)
-                .await
-                .map_err(Error::kube(format!("get PersistentVolumeClaim {namespace}/{claim}")))?;
-            Ok(found.is_none().then(|| missing_claim_reason(&namespace, claim)))
+            for claim in claims_of(&valid.work) {
+                let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace)
+                    .get_opt(&claim)
+                    .await
+                    .map_err(Error::kube(format!("get PersistentVolumeClaim {namespace}/{claim}")))?;
+                if found.is_none() {
+                    return Ok(Some(StartBlock::Wait {
+                        reason: missing_claim_reason(&namespace, &claim),
+                        until: None,
+                    }));
+                }
+            }
+            Ok(None)
         })
     }
 
@@ -525,7 +577,7 @@ pub(crate) fn within_window(
     Step { operation: Operation::Defrag(request), ..planned.clone() }
 }
 
-async fn create_step_job(
+pub(crate) async fn create_step_job(
     ctx: &Context,
     task: &MaintenanceTask,
     cluster: &EtcdCluster,

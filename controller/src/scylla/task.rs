@@ -241,7 +241,7 @@ impl ReadTarget for ReadCluster {
         &'a self,
         _: &'a Context,
         _: &'a MaintenanceTask,
-    ) -> BoxFuture<'a, Result<Option<String>>> {
+    ) -> BoxFuture<'a, Result<Option<crate::tasks::target::StartBlock>>> {
         Box::pin(async { Ok(None) })
     }
 

@@ -25,11 +25,11 @@ use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TaskState};
 use groundskeeper_protocol::keys;
 
-use super::lifecycle::{Decision, TargetFacts, TargetTasks, TaskView, WindowGate, decide};
+use super::lifecycle::{Decision, Rejection, TargetFacts, TargetTasks, TaskView, WindowGate, decide};
 use super::metrics::TaskMetrics;
 use super::status::apply_decision;
 use super::step_jobs::{NOT_SUPPORTED, task_jobs};
-use super::target::{ReadTarget, Targets};
+use super::target::{ReadTarget, StartBlock, Targets};
 use crate::conditions;
 use crate::jobs::{self, JobState};
 use crate::runtime::context::Context;
@@ -120,7 +120,7 @@ pub async fn reconcile_at(
     };
     let mut input = TargetTasks {
         target: task.spec.target.clone(),
-        facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts()),
+        facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts_for(&unfinished(&tasks))),
         tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
         window: target.as_ref().and_then(|t| t.windows()).map(|windows| window_gate(windows, now)),
         suspensions: super::hold::suspensions_of(ctx, &namespace, &task.spec.target, now).await?,
@@ -128,11 +128,21 @@ pub async fn reconcile_at(
     let mut plan = decide(&input, now);
     // A task that would start now but cannot yet (its target says why) waits, the queue behind
     // it too.
-    if let Some(target) = &target
-        && let Some(reason) = start_blocker(ctx, target.as_ref(), &tasks, &plan.decisions).await?
-    {
-        input.facts = TargetFacts::Waiting { reason };
-        plan = decide(&input, now);
+    if let Some(target) = &target {
+        match start_blocker(ctx, target.as_ref(), &tasks, &plan.decisions).await? {
+            Some((_, StartBlock::Wait { reason, until })) => {
+                input.facts = TargetFacts::Waiting { reason };
+                plan = decide(&input, now);
+                plan.requeue_at = plan.requeue_at.into_iter().chain(until).min();
+            }
+            Some((name, StartBlock::Reject(why))) => {
+                for decided in plan.decisions.iter_mut().filter(|d| d.name == name) {
+                    decided.decision =
+                        Decision::Reject { reason: Rejection::NotAdmitted { why: why.clone() } };
+                }
+            }
+            None => {}
+        }
     }
     record_queued(ctx, &namespace, &input);
     let mut look_again_soon = false;
@@ -198,24 +208,33 @@ fn window_gate(windows: std::result::Result<Windows, String>, now: Timestamp) ->
     }
 }
 
-/// Why the tasks about to start must wait although their target may take work, as the target
-/// says; `None` when they may start.
+/// Why a task about to start must wait or is turned away although its target may take work, as
+/// the target says, with the task's name; `None` when they may start.
 async fn start_blocker(
     ctx: &Context,
     target: &dyn ReadTarget,
     tasks: &[MaintenanceTask],
     decisions: &[super::lifecycle::TaskDecision],
-) -> Result<Option<String>> {
+) -> Result<Option<(String, StartBlock)>> {
     let starting = decisions
         .iter()
         .filter(|d| d.decision == Decision::Start)
         .filter_map(|d| tasks.iter().find(|t| t.name_any() == d.name));
     for task in starting {
-        if let Some(reason) = target.start_blocker(ctx, task).await? {
-            return Ok(Some(reason));
+        if let Some(block) = target.start_blocker(ctx, task).await? {
+            return Ok(Some((task.name_any(), block)));
         }
     }
     Ok(None)
+}
+
+/// The tasks not yet final.
+fn unfinished(tasks: &[MaintenanceTask]) -> Vec<MaintenanceTask> {
+    tasks
+        .iter()
+        .filter(|t| !t.status.as_ref().and_then(|s| s.state).is_some_and(|s| s.is_final()))
+        .cloned()
+        .collect()
 }
 
 fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {

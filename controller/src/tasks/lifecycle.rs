@@ -214,6 +214,11 @@ pub enum Rejection {
         of: String,
         of_state: TaskState,
     },
+    /// Its target says it may not run: what it asks for does not hold (`why`, naming what was
+    /// seen).
+    NotAdmitted {
+        why: String,
+    },
 }
 
 impl Rejection {
@@ -223,6 +228,7 @@ impl Rejection {
             Rejection::Invalid { .. } => "InvalidSpec",
             Rejection::TargetNotFound { .. } => "TargetNotFound",
             Rejection::Duplicate { .. } => "Duplicate",
+            Rejection::NotAdmitted { .. } => "NotAdmitted",
         }
     }
 }
@@ -246,6 +252,7 @@ impl fmt::Display for Rejection {
                 "duplicate of MaintenanceTask {of} ({of_state}), which does the same work on the \
                  same target; wait for it to finish and create this task again if still needed"
             ),
+            Rejection::NotAdmitted { why } => f.write_str(why),
         }
     }
 }

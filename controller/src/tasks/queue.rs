@@ -1,7 +1,9 @@
 //! The queue of one target's tasks: first in, first out, one at a time, no duplicates.
 //!
 //! Order is by creation time, ties broken by name (creation times have whole seconds, so two
-//! tasks created together are common). A running task holds the target: everything waiting
+//! tasks created together are common), except that a type that goes first (a Restore: the
+//! cluster is down, and the other tasks wait for it to be healthy) is placed before the other
+//! waiting tasks. A running task holds the target: everything waiting
 //! stands behind it, whatever its own creation time. Of the waiting tasks, the first one is the
 //! head, the only one that may start; a waiting task of the same type as a task ahead of it that
 //! is still waiting or running asks for work that is already coming, and is a duplicate.
@@ -55,7 +57,10 @@ pub(crate) fn queue_order(a: (&Timestamp, &str), b: (&Timestamp, &str)) -> Order
 pub(crate) fn in_queue_order(entries: &[QueueEntry]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by(|&a, &b| {
-        queue_order((&entries[a].created, &entries[a].name), (&entries[b].created, &entries[b].name))
+        let first = |i: usize| !entries[i].task_type.goes_first();
+        first(a).cmp(&first(b)).then_with(|| {
+            queue_order((&entries[a].created, &entries[a].name), (&entries[b].created, &entries[b].name))
+        })
     });
     order
 }

@@ -61,13 +61,23 @@ pub trait ReadTarget: Send + Sync {
     /// made (the task fails or is rejected for it in its turn).
     fn plan(&self, task: &MaintenanceTask) -> std::result::Result<TaskPlan, String>;
 
+    /// Whether it may take the work of `tasks` (its tasks not yet final) now: as [`facts`]
+    /// unless a kind of work asks for other facts (a restore runs on a cluster that is not
+    /// healthy, by design).
+    ///
+    /// [`facts`]: ReadTarget::facts
+    fn facts_for(&self, _tasks: &[MaintenanceTask]) -> TargetFacts {
+        self.facts()
+    }
+
     /// Why `task`, about to start on a target that may take work, must wait all the same (a
-    /// volume its Job writes to does not exist yet, say); `None` when it may start.
+    /// volume its Job writes to does not exist yet, say) or is turned away (what it asks for
+    /// does not hold: a restore of a cluster whose quorum is there); `None` when it may start.
     fn start_blocker<'a>(
         &'a self,
         ctx: &'a Context,
         task: &'a MaintenanceTask,
-    ) -> BoxFuture<'a, Result<Option<String>>>;
+    ) -> BoxFuture<'a, Result<Option<StartBlock>>>;
 
     /// One step forward for the running `task`: the Jobs of its next steps, or its end once they
     /// finished. Returns the task's new status.
@@ -89,6 +99,15 @@ pub trait ReadTarget: Send + Sync {
         after: &'a MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<()>>;
+}
+
+/// Why a task about to start does not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartBlock {
+    /// It waits (Pending), saying for what; looked at again by `until` at the latest.
+    Wait { reason: String, until: Option<jiff::Timestamp> },
+    /// It is turned away for good (Rejected), saying what was seen.
+    Reject(String),
 }
 
 /// The kinds of target the task controller knows, by the kind they serve.

@@ -1,7 +1,7 @@
 use super::*;
 
 use Standing::{Running, Waiting};
-use TaskType::{Compact, Defragment, Snapshot};
+use TaskType::{Compact, Defragment, Restore, Snapshot};
 
 fn at(second: i64) -> Timestamp {
     Timestamp::from_second(1_900_000_000 + second).unwrap()
@@ -32,6 +32,15 @@ fn places() {
                 entry("c", 9, Snapshot, Waiting),
             ],
             vec![behind("a", false, 1), Place::Head, behind("a", false, 2)],
+        ),
+        (
+            "a restore goes before the waiting tasks, not before a running one",
+            vec![
+                entry("defrag", 0, Defragment, Waiting),
+                entry("restore", 9, Restore, Waiting),
+                entry("compact", 1, Compact, Running),
+            ],
+            vec![behind("compact", true, 2), behind("compact", true, 1), Place::Running],
         ),
         (
             "a tie on creation time is broken by name",

@@ -1,0 +1,301 @@
+use super::*;
+use groundskeeper_api::etcd_cluster::{EtcdClusterSpec, EtcdClusterStatus, EtcdStatefulSet, KnownMember};
+use groundskeeper_api::snapshot_catalog::{SnapshotProof, SnapshotRecord};
+use groundskeeper_api::snapshot_store::Store;
+use groundskeeper_protocol::result::RestoreMemberReport;
+
+fn at(second: i64) -> Timestamp {
+    Timestamp::from_second(1_900_000_000 + second).unwrap()
+}
+
+fn cluster(quorum_lost_at: Option<i64>) -> EtcdCluster {
+    let mut cluster = EtcdCluster::new(
+        "main",
+        EtcdClusterSpec {
+            endpoints: vec!["http://a:2379".into()],
+            tls: None,
+            policy: Default::default(),
+            job: Default::default(),
+            partition: None,
+            maintenance_windows: None,
+            stateful_set: Some(EtcdStatefulSet {
+                name: "etcd".into(),
+                data_volume_claim_template: Some("data".into()),
+                data_dir: None,
+            }),
+        },
+    );
+    cluster.status = Some(EtcdClusterStatus {
+        healthy_members: Some(1),
+        member_count: Some(3),
+        quorum_lost_since: quorum_lost_at.map(|s| at(s).into()),
+        last_revision_with_quorum: Some(130),
+        membership: (0..3)
+            .map(|i| KnownMember {
+                name: format!("etcd-{i}"),
+                id: format!("{i}"),
+                peer_urls: vec![format!("http://etcd-{i}.etcd:2380")],
+            })
+            .collect(),
+        snapshots: vec![SnapshotRecord {
+            store: "s3://b".into(),
+            object: "main-1.db".into(),
+            revision: Some(100),
+            keys: Some(40),
+            sha256: Some("abc".into()),
+            proof: Some(SnapshotProof { proven: true, ..SnapshotProof::default() }),
+            ..SnapshotRecord::default()
+        }],
+        ..EtcdClusterStatus::default()
+    });
+    cluster
+}
+
+fn restore(override_quorum_check: bool) -> Restore {
+    let bucket = groundskeeper_api::snapshot_store::BucketSpec { url: "s3://b".into(), ..Default::default() };
+    Restore {
+        from: Store::Bucket(bucket),
+        object: None,
+        quorum_lost_for: SignedDuration::from_secs(300),
+        override_quorum_check,
+    }
+}
+
+/// Quorum lost since (seconds), override, now (seconds), what admission says: `Ok(true)`
+/// admitted, `Ok(false)` waits, `Err` refused, each with words of its message.
+type AdmissionCase = (Option<i64>, bool, i64, Result<bool, &'static str>, &'static str);
+
+/// What a pass is, its Jobs, its facts, the action wanted and the phase after it.
+type Pass = (&'static str, Vec<(usize, StepJob)>, RestoreFacts, RestoreAction, RestorePhase);
+
+#[test]
+fn admission_needs_a_stateful_set_and_a_quorum_lost_long_enough() {
+    let cases: [AdmissionCase; 5] = [
+        (None, false, 1000, Err("refused"), "has its quorum (1 of 3 members healthy"),
+        (Some(900), false, 1000, Ok(false), "100s ago: the restore waits until it has been lost for"),
+        (Some(600), false, 1000, Ok(true), ""),
+        (Some(700), false, 1000, Ok(true), ""),
+        (None, true, 1000, Ok(true), ""),
+    ];
+    for (lost_at, override_check, now, wanted, words) in cases {
+        let got = admission(&restore(override_check), &cluster(lost_at), at(now));
+        match (&got, wanted) {
+            (Admission::Admitted, Ok(true)) => {}
+            (Admission::NotYet { reason, until }, Ok(false)) => {
+                assert!(reason.contains(words), "{lost_at:?}: {reason}");
+                assert_eq!(*until, at(lost_at.unwrap() + 300));
+            }
+            (Admission::Refused(why), Err(_)) => assert!(why.contains(words), "{lost_at:?}: {why}"),
+            _ => panic!("{lost_at:?} {override_check}: got {got:?}, wanted {wanted:?}"),
+        }
+    }
+    let mut without = cluster(Some(0));
+    without.spec.stateful_set = None;
+    let Admission::Refused(why) = admission(&restore(true), &without, at(1000)) else {
+        panic!("admitted without a StatefulSet")
+    };
+    assert!(why.contains("spec.statefulSet"), "{why}");
+}
+
+fn started() -> RestoreStatus {
+    start(&cluster(Some(0)), "r1", "s3://b", None, "data", at(0)).unwrap()
+}
+
+fn facts(replicas: i32, pods: usize) -> RestoreFacts {
+    RestoreFacts { replicas: Some(replicas), pods, ..RestoreFacts::default() }
+}
+
+fn proven() -> StepJob {
+    StepJob::Succeeded(Some(Box::new(Report::SnapshotProve(ProveReport {
+        object: "main-1.db".into(),
+        proven: true,
+        revision: Some(100),
+        keys: Some(40),
+        sha256: Some("abc".into()),
+        ..ProveReport::default()
+    }))))
+}
+
+fn restored(member: &str) -> StepJob {
+    StepJob::Succeeded(Some(Box::new(Report::RestoreMember(RestoreMemberReport {
+        member: member.into(),
+        ..Default::default()
+    }))))
+}
+
+#[test]
+fn the_start_resolves_the_newest_proven_snapshot_and_names_the_token_after_the_task() {
+    let status = started();
+    assert_eq!((status.object.as_str(), status.revision, status.keys), ("main-1.db", Some(100), Some(40)));
+    assert_eq!(status.cluster_token, "main-restored-r1");
+    assert_eq!(status.old_data_suffix, ".pre-restore-r1");
+    assert_eq!(
+        status.members.iter().map(|m| m.claim.as_str()).collect::<Vec<_>>(),
+        ["data-etcd-0", "data-etcd-1", "data-etcd-2"]
+    );
+    assert_eq!(status.last_revision_before_loss, Some(130));
+}
+
+/// Each pass as the controller sees it, from the proof to the cluster back: the action, and the
+/// phase after it.
+#[test]
+fn a_restore_goes_step_by_step_and_each_step_waits_for_what_it_left() {
+    let three = |state: fn(&str) -> StepJob| -> Vec<(usize, StepJob)> {
+        (1..=3).map(|i| (i, state(&format!("etcd-{}", i - 1)))).collect()
+    };
+    let with_proof = |mut jobs: Vec<(usize, StepJob)>| {
+        jobs.insert(0, (0, proven()));
+        jobs
+    };
+    let healthy = RestoreFacts {
+        replicas: Some(3),
+        healthy_members: 3,
+        revision: Some(101),
+        ..RestoreFacts::default()
+    };
+    let passes: Vec<Pass> = vec![
+        (
+            "the proof's Job is made",
+            vec![],
+            facts(3, 3),
+            RestoreAction::CreateJobs(vec![0]),
+            RestorePhase::CheckingSnapshot,
+        ),
+        (
+            "it runs",
+            vec![(0, StepJob::Running)],
+            facts(3, 3),
+            RestoreAction::Wait,
+            RestorePhase::CheckingSnapshot,
+        ),
+        (
+            "proven: the replicas are recorded, nothing scaled yet",
+            vec![(0, proven())],
+            facts(3, 3),
+            RestoreAction::Wait,
+            RestorePhase::ScalingDown,
+        ),
+        (
+            "scaled to 0 in the next pass",
+            vec![(0, proven())],
+            facts(3, 3),
+            RestoreAction::ScaleTo(0),
+            RestorePhase::ScalingDown,
+        ),
+        (
+            "pods still stopping",
+            vec![(0, proven())],
+            facts(0, 2),
+            RestoreAction::Wait,
+            RestorePhase::ScalingDown,
+        ),
+        (
+            "pods gone: one Job per member",
+            vec![(0, proven())],
+            facts(0, 0),
+            RestoreAction::CreateJobs(vec![1, 2, 3]),
+            RestorePhase::RestoringMembers,
+        ),
+        (
+            "members restoring",
+            with_proof(three(|_| StepJob::Running)),
+            facts(0, 0),
+            RestoreAction::Wait,
+            RestorePhase::RestoringMembers,
+        ),
+        (
+            "members restored: scaled back",
+            with_proof(three(restored)),
+            facts(0, 0),
+            RestoreAction::ScaleTo(3),
+            RestorePhase::ScalingUp,
+        ),
+        (
+            "members not healthy yet",
+            with_proof(three(restored)),
+            RestoreFacts {
+                replicas: Some(3),
+                healthy_members: 1,
+                revision: Some(100),
+                ..RestoreFacts::default()
+            },
+            RestoreAction::Wait,
+            RestorePhase::WaitingForMembers,
+        ),
+    ];
+    let mut status = started();
+    for (what, jobs, facts, wanted, phase) in passes {
+        let (next, action) = decide(status, &jobs, &facts, at(10));
+        assert_eq!(action, wanted, "{what}");
+        assert_eq!(next.phase, phase, "{what}");
+        status = next;
+    }
+    assert_eq!(status.original_replicas, Some(3));
+    let (done, action) = decide(status, &with_proof(three(restored)), &healthy, at(20));
+    let RestoreAction::Complete(line) = action else { panic!("complete: {action:?}") };
+    assert!(
+        line.contains("30 revision(s) written after the snapshot are lost (revisions 101 to 130"),
+        "{line}"
+    );
+    assert_eq!(done.lost_revisions, Some(30));
+    let phases: Vec<(RestorePhase, &str)> = done.steps.iter().map(|s| (s.phase, s.state.as_str())).collect();
+    assert_eq!(
+        phases,
+        [
+            (RestorePhase::CheckingSnapshot, "Succeeded"),
+            (RestorePhase::ScalingDown, "Succeeded"),
+            (RestorePhase::RestoringMembers, "Succeeded"),
+            (RestorePhase::ScalingUp, "Succeeded"),
+            (RestorePhase::WaitingForMembers, "Succeeded"),
+            (RestorePhase::Done, "Succeeded"),
+        ]
+    );
+}
+
+#[test]
+fn a_failure_stops_at_its_step_and_says_how_to_go_on_or_back() {
+    let (status, action) =
+        decide(started(), &[(0, StepJob::Failed("trailer mismatch".into()))], &facts(3, 3), at(1));
+    let RestoreAction::Fail(why) = action else { panic!("{action:?}") };
+    assert!(why.contains("trailer mismatch") && why.contains("nothing of the cluster was touched"), "{why}");
+    assert_eq!(status.steps.last().map(|s| s.state.as_str()), Some("Failed"));
+
+    let mut restoring = started();
+    restoring.phase = RestorePhase::RestoringMembers;
+    restoring.original_replicas = Some(3);
+    let jobs =
+        vec![(1, restored("etcd-0")), (2, StepJob::Failed("no space".into())), (3, restored("etcd-2"))];
+    let (status, action) = decide(restoring, &jobs, &facts(0, 0), at(1));
+    let RestoreAction::Fail(why) = action else { panic!("{action:?}") };
+    assert!(why.contains("etcd-1: no space"), "{why}");
+    let recovery = status.recovery.unwrap();
+    assert!(
+        recovery.contains(".pre-restore-r1") && recovery.contains("scale the StatefulSet to 3"),
+        "{recovery}"
+    );
+}
+
+#[test]
+fn the_member_jobs_restore_each_claim_with_the_whole_membership() {
+    let status = started();
+    let naming = SnapshotNaming { cluster: "main".into(), time: at(0) };
+    let bucket = groundskeeper_api::snapshot_store::BucketSpec { url: "s3://b".into(), ..Default::default() };
+    let step =
+        step_of_restore(&status, 2, &Store::Bucket(bucket), "default.etcd", &naming, &cluster(Some(0)))
+            .unwrap();
+    let args = step.operation.to_args().join(" ");
+    assert!(
+        args.starts_with("restore-member --from s3://b --object main-1.db --expect-sha256 abc"),
+        "{args}"
+    );
+    assert!(args.contains("--data-dir /var/lib/etcd-member/default.etcd --name etcd-1"), "{args}");
+    assert!(
+        args.contains(
+            "--initial-cluster etcd-0=http://etcd-0.etcd:2380,etcd-1=http://etcd-1.etcd:2380,etcd-2=http://etcd-2.etcd:2380 \
+             --initial-advertise-peer-urls http://etcd-1.etcd:2380 --initial-cluster-token main-restored-r1 \
+             --keep-old-suffix .pre-restore-r1"
+        ),
+        "{args}"
+    );
+    assert_eq!(step.claims.last().map(|c| c.claim_name.as_str()), Some("data-etcd-1"));
+}
