@@ -1,4 +1,5 @@
-//! The command line: `kubectl groundskeeper task|schedule|etcd|scylla …` with kubectl's usual flags.
+//! The command line: `kubectl groundskeeper task|snapshot|schedule|etcd|scylla …` with kubectl's
+//! usual flags.
 
 use std::path::PathBuf;
 
@@ -14,7 +15,8 @@ use groundskeeper_api::maintenance_task::{TargetKind, TaskType};
     about = "Maintenance of etcd and Scylla clusters with groundskeeper: tasks, and one screen per cluster.",
     after_help = "Exit codes: 0 done (a waited-for task Completed); 1 error (API, kubeconfig, bad input); \
                   2 wrong usage; 3 the task Failed; 4 the task was Rejected; 5 the task was deleted \
-                  while waited for; 130 interrupted (the task goes on)."
+                  while waited for; 6 a restore was not confirmed (nothing was created); 130 \
+                  interrupted (the task goes on)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -57,6 +59,9 @@ pub enum Command {
     /// EtcdClusters.
     #[command(subcommand)]
     Etcd(EtcdCommand),
+    /// An EtcdCluster's snapshots, as its status records them.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
     /// ScyllaClusters.
     #[command(subcommand)]
     Scylla(ScyllaCommand),
@@ -137,9 +142,21 @@ pub enum TaskCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCommand {
+    /// Every snapshot of the cluster in every store, newest first per store: revision, keys,
+    /// size, SHA-256 and whether it was proven to restore; the last proof and the quorum above.
+    #[command(alias = "ls")]
+    List {
+        /// The EtcdCluster: NAME or etcdcluster/NAME.
+        target: String,
+    },
+}
+
 #[derive(Args, Debug)]
 pub struct CreateArgs {
-    /// Cleanup (ScyllaCluster), Compact, Defragment, Maintenance or Snapshot (EtcdCluster).
+    /// Cleanup (ScyllaCluster); Compact, Defragment, Maintenance, Snapshot, Copy, Verify or
+    /// Restore (EtcdCluster).
     #[arg(value_parser = parse_task_type)]
     pub task_type: TaskType,
     /// The cluster: KIND/NAME (`etcdcluster/main`, `scyllacluster/db`) or NAME alone (the kind
@@ -171,6 +188,43 @@ pub struct CreateArgs {
     /// Follow the task until it ends; the exit code says how it ended.
     #[arg(long)]
     pub wait: bool,
+    #[command(flatten)]
+    pub stores: StoreArgs,
+}
+
+/// Where snapshots come from and go to (snapshot, copy, verify, restore), and a restore's
+/// confirmation.
+#[derive(Args, Debug, Default, Clone)]
+pub struct StoreArgs {
+    /// The store the snapshots are read from (copy, verify, restore): `pvc/NAME` or a bucket URL
+    /// (`s3://BUCKET[/PREFIX]`, `gs://…`, `az://…`).
+    #[arg(long, value_name = "STORE")]
+    pub from: Option<String>,
+    /// The store they are written to (snapshot, copy), in the same forms.
+    #[arg(long, value_name = "STORE")]
+    pub to: Option<String>,
+    /// The endpoint of the bucket(s) named by --from/--to, for S3-compatible stores other than
+    /// AWS (`https://minio.backup.svc:9000`). Two buckets with different settings: --config-file.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The region of the bucket(s) named by --from/--to (S3).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// The Secret holding the credentials of the bucket(s) named by --from/--to (keys
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ...; see docs/snapshots.md).
+    #[arg(long, value_name = "SECRET")]
+    pub credentials_secret: Option<String>,
+    /// The snapshot's name in the --from store (verify, restore). Absent: verify takes the
+    /// newest, restore the newest proven to restore.
+    #[arg(long, value_name = "NAME")]
+    pub object: Option<String>,
+    /// Restore: confirm on the command line instead of typing `yes` at the prompt (needed when
+    /// standard input is not a terminal).
+    #[arg(long, visible_alias = "confirm")]
+    pub yes: bool,
+    /// Restore although the quorum is not lost (to go back to a snapshot on purpose).
+    #[arg(long)]
+    pub override_quorum_check: bool,
 }
 
 #[derive(Args, Debug)]
@@ -241,6 +295,23 @@ pub fn parse_target(text: &str, task_type: &TaskType) -> Result<(TargetKind, Str
     Ok((kind, name.to_owned()))
 }
 
+/// The EtcdCluster of `snapshot list`: NAME or etcdcluster/NAME.
+pub fn parse_etcd_cluster(text: &str) -> Result<String, String> {
+    let name = match text.split_once('/') {
+        Some((kind, name)) => match parse_target_kind(kind) {
+            Some(TargetKind::EtcdCluster) => name,
+            _ => {
+                return Err(format!("{text}: snapshots are an EtcdCluster's; give NAME or etcdcluster/NAME"));
+            }
+        },
+        None => text,
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("{text}: expected NAME or etcdcluster/NAME"));
+    }
+    Ok(name.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +350,111 @@ mod tests {
         assert_eq!(parse_task_type("defragment"), Ok(TaskType::Defragment));
         assert_eq!(parse_task_type("Snapshot"), Ok(TaskType::Snapshot));
         let err = parse_task_type("defrag").unwrap_err();
-        assert!(err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot"), "{err}");
+        assert!(
+            err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot, Copy, Verify, Restore"),
+            "{err}"
+        );
+        assert_eq!(parse_task_type("restore"), Ok(TaskType::Restore));
+    }
+
+    #[test]
+    fn the_store_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kubectl-groundskeeper",
+            "task",
+            "create",
+            "copy",
+            "--target",
+            "main",
+            "--from",
+            "pvc/snaps",
+            "--to",
+            "s3://b/etcd",
+            "--endpoint",
+            "http://minio:9000",
+            "--region",
+            "eu-west-1",
+            "--credentials-secret",
+            "s3-keys",
+            "--wait",
+        ])
+        .unwrap();
+        let Command::Task(TaskCommand::Create(args)) = cli.command else { panic!("{:?}", cli.command) };
+        assert_eq!(args.task_type, TaskType::Copy);
+        let stores = args.stores;
+        assert_eq!(stores.from.as_deref(), Some("pvc/snaps"));
+        assert_eq!(stores.to.as_deref(), Some("s3://b/etcd"));
+        assert_eq!(stores.endpoint.as_deref(), Some("http://minio:9000"));
+        assert_eq!(stores.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(stores.credentials_secret.as_deref(), Some("s3-keys"));
+        assert!(!stores.yes && !stores.override_quorum_check);
+        for confirm in ["--yes", "--confirm"] {
+            let cli = Cli::try_parse_from([
+                "kubectl-groundskeeper",
+                "task",
+                "create",
+                "restore",
+                "--target",
+                "main",
+                "--from",
+                "s3://b",
+                "--object",
+                "main-1.db",
+                "--override-quorum-check",
+                confirm,
+            ])
+            .unwrap();
+            let Command::Task(TaskCommand::Create(args)) = cli.command else { panic!("{:?}", cli.command) };
+            assert_eq!(args.task_type, TaskType::Restore);
+            assert_eq!(args.stores.object.as_deref(), Some("main-1.db"));
+            assert!(args.stores.yes && args.stores.override_quorum_check, "{confirm}");
+        }
+        // `task plan` takes the same flags.
+        let cli = Cli::try_parse_from([
+            "kubectl-groundskeeper",
+            "task",
+            "plan",
+            "verify",
+            "--target",
+            "main",
+            "--from",
+            "gs://b",
+        ])
+        .unwrap();
+        assert!(
+            matches!(cli.command, Command::Task(TaskCommand::Plan(ref a)) if a.stores.from.as_deref() == Some("gs://b"))
+        );
+    }
+
+    #[test]
+    fn snapshot_list_takes_an_etcd_cluster() {
+        let cli = Cli::try_parse_from([
+            "kubectl-groundskeeper",
+            "snapshot",
+            "list",
+            "etcdcluster/main",
+            "-o",
+            "yaml",
+        ])
+        .unwrap();
+        assert!(
+            matches!(cli.command, Command::Snapshot(SnapshotCommand::List { ref target }) if target == "etcdcluster/main")
+        );
+        assert_eq!(cli.global.output, Some(Output::Yaml));
+        assert!(Cli::try_parse_from(["kubectl-groundskeeper", "snapshot", "ls", "main"]).is_ok());
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            ("main", Ok("main")),
+            ("etcdcluster/main", Ok("main")),
+            ("EtcdClusters/main", Ok("main")),
+            ("scyllacluster/db", Err("snapshots are an EtcdCluster's")),
+            ("etcdcluster/", Err("expected NAME or etcdcluster/NAME")),
+        ];
+        for (text, wanted) in cases {
+            match (parse_etcd_cluster(text), wanted) {
+                (Ok(got), Ok(want)) => assert_eq!(got, *want),
+                (Err(why), Err(part)) => assert!(why.contains(part), "{text}: {why}"),
+                (got, want) => panic!("{text}: got {got:?}, wanted {want:?}"),
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Each command: read what it needs (thin), render (pure), print; the exit code.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read, Write};
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
@@ -30,12 +30,16 @@ use groundskeeper_protocol::names::bounded_name;
 
 use crate::access::Access;
 use crate::cli::{
-    Cli, Command, CreateArgs, EtcdCommand, ListArgs, Output, ScheduleCommand, ScyllaCommand, TaskCommand,
-    parse_target_kind,
+    Cli, Command, CreateArgs, EtcdCommand, ListArgs, Output, ScheduleCommand, ScyllaCommand, SnapshotCommand,
+    TaskCommand, parse_etcd_cluster, parse_target_kind,
 };
 use crate::error::Error;
 use crate::render;
+use crate::render::restore::Proposal;
 use crate::wait;
+
+/// Exit code of `task create restore` when the restore was not confirmed: nothing was created.
+pub const EXIT_NOT_CONFIRMED: i32 = 6;
 
 /// Runs the command; the exit code on success.
 pub async fn run(cli: Cli) -> Result<i32, Error> {
@@ -55,6 +59,7 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         Command::Task(TaskCommand::Plan(args)) => plan(&access, args, output).await,
         Command::Task(TaskCommand::Approve { name, plan }) => approve(&access, &name, plan.as_deref()).await,
         Command::Etcd(EtcdCommand::Status { name }) => etcd_status(&access, &name, output).await,
+        Command::Snapshot(SnapshotCommand::List { target }) => snapshot_list(&access, &target, output).await,
         Command::Scylla(ScyllaCommand::CleanupStatus { name }) => {
             cleanup_status(&access, &name, output).await
         }
@@ -242,8 +247,9 @@ pub fn new_task(
     document: Option<&str>,
 ) -> Result<MaintenanceTask, Error> {
     let (kind, target) = crate::cli::parse_target(&args.target, &args.task_type).map_err(Error::Invalid)?;
-    let config =
-        crate::config::task_config(&args.task_type, document, &args.config).map_err(Error::Invalid)?;
+    let flags = crate::config::store_settings(&args.task_type, &args.stores).map_err(Error::Invalid)?;
+    let config = crate::config::task_config(&args.task_type, document, &flags, &args.config)
+        .map_err(Error::Invalid)?;
     let type_name = args.task_type.as_str().to_ascii_lowercase();
     let task = MaintenanceTask {
         metadata: ObjectMeta {
@@ -296,11 +302,119 @@ async fn check_target(access: &Access, namespace: &str, kind: &TargetKind, name:
     })
 }
 
+/// The EtcdCluster `namespace/name`, or an error saying how to find it.
+async fn get_etcd_cluster(access: &Access, namespace: &str, name: &str) -> Result<EtcdCluster, Error> {
+    access
+        .get(namespace, name)
+        .await
+        .map_err(|e| e.with_hint(not_found_hint("EtcdCluster", "etcdclusters", namespace)))
+}
+
+/// What `task create restore` shows before asking: the snapshot, its proof, the quorum, the
+/// revisions lost and the plan, as `api::plan::etcd_plan` makes it from the cluster now. `Err`
+/// when no plan can be made (the controller would reject the task for the same reason).
+pub fn restore_proposal(
+    task: &MaintenanceTask,
+    cluster: &EtcdCluster,
+    now: Timestamp,
+) -> Result<String, Error> {
+    let work = validate(task).map_err(|errors| Error::Invalid(describe_errors(&errors)))?.work;
+    let Work::Restore(restore) = &work else {
+        return Err(Error::Invalid(format!("task {} is not a Restore", task.spec.task_type)));
+    };
+    let target = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
+    let plan = etcd_plan(&work, cluster, &target).map_err(|why| {
+        Error::Invalid(format!("no restore plan can be made, so nothing was created: {why}"))
+    })?;
+    let store = restore.from.display();
+    let proposal = Proposal {
+        cluster,
+        store: &store,
+        object: restore.object.as_deref(),
+        override_quorum_check: restore.override_quorum_check,
+        plan: &plan,
+    };
+    Ok(render::restore::proposal(&proposal, now))
+}
+
+/// How a restore gets its confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// `--yes` on the command line.
+    Given,
+    /// Typed at a prompt: standard input is a terminal.
+    Ask,
+    /// Neither is possible: nothing is created.
+    Missing,
+}
+
+pub fn confirmation(yes: bool, stdin_is_terminal: bool) -> Confirmation {
+    match (yes, stdin_is_terminal) {
+        (true, _) => Confirmation::Given,
+        (false, true) => Confirmation::Ask,
+        (false, false) => Confirmation::Missing,
+    }
+}
+
+/// Shows a restore's proposal and asks for the confirmation; `Ok(false)` when not confirmed.
+/// With `-o`, what is said to the person goes to standard error (standard output carries the
+/// object).
+async fn confirm_restore(
+    access: &Access,
+    task: &MaintenanceTask,
+    yes: bool,
+    to_stderr: bool,
+) -> Result<bool, Error> {
+    let namespace = access.namespace.clone();
+    let cluster = get_etcd_cluster(access, &namespace, &task.spec.target.name).await?;
+    let text = restore_proposal(task, &cluster, Timestamp::now())?;
+    let mut out: Box<dyn Write> =
+        if to_stderr { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    let _ = writeln!(out, "{text}");
+    let store = validate(task).ok().and_then(|v| match v.work {
+        Work::Restore(restore) => Some(restore.from.display()),
+        _ => None,
+    });
+    let target = format!("{namespace}/{}", task.spec.target.name);
+    match confirmation(yes, std::io::stdin().is_terminal()) {
+        Confirmation::Given => Ok(true),
+        Confirmation::Missing => {
+            eprintln!(
+                "not confirmed, nothing was created: standard input is not a terminal to type \"yes\" at; \
+                 give --yes to confirm the restore of EtcdCluster {target}"
+            );
+            Ok(false)
+        }
+        Confirmation::Ask => {
+            let _ = write!(out, "{}", render::restore::prompt(&target, store.as_deref().unwrap_or("?")));
+            let _ = out.flush();
+            let answer = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await
+            .map_err(|e| Error::Invalid(format!("cannot read the answer: {e}")))?
+            .map_err(|e| Error::Invalid(format!("cannot read the answer from standard input: {e}")))?;
+            if render::restore::confirms(&answer) {
+                return Ok(true);
+            }
+            eprintln!("not confirmed (the answer was not \"yes\"): nothing was created");
+            Ok(false)
+        }
+    }
+}
+
 async fn create(access: &Access, args: CreateArgs, output: Option<Output>) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
     let document = args.config_file.as_deref().map(read_config_file).transpose()?;
     let task = new_task(&args, &namespace, document.as_deref())?;
-    check_target(access, &namespace, &task.spec.target.kind, &task.spec.target.name).await?;
+    if task.spec.task_type == TaskType::Restore {
+        if !confirm_restore(access, &task, args.stores.yes, output.is_some()).await? {
+            return Ok(EXIT_NOT_CONFIRMED);
+        }
+    } else {
+        check_target(access, &namespace, &task.spec.target.kind, &task.spec.target.name).await?;
+    }
     let created = access.create(&namespace, &task).await?;
     let name = created.name_any();
     if !args.wait {
@@ -403,10 +517,12 @@ async fn plan(access: &Access, args: CreateArgs, output: Option<Output>) -> Resu
             }
         }
         TargetKind::EtcdCluster => {
-            let cluster: EtcdCluster = access
-                .get(&namespace, &name)
-                .await
-                .map_err(|e| e.with_hint(not_found_hint("EtcdCluster", "etcdclusters", &namespace)))?;
+            let cluster = get_etcd_cluster(access, &namespace, &name).await?;
+            if matches!(work, Work::Restore(_)) && output.is_none() {
+                print!("{}", restore_proposal(&task, &cluster, Timestamp::now())?);
+                println!("(a dry run: nothing was created; `task create` with the same arguments asks for the confirmation and runs it)");
+                return Ok(0);
+            }
             etcd_plan(&work, &cluster, &format!("{namespace}/{name}"))
         }
         TargetKind::Unknown(kind) => Err(format!("no plan for a target of kind {kind}")),
@@ -533,12 +649,20 @@ struct EtcdStatusView<'a> {
     tasks: Vec<MaintenanceTask>,
 }
 
+/// `snapshot list`: the cluster's catalog, from its status.
+async fn snapshot_list(access: &Access, target: &str, output: Option<Output>) -> Result<i32, Error> {
+    let name = parse_etcd_cluster(target).map_err(Error::Invalid)?;
+    let cluster = get_etcd_cluster(access, &access.namespace, &name).await?;
+    match output {
+        Some(format) => print_object(format, &render::snapshot::view(&cluster))?,
+        None => print!("{}", render::snapshot::list(&cluster, Timestamp::now())),
+    }
+    Ok(0)
+}
+
 async fn etcd_status(access: &Access, name: &str, output: Option<Output>) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
-    let cluster: EtcdCluster = access
-        .get(&namespace, name)
-        .await
-        .map_err(|e| e.with_hint(not_found_hint("EtcdCluster", "etcdclusters", &namespace)))?;
+    let cluster = get_etcd_cluster(access, &namespace, name).await?;
     let tasks: Vec<MaintenanceTask> = access.list(Some(&namespace), None).await?;
     match output {
         Some(format) => print_object(
@@ -774,5 +898,140 @@ mod tests {
             let err = new_suspension(&suspend_args(&line), "etcd", now).unwrap_err().to_string();
             assert!(err.contains(want), "{line:?}: {err}");
         }
+    }
+
+    fn restorable_cluster(quorum_lost: bool) -> EtcdCluster {
+        let member = |name: &str, healthy: bool| json!({"name": name, "id": "1", "endpoint": format!("http://{name}.etcd:2379"), "healthy": healthy});
+        let known =
+            |name: &str| json!({"name": name, "id": "1", "peerURLs": [format!("http://{name}.etcd:2380")]});
+        let mut status = json!({
+            "lastObservedTime": "2026-11-23T20:59:00Z", "memberCount": 3, "healthyMembers": 1,
+            "lastRevisionWithQuorum": 1350,
+            "members": [member("etcd-0", true), member("etcd-1", false), member("etcd-2", false)],
+            "membership": [known("etcd-0"), known("etcd-1"), known("etcd-2")],
+            "snapshots": [{"store": "s3://b/etcd", "object": "main-1.db", "revision": 1100, "keys": 320,
+                           "proof": {"store": "s3://b/etcd", "object": "main-1.db", "proven": true, "revision": 1100}}]
+        });
+        if quorum_lost {
+            status["quorumLostSince"] = json!("2026-11-23T20:40:00Z");
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": "etcd"},
+            "spec": {"endpoints": ["http://etcd-0.etcd:2379"], "statefulSet": {"name": "etcd", "dataVolumeClaimTemplate": "data"}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_restore_task_is_confirmed_in_its_spec_and_carries_the_flags() {
+        let task = new_task(
+            &create_args(&[
+                "restore",
+                "--target",
+                "main",
+                "--from",
+                "s3://b/etcd",
+                "--object",
+                "main-1.db",
+                "--override-quorum-check",
+                "--endpoint",
+                "http://minio:9000",
+            ]),
+            "etcd",
+            None,
+        )
+        .unwrap();
+        assert_eq!(task.metadata.generate_name.as_deref(), Some("main-restore-"));
+        let restore = task.spec.config.restore.unwrap();
+        assert!(restore.confirm, "the plugin's own confirmation stands for the spec's");
+        assert!(restore.override_quorum_check);
+        assert_eq!(restore.object.as_deref(), Some("main-1.db"));
+        let bucket = restore.from.bucket.unwrap();
+        assert_eq!(
+            (bucket.url.as_str(), bucket.endpoint.as_deref()),
+            ("s3://b/etcd", Some("http://minio:9000"))
+        );
+        let err =
+            new_task(&create_args(&["restore", "--target", "main"]), "etcd", None).unwrap_err().to_string();
+        assert!(err.contains("a Restore task needs --from STORE"), "{err}");
+        // The controller's own checks of a store run before anything is sent.
+        let err = new_task(
+            &create_args(&["copy", "--target", "main", "--from", "pvc/a", "--to", "pvc/a"]),
+            "etcd",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("spec.config.copy.to"), "{err}");
+        let copy = new_task(
+            &create_args(&[
+                "copy",
+                "--target",
+                "main",
+                "--from",
+                "pvc/a",
+                "--to",
+                "s3://b",
+                "--credentials-secret",
+                "keys",
+            ]),
+            "etcd",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            copy.spec.config.copy.unwrap().to.bucket.unwrap().credentials_secret.as_deref(),
+            Some("keys")
+        );
+    }
+
+    #[test]
+    fn a_restore_is_confirmed_by_flag_or_at_a_terminal_only() {
+        let cases = [
+            (true, true, Confirmation::Given),
+            (true, false, Confirmation::Given),
+            (false, true, Confirmation::Ask),
+            (false, false, Confirmation::Missing),
+        ];
+        for (yes, terminal, wanted) in cases {
+            assert_eq!(confirmation(yes, terminal), wanted, "--yes {yes}, terminal {terminal}");
+        }
+        let args = create_args(&["restore", "--target", "main", "--from", "pvc/x", "--confirm"]);
+        assert!(args.stores.yes, "--confirm is --yes");
+    }
+
+    #[test]
+    fn the_restore_proposal_is_the_plan_of_the_cluster_now() {
+        let now: Timestamp = "2026-11-23T21:00:00Z".parse().unwrap();
+        let task =
+            new_task(&create_args(&["restore", "--target", "main", "--from", "s3://b/etcd"]), "etcd", None)
+                .unwrap();
+        let text = restore_proposal(&task, &restorable_cluster(true), now).unwrap();
+        for wanted in [
+            "Restore of EtcdCluster etcd/main\n",
+            "  Snapshot:       main-1.db in s3://b/etcd\n",
+            "  Quorum:         LOST since 2026-11-23T20:40:00Z (20m ago) (1 of 3 members healthy)\n",
+            "  Revisions lost: 250 (the snapshot is at revision 1100; the last revision seen with quorum was 1350)\n",
+            "Plan:\n  restore EtcdCluster etcd/main (3 members of StatefulSet etcd) from main-1.db in s3://b/etcd (revision 1100); the 250 revision(s) written after it are lost\n",
+            "ScaleDown",
+            "RestoreMember",
+            "data-etcd-2",
+            "WaitForMembers",
+        ] {
+            assert!(text.contains(wanted), "missing {wanted:?} in\n{text}");
+        }
+        // No plan, no task: what the controller would reject on is said first.
+        let mut no_sts = restorable_cluster(true);
+        no_sts.spec.stateful_set = None;
+        let err = restore_proposal(&task, &no_sts, now).unwrap_err().to_string();
+        assert!(err.contains("no restore plan can be made, so nothing was created"), "{err}");
+        assert!(err.contains("spec.statefulSet"), "{err}");
+        let elsewhere =
+            new_task(&create_args(&["restore", "--target", "main", "--from", "pvc/other"]), "etcd", None)
+                .unwrap();
+        let err = restore_proposal(&elsewhere, &restorable_cluster(true), now).unwrap_err().to_string();
+        assert!(err.contains("no snapshot in pvc/other proven to restore"), "{err}");
     }
 }

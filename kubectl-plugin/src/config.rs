@@ -1,11 +1,18 @@
 //! `--config key=value` and `--config-file`: the config of a task's type, read against the
 //! MaintenanceTask CRD's own schema (the fields and their types the API server knows), so that a
 //! typo or a wrong type is refused here, naming the field, before anything is created.
+//!
+//! `--from`, `--to` and their bucket settings, `--object` and a restore's flags are fields of the
+//! config too ([`store_settings`]): they replace what the document says of the same fields, and
+//! `--config` settings apply on top of both.
 
 use kube::CustomResourceExt;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskConfig, TaskType};
+use groundskeeper_api::snapshot_store::bucket_name;
+
+use crate::cli::StoreArgs;
 
 /// The `spec.config.<member>` schema of `task_type`, from the CRD.
 fn member_schema(member: &str) -> Value {
@@ -29,10 +36,19 @@ fn type_of(schema: &Value) -> &str {
     schema.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
-/// The config of `task_type` from an optional document and `key=value` settings (applied on top).
+/// An object whose keys are free (a map), not named fields.
+fn is_map(schema: &Value) -> bool {
+    type_of(schema) == "object"
+        && schema.get("properties").is_none()
+        && schema.get("additionalProperties").is_some_and(Value::is_object)
+}
+
+/// The config of `task_type` from an optional document, the fields the store flags set
+/// ([`store_settings`], replacing the document's) and `key=value` settings (applied on top).
 pub fn task_config(
     task_type: &TaskType,
     document: Option<&str>,
+    flags: &Map<String, Value>,
     settings: &[String],
 ) -> Result<TaskConfig, String> {
     let Some(member) = task_type.config_member() else {
@@ -54,12 +70,16 @@ pub fn task_config(
         }
         None => Value::Null,
     };
-    if config.is_null() && (document.is_some() || !settings.is_empty()) {
+    if config.is_null() && (document.is_some() || !flags.is_empty() || !settings.is_empty()) {
         config = Value::Object(Map::new());
+    }
+    for (field, value) in flags {
+        object_of(&mut config).insert(field.clone(), value.clone());
     }
     for setting in settings {
         set(&mut config, &schema, &path, setting)?;
     }
+    stores_given(task_type, &config)?;
     if config.is_null() {
         return Ok(TaskConfig::default());
     }
@@ -67,11 +87,167 @@ pub fn task_config(
     serde_json::from_value(wrapped).map_err(|e| format!("{path}: {e}"))
 }
 
-/// Refuses fields the schema does not know, anywhere in the document.
+/// A store as written on the command line: `pvc/NAME`, or a bucket's URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreArg {
+    Claim(String),
+    Bucket(String),
+}
+
+impl StoreArg {
+    fn is_bucket(&self) -> bool {
+        matches!(self, StoreArg::Bucket(_))
+    }
+}
+
+/// `pvc/NAME` (or `persistentvolumeclaim/NAME`) or `s3://BUCKET[/PREFIX]`, `gs://…`, `az://…`.
+pub fn parse_store(flag: &str, text: &str) -> Result<StoreArg, String> {
+    if text.contains("://") {
+        return bucket_name(text)
+            .map(|_| StoreArg::Bucket(text.to_owned()))
+            .map_err(|why| format!("{flag} {text}: {why}"));
+    }
+    let claim = text.split_once('/').and_then(|(kind, name)| {
+        matches!(
+            kind.to_ascii_lowercase().as_str(),
+            "pvc" | "persistentvolumeclaim" | "persistentvolumeclaims"
+        )
+        .then_some(name)
+    });
+    match claim {
+        Some(name) if !name.is_empty() && !name.contains('/') => Ok(StoreArg::Claim(name.to_owned())),
+        _ => Err(format!(
+            "{flag} {text}: expected pvc/NAME (a PersistentVolumeClaim in the task's namespace) or a bucket \
+             URL: s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or az://CONTAINER[/PREFIX]"
+        )),
+    }
+}
+
+/// The flags each type takes, beyond the bucket settings.
+fn flags_of(task_type: &TaskType) -> &'static [&'static str] {
+    match task_type {
+        TaskType::Snapshot => &["--to"],
+        TaskType::Copy => &["--from", "--to"],
+        TaskType::Verify => &["--from", "--object"],
+        TaskType::Restore => &["--from", "--object", "--yes", "--override-quorum-check"],
+        _ => &[],
+    }
+}
+
+/// The fields of `task_type`'s config that the store flags set: `--from`/`--to` as stores (a
+/// claim, or a bucket with `--endpoint`, `--region`, `--credentials-secret`), `--object`, and a
+/// restore's `confirm: true` (the plugin asks for the confirmation itself, or takes `--yes`) and
+/// `overrideQuorumCheck`. A flag the type does not take is refused, naming the types that do.
+pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<String, Value>, String> {
+    let given: Vec<(&str, bool)> = vec![
+        ("--from", args.from.is_some()),
+        ("--to", args.to.is_some()),
+        ("--object", args.object.is_some()),
+        ("--yes", args.yes),
+        ("--override-quorum-check", args.override_quorum_check),
+    ];
+    let taken = flags_of(task_type);
+    if let Some((flag, _)) = given.iter().find(|(flag, set)| *set && !taken.contains(flag)) {
+        let types: Vec<&str> = TaskType::KNOWN
+            .iter()
+            .filter(|t| flags_of(&TaskType::parse(t)).contains(flag))
+            .copied()
+            .collect();
+        return Err(format!("{flag} is for {} tasks, not {task_type}", types.join(", ")));
+    }
+    let from = args.from.as_deref().map(|t| parse_store("--from", t)).transpose()?;
+    let to = args.to.as_deref().map(|t| parse_store("--to", t)).transpose()?;
+    let buckets = from.iter().chain(to.iter()).any(StoreArg::is_bucket);
+    for (flag, set) in [
+        ("--endpoint", args.endpoint.is_some()),
+        ("--region", args.region.is_some()),
+        ("--credentials-secret", args.credentials_secret.is_some()),
+    ] {
+        if set && !buckets {
+            return Err(format!(
+                "{flag} is a setting of a bucket, and neither --from nor --to names one (s3://…, gs://…, az://…)"
+            ));
+        }
+    }
+    let mut fields = Map::new();
+    match (task_type, &to) {
+        (TaskType::Snapshot, Some(StoreArg::Claim(claim))) => {
+            fields.insert("persistentVolumeClaim".to_owned(), json!(claim));
+        }
+        (TaskType::Snapshot, Some(StoreArg::Bucket(url))) => {
+            fields.insert("bucket".to_owned(), bucket_value(url, args));
+        }
+        (_, Some(store)) => {
+            fields.insert("to".to_owned(), store_value(store, args));
+        }
+        (_, None) => {}
+    }
+    if let Some(store) = &from {
+        fields.insert("from".to_owned(), store_value(store, args));
+    }
+    if let Some(object) = &args.object {
+        fields.insert("object".to_owned(), json!(object));
+    }
+    if *task_type == TaskType::Restore {
+        fields.insert("confirm".to_owned(), json!(true));
+    }
+    if args.override_quorum_check {
+        fields.insert("overrideQuorumCheck".to_owned(), json!(true));
+    }
+    Ok(fields)
+}
+
+/// A `SnapshotStoreSpec` as JSON.
+fn store_value(store: &StoreArg, args: &StoreArgs) -> Value {
+    match store {
+        StoreArg::Claim(claim) => json!({"persistentVolumeClaim": claim}),
+        StoreArg::Bucket(url) => json!({"bucket": bucket_value(url, args)}),
+    }
+}
+
+/// A `BucketSpec` as JSON: the URL with the bucket settings given.
+fn bucket_value(url: &str, args: &StoreArgs) -> Value {
+    let mut bucket = Map::from_iter([("url".to_owned(), json!(url))]);
+    for (field, value) in [
+        ("endpoint", &args.endpoint),
+        ("region", &args.region),
+        ("credentialsSecret", &args.credentials_secret),
+    ] {
+        if let Some(value) = value {
+            bucket.insert(field.to_owned(), json!(value));
+        }
+    }
+    Value::Object(bucket)
+}
+
+/// The stores a type cannot do without, said in the flags' terms (the controller's own check
+/// would name `spec.config` fields a person did not write).
+fn stores_given(task_type: &TaskType, config: &Value) -> Result<(), String> {
+    let needed: &[(&str, &str)] = match task_type {
+        TaskType::Copy => &[("from", "where the snapshots are"), ("to", "where they go")],
+        TaskType::Restore => &[("from", "where the snapshot is")],
+        _ => &[],
+    };
+    for (field, what) in needed {
+        if config.get(field).is_none() {
+            return Err(format!(
+                "a {task_type} task needs --{field} STORE ({what}): pvc/NAME or a bucket URL such as \
+                 s3://BUCKET/PREFIX"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses fields the schema does not know, anywhere in the document (a map's keys, such as a
+/// bucket's `options`, are its own).
 fn check_document(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
     let Value::Object(map) = value else {
         return Ok(());
     };
+    if is_map(schema) {
+        return Ok(());
+    }
     let known = fields_of(schema);
     for (key, inner) in map {
         let Some(field) = schema.pointer(&format!("/properties/{key}")) else {
@@ -96,7 +272,9 @@ fn set(config: &mut Value, schema: &Value, path: &str, setting: &str) -> Result<
     let mut field_schema = schema;
     let mut field_path = path.to_owned();
     for (i, part) in parts.iter().enumerate() {
-        let Some(field) = field_schema.pointer(&format!("/properties/{part}")) else {
+        // A map (a bucket's `options`) takes any key.
+        let entry = if is_map(field_schema) { field_schema.get("additionalProperties") } else { None };
+        let Some(field) = entry.or_else(|| field_schema.pointer(&format!("/properties/{part}"))) else {
             return Err(format!(
                 "--config {setting}: {field_path} has no field {part:?}; its fields: {}",
                 fields_of(field_schema).join(", ")
@@ -105,6 +283,9 @@ fn set(config: &mut Value, schema: &Value, path: &str, setting: &str) -> Result<
         field_path = format!("{field_path}.{part}");
         if i + 1 < parts.len() && type_of(field) != "object" {
             return Err(format!("--config {setting}: {field_path} has no fields"));
+        }
+        if i + 1 == parts.len() && is_map(field) {
+            return Err(format!("--config {setting}: {field_path} takes entries: {key}.NAME=VALUE"));
         }
         field_schema = field;
     }
@@ -164,28 +345,38 @@ mod tests {
 
     #[test]
     fn settings_take_the_schema_types() {
-        let config =
-            task_config(&TaskType::Compact, None, &settings(&["retainRevisions=1000", "physical=true"]))
-                .unwrap();
+        let config = task_config(
+            &TaskType::Compact,
+            None,
+            &Map::new(),
+            &settings(&["retainRevisions=1000", "physical=true"]),
+        )
+        .unwrap();
         assert_eq!(
             config.compact,
             Some(CompactConfig { retain_revisions: Some(1000), revision: None, physical: true })
         );
         let config =
-            task_config(&TaskType::Defragment, None, &settings(&["maxFragmentedPercent=30.5"])).unwrap();
+            task_config(&TaskType::Defragment, None, &Map::new(), &settings(&["maxFragmentedPercent=30.5"]))
+                .unwrap();
         assert_eq!(
             config.defragment,
             Some(DefragmentConfig { min_defrag_bytes: 0, max_fragmented_percent: 30.5 })
         );
-        let config =
-            task_config(&TaskType::Cleanup, None, &settings(&["keyspaces=ks1,ks2", "maxConcurrent=2"]))
-                .unwrap();
+        let config = task_config(
+            &TaskType::Cleanup,
+            None,
+            &Map::new(),
+            &settings(&["keyspaces=ks1,ks2", "maxConcurrent=2"]),
+        )
+        .unwrap();
         let cleanup = config.cleanup.unwrap();
         assert_eq!(cleanup.keyspaces, vec!["ks1", "ks2"]);
         assert_eq!(cleanup.max_concurrent, Some(2));
         let config = task_config(
             &TaskType::Maintenance,
             None,
+            &Map::new(),
             &settings(&["compact.retainRevisions=5", "defragment.minDefragBytes=7"]),
         )
         .unwrap();
@@ -196,20 +387,21 @@ mod tests {
 
     #[test]
     fn nothing_given_is_the_types_defaults() {
-        assert!(task_config(&TaskType::Defragment, None, &[]).unwrap().is_empty());
-        let config = task_config(&TaskType::Snapshot, None, &settings(&["retain=3"])).unwrap();
+        assert!(task_config(&TaskType::Defragment, None, &Map::new(), &[]).unwrap().is_empty());
+        let config = task_config(&TaskType::Snapshot, None, &Map::new(), &settings(&["retain=3"])).unwrap();
         assert_eq!(config.snapshot, Some(SnapshotConfig { retain: 3, ..SnapshotConfig::default() }));
     }
 
     #[test]
     fn a_document_then_settings_on_top() {
         let document = "persistentVolumeClaim: backups\nretain: 2\n";
-        let config = task_config(&TaskType::Snapshot, Some(document), &settings(&["retain=4"])).unwrap();
+        let config =
+            task_config(&TaskType::Snapshot, Some(document), &Map::new(), &settings(&["retain=4"])).unwrap();
         let snapshot = config.snapshot.unwrap();
         assert_eq!(snapshot.persistent_volume_claim.as_deref(), Some("backups"));
         assert_eq!(snapshot.retain, 4);
         let json = r#"{"retainRevisions": 10}"#;
-        let config = task_config(&TaskType::Compact, Some(json), &[]).unwrap();
+        let config = task_config(&TaskType::Compact, Some(json), &Map::new(), &[]).unwrap();
         assert_eq!(config.compact.unwrap().retain_revisions, Some(10));
     }
 
@@ -252,8 +444,164 @@ mod tests {
             (TaskType::Snapshot, Some("retain: x"), &[], "spec.config.snapshot: "),
         ];
         for (task_type, document, given, wanted) in cases {
-            let err = task_config(task_type, *document, &settings(given)).unwrap_err();
+            let err = task_config(task_type, *document, &Map::new(), &settings(given)).unwrap_err();
             assert!(err.contains(wanted), "{given:?} {document:?}: {err}");
         }
+    }
+
+    fn stores(line: &[&str]) -> StoreArgs {
+        use clap::Parser;
+        let mut argv = vec!["kubectl-groundskeeper", "task", "create", "restore", "--target", "main"];
+        argv.extend(line);
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Task(crate::cli::TaskCommand::Create(args)) => args.stores,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn stores_as_people_write_them() {
+        let cases: &[(&str, Result<StoreArg, &str>)] = &[
+            ("pvc/backups", Ok(StoreArg::Claim("backups".into()))),
+            ("PersistentVolumeClaim/backups", Ok(StoreArg::Claim("backups".into()))),
+            ("s3://b/etcd/main", Ok(StoreArg::Bucket("s3://b/etcd/main".into()))),
+            ("gs://b", Ok(StoreArg::Bucket("gs://b".into()))),
+            ("az://container/p", Ok(StoreArg::Bucket("az://container/p".into()))),
+            ("backups", Err("--from backups: expected pvc/NAME")),
+            ("pvc/", Err("expected pvc/NAME")),
+            ("pvc/a/b", Err("expected pvc/NAME")),
+            ("file:///x", Err("--from file:///x: \"file:///x\": scheme \"file\" is not one of s3, gs, az")),
+            ("s3:///p", Err("names no bucket")),
+        ];
+        for (text, wanted) in cases {
+            match (parse_store("--from", text), wanted) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{text}"),
+                (Err(why), Err(part)) => assert!(why.contains(part), "{text}: {why}"),
+                (got, want) => panic!("{text}: got {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn store_flags_become_the_types_fields() {
+        type Case = (TaskType, &'static [&'static str], serde_json::Value);
+        let cases: &[Case] = &[
+            (TaskType::Snapshot, &["--to", "pvc/snaps"], json!({"persistentVolumeClaim": "snaps"})),
+            (
+                TaskType::Snapshot,
+                &[
+                    "--to",
+                    "s3://b/etcd",
+                    "--endpoint",
+                    "http://minio:9000",
+                    "--region",
+                    "eu",
+                    "--credentials-secret",
+                    "s3-keys",
+                ],
+                json!({"bucket": {"url": "s3://b/etcd", "endpoint": "http://minio:9000", "region": "eu", "credentialsSecret": "s3-keys"}}),
+            ),
+            (
+                TaskType::Copy,
+                &["--from", "pvc/snaps", "--to", "gs://b", "--credentials-secret", "gcs"],
+                json!({"from": {"persistentVolumeClaim": "snaps"}, "to": {"bucket": {"url": "gs://b", "credentialsSecret": "gcs"}}}),
+            ),
+            (
+                TaskType::Copy,
+                &["--from", "s3://a", "--to", "s3://b", "--region", "eu"],
+                json!({"from": {"bucket": {"url": "s3://a", "region": "eu"}}, "to": {"bucket": {"url": "s3://b", "region": "eu"}}}),
+            ),
+            (
+                TaskType::Verify,
+                &["--from", "s3://b", "--object", "main-1.db"],
+                json!({"from": {"bucket": {"url": "s3://b"}}, "object": "main-1.db"}),
+            ),
+            (
+                TaskType::Restore,
+                &["--from", "pvc/snaps", "--override-quorum-check", "--yes"],
+                json!({"from": {"persistentVolumeClaim": "snaps"}, "confirm": true, "overrideQuorumCheck": true}),
+            ),
+            (TaskType::Restore, &[], json!({"confirm": true})),
+            (TaskType::Defragment, &[], json!({})),
+        ];
+        for (task_type, line, wanted) in cases {
+            let got = store_settings(task_type, &stores(line)).unwrap();
+            assert_eq!(Value::Object(got), *wanted, "{task_type} {line:?}");
+        }
+    }
+
+    #[test]
+    fn store_flags_a_type_does_not_take_are_refused() {
+        let cases: &[(TaskType, &[&str], &str)] = &[
+            (
+                TaskType::Defragment,
+                &["--from", "pvc/x"],
+                "--from is for Copy, Verify, Restore tasks, not Defragment",
+            ),
+            (
+                TaskType::Snapshot,
+                &["--from", "pvc/x"],
+                "--from is for Copy, Verify, Restore tasks, not Snapshot",
+            ),
+            (TaskType::Verify, &["--to", "pvc/x"], "--to is for Snapshot, Copy tasks, not Verify"),
+            (TaskType::Copy, &["--yes"], "--yes is for Restore tasks, not Copy"),
+            (TaskType::Copy, &["--object", "a.db"], "--object is for Verify, Restore tasks, not Copy"),
+            (TaskType::Verify, &["--override-quorum-check"], "--override-quorum-check is for Restore tasks"),
+            (
+                TaskType::Restore,
+                &["--from", "pvc/x", "--endpoint", "http://m:9000"],
+                "--endpoint is a setting of a bucket, and neither --from nor --to names one",
+            ),
+            (TaskType::Restore, &["--from", "backups"], "--from backups: expected pvc/NAME"),
+        ];
+        for (task_type, line, wanted) in cases {
+            let err = store_settings(task_type, &stores(line)).unwrap_err();
+            assert!(err.contains(wanted), "{task_type} {line:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn flags_replace_the_document_and_settings_apply_on_top() {
+        let document = "from:\n  persistentVolumeClaim: old\nto:\n  bucket:\n    url: s3://b\n    options:\n      virtual_hosted_style_request: \"false\"\n";
+        let flags = store_settings(
+            &TaskType::Copy,
+            &StoreArgs { from: Some("pvc/new".into()), ..StoreArgs::default() },
+        )
+        .unwrap();
+        let config = task_config(
+            &TaskType::Copy,
+            Some(document),
+            &flags,
+            &settings(&["to.bucket.options.aws_allow_http=true", "only=a.db,b.db"]),
+        )
+        .unwrap();
+        let copy = config.copy.unwrap();
+        assert_eq!(copy.from.persistent_volume_claim.as_deref(), Some("new"));
+        let bucket = copy.to.bucket.unwrap();
+        assert_eq!(bucket.options.get("virtual_hosted_style_request").map(String::as_str), Some("false"));
+        assert_eq!(bucket.options.get("aws_allow_http").map(String::as_str), Some("true"));
+        assert_eq!(copy.only, ["a.db", "b.db"]);
+        let err = task_config(&TaskType::Copy, Some(document), &flags, &settings(&["to.bucket.options=x"]))
+            .unwrap_err();
+        assert!(
+            err.contains("spec.config.copy.to.bucket.options takes entries: to.bucket.options.NAME=VALUE"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_copy_and_a_restore_need_their_stores() {
+        let restore = store_settings(&TaskType::Restore, &StoreArgs::default()).unwrap();
+        let err = task_config(&TaskType::Restore, None, &restore, &[]).unwrap_err();
+        assert!(err.contains("a Restore task needs --from STORE (where the snapshot is)"), "{err}");
+        let err =
+            task_config(&TaskType::Copy, None, &Map::new(), &settings(&["from.persistentVolumeClaim=x"]))
+                .unwrap_err();
+        assert!(err.contains("a Copy task needs --to STORE (where they go)"), "{err}");
+        // The stores may come from the document instead.
+        let config =
+            task_config(&TaskType::Restore, Some("from:\n  persistentVolumeClaim: s\n"), &restore, &[])
+                .unwrap();
+        assert!(config.restore.unwrap().confirm);
     }
 }

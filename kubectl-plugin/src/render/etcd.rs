@@ -7,7 +7,7 @@ use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::etcd_cluster::{CompactionMode, EtcdMemberStatus};
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind};
 
-use super::{conditions, indent, mib, relative, size, table, task, when};
+use super::{conditions, indent, mib, relative, size, snapshot, table, task, when};
 
 /// The tasks of `cluster` among `tasks`.
 pub fn tasks_of(cluster: &EtcdCluster, tasks: &[MaintenanceTask]) -> Vec<MaintenanceTask> {
@@ -38,6 +38,23 @@ pub fn status(cluster: &EtcdCluster, tasks: &[MaintenanceTask], now: Timestamp) 
         },
     );
     field("Observed", when(now, status.last_observed_time.as_ref()));
+    field("Quorum", snapshot::quorum_state(&status, now));
+    field("Last proof", snapshot::last_proof(status.last_snapshot_proof.as_ref(), now, &cluster.name_any()));
+    if !status.snapshots.is_empty() {
+        let mut stores: Vec<&str> = status.snapshots.iter().map(|r| r.store.as_str()).collect();
+        stores.sort_unstable();
+        stores.dedup();
+        field(
+            "Snapshots",
+            format!(
+                "{} recorded in {} store(s): kubectl groundskeeper snapshot list -n {} {}",
+                status.snapshots.len(),
+                stores.len(),
+                cluster.namespace().unwrap_or_default(),
+                cluster.name_any()
+            ),
+        );
+    }
     field(
         "Automatic",
         if policy.enabled {
@@ -252,5 +269,39 @@ mod tests {
         assert!(got.contains("  Compacted to: never by groundskeeper\n"), "{got}");
         assert!(got.contains("Tasks:\n  none queued or running\n"), "{got}");
         assert!(got.contains("Conditions:\n  none\n"), "{got}");
+    }
+
+    #[test]
+    fn the_screen_says_the_last_proof_and_the_quorum() {
+        let mut c = cluster();
+        let status = c.status.as_mut().unwrap();
+        status.quorum_lost_since = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-23T20:04:00Z".parse().unwrap(),
+        ));
+        status.last_snapshot_proof = Some(
+            serde_json::from_value(json!({"store": "s3://b", "object": "a.db", "proven": true,
+                                          "at": "2026-11-23T20:00:00Z", "revision": 24000}))
+            .unwrap(),
+        );
+        status.snapshots = serde_json::from_value(json!([
+            {"store": "s3://b", "object": "a.db"}, {"store": "s3://b", "object": "b.db"}, {"store": "pvc/s", "object": "a.db"}
+        ]))
+        .unwrap();
+        let got = status_text(&c);
+        for wanted in [
+            "  Quorum:       LOST since 2026-11-23T20:04:00Z (6m ago) (1 of 2 members healthy)\n",
+            "  Last proof:   last snapshot proven restorable at 2026-11-23T20:00:00Z (10m ago), revision 24000: a.db in s3://b\n",
+            "  Snapshots:    3 recorded in 2 store(s): kubectl groundskeeper snapshot list -n etcd main\n",
+        ] {
+            assert!(got.contains(wanted), "missing {wanted:?} in\n{got}");
+        }
+        let plain = status_text(&cluster());
+        assert!(plain.contains("  Quorum:       held (1 of 2 members healthy)\n"), "{plain}");
+        assert!(plain.contains("  Last proof:   no snapshot proven restorable yet"), "{plain}");
+        assert!(!plain.contains("Snapshots:"), "{plain}");
+    }
+
+    fn status_text(c: &EtcdCluster) -> String {
+        status(c, &[], now())
     }
 }

@@ -3,8 +3,10 @@
 pub mod etcd;
 pub mod plan;
 pub mod progress;
+pub mod restore;
 pub mod schedule;
 pub mod scylla;
+pub mod snapshot;
 pub mod task;
 
 use jiff::Timestamp;

@@ -26,6 +26,8 @@ pub struct Seen {
     waiting_for: Option<String>,
     last_operation: Option<String>,
     nodes: Vec<(String, NodeState, Option<String>)>,
+    /// A Restore's steps: phase, state, message.
+    steps: Vec<(String, String, Option<String>)>,
 }
 
 impl Seen {
@@ -36,6 +38,12 @@ impl Seen {
             waiting_for: waiting_for(task),
             last_operation: status.last_operation.map(|o| o.description),
             nodes: status.nodes.iter().map(|n| (n.name.clone(), n.state, n.message.clone())).collect(),
+            steps: status
+                .restore
+                .iter()
+                .flat_map(|r| &r.steps)
+                .map(|s| (s.phase.to_string(), s.state.clone(), s.message.clone()))
+                .collect(),
         }
     }
 }
@@ -77,6 +85,17 @@ pub fn changes(before: Option<&Seen>, task: &MaintenanceTask, now: Timestamp) ->
             continue;
         }
         let mut line = format!("{stamp} {node}: {state:?}");
+        if let Some(message) = message {
+            line.push_str(&format!(": {message}"));
+        }
+        lines.push(line);
+    }
+    for (at, (phase, state, message)) in after.steps.iter().enumerate() {
+        // A step is one entry per phase, in order: compared by place.
+        if before.steps.get(at) == Some(&(phase.clone(), state.clone(), message.clone())) {
+            continue;
+        }
+        let mut line = format!("{stamp} step {phase}: {state}");
         if let Some(message) = message {
             line.push_str(&format!(": {message}"));
         }
@@ -139,6 +158,16 @@ pub fn block(task: &MaintenanceTask, now: Timestamp) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    let steps = status.restore.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
+    let width = steps.iter().map(|s| s.phase.as_str().len()).max().unwrap_or(0);
+    for step in steps {
+        let mut line = format!("  step {:<width$}  {:<9}", step.phase.as_str(), step.state);
+        if let Some(message) = &step.message {
+            line.push_str(&format!("  {message}"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
     if let Some(operation) = &status.last_operation {
         out.push_str(&format!("  {}\n", operation.description));
     }
@@ -157,11 +186,20 @@ pub fn outcome(task: &MaintenanceTask) -> Option<(i32, String)> {
     let last = status.last_operation.map(|o| o.description).unwrap_or_default();
     let error = status.last_errors.last().map(|e| format!("{}: {}", e.code, e.description));
     let name = task.name_any();
-    Some(match state {
+    let (code, mut text) = match state {
         TaskState::Completed => (EXIT_COMPLETED, format!("task {name} Completed: {last}")),
         TaskState::Failed => (EXIT_FAILED, format!("task {name} Failed: {}", error.unwrap_or(last))),
         _ => (EXIT_REJECTED, format!("task {name} Rejected: {}", error.unwrap_or(last))),
-    })
+    };
+    if let Some(restore) = &status.restore {
+        if let Some(lost) = restore.lost_revisions {
+            text.push_str(&format!("\n  revisions lost: {lost} (written after the snapshot)"));
+        }
+        if let Some(recovery) = &restore.recovery {
+            text.push_str(&format!("\n  to go on or back: {recovery}"));
+        }
+    }
+    Some((code, text))
 }
 
 /// What to tell someone who stops waiting: the task goes on.
@@ -264,5 +302,70 @@ mod tests {
             json!({"state": "Rejected", "lastErrors": [{"code": "Duplicate", "description": "same as task x", "observedAt": "2026-11-23T20:00:40Z"}]}),
         );
         assert_eq!(outcome(&rejected), Some((4, "task t Rejected: Duplicate: same as task x".into())));
+    }
+
+    fn restore(state: &str, steps: serde_json::Value, extra: serde_json::Value) -> MaintenanceTask {
+        let mut restore = json!({"phase": "ScalingDown", "store": "s3://b", "object": "a.db", "statefulSet": "etcd",
+                                 "clusterToken": "t", "oldDataSuffix": ".old", "steps": steps});
+        for (key, value) in extra.as_object().unwrap() {
+            restore[key] = value.clone();
+        }
+        let mut t = task(json!({"state": state, "restore": restore}));
+        t.spec.task_type = groundskeeper_api::maintenance_task::TaskType::Restore;
+        t
+    }
+
+    #[test]
+    fn a_restore_shows_a_line_per_step_as_it_changes() {
+        let checking =
+            restore("InProgress", json!([{"phase": "CheckingSnapshot", "state": "Running"}]), json!({}));
+        let scaling = restore(
+            "InProgress",
+            json!([{"phase": "CheckingSnapshot", "state": "Succeeded", "message": "proven: revision 1100"},
+                   {"phase": "ScalingDown", "state": "Running", "message": "3 pods left"}]),
+            json!({}),
+        );
+        let scaled = restore(
+            "InProgress",
+            json!([{"phase": "CheckingSnapshot", "state": "Succeeded", "message": "proven: revision 1100"},
+                   {"phase": "ScalingDown", "state": "Running", "message": "1 pod left"}]),
+            json!({}),
+        );
+        assert_eq!(
+            changes(None, &checking, now()),
+            vec!["20:00:42 task t: InProgress", "20:00:42 step CheckingSnapshot: Running"]
+        );
+        let cases = [
+            (
+                &checking,
+                &scaling,
+                vec![
+                    "20:00:42 step CheckingSnapshot: Succeeded: proven: revision 1100",
+                    "20:00:42 step ScalingDown: Running: 3 pods left",
+                ],
+            ),
+            (&scaling, &scaled, vec!["20:00:42 step ScalingDown: Running: 1 pod left"]),
+            (&scaled, &scaled, vec![]),
+        ];
+        for (before, after, wanted) in cases {
+            assert_eq!(changes(Some(&Seen::of(before)), after, now()), wanted);
+        }
+        assert_eq!(
+            block(&scaling, now()),
+            "t Restore EtcdCluster/main: InProgress  42s\n  [------------------------------]\n  step CheckingSnapshot  Succeeded  proven: revision 1100\n  step ScalingDown       Running    3 pods left\n"
+        );
+    }
+
+    #[test]
+    fn a_restore_ends_saying_what_was_lost_or_how_to_go_on() {
+        let failed =
+            restore("Failed", json!([]), json!({"recovery": "scale StatefulSet etcd back to 3 replicas"}));
+        let (code, text) = outcome(&failed).unwrap();
+        assert_eq!(code, EXIT_FAILED);
+        assert!(text.ends_with("\n  to go on or back: scale StatefulSet etcd back to 3 replicas"), "{text}");
+        let done = restore("Completed", json!([]), json!({"lostRevisions": 250}));
+        let (code, text) = outcome(&done).unwrap();
+        assert_eq!(code, EXIT_COMPLETED);
+        assert!(text.ends_with("\n  revisions lost: 250 (written after the snapshot)"), "{text}");
     }
 }

@@ -177,6 +177,18 @@ pub fn describe(task: &MaintenanceTask, now: Timestamp) -> String {
     } else {
         out.push_str(&indent(&nodes_table(&status.nodes, now)));
     }
+    if let Some(restore) = &status.restore {
+        out.push_str("\nRestore:\n");
+        out.push_str(&super::restore::describe(restore, now));
+    }
+    if let Some(proof) = &status.proof {
+        out.push_str("\nProof:\n");
+        out.push_str(&super::snapshot::proof(proof, now));
+    }
+    if let Some(copy) = &status.copy {
+        out.push_str("\nCopy:\n");
+        out.push_str(&super::snapshot::copy(copy));
+    }
     out.push_str("\nErrors:\n");
     if status.last_errors.is_empty() {
         out.push_str("  none\n");
@@ -378,5 +390,44 @@ done     Defragment   EtcdCluster/main   Completed    -         3/3        manua
         assert!(got.contains("State:     Pending\n"), "{got}");
         assert!(got.contains("Progress:\n  not started\n"), "{got}");
         assert!(got.contains("Errors:\n  none\n"), "{got}");
+    }
+
+    #[test]
+    fn describe_shows_a_restore_a_proof_and_a_copy() {
+        let cases: &[(&str, serde_json::Value, &[&str])] = &[
+            (
+                "restore",
+                json!({"state": "Failed", "restore": {"phase": "ScalingUp", "store": "s3://b", "object": "a.db",
+                    "statefulSet": "etcd", "clusterToken": "t", "oldDataSuffix": ".old",
+                    "steps": [{"phase": "ScalingUp", "state": "Failed", "message": "forbidden"}],
+                    "recovery": "grant patch on statefulsets, then create the task again"}}),
+                &[
+                    "\nRestore:\n  Phase:          ScalingUp\n",
+                    "    STEP        STATE    STARTED   DONE   MESSAGE\n    ScalingUp   Failed   -         -      forbidden\n",
+                    "  Stopped; to go on or back:\n    grant patch on statefulsets, then create the task again\n",
+                ],
+            ),
+            (
+                "proof",
+                json!({"state": "Completed", "proof": {"store": "pvc/s", "object": "a.db", "proven": true, "revision": 5}}),
+                &["\nProof:\n  Snapshot:   a.db in pvc/s\n  Outcome:    proven restorable\n"],
+            ),
+            (
+                "copy",
+                json!({"state": "Completed", "copy": {"from": "pvc/s", "to": "s3://b", "failed": ["x.db: checksum differs"]}}),
+                &["\nCopy:\n  pvc/s → s3://b\n", "  Failed:        1: x.db: checksum differs\n"],
+            ),
+            ("none of them", json!({"state": "Completed"}), &[]),
+        ];
+        for (what, status, wanted) in cases {
+            let got = describe(&task("t", "2026-11-23T20:00:00Z", status.clone()), now());
+            for part in *wanted {
+                assert!(got.contains(part), "{what}: missing {part:?} in\n{got}");
+            }
+            for section in ["\nRestore:\n", "\nProof:\n", "\nCopy:\n"] {
+                let expected = wanted.iter().any(|w| w.contains(section.trim()));
+                assert_eq!(got.contains(section), expected, "{what}: {section:?} in\n{got}");
+            }
+        }
     }
 }
