@@ -13,3 +13,4 @@ pub mod reference;
 pub mod s3_server;
 pub mod scylla_agent;
 pub mod scylla_operator;
+pub mod statefulset;

@@ -166,6 +166,23 @@ impl S3Server {
         self.root.join(bucket).join(key)
     }
 
+    /// An object's user metadata as the server keeps it (a JSON file beside the bucket's folder,
+    /// named by the base64 of the bucket and key: s3s-fs 0.14's own layout); empty when it has
+    /// none or no such object.
+    pub fn object_metadata(&self, bucket: &str, key: &str) -> std::collections::BTreeMap<String, String> {
+        let file = self.root.join(format!(
+            ".bucket-{}.object-{}.metadata.json",
+            base64_url(bucket.as_bytes()),
+            base64_url(key.as_bytes())
+        ));
+        let Ok(text) = std::fs::read_to_string(file) else { return Default::default() };
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        json["user_metadata"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default()
+    }
+
     /// The parts of multipart uploads under way (none once every upload was completed or
     /// aborted).
     pub fn upload_parts(&self) -> Vec<PathBuf> {
@@ -237,7 +254,23 @@ pub fn write_credentials(dir: &Path, access_key: &str, secret_key: &str) -> Resu
     Ok(())
 }
 
+/// Base64, URL-safe alphabet, no padding (how s3s-fs names its metadata files).
+fn base64_url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
     listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_url_matches_the_reference() {
+        assert_eq!(super::base64_url(b"snapshots"), "c25hcHNob3Rz");
+        assert_eq!(super::base64_url(b"etcd/main-1.db"), "ZXRjZC9tYWluLTEuZGI");
+        assert_eq!(super::base64_url(&[0xfb, 0xff]), "-_8");
+    }
 }
