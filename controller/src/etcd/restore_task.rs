@@ -77,7 +77,10 @@ pub enum Admission {
     Admitted,
     /// The quorum is lost, but not for as long as the task asks yet: it waits (Pending) until
     /// `until`, and is turned away if the quorum comes back meanwhile.
-    NotYet { reason: String, until: Timestamp },
+    NotYet {
+        reason: String,
+        until: Timestamp,
+    },
     /// Turned away for good (Rejected), saying what was seen.
     Refused(String),
 }

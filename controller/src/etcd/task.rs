@@ -26,6 +26,7 @@ use super::job::{EtcdJob, etcd_job, job_limits};
 use super::observe::all_clusters;
 use super::policy::Policy;
 use super::record;
+use super::restore_task::Admission;
 use super::snapshot_steps;
 use super::task_progress::{progress_from_jobs, snapshot_status, summary};
 use crate::jobs::{self, ClaimVolume, JobObservation, JobState};
@@ -40,7 +41,6 @@ use crate::tasks::step_jobs::{
 };
 use crate::tasks::steps::{StepsState, steps_state};
 use crate::tasks::target::{ReadTarget, StartBlock, Target};
-use super::restore_task::Admission;
 
 /// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
 pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";

@@ -10,17 +10,17 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-const MAGIC: u32 = 0xED0C_DAED;
-const PAGE_HEADER: usize = 16;
-const BRANCH: u16 = 0x01;
-const LEAF: u16 = 0x02;
-const META: u16 = 0x04;
+pub(crate) const MAGIC: u32 = 0xED0C_DAED;
+pub(crate) const PAGE_HEADER: usize = 16;
+pub(crate) const BRANCH: u16 = 0x01;
+pub(crate) const LEAF: u16 = 0x02;
+pub(crate) const META: u16 = 0x04;
 /// A leaf element whose value is a bucket.
-const BUCKET_LEAF: u32 = 0x01;
+pub(crate) const BUCKET_LEAF: u32 = 0x01;
 /// A bucket's header in its parent's leaf: root page id u64, sequence u64.
-const BUCKET_HEADER: usize = 16;
+pub(crate) const BUCKET_HEADER: usize = 16;
 /// Pages visited before a walk gives up: a loop in a corrupt file must not spin forever.
-const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// A bbolt file's valid meta page, the one with the higher transaction id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,15 +13,8 @@
 //! bytes are never reached from the root anyway. A page longer than one page (overflow) is
 //! gathered whole before it is read, up to [`MAX_GATHERED`].
 
-const MAGIC: u32 = 0xED0C_DAED;
-const PAGE_HEADER: usize = 16;
-const BRANCH: u16 = 0x01;
-const LEAF: u16 = 0x02;
-const META: u16 = 0x04;
-const BUCKET_LEAF: u32 = 0x01;
-const BUCKET_HEADER: usize = 16;
-/// Pages followed down a tree before giving up: a loop in a damaged file must not spin.
-const MAX_DEPTH: usize = 64;
+// bbolt's layout, as the file reader reads it.
+use super::bolt::{BRANCH, BUCKET_HEADER, BUCKET_LEAF, LEAF, MAGIC, MAX_DEPTH, META, PAGE_HEADER};
 /// Largest multi-page page gathered (a leaf holding a value of several MiB); larger ones are
 /// not read, and the revision is then unknown if the path goes through one.
 const MAX_GATHERED: usize = 64 * 1024 * 1024;

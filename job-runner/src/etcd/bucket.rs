@@ -79,31 +79,6 @@ pub(crate) struct StoredSnapshot {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Downloads object `name` of the bucket into a file at `into`: whatever is at `into` is
-/// replaced, the file is created anew, written as the object streams in (never held in memory
-/// whole), hashed on the way and fsynced. An object whose recorded `sha256` metadata does not
-/// match its bytes is refused (bad input: it is damaged) and the file removed; so is a missing
-/// object or bucket, and credentials the store refuses. A network failure or a server error is
-/// retryable. The file is removed whenever the download fails.
-pub(crate) async fn download(
-    bucket: &BucketLocation,
-    name: &str,
-    into: &Path,
-) -> Result<Downloaded, Failure> {
-    Bucket::open(bucket)?.download(name, into).await
-}
-
-/// The cluster's snapshots in the bucket (the objects directly under its prefix whose whole name
-/// `template` gives the cluster), oldest first by the time in their names; with their user
-/// metadata when `with_metadata` (one HEAD request per snapshot).
-pub(crate) async fn list_snapshots(
-    bucket: &BucketLocation,
-    template: &NameTemplate,
-    with_metadata: bool,
-) -> Result<Vec<StoredSnapshot>, Failure> {
-    Bucket::open(bucket)?.list_snapshots(template, with_metadata).await
-}
-
 /// Which kind of store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Provider {
@@ -283,7 +258,12 @@ impl Bucket {
         })
     }
 
-    /// See [`download`].
+    /// Downloads object `name` of the bucket into a file at `into`: whatever is at `into` is
+    /// replaced, the file is created anew, written as the object streams in (never held in memory
+    /// whole), hashed on the way and fsynced. An object whose recorded `sha256` metadata does not
+    /// match its bytes is refused (bad input: it is damaged) and the file removed; so is a missing
+    /// object or bucket, and credentials the store refuses. A network failure or a server error is
+    /// retryable. The file is removed whenever the download fails.
     pub(crate) async fn download(&self, name: &str, into: &Path) -> Result<Downloaded, Failure> {
         let mut reading = self.read(name).await?;
         let metadata = reading.metadata.clone();
@@ -350,7 +330,9 @@ impl Bucket {
             .collect())
     }
 
-    /// See [`list_snapshots`].
+    /// The cluster's snapshots in the bucket (the objects directly under its prefix whose whole
+    /// name `template` gives the cluster), oldest first by the time in their names; with their
+    /// user metadata when `with_metadata` (one HEAD request per snapshot).
     pub(crate) async fn list_snapshots(
         &self,
         template: &NameTemplate,
@@ -462,7 +444,6 @@ impl Bucket {
             bucket: self,
             name: name.to_owned(),
             writer: Some(WriteMultipart::new_with_chunk_size(upload, PART_BYTES)),
-            written: 0,
         })
     }
 
@@ -558,7 +539,6 @@ pub(crate) struct Upload<'a> {
     bucket: &'a Bucket,
     name: String,
     writer: Option<WriteMultipart>,
-    written: u64,
 }
 
 impl Upload<'_> {
@@ -570,13 +550,7 @@ impl Upload<'_> {
             .await
             .map_err(|e| self.bucket.failure("write", Some(&self.name), e))?;
         writer.write(bytes);
-        self.written += bytes.len() as u64;
         Ok(())
-    }
-
-    /// Bytes written so far.
-    pub(crate) fn written(&self) -> u64 {
-        self.written
     }
 
     /// Uploads what is left and completes the upload: the object appears, whole.

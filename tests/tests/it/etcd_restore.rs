@@ -27,11 +27,12 @@ use groundskeeper_e2e::etcd_cluster::{
 use groundskeeper_e2e::kubelet::JobSimulator;
 use groundskeeper_e2e::s3_server::{S3Server, s3s_fs_or_skip};
 use groundskeeper_e2e::statefulset::{EtcdPods, EtcdStatefulSet};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::common::etcd_jobs::run_etcd_job;
+use crate::common::s3::create_credentials_secret;
 use crate::harness::{Controllers, Part, api_server, etcd_clusters, maintenance_tasks, wait_until};
 
 const NAMESPACE: &str = "etcd";
@@ -71,17 +72,7 @@ impl Scenario {
         set.create_statefulset(3).expect("the StatefulSet");
         let s3 = S3Server::start(&s3s_fs).expect("s3s-fs starts");
         s3.create_bucket(BUCKET).unwrap();
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": { "name": "s3-credentials", "namespace": NAMESPACE },
-            "data": {
-                "AWS_ACCESS_KEY_ID": base64(&s3.access_key),
-                "AWS_SECRET_ACCESS_KEY": base64(&s3.secret_key),
-            },
-        }))
-        .unwrap();
-        server.create_as(&secret).expect("the credentials Secret");
+        create_credentials_secret(&server, NAMESPACE, "s3-credentials", &s3);
         let cluster = json!({
             "apiVersion": "groundskeeper.dev/v1alpha1",
             "kind": "EtcdCluster",
@@ -181,11 +172,6 @@ impl Scenario {
         let options = ConnectOptions::new().with_timeout(Duration::from_secs(5));
         Client::connect([self.set.etcd().client_url(ordinal)], Some(options)).await.expect("a client")
     }
-}
-
-fn base64(text: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(text)
 }
 
 async fn count(client: &mut Client, prefix: &str) -> usize {

@@ -4,6 +4,7 @@
 mod apiserver;
 mod common;
 mod demo;
+mod etcd_backups;
 mod etcd_fleet;
 mod etcd_maintenance;
 mod etcd_operator_discovery;
