@@ -262,6 +262,13 @@ impl TaskType {
         matches!(self, TaskType::Restore)
     }
 
+    /// Whether a running task of this type is left to finish when its deadline passes or a
+    /// suspension stops running work: a Restore stopped half-way would leave the cluster scaled to
+    /// zero; it stops at a failed step by itself, saying how to go on or back.
+    pub fn runs_to_its_end(&self) -> bool {
+        matches!(self, TaskType::Restore)
+    }
+
     /// The name of the `spec.config` member for this type (`cleanup`, `compact`, ...).
     pub fn config_member(&self) -> Option<&'static str> {
         match self {

@@ -116,12 +116,14 @@ pub fn without_deleted(records: Vec<SnapshotRecord>, store: &str, deleted: &[Str
     records.into_iter().filter(|r| !(r.store == store && deleted.contains(&r.object))).collect()
 }
 
-/// The newest snapshot in `store` proven to restore (newest by revision, then by when written).
+/// The newest snapshot in `store` proven to restore: the last written there (then the highest
+/// revision). Not by revision first: a restore sets the revisions back to the snapshot's, so a
+/// snapshot taken after a restore holds a lower revision than the ones from before it.
 pub fn newest_proven<'a>(records: &'a [SnapshotRecord], store: &str) -> Option<&'a SnapshotRecord> {
     records
         .iter()
         .filter(|r| r.store == store && r.proof.as_ref().is_some_and(|p| p.proven))
-        .max_by(|a, b| (a.revision, &a.written_at).cmp(&(b.revision, &b.written_at)))
+        .max_by(|a, b| (&a.written_at, a.revision).cmp(&(&b.written_at, b.revision)))
 }
 
 #[cfg(test)]
@@ -178,5 +180,21 @@ mod tests {
         assert_eq!(newest_proven(&records, "s3://b").map(|r| r.object.as_str()), Some("2.db"));
         let records = without_deleted(records, "s3://b", &["2.db".to_owned()]);
         assert_eq!(newest_proven(&records, "s3://b").map(|r| r.object.as_str()), Some("1.db"));
+    }
+
+    /// After a restore the revisions start again from the snapshot's: the snapshot written last
+    /// is the newest, whatever its revision.
+    #[test]
+    fn the_newest_proven_is_the_last_written_not_the_highest_revision() {
+        let at = |second: i64| Some(Time(jiff::Timestamp::from_second(1_900_000_000 + second).unwrap()));
+        let mut before = record("s3://b", "before-restore.db", 1300, "a");
+        before.written_at = at(0);
+        let mut after = record("s3://b", "after-restore.db", 1050, "b");
+        after.written_at = at(60);
+        let mut records = vec![before, after];
+        for object in ["before-restore.db", "after-restore.db"] {
+            records = with_proof(records, &proof("s3://b", object, true));
+        }
+        assert_eq!(newest_proven(&records, "s3://b").map(|r| r.object.as_str()), Some("after-restore.db"));
     }
 }

@@ -24,7 +24,7 @@ use groundskeeper_api::scylla::facts::member_selector;
 use groundskeeper_api::scylla::facts::{ConditionFacts, datacenter_conditions};
 use groundskeeper_api::scylla::facts::{cluster_facts, current_members};
 use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
-use groundskeeper_api::validate::{Work, describe_errors, validate};
+use groundskeeper_api::validate::{ValidTask, Work, describe_errors, validate};
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::names::bounded_name;
 
@@ -337,6 +337,28 @@ pub fn restore_proposal(
     Ok(render::restore::proposal(&proposal, now))
 }
 
+/// The snapshot the proposal showed, written into the task when none was named: what a person
+/// confirms is what runs, not whatever is newest when the controller starts it.
+pub fn pin_snapshot(task: &mut MaintenanceTask, cluster: &EtcdCluster) {
+    let Some(restore) = task.spec.config.restore.as_mut() else { return };
+    if restore.object.is_some() {
+        return;
+    }
+    let Ok(ValidTask { work: Work::Restore(valid), .. }) = validate(task) else { return };
+    let Some(sts) = &cluster.spec.stateful_set else { return };
+    let template = sts.data_volume_claim_template.clone().unwrap_or_default();
+    if let Ok(resolved) = groundskeeper_api::restore::resolve_restore(
+        cluster,
+        &valid.from.display(),
+        None,
+        &sts.name,
+        &template,
+    ) && let Some(restore) = task.spec.config.restore.as_mut()
+    {
+        restore.object = Some(resolved.object);
+    }
+}
+
 /// How a restore gets its confirmation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Confirmation {
@@ -361,13 +383,14 @@ pub fn confirmation(yes: bool, stdin_is_terminal: bool) -> Confirmation {
 /// object).
 async fn confirm_restore(
     access: &Access,
-    task: &MaintenanceTask,
+    task: &mut MaintenanceTask,
     yes: bool,
     to_stderr: bool,
 ) -> Result<bool, Error> {
     let namespace = access.namespace.clone();
     let cluster = get_etcd_cluster(access, &namespace, &task.spec.target.name).await?;
     let text = restore_proposal(task, &cluster, Timestamp::now())?;
+    pin_snapshot(task, &cluster);
     let mut out: Box<dyn Write> =
         if to_stderr { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
     let _ = writeln!(out, "{text}");
@@ -407,9 +430,9 @@ async fn confirm_restore(
 async fn create(access: &Access, args: CreateArgs, output: Option<Output>) -> Result<i32, Error> {
     let namespace = access.namespace.clone();
     let document = args.config_file.as_deref().map(read_config_file).transpose()?;
-    let task = new_task(&args, &namespace, document.as_deref())?;
+    let mut task = new_task(&args, &namespace, document.as_deref())?;
     if task.spec.task_type == TaskType::Restore {
-        if !confirm_restore(access, &task, args.stores.yes, output.is_some()).await? {
+        if !confirm_restore(access, &mut task, args.stores.yes, output.is_some()).await? {
             return Ok(EXIT_NOT_CONFIRMED);
         }
     } else {
@@ -1033,5 +1056,23 @@ mod tests {
                 .unwrap();
         let err = restore_proposal(&elsewhere, &restorable_cluster(true), now).unwrap_err().to_string();
         assert!(err.contains("no snapshot in pvc/other proven to restore"), "{err}");
+    }
+
+    /// The snapshot shown is the one the task names once confirmed; one named by hand stays.
+    #[test]
+    fn the_confirmed_snapshot_is_pinned_in_the_task() {
+        let mut task =
+            new_task(&create_args(&["restore", "--target", "main", "--from", "s3://b/etcd"]), "etcd", None)
+                .unwrap();
+        pin_snapshot(&mut task, &restorable_cluster(true));
+        assert_eq!(task.spec.config.restore.as_ref().unwrap().object.as_deref(), Some("main-1.db"));
+        let mut named = new_task(
+            &create_args(&["restore", "--target", "main", "--from", "s3://b/etcd", "--object", "x.db"]),
+            "etcd",
+            None,
+        )
+        .unwrap();
+        pin_snapshot(&mut named, &restorable_cluster(true));
+        assert_eq!(named.spec.config.restore.unwrap().object.as_deref(), Some("x.db"));
     }
 }

@@ -252,7 +252,10 @@ pub fn decide(input: &Input) -> Decision {
     };
     apply_observation(&mut status, members, input.now);
     let revision = cluster_revision(members);
-    if !matches!(input.observed, Observed::NotAttempted) {
+    // Only when the members were asked: a controller that could not ask (its client TLS
+    // Secret is missing, say) has seen nothing of the quorum, and a Restore must never be
+    // admitted on that.
+    if matches!(input.observed, Observed::Members(_)) {
         super::quorum::track_quorum(&mut status, members, revision, input.now);
     }
     let revisions = check_partition_revisions(policy, members, input.previous, input.now);

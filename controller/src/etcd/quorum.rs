@@ -27,9 +27,16 @@ pub fn track_quorum(
     let healthy = voters.iter().filter(|m| m.member.unhealthy_because().is_none()).count();
     if expected > 0 && healthy * 2 > expected {
         status.quorum_lost_since = None;
+        let listed_ids: Vec<String> = voters.iter().map(|m| m.member.id_hex()).collect();
+        // Every member new: a cluster restored from a snapshot (new members, revisions from the
+        // snapshot's on), whose highest revision starts again.
+        let new_cluster =
+            !status.membership.is_empty() && !status.membership.iter().any(|m| listed_ids.contains(&m.id));
         if let Some(revision) = revision {
-            status.last_revision_with_quorum =
-                Some(status.last_revision_with_quorum.unwrap_or(0).max(revision));
+            status.last_revision_with_quorum = Some(match status.last_revision_with_quorum {
+                Some(last) if !new_cluster => last.max(revision),
+                _ => revision,
+            });
         }
         let listed: Vec<KnownMember> = voters
             .iter()
@@ -131,5 +138,25 @@ mod tests {
         assert!(status.quorum_lost_since.is_some());
         track_quorum(&mut status, &[member(1, true), member(2, true), member(3, true)], Some(103), t1);
         assert_eq!(status.quorum_lost_since, None);
+        assert_eq!(status.last_revision_with_quorum, Some(103));
+    }
+
+    /// After a restore every member is new and the revisions start from the snapshot's: the
+    /// highest revision seen with quorum starts again, so a later restore counts what it loses
+    /// from the restored cluster's revisions.
+    #[test]
+    fn a_cluster_of_new_members_starts_its_highest_revision_again() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut status = EtcdClusterStatus::default();
+        track_quorum(&mut status, &[member(1, true), member(2, true), member(3, true)], Some(1300), t0);
+        assert_eq!(status.last_revision_with_quorum, Some(1300));
+        // One member replaced: the same cluster.
+        track_quorum(&mut status, &[member(1, true), member(2, true), member(4, true)], Some(1200), t0);
+        assert_eq!(status.last_revision_with_quorum, Some(1300));
+        // Every member new: restored.
+        track_quorum(&mut status, &[member(7, true), member(8, true), member(9, true)], Some(1050), t0);
+        assert_eq!(status.last_revision_with_quorum, Some(1050));
+        let ids: Vec<&str> = status.membership.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids.len(), 3);
     }
 }

@@ -54,6 +54,18 @@ pub struct RestoreFacts {
     pub revision: Option<i64>,
     /// Why the members could not be asked, if so.
     pub members_unreachable: Option<String>,
+    /// Why the restore may no longer start, as [`admission`] says it when asked again before
+    /// anything is touched (the quorum came back while the snapshot was proven).
+    pub refused: Option<String>,
+    /// Members' data claims that do not exist (checked before anything is touched).
+    pub missing_claims: Vec<String>,
+}
+
+/// The StatefulSet's pods as it reports them: how many are Ready of how many it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadyPods {
+    pub ready: i32,
+    pub replicas: i32,
 }
 
 /// What to do after a decision.
@@ -88,18 +100,43 @@ pub enum Admission {
 /// Whether a Restore may start on `cluster` at `now`: a StatefulSet to restore, and a quorum
 /// really lost for at least the time asked (unless overridden). A quorum that is there refuses
 /// it; one lost more recently than that makes it wait.
-pub fn admission(restore: &Restore, cluster: &EtcdCluster, now: Timestamp) -> Admission {
+///
+/// `pods` is the StatefulSet's own word, a second witness: a majority of its pods Ready means the
+/// members may well be fine and only the controller cannot reach them (a NetworkPolicy, say), so
+/// the restore is refused whatever the EtcdCluster's status says.
+pub fn admission(
+    restore: &Restore,
+    cluster: &EtcdCluster,
+    pods: Option<ReadyPods>,
+    now: Timestamp,
+) -> Admission {
     let name = cluster.metadata.name.clone().unwrap_or_default();
-    if cluster.spec.stateful_set.is_none() {
+    let Some(sts) = &cluster.spec.stateful_set else {
         return Admission::Refused(format!(
             "EtcdCluster {name} has no spec.statefulSet: a Restore scales and restores the StatefulSet \
              that runs the members; set spec.statefulSet.name (and dataVolumeClaimTemplate, dataDir) first"
         ));
-    }
+    };
     if restore.override_quorum_check {
         return Admission::Admitted;
     }
-    quorum_lost_long_enough(cluster, restore.quorum_lost_for, now)
+    let verdict = quorum_lost_long_enough(cluster, restore.quorum_lost_for, now);
+    if let Admission::Refused(_) = verdict {
+        return verdict;
+    }
+    if let Some(pods) = pods
+        && pods.replicas > 0
+        && pods.ready * 2 > pods.replicas
+    {
+        return Admission::Refused(format!(
+            "StatefulSet {} reports {} of {} pods Ready: a majority of the members may be serving, \
+             whatever the controller could reach; a Restore replaces every member's data and is only for \
+             a quorum lost for good. Check the members (and the controller's way to them); set \
+             spec.config.restore.overrideQuorumCheck: true to restore anyway",
+            sts.name, pods.ready, pods.replicas
+        ));
+    }
+    verdict
 }
 
 fn quorum_lost_long_enough(cluster: &EtcdCluster, wanted: SignedDuration, now: Timestamp) -> Admission {
@@ -138,11 +175,18 @@ fn quorum_lost_long_enough(cluster: &EtcdCluster, wanted: SignedDuration, now: T
     Admission::Admitted
 }
 
+/// The first 8 characters of a task's uid: a task created again under the same name (a runbook
+/// applied twice) gets another token and old-data folder, never the first one's.
+fn uid_part(uid: &str) -> String {
+    uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect()
+}
+
 /// The restore's starting status: the snapshot and members resolved, the phase first, the token
-/// and the old-data suffix named after the task (the same after a restart).
+/// and the old-data suffix named after the task and its uid (the same after a restart).
 pub fn start(
     cluster: &EtcdCluster,
     task: &str,
+    task_uid: &str,
     store: &str,
     object: Option<&str>,
     claim_template: &str,
@@ -162,8 +206,8 @@ pub fn start(
         stateful_set: sts.name.clone(),
         original_replicas: None,
         members: resolved.members.clone(),
-        cluster_token: format!("{cluster_name}-restored-{task}"),
-        old_data_suffix: format!(".pre-restore-{task}"),
+        cluster_token: format!("{cluster_name}-restored-{task}-{}", uid_part(task_uid)),
+        old_data_suffix: format!(".pre-restore-{task}-{}", uid_part(task_uid)),
         last_revision_before_loss: resolved.last_revision_with_quorum,
         ..RestoreStatus::default()
     };
@@ -183,7 +227,7 @@ pub fn decide(
         let action = match status.phase {
             RestorePhase::CheckingSnapshot => check_snapshot(&mut status, job(0), facts, now),
             RestorePhase::ScalingDown => scale_down(&mut status, facts, now),
-            RestorePhase::RestoringMembers => restore_members(&mut status, &job, now),
+            RestorePhase::RestoringMembers => restore_members(&mut status, &job, facts, now),
             RestorePhase::ScalingUp => scale_up(&mut status, facts, now),
             RestorePhase::WaitingForMembers => wait_for_members(&mut status, facts, now),
             RestorePhase::Done => Some(RestoreAction::Complete(done_line(&status))),
@@ -237,7 +281,26 @@ fn check_snapshot(
                         .to_owned(),
                 ));
             };
-            // Recorded now, scaled down in the next pass: the status is written in between.
+            if let Some(why) = &facts.refused {
+                return Some(fail(
+                    status,
+                    now,
+                    format!("the restore may no longer start: {why}"),
+                    "nothing of the cluster was touched".to_owned(),
+                ));
+            }
+            if !facts.missing_claims.is_empty() {
+                return Some(fail(
+                    status,
+                    now,
+                    format!("member claim(s) {} do not exist", facts.missing_claims.join(", ")),
+                    "nothing of the cluster was touched; each member's data claim must exist (check \
+                     spec.statefulSet.dataVolumeClaimTemplate), then create the Restore again"
+                        .to_owned(),
+                ));
+            }
+            // Recorded now, scaled down in the next pass: the status is written in between. At
+            // least one pod per member: every member of the restored cluster must start.
             status.original_replicas = Some(replicas.max(status.members.len() as i32));
             let message = format!(
                 "snapshot {} proven: revision {}, {} keys",
@@ -265,7 +328,19 @@ fn scale_down(status: &mut RestoreStatus, facts: &RestoreFacts, now: Timestamp) 
             format!("StatefulSet {} is gone", status.stateful_set),
             "no member's data was touched yet".to_owned(),
         )),
-        Some(replicas) if replicas != 0 => Some(RestoreAction::ScaleTo(0)),
+        Some(replicas) if replicas != 0 => match &facts.refused {
+            // Asked again right before anything is touched.
+            Some(why) => Some(fail(
+                status,
+                now,
+                format!("the restore may no longer start: {why}"),
+                format!(
+                    "nothing of the cluster was touched (StatefulSet {} was not scaled)",
+                    status.stateful_set
+                ),
+            )),
+            None => Some(RestoreAction::ScaleTo(0)),
+        },
         Some(_) if facts.pods > 0 => {
             set_message(
                 status,
@@ -285,11 +360,36 @@ fn scale_down(status: &mut RestoreStatus, facts: &RestoreFacts, now: Timestamp) 
 fn restore_members<'a>(
     status: &mut RestoreStatus,
     job: &impl Fn(usize) -> Option<&'a StepJob>,
+    facts: &RestoreFacts,
     now: Timestamp,
 ) -> Option<RestoreAction> {
     let steps: Vec<usize> = (1..=status.members.len()).collect();
     let missing: Vec<usize> = steps.iter().copied().filter(|s| job(*s).is_none()).collect();
+    let running = steps.iter().filter(|s| matches!(job(**s), Some(StepJob::Running))).count();
     if !missing.is_empty() {
+        // A member's data is moved aside only while no etcd runs on it: someone (GitOps, a
+        // person) scaling the StatefulSet back up stops the restore before another Job starts.
+        if facts.replicas != Some(0) || facts.pods > 0 {
+            return Some(fail(
+                status,
+                now,
+                format!(
+                    "StatefulSet {} is running again ({} replicas, {} pods) while members are restored",
+                    status.stateful_set,
+                    number(facts.replicas.map(i64::from)),
+                    facts.pods
+                ),
+                members_recovery(status),
+            ));
+        }
+        // A claim store is mounted by every member Job: one at a time, so that a ReadWriteOnce
+        // claim can follow each member's volume from node to node.
+        if status.store.starts_with("pvc/") {
+            return Some(match running {
+                0 => RestoreAction::CreateJobs(vec![missing[0]]),
+                _ => RestoreAction::Wait,
+            });
+        }
         return Some(RestoreAction::CreateJobs(missing));
     }
     let failed: Vec<String> = steps
@@ -299,21 +399,12 @@ fn restore_members<'a>(
             _ => None,
         })
         .collect();
-    let running = steps.iter().filter(|s| matches!(job(**s), Some(StepJob::Running))).count();
     if running > 0 {
         set_message(status, format!("{} of {} member(s) restored", steps.len() - running, steps.len()));
         return Some(RestoreAction::Wait);
     }
     if !failed.is_empty() {
-        let recovery = format!(
-            "StatefulSet {} stays at 0 replicas. Each member whose restore ran has its old data beside the \
-             restored one, at <dataDir>{}. To go back: on each member's claim move that folder back to \
-             <dataDir> (remove the restored one), then scale the StatefulSet to {}. To go on: fix the cause \
-             and create a new Restore task (it redoes the members)",
-            status.stateful_set,
-            status.old_data_suffix,
-            number(status.original_replicas.map(i64::from))
-        );
+        let recovery = members_recovery(status);
         return Some(fail(
             status,
             now,
@@ -330,6 +421,19 @@ fn restore_members<'a>(
         &format!("scaling StatefulSet {} to {replicas}", status.stateful_set),
     );
     None
+}
+
+/// How to go on or back once members' data may have been moved aside.
+pub fn members_recovery(status: &RestoreStatus) -> String {
+    format!(
+        "StatefulSet {} stays at 0 replicas. Each member whose restore ran has its old data beside the \
+         restored one, at <dataDir>{}. To go back: on each member's claim move that folder back to \
+         <dataDir> (remove the restored one), then scale the StatefulSet to {}. To go on: fix the cause \
+         and create a new Restore task (it redoes the members)",
+        status.stateful_set,
+        status.old_data_suffix,
+        number(status.original_replicas.map(i64::from))
+    )
 }
 
 fn scale_up(status: &mut RestoreStatus, facts: &RestoreFacts, now: Timestamp) -> Option<RestoreAction> {
@@ -586,6 +690,7 @@ pub(crate) async fn advance(
         None => match start(
             cluster,
             &task.name_any(),
+            &task.uid().unwrap_or_default(),
             &restore.from.display(),
             restore.object.as_deref(),
             &template,
@@ -603,7 +708,16 @@ pub(crate) async fn advance(
             Some((step, step_job(&job.state, || failure_of(&jobs, step))))
         })
         .collect();
-    let facts = read_facts(ctx, &namespace, cluster, stateful_set.as_ref(), restore_status.phase).await?;
+    let mut facts = read_facts(ctx, &namespace, cluster, stateful_set.as_ref(), restore_status.phase).await?;
+    if matches!(restore_status.phase, RestorePhase::CheckingSnapshot | RestorePhase::ScalingDown) {
+        facts.refused = match admission(restore, cluster, ready_pods(stateful_set.as_ref()), now) {
+            Admission::Refused(why) => Some(why),
+            Admission::Admitted | Admission::NotYet { .. } => None,
+        };
+    }
+    if restore_status.phase == RestorePhase::CheckingSnapshot {
+        facts.missing_claims = missing_claims(ctx, &namespace, &restore_status).await?;
+    }
     let (next, action) = decide(restore_status, &states, &facts, now);
     let naming = SnapshotNaming { cluster: cluster.name_any(), time: task_time(task, &status, now) };
     let data_dir = spec
@@ -635,7 +749,40 @@ pub(crate) async fn advance(
 /// The task's error code when a restore stops at a step.
 pub(crate) const RESTORE_FAILED: &str = "RestoreFailed";
 
-async fn read_stateful_set(
+/// The StatefulSet's Ready pods of its replicas, as its status reports them.
+pub(crate) fn ready_pods(
+    stateful_set: Option<&k8s_openapi::api::apps::v1::StatefulSet>,
+) -> Option<ReadyPods> {
+    let set = stateful_set?;
+    let replicas = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let ready = set.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+    Some(ReadyPods { ready, replicas })
+}
+
+/// The members' data claims that do not exist.
+async fn missing_claims(
+    ctx: &crate::runtime::context::Context,
+    namespace: &str,
+    status: &RestoreStatus,
+) -> crate::runtime::error::Result<Vec<String>> {
+    let api = kube::Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        ctx.client.clone(),
+        namespace,
+    );
+    let mut missing = Vec::new();
+    for member in &status.members {
+        let found = api.get_opt(&member.claim).await.map_err(crate::runtime::error::Error::kube(format!(
+            "get PersistentVolumeClaim {namespace}/{}",
+            member.claim
+        )))?;
+        if found.is_none() {
+            missing.push(member.claim.clone());
+        }
+    }
+    Ok(missing)
+}
+
+pub(crate) async fn read_stateful_set(
     ctx: &crate::runtime::context::Context,
     namespace: &str,
     name: &str,

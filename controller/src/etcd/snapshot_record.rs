@@ -130,6 +130,17 @@ fn record_proof(
     if report.object.is_empty() {
         return; // the run never got to a snapshot (bad arguments, nothing in the store)
     }
+    // A proof that did not finish (the store out of reach, the Job stopped, the member killed)
+    // says nothing of the snapshot: only a proof that passed or one that found it wanting
+    // (bad input) is recorded.
+    let finished = result.outcome == Outcome::Succeeded
+        || result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == groundskeeper_protocol::result::ErrorKind::BadInput);
+    if !finished {
+        return;
+    }
     let message = match (&result.error, &result.message) {
         (Some(error), _) => error.message.clone(),
         (None, Some(message)) => message.clone(),
@@ -207,6 +218,7 @@ mod tests {
     use groundskeeper_api::snapshot_store::Store;
     use groundskeeper_api::validate::{Copy, Snapshot, Verify};
     use groundskeeper_protocol::result::CopiedObject;
+    use groundskeeper_protocol::result::{ErrorKind, ResultError};
 
     fn now() -> Timestamp {
         "2026-03-01T12:00:00Z".parse().unwrap()
@@ -254,7 +266,9 @@ mod tests {
         let outcome = if proven { Outcome::Succeeded } else { Outcome::Failed };
         let mut result = result(Report::SnapshotProve(report), outcome);
         if !proven {
-            result.message = Some("the restored member holds 9 keys, 10 were recorded".into());
+            let why = "the restored member holds 9 keys, 10 were recorded";
+            result.message = Some(why.into());
+            result.error = Some(ResultError { kind: ErrorKind::BadInput, message: why.into() });
         }
         result
     }
@@ -306,10 +320,17 @@ mod tests {
             now(),
         )
         .unwrap();
-        let proof = status.last_snapshot_proof.unwrap();
+        let proof = status.last_snapshot_proof.clone().unwrap();
         assert!(!proof.proven);
         assert!(proof.message.contains("9 keys"), "{}", proof.message);
         assert_eq!(status.snapshots[0].store, "pvc/snaps");
+
+        // A proof that did not finish (retryable: the store out of reach, the Job stopped) says
+        // nothing of the snapshot: the earlier proof stands.
+        let mut unfinished = proved("a.db", false);
+        unfinished.error =
+            Some(ResultError { kind: ErrorKind::Retryable, message: "stopped by signal".into() });
+        assert_eq!(record_snapshot_work(&status, "v2", &verify, &[unfinished], now()), None);
     }
 
     #[test]

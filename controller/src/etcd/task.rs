@@ -359,7 +359,13 @@ impl ReadTarget for ReadCluster {
                 return Ok(None);
             };
             if let (Work::Restore(restore), Some(cluster)) = (&valid.work, &self.cluster) {
-                match super::restore_task::admission(restore, cluster, ctx.clock.now()) {
+                let namespace = task.namespace().unwrap_or_default();
+                let stateful_set = match &cluster.spec.stateful_set {
+                    Some(sts) => super::restore_task::read_stateful_set(ctx, &namespace, &sts.name).await?,
+                    None => None,
+                };
+                let pods = super::restore_task::ready_pods(stateful_set.as_ref());
+                match super::restore_task::admission(restore, cluster, pods, ctx.clock.now()) {
                     Admission::Admitted => {}
                     Admission::NotYet { reason, until } => {
                         return Ok(Some(StartBlock::Wait { reason, until: Some(until) }));

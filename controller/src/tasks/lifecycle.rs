@@ -399,7 +399,9 @@ fn settle(
     if !running && *facts == TargetFacts::Missing {
         return Some(Decision::Reject { reason: Rejection::TargetNotFound { target: target.clone() } });
     }
-    if let Some(deadline) = deadline_of(task)
+    let stoppable = !(running && task.task_type.runs_to_its_end());
+    if stoppable
+        && let Some(deadline) = deadline_of(task)
         && deadline <= now
     {
         return Some(Decision::FailDeadline { deadline });
@@ -408,6 +410,7 @@ fn settle(
         return Some(Decision::FailTargetGone { target: target.clone() });
     }
     if running
+        && stoppable
         && let Some(suspension) = suspensions.iter().find(|s| s.stop_running && !s.allows(&task.task_type))
     {
         return Some(Decision::FailSuspended { by: suspension.describe() });

@@ -5,7 +5,7 @@
 //! `--only` narrows them), oldest first:
 //! * its SHA-256 is known before anything is written: a folder's file is checked as `snapshot
 //!   verify` checks it (which also reads its revision); a bucket's object carries it in its
-//!   metadata (one written by hand without it is hashed by a first read);
+//!   metadata (one written by hand without it is hashed as it streams, and the copy records it);
 //! * one already in the destination with the same size and SHA-256 is left as it is, so a run
 //!   again copies nothing twice and a run after a killed one finishes the rest; one under the same
 //!   name with other bytes is never overwritten (it is reported, the others are copied);

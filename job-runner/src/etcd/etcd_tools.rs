@@ -680,7 +680,9 @@ pub(crate) async fn restore(
     }
     let tail = process.log_tail();
     let message = format!("{tool} could not restore {}: {status}: {tail}", snapshot.display());
-    if tail.to_ascii_lowercase().contains("no space left") {
+    // Killed by a signal (out of memory, say) or out of disk: nothing said against the
+    // snapshot, and worth another try.
+    if status.code().is_none() || tail.to_ascii_lowercase().contains("no space left") {
         Err(Failure::retryable(message))
     } else {
         Err(Failure::bad_input(message))

@@ -356,9 +356,12 @@ impl Member {
                 if tail.contains("address already in use") {
                     return Err(StartFailed::PortTaken);
                 }
-                return Err(StartFailed::Failed(Failure::bad_input(format!(
-                    "etcd exited while starting on the restored data ({status}): {tail}"
-                ))));
+                let message = format!("etcd exited while starting on the restored data ({status}): {tail}");
+                // Killed by a signal (out of memory, say): nothing said against the snapshot.
+                return Err(StartFailed::Failed(match status.code() {
+                    None => Failure::retryable(message),
+                    Some(_) => Failure::bad_input(message),
+                }));
             }
             if let Ok(mut client) = Client::connect([url.as_str()], Some(options.clone())).await
                 && client.status().await.is_ok()

@@ -302,9 +302,10 @@ async fn a_restore_task_brings_back_a_cluster_that_lost_its_quorum_for_good() {
     assert_eq!(count(&mut client, "after/").await, 0);
     client.put("after-restore", "written", None).await.expect("a write with quorum");
     // Every member's old data kept beside its data folder, once.
+    assert!(restore.old_data_suffix.starts_with(".pre-restore-restore-"), "{}", restore.old_data_suffix);
     for ordinal in 0..3 {
         let data = scenario.set.data_dir(ordinal);
-        let old = data.with_file_name("default.etcd.pre-restore-restore");
+        let old = data.with_file_name(format!("default.etcd{}", restore.old_data_suffix));
         assert!(old.join("member").is_dir(), "{} kept", old.display());
     }
     // One proof Job and one Job per member, none twice despite the restarts.

@@ -78,7 +78,7 @@ fn admission_needs_a_stateful_set_and_a_quorum_lost_long_enough() {
         (None, true, 1000, Ok(true), ""),
     ];
     for (lost_at, override_check, now, wanted, words) in cases {
-        let got = admission(&restore(override_check), &cluster(lost_at), at(now));
+        let got = admission(&restore(override_check), &cluster(lost_at), Some(one_of_three()), at(now));
         match (&got, wanted) {
             (Admission::Admitted, Ok(true)) => {}
             (Admission::NotYet { reason, until }, Ok(false)) => {
@@ -91,14 +91,36 @@ fn admission_needs_a_stateful_set_and_a_quorum_lost_long_enough() {
     }
     let mut without = cluster(Some(0));
     without.spec.stateful_set = None;
-    let Admission::Refused(why) = admission(&restore(true), &without, at(1000)) else {
+    let Admission::Refused(why) = admission(&restore(true), &without, None, at(1000)) else {
         panic!("admitted without a StatefulSet")
     };
     assert!(why.contains("spec.statefulSet"), "{why}");
 }
 
 fn started() -> RestoreStatus {
-    start(&cluster(Some(0)), "r1", "s3://b", None, "data", at(0)).unwrap()
+    start(&cluster(Some(0)), "r1", "0f1e2d3c-aaaa-bbbb", "s3://b", None, "data", at(0)).unwrap()
+}
+
+fn one_of_three() -> ReadyPods {
+    ReadyPods { ready: 1, replicas: 3 }
+}
+
+/// A majority of the StatefulSet's pods Ready refuses a restore, whatever the status says: the
+/// controller may only have lost its way to the members.
+#[test]
+fn a_majority_of_ready_pods_refuses_a_restore() {
+    let lost_long_ago = cluster(Some(0));
+    let two_of_three = ReadyPods { ready: 2, replicas: 3 };
+    let Admission::Refused(why) = admission(&restore(false), &lost_long_ago, Some(two_of_three), at(1000))
+    else {
+        panic!("admitted with 2 of 3 pods Ready")
+    };
+    assert!(why.contains("StatefulSet etcd reports 2 of 3 pods Ready"), "{why}");
+    assert_eq!(
+        admission(&restore(false), &lost_long_ago, Some(one_of_three()), at(1000)),
+        Admission::Admitted
+    );
+    assert_eq!(admission(&restore(true), &lost_long_ago, Some(two_of_three), at(1000)), Admission::Admitted);
 }
 
 fn facts(replicas: i32, pods: usize) -> RestoreFacts {
@@ -127,8 +149,8 @@ fn restored(member: &str) -> StepJob {
 fn the_start_resolves_the_newest_proven_snapshot_and_names_the_token_after_the_task() {
     let status = started();
     assert_eq!((status.object.as_str(), status.revision, status.keys), ("main-1.db", Some(100), Some(40)));
-    assert_eq!(status.cluster_token, "main-restored-r1");
-    assert_eq!(status.old_data_suffix, ".pre-restore-r1");
+    assert_eq!(status.cluster_token, "main-restored-r1-0f1e2d3c");
+    assert_eq!(status.old_data_suffix, ".pre-restore-r1-0f1e2d3c");
     assert_eq!(
         status.members.iter().map(|m| m.claim.as_str()).collect::<Vec<_>>(),
         ["data-etcd-0", "data-etcd-1", "data-etcd-2"]
@@ -270,7 +292,7 @@ fn a_failure_stops_at_its_step_and_says_how_to_go_on_or_back() {
     assert!(why.contains("etcd-1: no space"), "{why}");
     let recovery = status.recovery.unwrap();
     assert!(
-        recovery.contains(".pre-restore-r1") && recovery.contains("scale the StatefulSet to 3"),
+        recovery.contains(".pre-restore-r1-0f1e2d3c") && recovery.contains("scale the StatefulSet to 3"),
         "{recovery}"
     );
 }
@@ -292,10 +314,65 @@ fn the_member_jobs_restore_each_claim_with_the_whole_membership() {
     assert!(
         args.contains(
             "--initial-cluster etcd-0=http://etcd-0.etcd:2380,etcd-1=http://etcd-1.etcd:2380,etcd-2=http://etcd-2.etcd:2380 \
-             --initial-advertise-peer-urls http://etcd-1.etcd:2380 --initial-cluster-token main-restored-r1 \
-             --keep-old-suffix .pre-restore-r1"
+             --initial-advertise-peer-urls http://etcd-1.etcd:2380 --initial-cluster-token main-restored-r1-0f1e2d3c \
+             --keep-old-suffix .pre-restore-r1-0f1e2d3c"
         ),
         "{args}"
     );
     assert_eq!(step.claims.last().map(|c| c.claim_name.as_str()), Some("data-etcd-1"));
+}
+
+/// Asked again before anything is touched: a quorum back while the snapshot was proven, or a
+/// member's claim gone, stops the restore with the cluster as it was.
+#[test]
+fn nothing_is_touched_when_the_restore_may_no_longer_start() {
+    let refused = RestoreFacts { refused: Some("EtcdCluster main has its quorum".into()), ..facts(3, 3) };
+    for (what, status, jobs) in [
+        ("right after the proof", started(), vec![(0, proven())]),
+        (
+            "before the scale-down",
+            {
+                let (status, _) = decide(started(), &[(0, proven())], &facts(3, 3), at(1));
+                assert_eq!(status.phase, RestorePhase::ScalingDown);
+                status
+            },
+            vec![(0, proven())],
+        ),
+    ] {
+        let (status, action) = decide(status, &jobs, &refused, at(2));
+        let RestoreAction::Fail(why) = action else { panic!("{what}: {action:?}") };
+        assert!(
+            why.contains("has its quorum") && why.contains("nothing of the cluster was touched"),
+            "{what}: {why}"
+        );
+        assert_eq!(status.steps.last().map(|s| s.state.as_str()), Some("Failed"), "{what}");
+    }
+    let missing = RestoreFacts { missing_claims: vec!["data-etcd-2".into()], ..facts(3, 3) };
+    let (_, action) = decide(started(), &[(0, proven())], &missing, at(2));
+    let RestoreAction::Fail(why) = action else { panic!("{action:?}") };
+    assert!(why.contains("data-etcd-2 do not exist"), "{why}");
+}
+
+/// Members are restored only while the StatefulSet stays at zero; from a claim, one at a time.
+#[test]
+fn members_are_restored_only_while_stopped_and_from_a_claim_one_at_a_time() {
+    let mut restoring = started();
+    restoring.phase = RestorePhase::RestoringMembers;
+    restoring.original_replicas = Some(3);
+    let (status, action) = decide(restoring.clone(), &[(0, proven())], &facts(3, 1), at(1));
+    let RestoreAction::Fail(why) = action else { panic!("{action:?}") };
+    assert!(why.contains("is running again (3 replicas, 1 pods)"), "{why}");
+    assert!(status.recovery.unwrap().contains("To go back"));
+
+    let mut from_claim = restoring;
+    from_claim.store = "pvc/main-snapshots".into();
+    let passes = [
+        (vec![(0, proven())], RestoreAction::CreateJobs(vec![1])),
+        (vec![(0, proven()), (1, StepJob::Running)], RestoreAction::Wait),
+        (vec![(0, proven()), (1, restored("etcd-0"))], RestoreAction::CreateJobs(vec![2])),
+    ];
+    for (jobs, wanted) in passes {
+        let (_, action) = decide(from_claim.clone(), &jobs, &facts(0, 0), at(1));
+        assert_eq!(action, wanted, "{jobs:?}");
+    }
 }

@@ -269,6 +269,16 @@ fn decisions_per_rule() {
             vec![("slow", Decision::FailDeadline { deadline: at(60) }), ("next", Decision::Start)],
         ),
         (
+            "past its deadline a running Restore goes on: stopped half-way it would leave the cluster down",
+            ready(vec![deadline(running(task("restore", 0, TaskType::Restore), 1), 60)]),
+            vec![("restore", Decision::KeepRunning)],
+        ),
+        (
+            "past its deadline a Restore not started yet fails",
+            ready(vec![deadline(task("restore", 0, TaskType::Restore), 60)]),
+            vec![("restore", Decision::FailDeadline { deadline: at(60) })],
+        ),
+        (
             "a task failed by its deadline is no one's duplicate",
             ready(vec![deadline(task("late", 0, Compact), 60), task("again", 1, Compact)]),
             vec![("late", Decision::FailDeadline { deadline: at(60) }), ("again", Decision::Start)],
@@ -577,6 +587,11 @@ fn a_suspension_holds_tasks_and_stops_running_ones_only_when_told() {
         }
         other => panic!("{other:?}"),
     }
+
+    // A running Restore is not stopped half-way: it would leave the cluster scaled to zero.
+    let mut input = ready(vec![running(task("restore", 0, TaskType::Restore), 1)]);
+    input.suspensions = vec![suspension(true)];
+    assert_eq!(decide(&input, at(10)).decisions[0].decision, Decision::KeepRunning);
 
     // A snapshot goes on; a compaction waits and is looked at again when the suspension ends.
     let mut input = ready(vec![task("snap", 0, TaskType::Snapshot)]);

@@ -12,7 +12,8 @@
 //! [`RevisionScan`]): the highest revision in etcd's `key` bucket, what `etcdutl snapshot status`
 //! reports for the file. `keys` is counted by the member the snapshot came from, at that
 //! revision, right after the stream. A snapshot whose metadata cannot be recorded is deleted
-//! again: an object of the cluster's is always one whose checksum is recorded.
+//! again; only a run killed outright between the completion and the update leaves a whole
+//! object without a recorded checksum (its trailer still checks it).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
