@@ -454,40 +454,6 @@ async fn a_stopped_proof_kills_its_member_and_empties_the_scratch_folder() {
     assert!(!Path::new(&format!("/proc/{member_pid}")).exists(), "the member was killed and reaped");
 }
 
-/// Timings of a proof of a ~100 MiB snapshot on etcd 3.4 and 3.5 (for the report, not run by
-/// default: filling the cluster takes a while).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a timing: fills a cluster with 100 MiB"]
-async fn timing_of_a_100_mib_proof() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
-    for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
-        let Some(tools) = tools_or_skip(version) else { continue };
-        let Some(cluster) = cluster(version, 1).await else { continue };
-        cluster.fill(100 * 1024 * 1024).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let folder = dir.path().join("snapshots");
-        std::fs::create_dir(&folder).unwrap();
-        let taken = snapshot(&cluster, &folder.join("main-20260101T000000Z.db")).await;
-        drop(cluster);
-        let scratch = dir.path().join("scratch");
-        std::fs::create_dir(&scratch).unwrap();
-        let args = prove_args(&folder, &scratch, &tools, &["--expect-keys", "800"]);
-        let started = Instant::now();
-        let (code, result, _) = run(&args, &[], &dir.path().join("result.json")).await;
-        assert_eq!(code, exit::SUCCESS, "{result:?}");
-        let report = prove_report(&result);
-        eprintln!(
-            "TIMING {version}: proof of {} bytes ({:.1} MiB) in {:?}: fetch+check {} ms, restore {} ms, start {} ms",
-            taken.size_bytes,
-            taken.size_mib,
-            started.elapsed(),
-            report.fetch_ms,
-            report.restore_ms,
-            report.start_ms
-        );
-    }
-}
-
 /// `snapshot --to` a bucket of a local S3 server, then `snapshot-prove --from` that bucket.
 pub(crate) struct BucketWithSnapshots {
     pub server: groundskeeper_e2e::s3_server::S3Server,
