@@ -153,6 +153,9 @@ pub struct AgentSpec {
     pub describe_ring: bool,
     /// What `GET /storage_service/load` answers: the bytes the node holds.
     pub load_bytes: f64,
+    /// Ring changes racing a reader: right after this agent answered its n-th `describe_ring`
+    /// (from 1), node (endpoint, datacenter, rack) joins the modelled cluster.
+    pub joins_after_describe_ring: Vec<(usize, String, String, String)>,
 }
 
 /// A proxy between the runner and the agent, as some are found in front of it.
@@ -194,6 +197,7 @@ impl Default for AgentSpec {
             member: None,
             describe_ring: true,
             load_bytes: 1_073_741_824.0,
+            joins_after_describe_ring: Vec::new(),
         }
     }
 }
@@ -210,6 +214,19 @@ impl AgentSpec {
     /// or a proxy limiting the routes it passes on.
     pub fn without_describe_ring(mut self) -> Self {
         self.describe_ring = false;
+        self
+    }
+
+    /// Node `endpoint` joins the modelled cluster right after this agent answered its
+    /// `answers`-th `describe_ring`: the ring moves between two reads of one reader.
+    pub fn join_after_describe_ring(
+        mut self,
+        answers: usize,
+        endpoint: &str,
+        datacenter: &str,
+        rack: &str,
+    ) -> Self {
+        self.joins_after_describe_ring.push((answers, endpoint.into(), datacenter.into(), rack.into()));
         self
     }
 
@@ -320,6 +337,8 @@ struct State {
     marked_clean: bool,
     /// Bytes of every answer's body so far.
     served_bytes: u64,
+    /// `describe_ring` answers so far.
+    describe_ring_answers: usize,
 }
 
 /// A running stand-in. Stops when dropped.
@@ -364,6 +383,7 @@ impl ScyllaAgent {
             stopped: Vec::new(),
             marked_clean: false,
             served_bytes: 0,
+            describe_ring_answers: 0,
         }));
         let server = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(tls)), state.clone()));
         Self { addr, ca_pem, state, server }
@@ -672,7 +692,9 @@ fn dispatch(
         "/storage_service/tokens" => ok(json!(ring(state))),
         "/storage_service/tokens/{endpoint}" => ok(json!(node_tokens(state, &param("endpoint")))),
         "/storage_service/describe_ring/{keyspace}" if state.spec.describe_ring => {
-            describe_ring(state, &param("keyspace"))
+            let answer = describe_ring(state, &param("keyspace"));
+            join_after_describe_ring(state);
+            answer
         }
         "/storage_service/ownership/{keyspace}" if state.spec.describe_ring => {
             effective_ownership(state, &param("keyspace"))
@@ -740,6 +762,19 @@ fn describe_ring(state: &State, keyspace: &str) -> Response<Body> {
             scylla_error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string())
         }
         Err(err) => scylla_error(StatusCode::BAD_REQUEST, &err.to_string()),
+    }
+}
+
+/// The joins [`AgentSpec::join_after_describe_ring`] scheduled after the answer just given.
+fn join_after_describe_ring(state: &mut State) {
+    state.describe_ring_answers += 1;
+    let Some((cluster, _)) = &state.spec.member else {
+        return;
+    };
+    for (after, endpoint, datacenter, rack) in &state.spec.joins_after_describe_ring {
+        if *after == state.describe_ring_answers {
+            cluster.join(endpoint, datacenter, rack).expect("a scheduled join of the model");
+        }
     }
 }
 

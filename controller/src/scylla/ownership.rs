@@ -247,6 +247,10 @@ pub struct RingView {
     pub keyspaces: BTreeSet<String>,
     /// By node address (as Scylla knows the node: its broadcast address).
     pub nodes: BTreeMap<String, NodeRanges>,
+    /// The ring the answer was read on: a digest of its range boundaries (every keyspace's
+    /// `describe_ring` lists the ranges of the whole ring). Views read across a ring change
+    /// differ here ([`one_ring`]).
+    pub ring: u64,
 }
 
 impl RingView {
@@ -267,8 +271,10 @@ impl RingView {
             })
         };
         let mut intervals: BTreeMap<String, (String, Vec<(i64, i64)>)> = BTreeMap::new();
+        let mut boundaries = BTreeSet::new();
         for row in rows {
             let range = (parse("start_token", &row.start_token)?, parse("end_token", &row.end_token)?);
+            boundaries.extend([range.0, range.1]);
             for endpoint in &row.endpoints {
                 if let Some((_, ranges)) = intervals.get_mut(endpoint.as_str()) {
                     ranges.push(range);
@@ -290,13 +296,28 @@ impl RingView {
                 (endpoint, NodeRanges { datacenter, ranges })
             })
             .collect();
-        Ok(Self { keyspaces, nodes })
+        Ok(Self { keyspaces, nodes, ring: ring_digest(&boundaries) })
     }
 
     /// The ranges `endpoint` replicates here (none when it is no replica of anything).
     pub(crate) fn ranges_of(&self, endpoint: &str) -> RangeSet {
         self.nodes.get(endpoint).map(|n| n.ranges.clone()).unwrap_or_default()
     }
+}
+
+/// A digest of a ring's token boundaries: equal for equal rings within one process.
+fn ring_digest(boundaries: &BTreeSet<i64>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    boundaries.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether `views` were all read on one ring. A reading that spans a ring change mixes rings:
+/// a node that joined between two `describe_ring` calls is missing from the earlier views, and
+/// a record seeded from them would miss ranges whose data the node holds.
+pub fn one_ring(views: &[RingView]) -> bool {
+    views.windows(2).all(|pair| pair[0].ring == pair[1].ring)
 }
 
 /// Groups keyspaces by their `GET /storage_service/ownership/{keyspace}` answers: equal share

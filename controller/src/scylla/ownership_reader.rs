@@ -13,7 +13,7 @@ use groundskeeper_stores::scylla::agent::{AgentClient, AgentConfig, AgentError, 
 use groundskeeper_stores::scylla::token::AuthToken;
 
 use super::job::node_address;
-use super::ownership::{RingView, replication_groups};
+use super::ownership::{RingView, one_ring, replication_groups};
 use super::ring_observer::read_token;
 use super::ring_quiet::fingerprint;
 use crate::runtime::context::{Context, ControllerConfig};
@@ -25,6 +25,10 @@ pub(crate) const NODES_TRIED: usize = 2;
 /// Ownership reads in flight at once on one agent.
 pub(crate) const CONCURRENT_READS: usize = 8;
 
+/// Readings through one agent before a ring that keeps moving makes ownership unknown for the
+/// pass. A reading takes a few calls; a ring change lands between two of them only rarely.
+pub(crate) const READINGS_WHILE_THE_RING_MOVES: usize = 3;
+
 /// What could not be read, for the decision's fallback reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
@@ -32,11 +36,27 @@ pub enum ReadError {
     Agent(#[from] AgentError),
     #[error("{0}")]
     Ownership(#[from] super::ownership::OwnershipError),
+    #[error(
+        "the ring changed while its views were read, {0} times in a row (nodes joining or leaving): read again at the next pass"
+    )]
+    RingMoving(usize),
 }
 
 /// The ring views of every vnode keyspace (tablet and local keyspaces have none), one per
-/// replication group.
+/// replication group, all read on one ring: a reading that spans a ring change is read again
+/// ([`READINGS_WHILE_THE_RING_MOVES`] at most).
 pub async fn read_ring_views(agent: &AgentClient) -> Result<Vec<RingView>, ReadError> {
+    for _ in 0..READINGS_WHILE_THE_RING_MOVES {
+        let views = read_ring_views_once(agent).await?;
+        if one_ring(&views) {
+            return Ok(views);
+        }
+        tracing::debug!("the ring changed while its views were read: reading again");
+    }
+    Err(ReadError::RingMoving(READINGS_WHILE_THE_RING_MOVES))
+}
+
+async fn read_ring_views_once(agent: &AgentClient) -> Result<Vec<RingView>, ReadError> {
     let keyspaces = agent.keyspaces(KeyspaceType::NonLocalStrategy, Replication::Vnodes).await?;
     let shares: BTreeMap<String, _> = futures::stream::iter(keyspaces)
         .map(|keyspace| async move {

@@ -248,7 +248,11 @@ mod tests {
             "10.0.0.1".to_owned(),
             NodeRanges { datacenter: "dc1".into(), ranges: RangeSet::from_intervals(vec![(0, 100)]) },
         )]);
-        Ok(vec![RingView { keyspaces: BTreeSet::from(["ks".to_owned(), "other".to_owned()]), nodes }])
+        Ok(vec![RingView {
+            keyspaces: BTreeSet::from(["ks".to_owned(), "other".to_owned()]),
+            nodes,
+            ring: 0,
+        }])
     }
 
     /// (case, the Job's ring, the node's current ring, the ring views read)

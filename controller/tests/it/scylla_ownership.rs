@@ -452,6 +452,56 @@ async fn without_describe_ring_the_ring_hash_rule_decides_and_says_why() {
     assert!(message.contains("not offered by this node (HTTP 404)"), "{message}");
 }
 
+/// A node joins between two `describe_ring` calls of one reading: the views mix two rings, a
+/// record seeded from them would lack ranges the new node holds data for (it is missing from
+/// the views read before it joined). The reading is repeated and the views are the new ring's.
+#[tokio::test]
+async fn a_reading_that_spans_a_ring_change_is_read_again() {
+    let mut records = Records::default();
+    let cluster = one_dc(3, &mut records);
+    cluster.create_keyspace("app", Strategy::nts(&[("dc1", 3)]));
+    let (_, groups_before) = views(&cluster, &address(1, 0));
+    let joiner = address(1, 3);
+    let spec = AgentSpec::default().member_of(&cluster, &address(1, 0)).join_after_describe_ring(
+        1,
+        &joiner,
+        "dc1",
+        rack(3),
+    );
+    let agent = ScyllaAgent::start(spec).await;
+    let read = read_ring_views(&agent_client(&agent)).await.unwrap();
+
+    let (expected, groups_after) = views(&cluster, &address(1, 0));
+    assert!(groups_before > 1, "a reading of one describe_ring cannot span a change");
+    assert_eq!(read, expected, "the views of the ring after the join");
+    assert!(read.iter().all(|v| v.nodes.contains_key(&joiner)), "{read:?}");
+    let describe = agent.call_lines().iter().filter(|l| l.contains("/describe_ring/")).count();
+    assert_eq!(describe, groups_before + groups_after, "one reading mixed two rings, the next one did not");
+}
+
+/// A ring that moves during every reading: ownership is unknown for the pass, and the decision
+/// falls back to the ring-hash rule saying so, rather than decide on views of mixed rings.
+#[tokio::test]
+async fn a_ring_that_keeps_moving_leaves_ownership_unknown() {
+    let mut records = Records::default();
+    let cluster = one_dc(3, &mut records);
+    cluster.create_keyspace("app", Strategy::nts(&[("dc1", 3)]));
+    let mut spec = AgentSpec::default().member_of(&cluster, &address(1, 0));
+    // A node joins after every answer: each reading (two groups or more) spans a change.
+    for answer in 1..=9u8 {
+        spec =
+            spec.join_after_describe_ring(usize::from(answer), &address(1, 2 + answer), "dc1", rack(answer));
+    }
+    let agent = ScyllaAgent::start(spec).await;
+    let err = read_ring_views(&agent_client(&agent)).await.unwrap_err().to_string();
+    assert!(err.contains("the ring changed while its views were read, 3 times in a row"), "{err}");
+    let record = RecordState::from_annotation(records.0.get(&address(1, 0)).map(String::as_str));
+    let NodeDecision::RingHash { reason } = decide_node(&record, Err(&err)) else {
+        panic!("ownership decided on a moving ring")
+    };
+    assert!(reason.to_string().contains("the ring changed while its views were read"), "{reason}");
+}
+
 /// A cleanup policy run against its own copy of the cluster model.
 struct Policy {
     cluster: Cluster,

@@ -279,9 +279,22 @@ impl Scenario {
             .count()
     }
 
-    /// Until the trigger has passed twice more with no task left unfinished: then whatever it
-    /// would submit for this ring and these replication settings, it has, and that has run.
+    /// Every member recorded clean (cleaned or found clean) for the ring the model has now.
+    fn clean_for_the_ring(&self) -> bool {
+        let hash = self.current_hash();
+        self.members.iter().all(|(rack, ordinal, _)| {
+            let name = operator().member_name(rack, *ordinal);
+            self.annotation(&name, keys::LAST_CLEANED_UP_TOKEN_RING_HASH).as_deref() == Some(hash.as_str())
+        })
+    }
+
+    /// Until every member is recorded clean for the ring, then the trigger has passed twice more
+    /// with no task left unfinished: then whatever it would submit for this ring and these
+    /// replication settings, it has, and that has run. Passes alone cannot tell: under load the
+    /// trigger's cache may show the cluster's settled status only some passes after it was
+    /// written, and the cleanups a ring change calls for would then land in the next phase.
     async fn settle(&self) {
+        self.wait_for("every member recorded clean for the ring", Scenario::clean_for_the_ring).await;
         loop {
             let before = self.reconciliations();
             self.wait_for("two more trigger passes", |s| s.reconciliations() >= before + 2).await;
