@@ -133,23 +133,28 @@ impl ScyllaOperator {
     }
 
     /// What scylla-operator does on a scale-out from `before` to `after`: the new spec
-    /// (generation 2), new member Services (no last-cleaned hash yet), every node's sidecar
-    /// reporting the new ring, then the status catching up.
+    /// (generation 2), new member Services as their pods are created (no last-cleaned hash yet,
+    /// and no ring hash: their nodes have not joined), then, the nodes having joined in one ring
+    /// change, every node's sidecar reporting the new ring, then the status catching up.
     pub fn scale_out(&self, server: &ApiServer, before: &Racks, after: &Racks) -> Result<(), ApiError> {
         let ns = Some(self.namespace.as_str());
         self.take_spec(server, after)?;
         let new_hash = ring_hash_of(members(after));
+        let existing = |rack: &str| before.iter().find(|(r, _)| *r == rack).map_or(0, |(_, m)| *m);
         for (rack, count) in after {
-            let existing = before.iter().find(|(r, _)| r == rack).map_or(0, |(_, m)| *m);
-            for ordinal in 0..*count {
-                if ordinal < existing {
-                    self.report_ring(server, &self.member_name(rack, ordinal), &new_hash)?;
-                } else {
-                    // Newer versions create the Service seeded with NeverCleanedUp.
-                    let seed =
-                        (self.cleanup == Some(Seeding::NeverCleanedUp)).then_some(keys::NEVER_CLEANED_UP);
-                    server.create(&services(), ns, self.member_service(rack, ordinal, &new_hash, seed))?;
+            for ordinal in existing(rack)..*count {
+                // Newer versions create the Service seeded with NeverCleanedUp.
+                let seed = (self.cleanup == Some(Seeding::NeverCleanedUp)).then_some(keys::NEVER_CLEANED_UP);
+                let mut service = self.member_service(rack, ordinal, &new_hash, seed);
+                if let Some(annotations) = service["metadata"]["annotations"].as_object_mut() {
+                    annotations.remove(keys::CURRENT_TOKEN_RING_HASH);
                 }
+                server.create(&services(), ns, service)?;
+            }
+        }
+        for (rack, count) in after {
+            for ordinal in 0..*count {
+                self.report_ring(server, &self.member_name(rack, ordinal), &new_hash)?;
             }
         }
         self.write_status(server, 2, after)

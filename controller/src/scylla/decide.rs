@@ -54,7 +54,7 @@
 //!
 //! [`MaintenanceTask`]: groundskeeper_api::maintenance_task::MaintenanceTask
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use groundskeeper_protocol::keys;
@@ -271,7 +271,7 @@ pub fn decide(snapshot: &Snapshot) -> Plan {
     let mut state = PassState::default();
     let joiners = Joiners::count(snapshot, &members);
     for member in &members {
-        decide_member(snapshot, member, &settled, joiners, &mut state);
+        decide_member(snapshot, member, &settled, &joiners, &mut state);
     }
     let active = active_task(&snapshot.tasks);
     // Why (and how long) the automatic task waits for a quiet ring: worked out once per pass.
@@ -617,16 +617,18 @@ fn after_last_failure(snapshot: &Snapshot, ring_hash: &str) -> Gate {
 }
 
 /// The members that just joined (no `last-cleaned-…` yet), counted once per pass.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Joiners {
+#[derive(Debug, Clone)]
+pub(super) struct Joiners<'a> {
     /// Members without `last-cleaned-…`.
     absent: usize,
     /// Of those, the ones without an ownership record that the ring views list already.
     in_ring_unrecorded: usize,
+    /// The current ring hashes of members marked `NeverCleanedUp` and not cleaned since.
+    marked_together: BTreeSet<&'a str>,
 }
 
-impl Joiners {
-    fn count(snapshot: &Snapshot, members: &[Member<'_>]) -> Joiners {
+impl<'a> Joiners<'a> {
+    fn count(snapshot: &Snapshot, members: &[Member<'a>]) -> Joiners<'a> {
         let absent: Vec<&Member<'_>> = members.iter().filter(|m| m.last == LastCleaned::Absent).collect();
         // A joiner with a hash has joined even where the views do not list it yet.
         let in_ring_unrecorded = absent
@@ -634,7 +636,21 @@ impl Joiners {
             .filter(|m| !matches!(current_record(m), RecordState::Present(_)))
             .filter(|m| m.current.is_some() || owned_now(snapshot, m.facts).is_ok())
             .count();
-        Joiners { absent: absent.len(), in_ring_unrecorded }
+        let marked_together = members
+            .iter()
+            .filter(|m| m.last == LastCleaned::NeverCleanedUp)
+            .filter_map(|m| m.current)
+            .collect();
+        Joiners { absent: absent.len(), in_ring_unrecorded, marked_together }
+    }
+
+    /// Without ring views: `member` is the only joiner, and no member marked as having joined
+    /// together with others shows its ring. A joiner whose Service became visible after the
+    /// others of its burst were marked (the trigger's cache of Services lagging, or their
+    /// sidecars reporting in another order) joined with them as far as anyone can tell: it may
+    /// have joined before them and handed them ranges.
+    fn alone_without_views(&self, member: &Member<'_>) -> bool {
+        self.absent == 1 && !member.current.is_some_and(|current| self.marked_together.contains(current))
     }
 }
 
@@ -643,7 +659,7 @@ fn decide_member(
     snapshot: &Snapshot,
     member: &Member<'_>,
     settled: &Option<MembersRecord>,
-    joiners: Joiners,
+    joiners: &Joiners<'_>,
     state: &mut PassState,
 ) {
     let service = &member.facts.service;
@@ -706,7 +722,8 @@ fn decide_member(
 ///   ownership rule compares that record with what it replicates now: nothing lost, it is
 ///   seeded with its current hash; ranges lost, it is cleaned for those keyspaces.
 /// * Without one, alone (the only member new to the ring views, or without views the only member
-///   without `last-cleaned-…`): what it replicates now is what it holds: record and hash seeded.
+///   without `last-cleaned-…` while no member marked `NeverCleanedUp` shows its ring): what it
+///   replicates now is what it holds: record and hash seeded.
 /// * Without one, together with others (a parallel bootstrap seen after several joined,
 ///   groundskeeper installed on a cluster that never recorded a cleanup, several joiners and no
 ///   ring views): which handed ranges to which cannot be known, so each is marked
@@ -716,7 +733,7 @@ fn decide_joiner(
     snapshot: &Snapshot,
     member: &Member<'_>,
     settled: &Option<MembersRecord>,
-    joiners: Joiners,
+    joiners: &Joiners<'_>,
     state: &mut PassState,
 ) {
     let service = &member.facts.service;
@@ -724,8 +741,11 @@ fn decide_joiner(
     let existing = current_record(member);
     let recorded = matches!(existing, RecordState::Present(_));
     let in_ring = owned_now.is_ok();
-    let alone =
-        if snapshot.ownership.is_ok() { joiners.in_ring_unrecorded <= 1 } else { joiners.absent == 1 };
+    let alone = if snapshot.ownership.is_ok() {
+        joiners.in_ring_unrecorded <= 1
+    } else {
+        joiners.alone_without_views(member)
+    };
     if !recorded && (in_ring || member.current.is_some() || snapshot.ownership.is_err()) && !alone {
         state.joined_together.push(service.clone());
         state.actions.push(Action::SeedLastCleaned {

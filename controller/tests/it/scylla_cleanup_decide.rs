@@ -305,6 +305,39 @@ fn new_nodes_seen_together_are_each_cleaned_once() {
             Expect::Progressing(true, "CleanupRunning", "3 nodes to be cleaned once, whole (NeverCleanedUp"),
         ],
     );
+    // The last joiner's Service seen only after the others of its burst were marked: it shows
+    // their ring, so it may have joined before them and handed them ranges. Not "alone".
+    let late: Vec<MemberFacts> = (0..6)
+        .map(|i| {
+            let last = match i {
+                0..3 => Some(old.as_str()),
+                3 | 4 => Some(keys::NEVER_CLEANED_UP),
+                _ => None,
+            };
+            member("a", i, Some(&new), last)
+        })
+        .collect();
+    check(
+        "a joiner seen after the others of its burst were marked: marked too",
+        &snapshot(late, vec![]),
+        &[Expect::Submits(vec![]), Expect::Seeds(vec![(svc("a", 5), SeedReason::JoinedTogether)])],
+    );
+    // A joiner alone on a ring that the marked ones do not show (it joined after they were
+    // marked and their cleanup recorded them for another ring): alone, seeded.
+    let later_ring: Vec<MemberFacts> = (0..4)
+        .map(|i| {
+            let last = match i {
+                0..3 => Some(new.as_str()),
+                _ => None,
+            };
+            member("a", i, Some(&h(4)), last)
+        })
+        .collect();
+    check(
+        "a lone joiner beside no marked member: seeded",
+        &snapshot(later_ring, vec![]),
+        &[Expect::Seeds(vec![(svc("a", 3), SeedReason::Joined)])],
+    );
     let never_recorded: Vec<MemberFacts> = (0..3).map(|i| member("a", i, Some(&new), None)).collect();
     check(
         "installed on a cluster that never recorded a cleanup",
@@ -982,9 +1015,25 @@ fn beside_scylla_operators_cleanup_the_trigger_stands_back() {
         assert!(!plan.degraded.status, "{name}: standing back is no fault");
     }
 
-    // Without any sign of scylla-operator's cleanup the same cluster gets a task as ever.
-    let plan = decide(&snapshot(scale_out, vec![]));
-    assert_eq!(submits(&plan), nodes(&[("a", 0), ("a", 1)]));
+    // Without any sign of scylla-operator's cleanup the same cluster gets a task as ever: b-0
+    // joined on the ring a-1 was marked NeverCleanedUp for, so it is marked too, then the three
+    // are cleaned.
+    let plan = decide(&snapshot(scale_out.clone(), vec![]));
+    let marks: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SeedLastCleaned { service, hash, reason, .. } => {
+                Some((service.clone(), hash.clone(), *reason))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marks, vec![(svc("b", 0), keys::NEVER_CLEANED_UP.to_owned(), SeedReason::JoinedTogether)]);
+    let mut marked = scale_out;
+    marked[2] = member("b", 0, Some(&new), Some(keys::NEVER_CLEANED_UP));
+    let plan = decide(&snapshot(marked, vec![]));
+    assert_eq!(submits(&plan), nodes(&[("a", 0), ("a", 1), ("b", 0)]));
 }
 
 /// A suspension or a closed window (`holds`, as observe finds them) keeps the automatic cleanup
