@@ -24,6 +24,7 @@ use groundskeeper_api::scylla::facts::member_selector;
 use groundskeeper_api::scylla::facts::{ConditionFacts, datacenter_conditions};
 use groundskeeper_api::scylla::facts::{cluster_facts, current_members};
 use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
+use groundskeeper_api::snapshot_catalog::newest_proven;
 use groundskeeper_api::validate::{ValidTask, Work, describe_errors, validate};
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::names::bounded_name;
@@ -338,24 +339,17 @@ pub fn restore_proposal(
 }
 
 /// The snapshot the proposal showed, written into the task when none was named: what a person
-/// confirms is what runs, not whatever is newest when the controller starts it.
+/// confirms is what runs, not whatever is newest when the controller starts it. The proposal
+/// shows the newest proven snapshot of the store by the same rule.
 pub fn pin_snapshot(task: &mut MaintenanceTask, cluster: &EtcdCluster) {
-    let Some(restore) = task.spec.config.restore.as_mut() else { return };
-    if restore.object.is_some() {
+    let Ok(ValidTask { work: Work::Restore(valid), .. }) = validate(task) else { return };
+    if valid.object.is_some() {
         return;
     }
-    let Ok(ValidTask { work: Work::Restore(valid), .. }) = validate(task) else { return };
-    let Some(sts) = &cluster.spec.stateful_set else { return };
-    let template = sts.data_volume_claim_template.clone().unwrap_or_default();
-    if let Ok(resolved) = groundskeeper_api::restore::resolve_restore(
-        cluster,
-        &valid.from.display(),
-        None,
-        &sts.name,
-        &template,
-    ) && let Some(restore) = task.spec.config.restore.as_mut()
-    {
-        restore.object = Some(resolved.object);
+    let snapshots = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let newest = newest_proven(snapshots, &valid.from.display());
+    if let (Some(newest), Some(restore)) = (newest, task.spec.config.restore.as_mut()) {
+        restore.object = Some(newest.object.clone());
     }
 }
 

@@ -106,6 +106,26 @@ pub struct Termination {
     pub message: String,
 }
 
+impl Termination {
+    /// A container killed with its pod (SIGKILL) before it wrote anything.
+    pub fn killed() -> Termination {
+        Termination { exit_code: 137, message: String::new() }
+    }
+}
+
+impl Container {
+    /// Waits until `gate` opens (a test holding Jobs back). `false` when the Job is deleted
+    /// first: as in Kubernetes its pod goes with it, and the container is killed before it did
+    /// anything, never run later beside other Jobs.
+    pub async fn wait_for_gate(&self, gate: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+        let mut deleted = self.deleted.clone();
+        tokio::select! {
+            _ = gate.wait_for(|open| *open) => true,
+            _ = deleted.wait_for(|gone| *gone) => false,
+        }
+    }
+}
+
 /// Runs a container to its end.
 pub type RunContainer = Arc<dyn Fn(Container) -> BoxFuture<'static, Termination> + Send + Sync>;
 

@@ -715,7 +715,10 @@ pub(crate) async fn advance(
             Admission::Admitted | Admission::NotYet { .. } => None,
         };
     }
-    if restore_status.phase == RestorePhase::CheckingSnapshot {
+    // Looked at once the proof passed (the step reads them then), not on every pass of a proof
+    // that may run for minutes.
+    let proven = states.iter().any(|(step, job)| *step == 0 && matches!(job, StepJob::Succeeded(_)));
+    if restore_status.phase == RestorePhase::CheckingSnapshot && proven {
         facts.missing_claims = missing_claims(ctx, &namespace, &restore_status).await?;
     }
     let (next, action) = decide(restore_status, &states, &facts, now);

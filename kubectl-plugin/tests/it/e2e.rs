@@ -153,17 +153,11 @@ fn task_of(server: &ApiServer, name: &str) -> Option<MaintenanceTask> {
 }
 
 /// Runs an etcd Job's container once `gate` is open: `groundskeeper-job`'s subcommand entry
-/// point with the Job's own arguments, the result file standing for the termination message. A
-/// Job deleted while its container waits at the gate has its pod deleted, as in Kubernetes: the
-/// container is killed before it did anything (else it would run later, beside the next task's
-/// Job, and hold the cluster's lock against it).
+/// point with the Job's own arguments, the result file standing for the termination message. A Job
+/// deleted while its container waits at the gate is killed ([`Container::wait_for_gate`]).
 async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> Termination {
-    let mut deleted = container.deleted.clone();
-    tokio::select! {
-        _ = gate.wait_for(|open| *open) => {}
-        _ = deleted.wait_for(|gone| *gone) => {
-            return Termination { exit_code: 137, message: String::new() };
-        }
+    if !container.wait_for_gate(&mut gate).await {
+        return Termination::killed();
     }
     let args = container.args;
     let command = Cli::try_parse_args(args.clone())

@@ -14,15 +14,10 @@ use tokio::sync::{oneshot, watch};
 /// entry point (what its `main` calls) with the Job's own arguments, every path they name inside
 /// the pod replaced by what stands for it here (see [`PodPaths`]), the result file standing for
 /// the termination message. On a thread of its own, as it builds its own runtime like the binary.
-/// A Job deleted while its container waits at the gate has its pod deleted, as in Kubernetes:
-/// the container is killed before it did anything, never run later beside other Jobs.
+/// A Job deleted while its container waits at the gate is killed ([`Container::wait_for_gate`]).
 pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> Termination {
-    let mut deleted = container.deleted.clone();
-    tokio::select! {
-        _ = gate.wait_for(|open| *open) => {}
-        _ = deleted.wait_for(|gone| *gone) => {
-            return Termination { exit_code: 137, message: String::new() };
-        }
+    if !container.wait_for_gate(&mut gate).await {
+        return Termination::killed();
     }
     let job = container.job["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let args = container.args;
