@@ -22,7 +22,15 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(refuse_arguments(err) as u8),
     };
-    let code = match cli.command {
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli.command))) {
+        Ok(code) => code,
+        Err(panic) => report_panic(panic.as_ref()),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn dispatch(command: Command) -> i32 {
+    match command {
         Command::RingHash => ring_hash_from_stdin(),
         Command::Defrag(args) => groundskeeper_job::etcd::defrag::main(args),
         Command::Compact(args) => groundskeeper_job::etcd::compact::main(args),
@@ -32,8 +40,30 @@ fn main() -> ExitCode {
         Command::RestoreMember(args) => groundskeeper_job::etcd::restore_member::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
         Command::Revision(args) => groundskeeper_job::revision::main(args),
+    }
+}
+
+/// A panic is a defect, whatever the input: the run still writes a result (retryable: nothing
+/// says the input was wrong) and exits 1 rather than 101 without one.
+fn report_panic(panic: &(dyn std::any::Any + Send)) -> i32 {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let message = format!(
+        "groundskeeper-job stopped on an internal error ({what}); this is a defect: please report it \
+         with the Job's log. What the run had done is not known; a retry starts it again"
+    );
+    tracing::error!("{message}");
+    let Some(report) = groundskeeper_job::cli::empty_report_for(&args) else {
+        return exit::RETRYABLE;
     };
-    ExitCode::from(code as u8)
+    let result =
+        run::RunClock::start().finish(report, Outcome::Failed, Some(run::Failure::retryable(message)));
+    run::report(&result, &groundskeeper_job::cli::result_file_in(&args));
+    run::exit_code(&result)
 }
 
 /// Help and version are printed as clap prints them. Any other mistake in the arguments is bad

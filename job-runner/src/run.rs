@@ -199,6 +199,14 @@ pub fn exit_code(result: &JobResult) -> i32 {
 /// what a failed write left behind is emptied, so the controller reads "no result" (and says
 /// so) rather than half a result. See `docs/results.md`.
 pub fn report(result: &JobResult, path: &Path) {
+    // Every message built from a failure is already shown without URLs' user-info; the summaries
+    // a run builds itself go through the same cleaning here.
+    let mut result = result.clone();
+    result.message = result.message.map(groundskeeper_stores::failure::shown);
+    if let Some(error) = &mut result.error {
+        error.message = groundskeeper_stores::failure::shown(std::mem::take(&mut error.message));
+    }
+    let result = &result;
     if let Err(err) = write_result_file(path, &result.to_termination_message()) {
         tracing::error!(
             path = %path.display(),

@@ -142,9 +142,26 @@ pub struct DefragReport {
     /// `NOSPACE` alarms disarmed after space was freed (member ids, hex).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms_disarmed: Vec<String>,
+    /// `NOSPACE` alarms still raised when the run ended, each with why it was left: the cluster
+    /// still refuses writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms_left: Vec<AlarmLeft>,
+    /// What the run noticed and could not do or did not use: alarms it could not list, an
+    /// `--expected-rate` for a member the cluster does not have. The work itself is in `members`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// In the order processed.
     #[serde(default)]
     pub members: Vec<MemberDefrag>,
+}
+
+/// A `NOSPACE` alarm the run left raised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmLeft {
+    /// Member id in hex, as etcdctl prints it.
+    pub member: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

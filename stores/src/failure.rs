@@ -18,12 +18,40 @@ pub const MAX_MESSAGE_BYTES: usize = 8 * 1024;
 
 impl Failure {
     pub fn bad_input(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::BadInput, message: bounded(message.into()) }
+        Self { kind: ErrorKind::BadInput, message: shown(message.into()) }
     }
 
     pub fn retryable(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::Retryable, message: bounded(message.into()) }
+        Self { kind: ErrorKind::Retryable, message: shown(message.into()) }
     }
+}
+
+/// A message as it may be shown: URLs without their user-info, bounded.
+pub fn shown(message: String) -> String {
+    bounded(without_userinfo(&message))
+}
+
+/// `text` with the user-info (`user:password@`) of every URL in it removed: an endpoint given as
+/// `https://user:pass@host` must not carry its password into a log, a result or a condition.
+pub fn without_userinfo(text: &str) -> String {
+    const AUTHORITY_ENDS: &[char] =
+        &['/', '?', '#', '"', '\'', '<', '>', '`', '(', ')', ',', '{', '}', '|', '\\'];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + "://".len());
+        out.push_str(before);
+        let authority_len =
+            after.find(|c: char| c.is_whitespace() || AUTHORITY_ENDS.contains(&c)).unwrap_or(after.len());
+        let authority = &after[..authority_len];
+        match authority.rfind('@') {
+            Some(user_info_end) => out.push_str(&authority[user_info_end + 1..]),
+            None => out.push_str(authority),
+        }
+        rest = &after[authority_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `message`, cut at [`MAX_MESSAGE_BYTES`] (on a character boundary) with the length cut off.
@@ -44,6 +72,28 @@ fn bounded(mut message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_lose_their_user_info_and_nothing_else() {
+        for (text, shown) in [
+            (
+                "cannot reach https://user:pass@s3.local:9000/b: refused",
+                "cannot reach https://s3.local:9000/b: refused",
+            ),
+            ("(https://u:p%40ss@host)", "(https://host)"),
+            ("http://[::1]:80/x and s3://bucket/prefix", "http://[::1]:80/x and s3://bucket/prefix"),
+            ("a@b: no URL here, mail@host.example", "a@b: no URL here, mail@host.example"),
+            (
+                "error sending request for url (http://k:s@127.0.0.1:1/b?x=1)",
+                "error sending request for url (http://127.0.0.1:1/b?x=1)",
+            ),
+            ("two: http://a:b@h1 http://c@h2/", "two: http://h1 http://h2/"),
+            ("ends with ://", "ends with ://"),
+        ] {
+            assert_eq!(without_userinfo(text), shown, "{text}");
+            assert_eq!(Failure::retryable(text).message, shown, "{text}");
+        }
+    }
 
     #[test]
     fn messages_are_bounded_on_a_character_boundary() {

@@ -9,7 +9,7 @@
 //!   ([`scylla::token`]).
 
 pub mod etcd;
-mod failure;
+pub mod failure;
 pub mod scylla;
 
 pub use failure::Failure;

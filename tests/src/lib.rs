@@ -10,6 +10,7 @@ pub mod kubelet;
 pub mod measure;
 pub mod peer_network;
 pub mod reference;
+pub mod s3_fault_proxy;
 pub mod s3_server;
 pub mod scylla_agent;
 pub mod scylla_operator;

@@ -162,7 +162,13 @@ impl Bucket {
         let url = location.url.trim_end_matches('/').to_owned();
         let (provider, bucket, prefix) = parse_url(&url)?;
         let bad = |why: String| Failure::bad_input(format!("bucket {url}: {why}"));
-        for (key, _) in &location.options {
+        if !bucket.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(bad("the bucket name holds a character bucket names never hold".into()));
+        }
+        for (key, value) in &location.options {
+            check_header_value(value).map_err(|why| {
+                bad(format!("option {key}: its value {why}; give one line of printable ASCII"))
+            })?;
             if is_secret_key(key) {
                 return Err(bad(format!(
                     "option {key} is a secret: put it in the credentials folder (a mounted Secret), \
@@ -239,6 +245,27 @@ impl Bucket {
             None => name.to_owned(),
         };
         ObjectPath::parse(&full).map_err(|_| bad())
+    }
+
+    /// Whether a snapshot may be written under `name`: a valid name whose key, and its staging
+    /// object's, fit the stores' key limit. Bad input otherwise, found before anything is written
+    /// or asked of etcd.
+    pub(crate) fn check_new_name(&self, name: &str) -> Result<(), Failure> {
+        let staging = self.path(&staging_name(name))?;
+        self.path(name)?;
+        let key_bytes = staging.as_ref().len();
+        if key_bytes > MAX_KEY_BYTES {
+            let prefix = self.prefix.as_ref().map_or(0, |p| p.as_ref().len() + 1);
+            return Err(Failure::bad_input(format!(
+                "{}: the object name is {} bytes long; with the prefix and the staging object's \
+                 `.NAME.partial` it would make a {key_bytes}-byte key, and object stores take at most \
+                 {MAX_KEY_BYTES}: give a name of at most {} bytes",
+                self.url,
+                name.len(),
+                MAX_KEY_BYTES - prefix - ".".len() - ".partial".len()
+            )));
+        }
+        Ok(())
     }
 
     /// Starts reading object `name`: its size and user metadata now, its bytes as they arrive.
@@ -363,9 +390,35 @@ impl Bucket {
         }
     }
 
+    /// Copies object `from` to `to` (`size` bytes) inside the store, with `metadata` (see
+    /// [`metadata`]): how a snapshot gets what is known only once it was streamed. What was under
+    /// `to` is replaced whole, or left as it was when this fails.
+    async fn copy_with_metadata(
+        &self,
+        from: &str,
+        to: &str,
+        size: u64,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), Failure> {
+        let (from_path, to_path) = (self.path(from)?, self.path(to)?);
+        let copy = metadata::Copy { from: from_path.as_ref(), to: to_path.as_ref(), size };
+        let copied = self
+            .sealer
+            .copy_with_metadata(&self.client, copy, metadata)
+            .await
+            .map_err(|e| self.request_failure("record the metadata of", to, e))?;
+        if copied {
+            return Ok(());
+        }
+        // No copy that sets metadata: recorded on the staging object, which the store's own copy
+        // carries over.
+        self.replace_metadata(from, size, metadata).await?;
+        self.store.copy(&from_path, &to_path).await.map_err(|e| self.failure("write", Some(to), e))
+    }
+
     /// Replaces the user metadata of object `name` (`size` bytes) with `metadata`, inside the
-    /// store (see [`metadata`]): how a snapshot gets what is known only once it was streamed.
-    pub(crate) async fn replace_metadata(
+    /// store.
+    async fn replace_metadata(
         &self,
         name: &str,
         size: u64,
@@ -421,14 +474,15 @@ impl Bucket {
         }
     }
 
-    /// Starts a multipart upload of object `name` with `metadata`. Nothing is under that name
-    /// until [`Upload::complete`].
+    /// Starts a multipart upload of snapshot `name` with `metadata`, into its staging object.
+    /// Nothing is under `name` until [`Staged::publish`].
     pub(crate) async fn start_upload(
         &self,
         name: &str,
         metadata: &BTreeMap<String, String>,
     ) -> Result<Upload<'_>, Failure> {
-        let path = self.path(name)?;
+        self.check_new_name(name)?;
+        let path = self.path(&staging_name(name))?;
         let mut attributes = Attributes::new();
         attributes.insert(Attribute::ContentType, "application/octet-stream".into());
         for (key, value) in metadata {
@@ -439,7 +493,7 @@ impl Bucket {
             .store
             .put_multipart_opts(&path, options)
             .await
-            .map_err(|e| self.failure("write", Some(name), e))?;
+            .map_err(|e| self.failure("write", Some(&staging_name(name)), e))?;
         Ok(Upload {
             bucket: self,
             name: name.to_owned(),
@@ -532,8 +586,10 @@ impl Reading<'_> {
     }
 }
 
-/// A multipart upload under way. Dropped without [`Upload::complete`] or [`Upload::abort`], it is
-/// aborted in the background (best effort: a process that exits at once leaves it incomplete).
+/// A multipart upload under way, into the hidden staging object of a snapshot ([`staging_name`]):
+/// nothing is ever written under the snapshot's own name but by [`Staged::publish`]. Dropped
+/// without [`Upload::complete`] or [`Upload::abort`], it is aborted in the background (best
+/// effort: a process that exits at once leaves it incomplete).
 #[derive(Debug)]
 pub(crate) struct Upload<'a> {
     bucket: &'a Bucket,
@@ -541,30 +597,75 @@ pub(crate) struct Upload<'a> {
     writer: Option<WriteMultipart>,
 }
 
-impl Upload<'_> {
+impl<'a> Upload<'a> {
     /// Adds bytes, waiting while [`PARTS_IN_FLIGHT`] parts are on their way.
     pub(crate) async fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
         let writer = self.writer.as_mut().expect("open until completed or aborted");
         writer
             .wait_for_capacity(PARTS_IN_FLIGHT)
             .await
-            .map_err(|e| self.bucket.failure("write", Some(&self.name), e))?;
+            .map_err(|e| self.bucket.failure("write", Some(&staging_name(&self.name)), e))?;
         writer.write(bytes);
         Ok(())
     }
 
-    /// Uploads what is left and completes the upload: the object appears, whole.
-    pub(crate) async fn complete(mut self) -> Result<(), Failure> {
+    /// Uploads what is left and completes the upload: the staging object appears, whole; the
+    /// snapshot's name is not touched yet.
+    pub(crate) async fn complete(mut self) -> Result<Staged<'a>, Failure> {
         let writer = self.writer.take().expect("open until completed or aborted");
-        writer.finish().await.map(drop).map_err(|e| self.bucket.failure("write", Some(&self.name), e))
+        let staging = staging_name(&self.name);
+        writer.finish().await.map_err(|e| self.bucket.failure("write", Some(&staging), e))?;
+        Ok(Staged { bucket: self.bucket, name: std::mem::take(&mut self.name), staging })
     }
 
     /// Gives the upload up: its parts are deleted, no object appears.
     pub(crate) async fn abort(mut self) -> Result<(), Failure> {
         let writer = self.writer.take().expect("open until completed or aborted");
-        writer.abort().await.map_err(|e| self.bucket.failure("abort the upload of", Some(&self.name), e))
+        writer
+            .abort()
+            .await
+            .map_err(|e| self.bucket.failure("abort the upload of", Some(&staging_name(&self.name)), e))
     }
 }
+
+/// A whole snapshot in its staging object, waiting to be published under its name.
+#[derive(Debug)]
+pub(crate) struct Staged<'a> {
+    bucket: &'a Bucket,
+    name: String,
+    staging: String,
+}
+
+impl Staged<'_> {
+    /// Copies the staging object to the snapshot's name with `metadata`, inside the store, then
+    /// deletes the staging object. The copy replaces what was under the name whole or not at
+    /// all: when it fails, a snapshot that was there before is still there, as it was.
+    pub(crate) async fn publish(self, size: u64, metadata: &BTreeMap<String, String>) -> Result<(), Failure> {
+        let published = self.bucket.copy_with_metadata(&self.staging, &self.name, size, metadata).await;
+        match tokio::time::timeout(CLEAN_UP_WAIT, self.bucket.delete(&self.staging)).await {
+            Ok(Ok(())) => {}
+            _ => tracing::warn!(
+                object = %self.bucket.object_url(&self.staging),
+                "the staging object could not be deleted: the next run of this cluster's retention deletes it"
+            ),
+        }
+        published
+    }
+}
+
+/// The hidden name a snapshot is uploaded under before it is published under `name`: the
+/// same name a folder gives its temporary file (`.NAME.partial`), so the cluster's retention
+/// knows both as its leftovers and never as snapshots.
+pub(crate) fn staging_name(name: &str) -> String {
+    format!(".{name}.partial")
+}
+
+/// Longest wait for an abort or a clean-up delete: the store may be what failed.
+pub(crate) const CLEAN_UP_WAIT: Duration = Duration::from_secs(10);
+
+/// Longest object key, prefix included, that S3, Google Cloud Storage and Azure Blob Storage
+/// all take (1,024 bytes of UTF-8).
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 impl Drop for Upload<'_> {
     fn drop(&mut self) {
@@ -676,8 +777,12 @@ struct Credential {
     value: String,
 }
 
+/// What a credentials file may hold: a mounted Secret holds at most 1 MiB.
+const MAX_CREDENTIAL_BYTES: u64 = 1024 * 1024;
+
 /// Each regular file of the folder (symbolic links followed, as a mounted Secret's files are
-/// links; hidden entries such as the Secret volume's `..data` skipped) is one credential.
+/// links; hidden entries such as the Secret volume's `..data` skipped) is one credential, read
+/// with a bound and checked ([`check_credential`]) before any client sees it.
 fn read_credentials(dir: &Path) -> Result<Vec<Credential>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("credentials folder {}: {e}", dir.display()))?;
     let mut credentials = Vec::new();
@@ -695,14 +800,71 @@ fn read_credentials(dir: &Path) -> Result<Vec<Credential>, String> {
             Ok(_) => continue,
             Err(e) => return Err(format!("credentials file {}: {e}", file.display())),
         }
-        let value = std::fs::read_to_string(&file)
-            .map_err(|e| format!("credentials file {}: cannot read it: {e}", file.display()))?;
+        let value = read_bounded(&file)?;
         // A Secret made from a file often ends with a newline that is no part of the key.
         let value = value.trim_end_matches(['\n', '\r']).to_owned();
-        credentials.push(Credential { key: name.to_ascii_lowercase(), file, value });
+        let key = name.to_ascii_lowercase();
+        check_credential(&key, &value)
+            .map_err(|why| format!("credentials file {}: {why}", file.display()))?;
+        credentials.push(Credential { key, file, value });
     }
     credentials.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(credentials)
+}
+
+/// A credentials file's text, refused past [`MAX_CREDENTIAL_BYTES`] without reading it whole.
+fn read_bounded(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_CREDENTIAL_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("credentials file {}: cannot read it: {e}", file.display()))?;
+    if bytes.len() as u64 > MAX_CREDENTIAL_BYTES {
+        return Err(format!(
+            "credentials file {}: longer than {} MiB ({MAX_CREDENTIAL_BYTES} bytes), more than a \
+             Secret holds: is it the right file?",
+            file.display(),
+            MAX_CREDENTIAL_BYTES / (1024 * 1024)
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("credentials file {}: not UTF-8 text", file.display()))
+}
+
+/// Why a credential's value cannot be used, if it cannot; the value is never part of the answer.
+/// Values travel in HTTP headers and signatures, where a line break or another control character
+/// would be refused by the client (some clients panic on it): each must be one line of printable
+/// ASCII. A service account key is JSON, where line breaks are fine.
+fn check_credential(key: &str, value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err("it is empty; put the credential's value in the Secret".into());
+    }
+    if key.ends_with("service_account_key") || key.ends_with("application_credentials") {
+        return match value.chars().position(|c| c.is_control() && !c.is_ascii_whitespace()) {
+            Some(at) => {
+                Err(format!("holds a control character at character {at}: it is not the JSON key file"))
+            }
+            None => Ok(()),
+        };
+    }
+    check_header_value(value).map_err(|why| {
+        format!(
+            "{why}; a credential is one line of printable ASCII (a Secret made from a file with \
+             Windows line ends, or with the value on several lines, holds more): write the value \
+             again, e.g. with `kubectl create secret generic ... --from-literal`"
+        )
+    })
+}
+
+/// A value that goes into an HTTP header as it is: printable ASCII, no space at either end.
+fn check_header_value(value: &str) -> Result<(), String> {
+    let bad = value.char_indices().find(|(_, c)| !(c.is_ascii_graphic() || *c == ' '));
+    match bad {
+        Some((at, '\n' | '\r')) => Err(format!("holds a line break at byte {at}")),
+        Some((at, c)) if c.is_control() => Err(format!("holds a control character at byte {at}")),
+        Some((at, _)) => Err(format!("holds a character that is not ASCII at byte {at}")),
+        None if value.trim() != value => Err("starts or ends with a space".into()),
+        None => Ok(()),
+    }
 }
 
 /// Configuration keys that hold secrets: never accepted as options.
@@ -902,7 +1064,7 @@ mod tests {
         for chunk in bytes.chunks(1000) {
             upload.write(chunk).await.unwrap();
         }
-        upload.complete().await.unwrap();
+        upload.complete().await.unwrap().publish(bytes.len() as u64, &metadata).await.unwrap();
     }
 
     #[tokio::test]
@@ -1039,6 +1201,21 @@ mod tests {
             let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
             assert_eq!(got.metadata, recorded, "copy limit {limit}");
             assert_eq!(got.sha256, sha, "copy limit {limit}");
+        }
+        assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
+
+        // Published from the staging object in one copy and part by part; no staging object left.
+        for (limit, name) in
+            [(u64::MAX, "main-20260104T000000Z.db"), (6 * 1024 * 1024, "main-20260105T000000Z.db")]
+        {
+            if let Sealer::S3(s3) = &mut bucket.sealer {
+                (s3.copy_limit, s3.copy_part) = (limit, 6 * 1024 * 1024);
+            }
+            put(&bucket, name, &bytes, &[(META_SHA256, &sha), (META_KEYS, "4")]).await;
+            let got = bucket.download(name, &into).await.unwrap();
+            assert_eq!((got.size_bytes, got.sha256.as_str()), (bytes.len() as u64, sha.as_str()), "{name}");
+            assert_eq!(got.metadata.get(META_KEYS).map(String::as_str), Some("4"), "{name}");
+            assert_eq!(bucket.head(&staging_name(name)).await.unwrap(), None, "{name}");
         }
         assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
 

@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::bolt_stream::RevisionScan;
-use super::bucket::{self, Bucket, Upload};
+use super::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
 use super::compact::runtime;
 use super::etcd_tools::{FromArgs, ToArgs, is_not_writable, sync_dir};
 use super::snapshot::{TrailerCheck, check_file, hex};
@@ -43,8 +43,6 @@ use crate::run::{self, Failure, RunClock, StopSignal};
 const FILE_CHUNK: usize = 1024 * 1024;
 /// How often progress is logged while an object streams.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
-/// Longest wait for an abort or a clean-up delete: the store may be what failed.
-const CLEAN_UP_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CopyArgs {
@@ -361,10 +359,12 @@ impl Sink<'_> {
         }
     }
 
-    async fn complete(self) -> Result<(), Failure> {
+    /// Puts the copy in place under its name: the file renamed, or the upload published with
+    /// `metadata` (see [`bucket::Staged::publish`]).
+    async fn complete(self, size: u64, metadata: &BTreeMap<String, String>) -> Result<(), Failure> {
         match self {
             Sink::File(file) => file.finish(),
-            Sink::Upload(upload) => upload.complete().await,
+            Sink::Upload(upload) => upload.complete().await?.publish(size, metadata).await,
         }
     }
 
@@ -504,6 +504,9 @@ struct Known {
 }
 
 async fn copy_one(from: &Side, to: &Side, entry: &Entry, stop: &StopSignal) -> Result<Copied, Failure> {
+    if let Side::Bucket(bucket) = to {
+        bucket.check_new_name(&entry.name)?;
+    }
     let known = known_of(from, entry).await?;
     if let Some((size, recorded)) = to.existing(&entry.name).await? {
         return already_there(from, to, entry, &known, size, recorded, stop).await;
@@ -635,21 +638,13 @@ async fn stream_copy(
             return Err(failure);
         }
     };
-    sink.complete().await?;
     let revision = known.revision.or_else(|| scan.finish().ok().flatten());
-    if let Side::Bucket(bucket) = to
-        && (known.sha256.is_none() || (known.revision.is_none() && revision.is_some()))
-    {
-        // Learnt only from the stream: recorded on the object now.
-        metadata.insert(bucket::META_SHA256.to_owned(), sha256.clone());
-        if let Some(revision) = revision {
-            metadata.insert(bucket::META_REVISION.to_owned(), revision.to_string());
-        }
-        if let Err(failure) = bucket.replace_metadata(&entry.name, size, &metadata).await {
-            to.remove(&entry.name).await;
-            return Err(failure);
-        }
+    // What the source did not record is learnt from the stream.
+    metadata.insert(bucket::META_SHA256.to_owned(), sha256.clone());
+    if let Some(revision) = revision {
+        metadata.insert(bucket::META_REVISION.to_owned(), revision.to_string());
     }
+    sink.complete(size, &metadata).await?;
     Ok(CopiedObject {
         name: entry.name.clone(),
         size_bytes: size,

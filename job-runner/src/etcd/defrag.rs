@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, GetOptions};
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::result::{
-    DefragReport, LeaderChoice, LeaderTransfer, LeaderTurn, MemberDefrag, MemberDefragState, TransferState,
+    AlarmLeft, DefragReport, LeaderChoice, LeaderTransfer, LeaderTurn, MemberDefrag, MemberDefragState,
+    TransferState, mib,
 };
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
@@ -324,6 +325,12 @@ fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
         })?),
         None => None,
     };
+    if let Some(opened) = opened.filter(|opened| *opened >= not_after) {
+        return Err(Failure::bad_input(format!(
+            "--window-opened {opened} is not before --not-after {not_after}: the window would close \
+             before it opened; give the time the window opened and the time it ends"
+        )));
+    }
     let mut rates = std::collections::BTreeMap::new();
     for entry in &args.expected_rates {
         let parsed = entry
@@ -335,7 +342,11 @@ fn window_of(args: &DefragArgs) -> Result<Option<WindowEnd>, Failure> {
                 "--expected-rate {entry:?}: give NAME=BYTES_PER_SECOND, e.g. etcd-0=52428800"
             )));
         };
-        rates.insert(member.to_owned(), rate);
+        if rates.insert(member.to_owned(), rate).is_some() {
+            return Err(Failure::bad_input(format!(
+                "--expected-rate names member {member:?} twice: give one rate per member"
+            )));
+        }
     }
     Ok(Some(WindowEnd { not_after, opened, rates }))
 }
@@ -404,14 +415,33 @@ pub async fn run_defrag_until(
         Ok((outcome, message)) => (outcome, None, Some(message)),
         Err(failure) => (Outcome::Failed, Some(failure), None),
     };
+    let noticed = noticed(&report);
     let mut result = clock.finish(Report::Defrag(report), outcome, failure);
     if message.is_some() {
         result.message = message;
+    }
+    if let Some(message) = &mut result.message {
+        message.push_str(&noticed);
     }
     if result.outcome == Outcome::Failed {
         result.stopped_by = stop.get().map(|s| s.signal.to_owned());
     }
     result
+}
+
+/// What the result's message adds after the summary: alarms left raised and warnings.
+fn noticed(report: &DefragReport) -> String {
+    let mut text = String::new();
+    for alarm in &report.alarms_left {
+        text.push_str(&format!(
+            "; the NOSPACE alarm of member {} is still raised: {}",
+            alarm.member, alarm.reason
+        ));
+    }
+    for warning in &report.warnings {
+        text.push_str(&format!("; {warning}"));
+    }
+    text
 }
 
 struct Run<'a> {
@@ -467,6 +497,7 @@ impl Run<'_> {
 
     async fn go(&self) -> Result<(Outcome, String), Failure> {
         let cluster = Cluster::discover(self.options.connection.clone()).await?;
+        self.note_rates_of_unknown_members(&cluster);
         // Nothing is touched, not even compacted, unless the cluster is fit for it.
         let leader = plan::check_preconditions(&cluster.observe().await, &self.options.plan)
             .map_err(refusal_failure)?;
@@ -492,6 +523,24 @@ impl Run<'_> {
                 tracing::warn!(%why, "the cluster takes no write: defragmenting without the lock");
                 self.maintain(&cluster).await
             }
+        }
+    }
+
+    /// An `--expected-rate` for a member the cluster does not have is not used: said in the
+    /// report (with the member it probably meant), not silently dropped.
+    fn note_rates_of_unknown_members(&self, cluster: &Cluster) {
+        let Some(window) = &self.options.window else { return };
+        let names: Vec<&str> = cluster.members.iter().map(|m| m.name.as_str()).collect();
+        for member in window.rates.keys().filter(|m| !names.contains(&m.as_str())) {
+            let meant = names.iter().find(|n| n.eq_ignore_ascii_case(member));
+            let hint = meant.map(|n| format!(" (member names are case-sensitive: {n}?)")).unwrap_or_default();
+            let warning = format!(
+                "--expected-rate names {member:?}, which is not a member of the cluster{hint}; members: {}; \
+                 its rate was not used",
+                names.join(", ")
+            );
+            tracing::warn!("{warning}");
+            self.report.borrow_mut().warnings.push(warning);
         }
     }
 
@@ -564,7 +613,7 @@ impl Run<'_> {
             self.process(cluster, i, member).await?;
             defragmented.push(member.id);
         }
-        self.disarm_nospace(cluster, &defragmented).await?;
+        self.disarm_nospace(cluster, &defragmented).await;
         let mut summary = format!("defragmented {} member(s)", defragmented.len());
         if deferred > 0 {
             summary.push_str(&format!("; {deferred} left for the next maintenance window"));
@@ -1133,14 +1182,27 @@ impl Run<'_> {
         }
     }
 
-    async fn disarm_nospace(&self, cluster: &Cluster, defragmented: &[u64]) -> Result<(), Failure> {
+    /// Disarms the `NOSPACE` alarms the freed space allows, and says in the report which stay
+    /// raised and why. Never fails the run: every member's work is done by now, and a retry would
+    /// only do it again.
+    async fn disarm_nospace(&self, cluster: &Cluster, defragmented: &[u64]) {
+        if let Err(why) = self.try_disarm_nospace(cluster, defragmented).await {
+            tracing::warn!("{why}");
+            self.report.borrow_mut().warnings.push(format!(
+                "the NOSPACE alarms were not checked: {why}; list them with `etcdctl alarm list` and \
+                 disarm them with `etcdctl alarm disarm` once the members' db is under the quota"
+            ));
+        }
+    }
+
+    async fn try_disarm_nospace(&self, cluster: &Cluster, defragmented: &[u64]) -> Result<(), String> {
         let Some(mut client) = cluster.members.iter().find_map(|m| cluster.client_of(m.id).ok()) else {
-            return Ok(());
+            return Err("no member could be reached to list them".into());
         };
         let alarms = client
             .alarm(AlarmAction::Get, AlarmType::None, None)
             .await
-            .map_err(|e| Failure::retryable(format!("cannot list alarms: {e}")))?;
+            .map_err(|e| format!("cannot list alarms: {e}"))?;
         let alarmed: Vec<u64> = alarms
             .alarms()
             .iter()
@@ -1160,17 +1222,52 @@ impl Run<'_> {
             })
             .min()
             .or(self.options.quota_backend_bytes);
-        for id in plan::alarms_to_disarm(&alarmed, &after, defragmented, quota) {
-            let mut options = AlarmOptions::new();
-            options.with_member(id);
-            client
-                .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
-                .await
-                .map_err(|e| Failure::retryable(format!("cannot disarm the NOSPACE alarm of {id:x}: {e}")))?;
-            tracing::info!(member = %format!("{id:x}"), "NOSPACE alarm disarmed");
-            self.report.borrow_mut().alarms_disarmed.push(format!("{id:x}"));
+        let to_disarm = plan::alarms_to_disarm(&alarmed, &after, defragmented, quota);
+        for &id in &alarmed {
+            let left = match to_disarm.contains(&id) {
+                true => self.disarm(&mut client, id).await.err(),
+                false => Some(why_alarm_stays(status_size(&after, id), quota)),
+            };
+            if let Some(reason) = left {
+                tracing::warn!(member = %format!("{id:x}"), "NOSPACE alarm left raised: {reason}");
+                self.report.borrow_mut().alarms_left.push(AlarmLeft { member: format!("{id:x}"), reason });
+            }
         }
         Ok(())
+    }
+
+    async fn disarm(&self, client: &mut etcd_client::Client, id: u64) -> Result<(), String> {
+        let mut options = AlarmOptions::new();
+        options.with_member(id);
+        client
+            .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
+            .await
+            .map_err(|e| format!("it could not be disarmed: {e}"))?;
+        tracing::info!(member = %format!("{id:x}"), "NOSPACE alarm disarmed");
+        self.report.borrow_mut().alarms_disarmed.push(format!("{id:x}"));
+        Ok(())
+    }
+}
+
+/// Why a member's `NOSPACE` alarm is not disarmed, with what to do.
+fn why_alarm_stays(size: Option<i64>, quota: Option<i64>) -> String {
+    let bytes = |b: i64| format!("{:.1} MiB ({b} bytes)", mib(b.max(0) as u64));
+    match (size, quota) {
+        (Some(size), Some(quota)) => format!(
+            "its db is {} after the run, not under the quota of {}: etcd would refuse writes again at \
+             once; compact further and defragment, delete data, or raise the quota (etcd's \
+             --quota-backend-bytes, and this run's --quota-backend-bytes)",
+            bytes(size),
+            bytes(quota)
+        ),
+        (None, _) => {
+            "its db size could not be read after the run: disarm it by hand once it is under the quota".into()
+        }
+        (Some(size), None) => format!(
+            "its db is {} and it was not defragmented in this run, and the quota is not known: give \
+             --quota-backend-bytes, or disarm it by hand once the db is under the quota",
+            bytes(size)
+        ),
     }
 }
 
@@ -1342,21 +1439,28 @@ mod tests {
         assert_eq!(window.not_after, "2026-11-25T05:00:00Z".parse().unwrap());
         assert_eq!(window.rates.get("etcd-0"), Some(&52428800.0));
         assert_eq!(window.rates.get("my=odd=name"), Some(&1000.0), "member names may hold '='");
-        for (not_after, rate, words) in [
-            (Some("tomorrow"), None, "--not-after \"tomorrow\": not a time"),
+        const END: Option<&str> = Some("2026-11-25T05:00:00Z");
+        for (not_after, opened, rates, words) in [
+            (Some("tomorrow"), None, vec![], "--not-after \"tomorrow\": not a time"),
+            (END, None, vec!["etcd-0"], "--expected-rate \"etcd-0\": give NAME=BYTES_PER_SECOND"),
+            (END, None, vec!["etcd-0=-5"], "give NAME=BYTES_PER_SECOND"),
+            (END, None, vec!["etcd-0=1e-300"], "give NAME=BYTES_PER_SECOND"),
+            (END, None, vec!["=5"], "give NAME=BYTES_PER_SECOND"),
+            (None, None, vec!["etcd-0=5"], "--expected-rate is for --not-after"),
             (
-                Some("2026-11-25T05:00:00Z"),
-                Some("etcd-0"),
-                "--expected-rate \"etcd-0\": give NAME=BYTES_PER_SECOND",
+                END,
+                Some("2026-11-25T06:00:00Z"),
+                vec![],
+                "--window-opened 2026-11-25T06:00:00Z is not before --not-after",
             ),
-            (Some("2026-11-25T05:00:00Z"), Some("etcd-0=-5"), "give NAME=BYTES_PER_SECOND"),
-            (Some("2026-11-25T05:00:00Z"), Some("etcd-0=1e-300"), "give NAME=BYTES_PER_SECOND"),
-            (Some("2026-11-25T05:00:00Z"), Some("=5"), "give NAME=BYTES_PER_SECOND"),
-            (None, Some("etcd-0=5"), "--expected-rate is for --not-after"),
+            (END, Some("2026-11-25T05:00:00Z"), vec![], "is not before --not-after 2026-11-25T05:00:00Z"),
+            (END, Some("yesterday"), vec![], "--window-opened \"yesterday\": not a time"),
+            (END, None, vec!["etcd-0=5", "etcd-0=7"], "names member \"etcd-0\" twice"),
         ] {
             let mut a = args();
             a.not_after = not_after.map(Into::into);
-            a.expected_rates = rate.into_iter().map(Into::into).collect();
+            a.window_opened = opened.map(Into::into);
+            a.expected_rates = rates.into_iter().map(Into::into).collect();
             let err = a.options().unwrap_err();
             assert_eq!(err.kind, ErrorKind::BadInput);
             assert!(err.message.contains(words), "{}", err.message);

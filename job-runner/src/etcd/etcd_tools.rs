@@ -374,6 +374,32 @@ impl Process {
     pub fn log_tail(&self) -> String {
         log_tail(&self.log)
     }
+
+    /// Whether the process got as far as writing `marker` to its log: a tool that exits without
+    /// it never began its work (it failed to load or to start), so its failure says nothing of
+    /// its input.
+    pub fn logged(&self, marker: &str) -> bool {
+        use std::io::Read;
+        let mut text = Vec::new();
+        let read = std::fs::File::open(&self.log).and_then(|f| f.take(MAX_LOG_SCAN).read_to_end(&mut text));
+        read.is_ok() && String::from_utf8_lossy(&text).contains(marker)
+    }
+}
+
+/// How much of a tool's log [`Process::logged`] looks through: its start is what matters.
+const MAX_LOG_SCAN: u64 = 4 * 1024 * 1024;
+
+/// What etcdutl 3.5 and etcdctl 3.4 log when their restore begins reading the snapshot.
+pub(crate) const RESTORE_STARTED: &str = "restoring snapshot";
+
+/// Whether a tool that exited with `status` failed by itself rather than on its input: killed by
+/// a signal (out of memory, say), not found or not executable by the shell or the loader (126,
+/// 127), out of disk, or exited before it `began` its work. Such a failure is retryable and never
+/// held against a snapshot.
+pub(crate) fn tool_failed(status: ExitStatus, began: bool, tail: &str) -> bool {
+    status.code().is_none_or(|code| code == 126 || code == 127)
+        || !began
+        || tail.to_ascii_lowercase().contains("no space left")
 }
 
 impl Drop for Process {
@@ -679,14 +705,14 @@ pub(crate) async fn restore(
         return Ok(());
     }
     let tail = process.log_tail();
-    let message = format!("{tool} could not restore {}: {status}: {tail}", snapshot.display());
-    // Killed by a signal (out of memory, say) or out of disk: nothing said against the
-    // snapshot, and worth another try.
-    if status.code().is_none() || tail.to_ascii_lowercase().contains("no space left") {
-        Err(Failure::retryable(message))
-    } else {
-        Err(Failure::bad_input(message))
+    if tool_failed(status, process.logged(RESTORE_STARTED), &tail) {
+        return Err(Failure::retryable(format!(
+            "{tool} failed before it could restore {} ({status}): {tail}; the tool or the machine \
+             failed, not the snapshot: {RESTORE_HINT}",
+            snapshot.display()
+        )));
     }
+    Err(Failure::bad_input(format!("{tool} could not restore {}: {status}: {tail}", snapshot.display())))
 }
 
 /// How long a restore may take: two minutes, and a minute more per GiB.

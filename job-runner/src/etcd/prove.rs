@@ -22,10 +22,13 @@ use groundskeeper_stores::etcd::retention::NameTemplate;
 
 use super::compact::runtime;
 use super::etcd_tools::{
-    self, EtcdBinary, Fetched, FromArgs, Process, RestoreFlags, RestoreTool, ToolArgs, WorkDir,
+    self, EtcdBinary, Fetched, FromArgs, Process, RestoreFlags, RestoreTool, ToolArgs, WorkDir, tool_failed,
 };
 use crate::run::{self, Failure, RunClock, StopSignal};
 
+/// What etcd writes first with `--logger=zap` (3.4 and 3.5 alike): a JSON log line. An etcd that
+/// exits without one never got to the restored data.
+const ETCD_LOGGED: &str = "\"level\":\"";
 /// Starts of the member before a port taken by someone else counts as a failure.
 const START_ATTEMPTS: usize = 5;
 /// How long the member has to exit after SIGTERM before it is killed.
@@ -326,7 +329,7 @@ impl Member {
             let log = work.path().join(format!("etcd-{attempt}.log"));
             let process = Process::spawn(&mut command, &log)
                 .map_err(|e| Failure::retryable(format!("cannot start {}: {e}", etcd.path.display())))?;
-            match Self::answering(process, url, timeout).await {
+            match Self::answering(process, url, &etcd.path, timeout).await {
                 Ok(member) => return Ok(member),
                 Err(StartFailed::PortTaken) => {
                     tracing::info!(
@@ -343,7 +346,12 @@ impl Member {
     }
 
     /// Waits until the member answers a status request; bounded by `timeout`.
-    async fn answering(mut process: Process, url: String, timeout: Duration) -> Result<Self, StartFailed> {
+    async fn answering(
+        mut process: Process,
+        url: String,
+        etcd_path: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<Self, StartFailed> {
         let deadline = Instant::now() + timeout;
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(1))
@@ -356,12 +364,17 @@ impl Member {
                 if tail.contains("address already in use") {
                     return Err(StartFailed::PortTaken);
                 }
+                // etcd that never logged (it failed to load), or was killed: nothing said against
+                // the snapshot.
+                if tool_failed(status, process.logged(ETCD_LOGGED), &tail) {
+                    return Err(StartFailed::Failed(Failure::retryable(format!(
+                        "etcd {} failed before it read the restored data ({status}): {tail}; etcd or \
+                         the machine failed, not the snapshot",
+                        etcd_path.display()
+                    ))));
+                }
                 let message = format!("etcd exited while starting on the restored data ({status}): {tail}");
-                // Killed by a signal (out of memory, say): nothing said against the snapshot.
-                return Err(StartFailed::Failed(match status.code() {
-                    None => Failure::retryable(message),
-                    Some(_) => Failure::bad_input(message),
-                }));
+                return Err(StartFailed::Failed(Failure::bad_input(message)));
             }
             if let Ok(mut client) = Client::connect([url.as_str()], Some(options.clone())).await
                 && client.status().await.is_ok()

@@ -28,8 +28,11 @@ use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// Where the snapshot is restored before it is renamed into place: `DATA` + this.
 pub const PARTIAL_SUFFIX: &str = ".partial-restore";
-/// The marker beside the data folder: `DATA` + this.
+/// The marker beside the data folder: `DATA` + this (written through `DATA` + this + `.tmp`).
 pub const MARKER_SUFFIX: &str = ".groundskeeper-restore.json";
+/// Every bookkeeping name of the runner's beside the data folder but the partial restore starts
+/// with `DATA` + this; no `--keep-old-suffix` may.
+const RESERVED_PREFIX: &str = ".groundskeeper-";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RestoreMemberArgs {
@@ -167,23 +170,14 @@ impl Layout {
     /// there yet), and not a mount point (a mount point cannot be renamed).
     fn new(data_dir: &Path, keep_old_suffix: &str) -> Result<Self, Failure> {
         let bad = |why: String| Failure::bad_input(format!("--data-dir {}: {why}", data_dir.display()));
-        let text = data_dir.to_string_lossy().trim_end_matches('/').to_owned();
-        let (Some(parent), Some(_)) = (data_dir.parent(), data_dir.file_name()) else {
+        let data = normalised(data_dir).map_err(bad)?;
+        let (Some(parent), Some(name)) = (data.parent(), data.file_name()) else {
             return Err(bad("names no folder".into()));
         };
-        if !data_dir.is_absolute() {
-            return Err(bad("give an absolute path".into()));
-        }
-        if keep_old_suffix.is_empty()
-            || keep_old_suffix.contains('/')
-            || [PARTIAL_SUFFIX, MARKER_SUFFIX].contains(&keep_old_suffix)
-        {
-            return Err(Failure::bad_input(format!(
-                "--keep-old-suffix {keep_old_suffix:?}: give a suffix of a file name, such as .pre-restore-TASK"
-            )));
-        }
+        check_suffix(keep_old_suffix, name.len())?;
+        let text = data.display().to_string();
         let layout = Self {
-            data: PathBuf::from(&text),
+            data: data.clone(),
             old: PathBuf::from(format!("{text}{keep_old_suffix}")),
             partial: PathBuf::from(format!("{text}{PARTIAL_SUFFIX}")),
             marker: PathBuf::from(format!("{text}{MARKER_SUFFIX}")),
@@ -201,7 +195,14 @@ impl Layout {
                 parent.display()
             ))
         })?;
-        match std::fs::metadata(&layout.data) {
+        match std::fs::symlink_metadata(&layout.data) {
+            Ok(m) if m.is_symlink() => {
+                return Err(bad(
+                    "is a symbolic link: moving it aside would leave the data where it is; give the \
+                     folder it points to"
+                        .into(),
+                ));
+            }
             Ok(m) if !m.is_dir() => return Err(bad("is not a folder".into())),
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;
@@ -218,6 +219,47 @@ impl Layout {
         }
         Ok(layout)
     }
+}
+
+/// `path` as an absolute path without `.` components or trailing slashes; a path with `..` is
+/// refused (through a symbolic link it may not mean the folder it seems to).
+fn normalised(path: &Path) -> Result<PathBuf, String> {
+    use std::path::Component;
+    if !path.is_absolute() {
+        return Err("give an absolute path".into());
+    }
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => return Err("give a path without `..`".into()),
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    Ok(normal)
+}
+
+/// `--keep-old-suffix`: part of a file name, one the runner's own names beside the data folder
+/// (all starting with [`PARTIAL_SUFFIX`] or [`RESERVED_PREFIX`]) can never be, and short enough
+/// for a file name after `name_len` bytes.
+fn check_suffix(suffix: &str, name_len: usize) -> Result<(), Failure> {
+    let bad = |why: &str| {
+        Failure::bad_input(format!(
+            "--keep-old-suffix {suffix:?}: {why}; give a suffix of a file name such as .pre-restore-TASK"
+        ))
+    };
+    if suffix.is_empty() || suffix.contains('/') || suffix.chars().any(char::is_control) {
+        return Err(bad("empty, or holds '/' or a control character"));
+    }
+    if suffix.starts_with(PARTIAL_SUFFIX) || suffix.starts_with(RESERVED_PREFIX) {
+        return Err(bad(&format!(
+            "names starting with {PARTIAL_SUFFIX} or {RESERVED_PREFIX} are the runner's own beside the data folder"
+        )));
+    }
+    if name_len + suffix.len() > 255 {
+        return Err(bad("the old data's folder name would be longer than 255 bytes"));
+    }
+    Ok(())
 }
 
 /// access(2) for writing: permission, and a read-only file system (which root meets too).
@@ -333,6 +375,7 @@ pub(crate) async fn run_restore(restore: &Restore, stop: &StopSignal) -> JobResu
 
 async fn restore_member(restore: &Restore, report: &mut RestoreMemberReport) -> Result<(), Failure> {
     let layout = &restore.layout;
+    let _lock = VolumeLock::acquire(layout)?;
     if let Some(marker) = finished(restore)? {
         report.sha256 = Some(marker.sha256.clone());
         report.revision = marker.revision;
@@ -360,6 +403,35 @@ async fn restore_member(restore: &Restore, report: &mut RestoreMemberReport) -> 
         message: format!("{}; {}", failure.message, how_to_go_on(layout, old.as_deref())),
         ..failure
     })
+}
+
+/// One run at a time on a member's volume (a Job retried while its first pod still runs): an
+/// exclusive `flock` on the folder that holds the data folder (the volume's mount point), held
+/// until the run ends; the kernel releases it when the process dies. Nothing is written for it.
+struct VolumeLock {
+    _folder: std::fs::File,
+}
+
+impl VolumeLock {
+    fn acquire(layout: &Layout) -> Result<Self, Failure> {
+        use std::os::fd::AsRawFd;
+        let folder = std::fs::File::open(&layout.parent)
+            .map_err(|e| io_failure(&format!("cannot open {} to lock it", layout.parent.display()), &e))?;
+        // SAFETY: a valid open descriptor; flock only takes a lock on it.
+        if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Self { _folder: folder });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return Err(Failure::retryable(format!(
+                "another restore is running on the volume of {} (it holds the lock on {}): this run \
+                 changed nothing; run it again once that one has ended",
+                layout.data.display(),
+                layout.parent.display()
+            )));
+        }
+        Err(io_failure(&format!("cannot lock {}", layout.parent.display()), &e))
+    }
 }
 
 /// What a person can do when a restore stopped after the old data was moved aside.

@@ -767,3 +767,125 @@ async fn members_that_would_overrun_the_window_are_left_for_the_next(version: Et
     let report = defrag_report(&result);
     assert!(report.members.iter().all(|m| m.state() == MemberDefragState::Deferred), "{report:?}");
 }
+
+/// Runs `test` on etcd 3.5 alone, one cluster at a time as the others.
+async fn on_3_5<F: std::future::Future<Output = ()>>(test: impl FnOnce(EtcdVersion) -> F) {
+    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    test(EtcdVersion::V3_5).await
+}
+
+/// A window that has closed starts nothing, not even a first member the whole window was too
+/// short for; contradictory window flags are bad input naming both; an `--expected-rate` for a
+/// member the cluster does not have (or spelled in another case) is said in the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_starts_after_the_window_and_unused_rates_are_said() {
+    on_3_5(|version| async move {
+        let Some(cluster) = fragmented(version, ClusterOptions::default()).await else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let now = jiff::Timestamp::now();
+        let mut args = defrag_args(&cluster, &dir.path().join("r"));
+        args.not_after = Some((now - jiff::SignedDuration::from_secs(30)).to_string());
+        args.window_opened = Some((now - jiff::SignedDuration::from_secs(90)).to_string());
+        let first = cluster.name(0).to_owned();
+        // One byte per second: longer than the whole window, and the member is first in line.
+        args.expected_rates = (0..3).map(|i| format!("{}=1", cluster.name(i))).collect();
+        args.expected_rates.push(format!("{}=1000", first.to_uppercase()));
+        args.expected_rates.push("gone-member=1000".into());
+        let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+        assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+        let report = defrag_report(&result);
+        assert!(report.members.iter().all(|m| !m.defragmented), "{report:?}");
+        assert!(report.members.iter().all(|m| m.state() == MemberDefragState::Deferred), "{report:?}");
+        let message = result.message.as_deref().unwrap();
+        assert!(message.contains("\"gone-member\", which is not a member"), "{message}");
+        assert!(message.contains(&format!("case-sensitive: {first}?")), "{message}");
+        assert_eq!(report.warnings.len(), 2, "{report:?}");
+
+        let endpoints = cluster.endpoints_flag();
+        let (code, result) = run_binary(
+            &cluster,
+            &[
+                "defrag",
+                "--endpoints",
+                &endpoints,
+                "--not-after",
+                "2026-11-25T05:00:00Z",
+                "--window-opened",
+                "2026-11-25T06:00:00Z",
+            ],
+        );
+        assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+        let message = result.message.unwrap();
+        assert!(message.contains("--window-opened") && message.contains("--not-after"), "{message}");
+    })
+    .await
+}
+
+/// A NOSPACE alarm the freed space cannot cure (the quota is below the db even after the
+/// defrag) stays raised, and the result says so, naming the member, its size and the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nospace_alarm_left_raised_is_in_the_result() {
+    on_3_5(|version| async move {
+        let Some(cluster) = fragmented(version, ClusterOptions::default()).await else { return };
+        let mut client = cluster.client(None).await.unwrap();
+        let member = cluster.states().await.unwrap()[0].id;
+        let mut options = etcd_client::AlarmOptions::new();
+        options.with_member(member);
+        client.alarm(AlarmAction::Activate, AlarmType::Nospace, Some(options)).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = defrag_args(&cluster, &dir.path().join("r"));
+        args.quota_backend_bytes = Some(1000);
+        let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
+        assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+        let report = defrag_report(&result);
+        assert!(report.members.iter().all(|m| m.defragmented), "{report:?}");
+        assert!(report.alarms_disarmed.is_empty(), "{report:?}");
+        assert_eq!(report.alarms_left.len(), 1, "{report:?}");
+        assert_eq!(report.alarms_left[0].member, format!("{member:x}"));
+        assert!(report.alarms_left[0].reason.contains("not under the quota of"), "{report:?}");
+        let message = result.message.as_deref().unwrap();
+        assert!(
+            message.contains(&format!("the NOSPACE alarm of member {member:x} is still raised")),
+            "{message}"
+        );
+        let alarms = client.alarm(AlarmAction::Get, AlarmType::None, None).await.unwrap();
+        assert_eq!(alarms.alarms().len(), 1, "the alarm is left as it was");
+    })
+    .await
+}
+
+/// When the alarms cannot be listed after every member was defragmented (the cluster went away
+/// right after the last one), the run still reports the work it did, with a warning; it is no
+/// failure that a retry would repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarms_that_cannot_be_listed_do_not_hide_the_work_done() {
+    on_3_5(|version| async move {
+        let Some(mut cluster) = fragmented(version, ClusterOptions::default()).await else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let options = defrag_args(&cluster, &dir.path().join("r")).options().unwrap();
+        let mut planned = 0;
+        let mut done = 0;
+        let result = {
+            let cluster = &mut cluster;
+            run_defrag(&options, &mut |progress| match progress {
+                Progress::Planned(plan) => planned = plan.members.iter().filter(|m| m.will_defrag()).count(),
+                Progress::MemberDone(_) => {
+                    done += 1;
+                    if done == planned {
+                        (0..3).for_each(|i| cluster.kill(i));
+                    }
+                }
+                _ => {}
+            })
+            .await
+        };
+        assert_eq!(done, 3, "every member was defragmented before the cluster went away");
+        assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+        assert_eq!(exit_code(&result), exit::SUCCESS);
+        let report = defrag_report(&result);
+        assert_eq!(report.members.iter().filter(|m| m.defragmented).count(), 3, "{report:?}");
+        assert!(report.warnings.iter().any(|w| w.contains("NOSPACE alarms were not checked")), "{report:?}");
+        assert!(result.message.as_deref().unwrap().contains("defragmented 3 member(s)"), "{result:?}");
+    })
+    .await
+}

@@ -14,7 +14,7 @@ use etcd_client::GetOptions;
 use groundskeeper_e2e::etcd_cluster::{
     ClusterOptions, EtcdCluster, EtcdVersion, binary_version, etcd_or_skip, restore_tool_or_skip,
 };
-use groundskeeper_protocol::result::{ProveReport, SnapshotReport};
+use groundskeeper_protocol::result::{ErrorKind, ProveReport, SnapshotReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_groundskeeper-job");
@@ -550,4 +550,49 @@ async fn a_snapshot_in_a_bucket_is_proven_by_its_recorded_metadata(version: Etcd
         assert!(message.contains(says), "{extra:?}: {message}");
         assert_eq!(listing(&scratch), Vec::<String>::new(), "{extra:?}");
     }
+}
+
+/// A tool that answers its version like the real one, then fails to load for any real work
+/// (exit 127, the loader's words), as a broken binary in an image does.
+fn broken_tool(dir: &Path, name: &str, real: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join(name);
+    let text = format!(
+        "#!/bin/sh\ncase \"$1\" in --version|version) exec {} \"$@\";; esac\n\
+         echo \"{name}: error while loading shared libraries: libc.so.6: cannot open shared object file\" >&2\n\
+         exit 127\n",
+        real.display()
+    );
+    std::fs::write(&script, text).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// A broken etcd or etcdutl (it answers `--version`, then fails to load) is the tool's failure,
+/// retryable: a good snapshot is never reported as not restorable because of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_tool_never_marks_a_good_snapshot_bad() {
+    let Some(tools) = tools_or_skip(EtcdVersion::V3_5) else { return };
+    let Some(cluster) = cluster(EtcdVersion::V3_5, 1).await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, _, _) = folder_with_snapshots(&cluster, dir.path()).await;
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let result_file = dir.path().join("result.json");
+    let broken_etcd = Tools { etcd: broken_tool(dir.path(), "etcd", &tools.etcd), ..tools.clone() };
+    let broken_etcdutl =
+        Tools { restore: broken_tool(dir.path(), "etcdutl", &tools.restore), ..tools.clone() };
+    for (what, tools) in [("etcd", &broken_etcd), ("etcdutl", &broken_etcdutl)] {
+        let (code, result, stderr) = run(&prove_args(&folder, &scratch, tools, &[]), &[], &result_file).await;
+        assert_eq!(code, exit::RETRYABLE, "a broken {what}: {result:?}\n{stderr}");
+        let error = result.error.as_ref().unwrap();
+        assert_eq!(error.kind, ErrorKind::Retryable, "{what}");
+        assert!(error.message.contains("not the snapshot"), "{what}: {}", error.message);
+        assert!(!prove_report(&result).proven, "{what}");
+        assert_eq!(listing(&scratch), Vec::<String>::new(), "{what}: the scratch folder is emptied");
+    }
+    // The same snapshot with working tools: proven.
+    let (code, result, stderr) = run(&prove_args(&folder, &scratch, &tools, &[]), &[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+    assert!(prove_report(&result).proven);
 }

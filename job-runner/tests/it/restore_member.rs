@@ -628,3 +628,91 @@ async fn a_member_is_restored_from_a_bucket(version: EtcdVersion) {
     .await;
     assert_eq!(known_keys(&mut client).await, expected_keys());
 }
+
+/// `args` with `--keep-old-suffix` set to `suffix` instead of [`SUFFIX`].
+fn with_suffix(mut args: Vec<String>, suffix: &str) -> Vec<String> {
+    let at = args.iter().position(|a| a == "--keep-old-suffix").unwrap();
+    args[at + 1] = suffix.to_owned();
+    args
+}
+
+/// One run at a time on a volume: a run that finds the volume locked by another changes nothing
+/// (retryable); two runs started together end with the volume restored once. Suffixes that are
+/// the runner's own bookkeeping names are refused, and a data folder given as `DATA/.` is DATA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_run_per_volume_and_names_that_cannot_collide() {
+    use std::os::fd::AsRawFd;
+    let version = EtcdVersion::V3_5;
+    let Some(tools) = tools_or_skip(version) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((folder, _, sha256)) = snapshot_with_known_keys(version, 1, dir.path()).await else { return };
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (members, initial_cluster) = new_cluster(1);
+    let volume = Volume::with_old_data(dir.path(), "m0");
+    let before = fingerprint(&volume.root);
+    let restore = Restore {
+        folder: &folder,
+        object: "main.db",
+        data: &volume.data,
+        member: &members[0],
+        initial_cluster: &initial_cluster,
+        token: "t1",
+        scratch: &scratch,
+        tool: &tools.restore,
+    };
+    let result_file = dir.path().join("result.json");
+
+    // Another run holds the volume: nothing is touched.
+    let held = std::fs::File::open(&volume.root).unwrap();
+    // SAFETY: a valid open descriptor.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let (code, result) = restore.run(&[], &result_file).await;
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    assert!(result.message.as_deref().unwrap().contains("another restore is running"), "{result:?}");
+    assert!(fingerprint(&volume.root) == before, "the volume is left as it was");
+    drop(held);
+
+    // Suffixes that would be the runner's own names, and paths that are not plain: refused.
+    for suffix in [
+        ".partial-restore",
+        ".partial-restore-2",
+        ".groundskeeper-restore.json.tmp",
+        ".groundskeeper-x",
+        "",
+        "a/b",
+    ] {
+        let (code, result, _) = run(&with_suffix(restore.args(&[]), suffix), &[], &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{suffix:?}: {result:?}");
+        assert!(result.message.as_deref().unwrap().contains("--keep-old-suffix"), "{suffix:?}: {result:?}");
+        assert!(fingerprint(&volume.root) == before, "{suffix:?}: the volume is left as it was");
+    }
+    let dotted = volume.root.join("data/../data");
+    let (code, result) = Restore { data: &dotted, ..restore }.run(&[], &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(fingerprint(&volume.root) == before, "`..`: the volume is left as it was");
+
+    // Two runs at once, on `DATA/.`: one restores, the other finishes nothing half-way.
+    let data_dot = volume.data.join(".");
+    let both = Restore { data: &data_dot, ..restore };
+    let (first, second) = (dir.path().join("r1.json"), dir.path().join("r2.json"));
+    let both_args = both.args(&[]);
+    let ((code1, result1, _), (code2, result2, _)) =
+        tokio::join!(run(&both_args, &[], &first), run(&both_args, &[], &second));
+    let codes = [code1, code2];
+    assert!(codes.contains(&exit::SUCCESS), "{result1:?}\n{result2:?}");
+    assert!(codes.iter().all(|c| *c == exit::SUCCESS || *c == exit::RETRYABLE), "{result1:?}\n{result2:?}");
+    // The volume: the old data moved aside beside DATA (never inside it), the restored data in
+    // place, recorded done; a run now finds it restored.
+    assert_eq!(
+        listing(&volume.root),
+        vec!["data", "data.groundskeeper-restore.json", "data.pre-restore-t1", "keep.txt"]
+    );
+    assert_eq!(std::fs::read(volume.old().join("member/snap/db")).unwrap(), b"old database of m0");
+    assert!(volume.data.join("member/snap/db").exists());
+    let (code, result) = restore.run(&[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = restore_report(&result);
+    assert!(report.already_restored, "{report:?}");
+    assert_eq!(report.sha256.as_deref(), Some(sha256.as_str()));
+}

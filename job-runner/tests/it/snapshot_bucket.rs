@@ -564,3 +564,191 @@ async fn a_killed_copy_is_finished_by_the_next_run() {
         assert_eq!(sha256_of(&destination.join(name(day))), whole);
     }
 }
+
+/// `args` with the store's endpoint option pointed at `endpoint`.
+fn through(mut args: Vec<String>, endpoint: &str) -> Vec<String> {
+    for arg in &mut args {
+        if arg.starts_with("endpoint=") {
+            *arg = format!("endpoint={endpoint}");
+        }
+    }
+    args
+}
+
+/// A snapshot taken again under a name that holds a good one, whose metadata copy the store
+/// answers with a server error: the run fails (retryable) and the good snapshot is still there,
+/// byte for byte with its metadata; nothing else is left. Once the store answers, the retry
+/// replaces it. A copy into a bucket whose metadata copy fails leaves nothing under the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_snapshot_is_never_lost_when_its_bookkeeping_fails() {
+    use groundskeeper_e2e::s3_fault_proxy::{Fault, FaultProxy, is_copy};
+    let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
+    let proxy = FaultProxy::start(&stand.s3.endpoint).unwrap();
+    let key = format!("etcd/{}", name(1));
+    let args = through(stand.snapshot_args("s3://snapshots/etcd", &name(1), None), &proxy.endpoint);
+    let (code, result, _) = run(&args, &stand.result_file()).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let good = std::fs::read(stand.s3.object_file("snapshots", &key)).unwrap();
+    let good_metadata = stand.s3.object_metadata("snapshots", &key);
+    assert_eq!(good_metadata.get("sha256"), snapshot_report(&result).sha256.as_ref());
+
+    stand.cluster.client(None).await.unwrap().put("after", "the first snapshot", None).await.unwrap();
+    proxy.fail(Fault::server_error(is_copy));
+    let (code, result, _) = run(&args, &stand.result_file()).await;
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    assert!(proxy.failed() > 0, "the metadata copy was asked for");
+    assert_eq!(
+        std::fs::read(stand.s3.object_file("snapshots", &key)).unwrap(),
+        good,
+        "the good snapshot is kept"
+    );
+    assert_eq!(stand.s3.object_metadata("snapshots", &key), good_metadata);
+    assert_eq!(listing(&stand.s3.object_file("snapshots", "etcd")), vec![name(1)], "nothing else is left");
+    assert!(stand.s3.upload_parts().is_empty(), "{:?}", stand.s3.upload_parts());
+
+    proxy.heal();
+    let (code, result, _) = run(&args, &stand.result_file()).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let newer = std::fs::read(stand.s3.object_file("snapshots", &key)).unwrap();
+    assert_ne!(newer, good, "the retry replaced it");
+    assert_eq!(
+        stand.s3.object_metadata("snapshots", &key).get("sha256"),
+        snapshot_report(&result).sha256.as_ref()
+    );
+
+    // A folder's snapshot (no recorded SHA-256) copied into the bucket, its metadata copy failing.
+    let folder = stand.dir.path().join("claim");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join(name(2)), &newer).unwrap();
+    proxy.fail(Fault::server_error(is_copy));
+    let copy = through(
+        [
+            vec!["snapshot-copy".to_owned(), "--from".into(), folder.display().to_string()],
+            vec!["--to".into(), "s3://snapshots/copies".into(), "--to-credentials".into()],
+            vec![stand.credentials.display().to_string(), "--file-name-template".into(), TEMPLATE.into()],
+            vec!["--cluster".into(), "main".into()],
+            stand.s3.option_args("to"),
+        ]
+        .concat(),
+        &proxy.endpoint,
+    );
+    let (code, result, _) = run(&copy, &stand.result_file()).await;
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    let copies = stand.s3.object_file("snapshots", "copies");
+    assert!(!copies.exists() || listing(&copies).is_empty(), "{:?}", listing(&copies));
+    assert_eq!(std::fs::read(folder.join(name(2))).unwrap(), newer, "the source is untouched");
+}
+
+/// Credentials and settings no HTTP header can carry (a line break inside, a control character,
+/// non-ASCII), a credentials file larger than a Secret, an object name longer than a key: bad
+/// input naming the file, the option or the name, found before etcd is asked (the endpoints
+/// here answer nothing); never a panic, never the value in the result or the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_credentials_settings_and_names_are_refused_naming_them() {
+    let Some(binary) = s3s_fs_or_skip() else { return };
+    let s3 = S3Server::start(&binary).unwrap();
+    s3.create_bucket("snapshots").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let result_file = dir.path().join("result.json");
+    let snapshot_to = |credentials: &Path, object: &str, options: Vec<String>| -> Vec<String> {
+        let mut args = vec![
+            "snapshot".to_owned(),
+            "--endpoints".into(),
+            "http://127.0.0.1:1".into(),
+            "--to".into(),
+            "s3://snapshots/etcd".into(),
+            "--object".into(),
+            object.into(),
+            "--to-credentials".into(),
+            credentials.display().to_string(),
+        ];
+        args.extend(options);
+        args
+    };
+    let secret = "Sekr3tValueNeverShown";
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("AWS_ACCESS_KEY_ID", format!("{}\r\nX-Injected: 1", s3.access_key), "line break"),
+        ("AWS_ACCESS_KEY_ID", format!("{}\nsecond line", s3.access_key), "line break"),
+        ("AWS_SECRET_ACCESS_KEY", format!("{secret}\r\n{secret}"), "line break"),
+        ("AWS_SESSION_TOKEN", format!("{secret}\u{0}"), "control character"),
+        ("AWS_ACCESS_KEY_ID", format!("{}é", s3.access_key), "not ASCII"),
+        ("AWS_SECRET_ACCESS_KEY", "\n".to_owned(), "empty"),
+    ];
+    for (i, (file, value, says)) in cases.iter().enumerate() {
+        let credentials = dir.path().join(format!("credentials-{i}"));
+        s3.write_credentials(&credentials).unwrap();
+        std::fs::write(credentials.join(file), value).unwrap();
+        let (code, result, stderr) =
+            run(&snapshot_to(&credentials, &name(1), s3.option_args("to")), &result_file).await;
+        let what = format!("{file} = {value:?}");
+        assert_eq!(code, exit::BAD_INPUT, "{what}: {result:?}");
+        let message = result.message.clone().unwrap();
+        assert!(
+            message.contains(&credentials.join(file).display().to_string()) && message.contains(says),
+            "{what}: {message}"
+        );
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        let json = serde_json::to_string(&result).unwrap();
+        assert!(!json.contains(secret) && !stderr.contains(secret), "{what}: the value is shown");
+    }
+    let credentials = dir.path().join("credentials");
+    s3.write_credentials(&credentials).unwrap();
+
+    // A settings value with a line break.
+    let mut options = s3.option_args("to");
+    let region = options.iter_mut().find(|o| o.starts_with("region=")).unwrap();
+    region.push_str("\r\nX-Injected: 1");
+    let (code, result, stderr) = run(&snapshot_to(&credentials, &name(1), options), &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.as_deref().unwrap().contains("option region"), "{result:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A credentials file larger than any Secret: refused without being read whole.
+    let big = dir.path().join("big");
+    s3.write_credentials(&big).unwrap();
+    let file = std::fs::File::create(big.join("AWS_SESSION_TOKEN")).unwrap();
+    file.set_len(64 * 1024 * 1024).unwrap();
+    let (code, result, _) = run(&snapshot_to(&big, &name(1), s3.option_args("to")), &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.as_deref().unwrap().contains("longer than 1 MiB"), "{result:?}");
+
+    // An object name longer than the stores' key limit.
+    let long = format!("{}.db", "n".repeat(1100));
+    let (code, result, _) = run(&snapshot_to(&credentials, &long, s3.option_args("to")), &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.as_deref().unwrap().contains("at most 1024"), "{result:?}");
+}
+
+/// A password in the store's endpoint URL is never shown, even when the store cannot be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_endpoint_is_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    write_credentials(&credentials, "access", "not-a-real-secret").unwrap();
+    let unreachable = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let args: Vec<String> = [
+        "snapshot",
+        "--endpoints",
+        "http://127.0.0.1:1",
+        "--to",
+        "s3://snapshots/etcd",
+        "--object",
+        "main.db",
+        "--to-credentials",
+        &credentials.display().to_string(),
+        "--to-option",
+        &format!("endpoint=http://user:Hunter2Password@{unreachable}"),
+        "--to-option",
+        "allow_http=true",
+        "--to-option",
+        "region=us-east-1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (code, result, stderr) = run(&args, &dir.path().join("result.json")).await;
+    assert_eq!(code, exit::RETRYABLE, "{result:?}");
+    let json = serde_json::to_string(&result).unwrap();
+    assert!(json.contains(&unreachable.to_string()), "the endpoint is named: {json}");
+    assert!(!json.contains("Hunter2Password") && !stderr.contains("Hunter2Password"), "{json}\n{stderr}");
+}

@@ -49,8 +49,8 @@ pub const LATE_START_SLACK_SECONDS: i64 = 300;
 /// Why a member of `db_size` bytes, expected to defragment at `rate` bytes per second, may not
 /// start at `now` with the maintenance window ending at `not_after`; `None` when it fits. A member
 /// expected to take longer than the whole window (from `opened`, less
-/// [`LATE_START_SLACK_SECONDS`]) may start when it is the `first` of its run, so that it is never
-/// left out for ever.
+/// [`LATE_START_SLACK_SECONDS`]) may start when it is the `first` of its run while the window is
+/// still open, so that it is never left out for ever; once `not_after` has passed, nothing starts.
 pub fn defer_past_window(
     db_size: i64,
     rate: f64,
@@ -65,7 +65,9 @@ pub fn defer_past_window(
     let longer_than_window = opened.is_some_and(|opened| {
         expected > not_after.duration_since(opened).as_secs() - LATE_START_SLACK_SECONDS
     });
-    (expected > left && !(first && longer_than_window)).then(|| {
+    // Once the window has closed nothing starts, not even a member the window was too short for.
+    let still_open = left > 0;
+    (expected > left && !(first && longer_than_window && still_open)).then(|| {
         format!(
             "left for the next maintenance window: expected {expected}s ({db_size} bytes at {:.1} MiB/s), \
              the window ends in {}s (at {not_after})",

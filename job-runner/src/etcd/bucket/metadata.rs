@@ -119,7 +119,38 @@ impl S3 {
     }
 }
 
+/// An object copied inside the store: from the full key `from` to the full key `to` (prefix
+/// included), `size` bytes long.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Copy<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub size: u64,
+}
+
 impl Sealer {
+    /// Copies `copy.from` to `copy.to` inside the store with `metadata` as the copy's user
+    /// metadata, in one request that either replaces what was under `copy.to` whole or leaves it
+    /// as it was (S3 and GCS). `Ok(false)`: this store has no such copy (Azure, the in-memory
+    /// store): the caller records the metadata on `copy.from` ([`Sealer::replace`]) and copies it
+    /// through `object_store`, which keeps the metadata.
+    pub(super) async fn copy_with_metadata(
+        &self,
+        client: &reqwest::Client,
+        copy: Copy<'_>,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<bool, RequestError> {
+        match self {
+            Sealer::S3(s3) if copy.size > s3.copy_limit => s3.copy_in_parts(client, copy, metadata).await?,
+            Sealer::S3(s3) => s3.copy_object(client, copy, metadata).await?,
+            Sealer::Gcs(gcs) => gcs.copy_object(client, copy, metadata).await?,
+            Sealer::Azure(_) => return Ok(false),
+            #[cfg(test)]
+            Sealer::Memory => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Replaces the user metadata of the object at `key` (its full key in the bucket, prefix
     /// included), `size` bytes long, with `metadata`.
     pub(super) async fn replace(
@@ -129,13 +160,12 @@ impl Sealer {
         size: u64,
         metadata: &BTreeMap<String, String>,
     ) -> Result<(), RequestError> {
+        let onto_itself = Copy { from: key, to: key, size };
         match self {
-            Sealer::S3(s3) if size > s3.copy_limit => s3.copy_in_parts(client, key, size, metadata).await,
-            Sealer::S3(s3) => s3.copy_onto_itself(client, key, metadata).await,
-            Sealer::Gcs(gcs) => gcs.copy_onto_itself(client, key, metadata).await,
             Sealer::Azure(azure) => azure.set_metadata(client, key, metadata).await,
             #[cfg(test)]
             Sealer::Memory => unreachable!("the in-memory store is rewritten by the caller"),
+            _ => self.copy_with_metadata(client, onto_itself, metadata).await.map(drop),
         }
     }
 }
@@ -183,31 +213,31 @@ impl S3 {
         .await
     }
 
-    /// `CopyObject` onto itself, the metadata replaced. S3 may answer 200 with an error in the
-    /// body when a copy fails late: the body is read for one.
-    async fn copy_onto_itself(
+    /// `CopyObject`, the metadata replaced. S3 may answer 200 with an error in the body when a
+    /// copy fails late: the body is read for one.
+    async fn copy_object(
         &self,
         client: &reqwest::Client,
-        key: &str,
+        copy: Copy<'_>,
         metadata: &BTreeMap<String, String>,
     ) -> Result<(), RequestError> {
         let mut headers = self.metadata_headers(metadata);
-        headers.push(("x-amz-copy-source".into(), self.copy_source(key)));
+        headers.push(("x-amz-copy-source".into(), self.copy_source(copy.from)));
         headers.push(("x-amz-metadata-directive".into(), "REPLACE".into()));
-        let body = self.send(client, Method::PUT, self.object_url(key), headers, Bytes::new()).await?;
+        let body = self.send(client, Method::PUT, self.object_url(copy.to), headers, Bytes::new()).await?;
         s3_body_error(&body)
     }
 
-    /// A multipart upload onto the object itself, carrying the metadata, whose parts are copies
-    /// of the object's ranges; aborted when any step fails.
+    /// A multipart upload onto `copy.to`, carrying the metadata, whose parts are copies of
+    /// `copy.from`'s ranges; aborted when any step fails. Nothing is under `copy.to` until the
+    /// upload completes.
     async fn copy_in_parts(
         &self,
         client: &reqwest::Client,
-        key: &str,
-        size: u64,
+        copy: Copy<'_>,
         metadata: &BTreeMap<String, String>,
     ) -> Result<(), RequestError> {
-        let url = self.object_url(key);
+        let url = self.object_url(copy.to);
         let created = self
             .send(
                 client,
@@ -222,7 +252,7 @@ impl S3 {
             message: format!("the store's answer to CreateMultipartUpload names no upload: {created}"),
         })?;
         let upload = format!("uploadId={}", encode_segment(&upload_id));
-        let copied = self.copy_parts(client, key, size, &upload).await;
+        let copied = self.copy_parts(client, copy, &upload).await;
         let completed = match copied {
             Ok(etags) => {
                 let body = complete_body(&etags);
@@ -241,18 +271,17 @@ impl S3 {
     async fn copy_parts(
         &self,
         client: &reqwest::Client,
-        key: &str,
-        size: u64,
+        copy: Copy<'_>,
         upload: &str,
     ) -> Result<Vec<String>, RequestError> {
-        let url = self.object_url(key);
+        let url = self.object_url(copy.to);
         let mut etags = Vec::new();
         let mut start = 0;
-        while start < size {
-            let end = (start + self.copy_part).min(size) - 1;
+        while start < copy.size {
+            let end = (start + self.copy_part).min(copy.size) - 1;
             let number = etags.len() + 1;
             let headers = vec![
-                ("x-amz-copy-source".to_owned(), self.copy_source(key)),
+                ("x-amz-copy-source".to_owned(), self.copy_source(copy.from)),
                 ("x-amz-copy-source-range".to_owned(), format!("bytes={start}-{end}")),
             ];
             let answer = self
@@ -277,23 +306,24 @@ impl S3 {
 }
 
 impl Gcs {
-    async fn copy_onto_itself(
+    /// A copy through the XML API, the metadata replaced.
+    async fn copy_object(
         &self,
         client: &reqwest::Client,
-        key: &str,
+        copy: Copy<'_>,
         metadata: &BTreeMap<String, String>,
     ) -> Result<(), RequestError> {
         let url = format!(
             "{}/{}/{}",
             self.base_url.trim_end_matches('/'),
             encode_segment(&self.bucket),
-            encode_key(key)
+            encode_key(copy.to)
         );
         let mut headers = vec![
             ("content-type".to_owned(), "application/octet-stream".to_owned()),
             (
                 "x-goog-copy-source".to_owned(),
-                format!("{}/{}", encode_segment(&self.bucket), encode_key(key)),
+                format!("{}/{}", encode_segment(&self.bucket), encode_key(copy.from)),
             ),
             ("x-goog-metadata-directive".to_owned(), "REPLACE".to_owned()),
         ];

@@ -6,14 +6,17 @@
 //! incomplete upload, which is no object (listings and reads do not see it) and which the
 //! bucket's lifecycle rule for incomplete multipart uploads removes.
 //!
-//! The object's user metadata: `member` and `cluster` from the start; `sha256`, `revision` and
-//! `keys` once the stream went by, recorded inside the store (see [`Bucket::replace_metadata`]).
+//! The stream goes into the snapshot's hidden staging object (`.NAME.partial`); once it is whole
+//! and its SHA-256, revision and keys are known, the staging object is copied under the
+//! snapshot's name inside the store with all of its metadata, in one request that replaces what
+//! was under the name whole or not at all ([`bucket::Staged::publish`]). So a snapshot that was
+//! already under the name (a Job run again) stays as it was unless the new one is published,
+//! whole and recorded: a failure at any step, the bookkeeping ones included, loses no snapshot.
 //! The revision is the one the snapshot's database holds, read from the stream itself (see
 //! [`RevisionScan`]): the highest revision in etcd's `key` bucket, what `etcdutl snapshot status`
 //! reports for the file. `keys` is counted by the member the snapshot came from, at that
-//! revision, right after the stream. A snapshot whose metadata cannot be recorded is deleted
-//! again; only a run killed outright between the completion and the update leaves a whole
-//! object without a recorded checksum (its trailer still checks it).
+//! revision, right after the stream. A run killed outright after the upload leaves only the
+//! staging object, which the cluster's next retention deletes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -25,11 +28,12 @@ use groundskeeper_stores::etcd::retention;
 
 use super::{Retention, Source, TrailerCheck, open_stream};
 use crate::etcd::bolt_stream::RevisionScan;
-use crate::etcd::bucket::{self, Bucket, Upload};
+use crate::etcd::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
 use crate::run::{Failure, StopSignal};
 
-/// Longest wait for an abort or a clean-up delete: the store may be what failed.
-const CLEAN_UP_WAIT: Duration = Duration::from_secs(10);
+/// A staging object this old is a killed run's leftover: no run takes an hour between the end
+/// of its upload and its publication.
+const STALE_STAGING: jiff::SignedDuration = jiff::SignedDuration::from_secs(3600);
 /// How often progress is logged while streaming.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
@@ -44,8 +48,9 @@ pub(super) async fn snapshot(
     stop: &StopSignal,
 ) -> Result<(), Failure> {
     let bucket = Bucket::open(location)?;
-    // The bucket and the credentials first: a mistake there is bad input, found before etcd is
-    // asked for anything.
+    // The name, the bucket and the credentials first: a mistake there is bad input, found before
+    // etcd is asked for anything.
+    bucket.check_new_name(name)?;
     bucket.check_bucket_exists().await?;
     let mut source = open_stream(connection, report).await?;
     let started = Instant::now();
@@ -78,7 +83,7 @@ pub(super) async fn snapshot(
             return Err(failure);
         }
     };
-    upload.complete().await?;
+    let staged = upload.complete().await?;
     report.stream_duration_ms = started.elapsed().as_millis() as u64;
     let revision = scan.finish().unwrap_or_else(|why| {
         tracing::warn!(object = %bucket.object_url(name), "the snapshot's revision could not be read: {why}");
@@ -92,10 +97,7 @@ pub(super) async fn snapshot(
     if let Some(keys) = report.keys {
         metadata.insert(bucket::META_KEYS.to_owned(), keys.to_string());
     }
-    if let Err(failure) = bucket.replace_metadata(name, size, &metadata).await {
-        delete_unrecorded(&bucket, name).await;
-        return Err(failure);
-    }
+    staged.publish(size, &metadata).await?;
     report.size_bytes = size;
     report.size_mib = mib(size);
     report.revision = revision;
@@ -147,32 +149,31 @@ async fn abort(upload: Upload<'_>, stop: &StopSignal) {
     }
 }
 
-/// A snapshot whose metadata could not be recorded is deleted again (best effort).
-async fn delete_unrecorded(bucket: &Bucket, name: &str) {
-    match tokio::time::timeout(CLEAN_UP_WAIT, bucket.delete(name)).await {
-        Ok(Ok(())) => tracing::warn!(
-            object = %bucket.object_url(name),
-            "deleted the snapshot again: its checksum and revision could not be recorded"
-        ),
-        _ => tracing::error!(
-            object = %bucket.object_url(name),
-            "the snapshot's metadata could not be recorded, nor the object deleted: delete it by hand"
-        ),
-    }
-}
-
-/// Deletes the cluster's older snapshots under the prefix beyond `retain` (the new one counts);
-/// other objects are never touched. What could not be deleted is listed, the snapshot counts
-/// as taken all the same.
+/// Deletes the cluster's older snapshots under the prefix beyond `retain` (the new one counts),
+/// and the staging objects its killed runs left more than [`STALE_STAGING`] ago; other objects
+/// are never touched. What could not be deleted is listed, the snapshot counts as taken all the
+/// same.
 async fn apply_retention(bucket: &Bucket, keep: &str, retention: &Retention, report: &mut SnapshotReport) {
-    let names: Vec<String> = match bucket.list_names().await {
-        Ok(objects) => objects.into_iter().map(|(name, _, _)| name).collect(),
+    let objects = match bucket.list_names().await {
+        Ok(objects) => objects,
         Err(failure) => {
             report.retention_errors.push(format!("{}: cannot list it: {}", bucket.url(), failure.message));
             return;
         }
     };
+    let names: Vec<String> = objects.iter().map(|(name, _, _)| name.clone()).collect();
     let selection = retention::select(&retention.template, &names, keep, retention.retain);
+    // A younger staging object may be another run's, between its upload and its publication.
+    let stale_before = jiff::Timestamp::now() - STALE_STAGING;
+    let stale = objects
+        .iter()
+        .filter(|(name, _, modified)| *modified < stale_before && selection.partials.contains(name));
+    for (name, _, _) in stale {
+        match bucket.delete(name).await {
+            Ok(()) => report.removed_partial_files.push(name.clone()),
+            Err(failure) => report.retention_errors.push(format!("{name}: {}", failure.message)),
+        }
+    }
     for name in selection.delete {
         match bucket.delete(&name).await {
             Ok(()) => {

@@ -585,6 +585,17 @@ fn a_member_starts_only_when_its_defrag_ends_inside_the_window() {
         ("longer than the window, first of the run", 100 * mib, 1.0 * mib as f64, 30, Some(60), true, false),
         ("longer than the window, not the first", 100 * mib, 1.0 * mib as f64, 30, Some(60), false, true),
         ("window opening unknown", 100 * mib, 1.0 * mib as f64, 30, None, true, true),
+        (
+            "longer than the window, first, window closed",
+            100 * mib,
+            1.0 * mib as f64,
+            -30,
+            Some(60),
+            true,
+            true,
+        ),
+        ("longer than the window, first, closing now", 100 * mib, 1.0 * mib as f64, 0, Some(60), true, true),
+        ("fits in no time, window closed", 1, 10.0 * mib as f64, -1, Some(3600), true, true),
     ];
     for (case, bytes, rate, left, length, first, deferred) in cases {
         let not_after = now + jiff::SignedDuration::from_secs(left);
