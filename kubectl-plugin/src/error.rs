@@ -20,7 +20,7 @@ pub enum Error {
     )]
     CrdMissing { kind: String, crd: String, install: String },
     #[error(
-        "not allowed to {verb} {resource} {scope}: {message}. Ask your cluster admin for a Role that grants `{verb}` on `{resource}` (for the plugin's commands: bind the ClusterRole groundskeeper-plugin-user, manifests/rbac/kubectl-plugin-user.yaml)"
+        "not allowed to {verb} {resource} {scope}: {message}. Ask your cluster admin for a Role that grants `{verb}` on `{resource}` (for the plugin's commands: bind the ClusterRole groundskeeper-plugin-user, manifests/addons/kubectl-plugin-user/cluster-role.yaml)"
     )]
     Forbidden { verb: String, resource: String, scope: String, message: String },
     #[error(
@@ -85,7 +85,8 @@ impl Request {
 fn install_hint(group: &str) -> String {
     match group {
         "groundskeeper.dev" => "Install groundskeeper's CRDs: `kubectl apply -f manifests/crds/` from \
-                                groundskeeper's repository (then the controller: manifests/deploy/)."
+                                groundskeeper's repository (or them and the controller: \
+                                `kubectl apply -k manifests/install/cluster-wide`)."
             .to_owned(),
         "scylla.scylladb.com" => "ScyllaClusters come with scylla-operator: install scylla-operator \
                                   (its CRDs) first."

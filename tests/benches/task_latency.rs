@@ -1,7 +1,7 @@
 //! From a MaintenanceTask's creation to its first Job (not a test: figures for the README).
 //!
 //! The task controller runs against the in-memory Kubernetes API with the RBAC of
-//! `manifests/rbac/`; 200 EtcdClusters exist, and one task is created on each, one after the
+//! `manifests/`; 200 EtcdClusters exist, and one task is created on each, one after the
 //! other. For each, the time from the create call returning to the task's Job being in the
 //! store. The controller's idle requeue is 5 minutes, so only its watch can wake it this fast.
 //!

@@ -46,7 +46,7 @@
 //! - **RBAC** for requests that carry a bearer token registered with [`Builder::authorize`]:
 //!   authorized by verb, API group, resource/subresource, namespace and `resourceNames` against
 //!   the Roles and ClusterRoles bound to that ServiceAccount in a set of manifests (the
-//!   [`rbac`] module; [`rbac::controller_grants`] reads `manifests/rbac/` with `cluster-wide/`, [`rbac::controller_grants_namespaced`] with `namespaced/`), refused with the real
+//!   [`rbac`] module; [`rbac::controller_grants`] reads `manifests/base/` with `install/cluster-wide/`, [`rbac::controller_grants_namespaced`] with `install/namespaced/`), refused with the real
 //!   403 Status; an unknown token gets 401. Requests without a token are the test harness and
 //!   are not checked. Aggregated roles, groups and users other than ServiceAccounts are not
 //!   modelled.

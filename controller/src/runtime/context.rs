@@ -96,8 +96,8 @@ pub struct ControllerConfig {
     #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
     pub status_write_attempts: u32,
     /// The namespaces to look after, comma-separated (namespaced mode: a Role in each, see
-    /// `manifests/rbac/namespaced/`). None: every namespace (the ClusterRole of
-    /// `manifests/rbac/cluster-wide/`).
+    /// `manifests/install/namespaced/`). None: every namespace (the ClusterRole of
+    /// `manifests/install/cluster-wide/`).
     #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
     /// Most clusters of one fleet of partitioned etcd clusters (`spec.partition.fleet`) in
@@ -121,7 +121,7 @@ pub struct ControllerConfig {
 pub struct StorageClusterDiscovery {
     /// Maintain every StorageCluster as a Partitioned EtcdCluster (`storagecluster-<name>`,
     /// owned by it), with `storageClusterId` as its cluster id and `serviceAddress` as its
-    /// endpoint. Needs the extra rules of manifests/rbac/storage-cluster-discovery/.
+    /// endpoint. Needs the extra rules of manifests/addons/storage-cluster-discovery/.
     #[arg(long = "discover-storage-clusters", env = "GROUNDSKEEPER_DISCOVER_STORAGE_CLUSTERS")]
     pub enabled: bool,
     /// Namespace of the EtcdClusters made for StorageClusters (one the controller looks after).
@@ -158,7 +158,7 @@ pub struct StorageClusterDiscovery {
 pub struct EtcdOperatorDiscovery {
     /// Maintain every etcd-operator EtcdCluster (operator.etcd.io) as an EtcdCluster
     /// `etcd-operator-<name>` in its namespace (owned by it), reached on the operator's client
-    /// Service. Needs the extra rules of manifests/rbac/etcd-operator-discovery/.
+    /// Service. Needs the extra rules of manifests/addons/etcd-operator-discovery/.
     #[arg(
         id = "discover_etcd_operator_clusters",
         long = "discover-etcd-operator-clusters",

@@ -1,15 +1,16 @@
 //! The controller's namespaced mode as manifests: a Role and a RoleBinding in each namespace it
 //! looks after, with exactly the rules of the cluster-wide ClusterRole (read from
-//! `manifests/rbac/cluster-wide/cluster-role.yaml` when this is built, so the two modes cannot
+//! `manifests/install/cluster-wide/cluster-role.yaml` when this is built, so the two modes cannot
 //! drift apart), and the ConfigMap that tells the Deployment which namespaces those are.
 //!
 //! `cargo run -p groundskeeper-controller --bin namespaced-rbac -- NAMESPACE...` prints them;
-//! `manifests/rbac/namespaced/` holds them for the namespaces of the examples.
+//! `manifests/install/namespaced/rbac.yaml` holds them for the namespaces of the examples; that
+//! overlay, or a kustomization of your own, installs them with `manifests/base/`.
 
 use serde_json::{Value, json};
 
 /// The cluster-wide rules, as checked in.
-const CLUSTER_ROLE: &str = include_str!("../../../manifests/rbac/cluster-wide/cluster-role.yaml");
+const CLUSTER_ROLE: &str = include_str!("../../../manifests/install/cluster-wide/cluster-role.yaml");
 /// Name of the controller's ServiceAccount, Roles, bindings and ConfigMap.
 pub const NAME: &str = "groundskeeper-controller";
 /// Namespace the controller runs in.
@@ -21,7 +22,7 @@ pub const NAMESPACES_KEY: &str = "namespaces";
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ManifestError {
     #[error(
-        "give at least one namespace: without any, use the cluster-wide manifests (manifests/rbac/cluster-wide/)"
+        "give at least one namespace: without any, use the cluster-wide manifests (manifests/install/cluster-wide/)"
     )]
     NoNamespace,
     #[error(
@@ -67,9 +68,10 @@ pub fn namespaced_rbac(namespaces: &[String]) -> Result<String, ManifestError> {
     }
     let mut text = String::from(
         "# Namespaced mode: the controller looks after these namespaces only, with a Role in each.\n\
-         # Generated from manifests/rbac/cluster-wide/cluster-role.yaml by\n\
+         # Generated from manifests/install/cluster-wide/cluster-role.yaml by\n\
          #   cargo run -p groundskeeper-controller --bin namespaced-rbac -- NAMESPACE...\n\
-         # Apply with manifests/rbac/*.yaml, instead of manifests/rbac/cluster-wide/.\n",
+         # Install it with manifests/base/ (a kustomization with both as resources, as\n\
+         # manifests/install/namespaced/ does), instead of manifests/install/cluster-wide/.\n",
     );
     for (i, document) in documents.into_iter().enumerate() {
         if i > 0 {

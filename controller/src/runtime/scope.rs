@@ -1,6 +1,6 @@
 //! Where the controllers look: every namespace (cluster-wide mode, the ClusterRole of
-//! `manifests/rbac/cluster-wide/`), or only the namespaces they are told to look after
-//! (namespaced mode, a Role in each of them: `manifests/rbac/namespaced/`).
+//! `manifests/install/cluster-wide/`), or only the namespaces they are told to look after
+//! (namespaced mode, a Role in each of them: `manifests/install/namespaced/`).
 //!
 //! A watch covers one namespace or all of them, so in namespaced mode each controller runs once
 //! per namespace; nothing it does reaches outside the namespace of the object it works on.

@@ -11,6 +11,7 @@ mod etcd_observe;
 mod etcd_reconcile;
 mod etcd_results;
 mod examples;
+mod install_kustomize;
 mod jobs_api;
 mod jobs_apiserver;
 mod jobs_build;

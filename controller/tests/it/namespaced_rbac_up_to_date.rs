@@ -1,4 +1,4 @@
-//! `manifests/rbac/namespaced/` is what the generator makes for the examples' namespaces, and the
+//! `manifests/install/namespaced/` is what the generator makes for the examples' namespaces, and the
 //! Deployment reads the namespaces from the ConfigMap it holds.
 
 use std::path::Path;
@@ -17,16 +17,16 @@ fn manifest(relative: &str) -> String {
 fn checked_in_namespaced_rbac_matches_the_generator() {
     let generated = namespaced_rbac(&["scylla".into(), "etcd".into()]).unwrap();
     assert!(
-        manifest("rbac/namespaced/rbac.yaml") == generated,
-        "manifests/rbac/namespaced/rbac.yaml is out of date: run `cargo run -p \
+        manifest("install/namespaced/rbac.yaml") == generated,
+        "manifests/install/namespaced/rbac.yaml is out of date: run `cargo run -p \
          groundskeeper-controller --bin namespaced-rbac -- scylla etcd > \
-         manifests/rbac/namespaced/rbac.yaml` and commit the result"
+         manifests/install/namespaced/rbac.yaml` and commit the result"
     );
 }
 
 #[test]
 fn the_deployment_reads_the_namespaces_from_that_config_map() {
-    let deployment: Value = serde_saphyr::from_str(&manifest("deploy/deployment.yaml")).unwrap();
+    let deployment: Value = serde_saphyr::from_str(&manifest("base/deployment.yaml")).unwrap();
     assert_eq!(deployment["metadata"]["namespace"], CONTROLLER_NAMESPACE);
     let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
     let namespaces = env

@@ -1,5 +1,5 @@
 //! MaintenanceTasks against the in-memory API server, with the controller's own token: the
-//! resource is served, `manifests/rbac/` grants what running tasks takes (create, list, status
+//! resource is served, `manifests/` grants what running tasks takes (create, list, status
 //! writes, delete) and no more, and the pure queue and lifecycle drive a real round of writes.
 
 use groundskeeper_api::MaintenanceTask;

@@ -35,14 +35,14 @@ const CLUSTER: &str = "main";
 /// Guards against a scenario that never settles; not a performance bound.
 const GUARD: Duration = Duration::from_secs(120);
 
-/// Bearer token of a person bound to `manifests/rbac/kubectl-plugin-user.yaml`'s ClusterRole.
+/// Bearer token of a person bound to the ClusterRole of `manifests/addons/kubectl-plugin-user/`.
 const PLUGIN_USER_TOKEN: &str = "plugin-user-token";
 
-/// What `manifests/rbac/` grants ServiceAccount `people/alice` once its plugin ClusterRole is
+/// What `manifests/addons/kubectl-plugin-user/` grants ServiceAccount `people/alice` once its ClusterRole is
 /// bound to her in `namespaces` (RoleBindings, as the manifest's comment shows).
 fn plugin_user(namespaces: &[&str]) -> Grants {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/rbac");
-    let mut manifests = load_manifests(&dir).expect("manifests/rbac/");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/addons/kubectl-plugin-user");
+    let mut manifests = load_manifests(&dir).expect("manifests/addons/kubectl-plugin-user/");
     for namespace in namespaces {
         manifests.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",

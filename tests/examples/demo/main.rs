@@ -196,8 +196,8 @@ fn refuse_real_cluster() -> ExitCode {
         "--against-kubeconfig: not available; nothing was done ({kubeconfig}).\n\
          \n\
          The same walk-through on a real cluster needs what this demo cannot create by itself:\n\
-         - groundskeeper installed there: manifests/crds/, manifests/rbac/ (with cluster-wide/ or namespaced/) and manifests/deploy/ \
-         applied, and the groundskeeper-job image (`docker build --target job .`) pullable by the \
+         - groundskeeper installed there (`kubectl apply -k manifests/install/cluster-wide`, or \
+         install/namespaced), and the groundskeeper-job image (`docker build --target job .`) pullable by the \
          cluster's nodes, since the Jobs run there and not in this process;\n\
          - an etcd cluster the Jobs' pods can reach, with its client certificate in a Secret (the \
          throwaway etcd here listens on this machine's loopback only);\n\

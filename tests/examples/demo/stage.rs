@@ -103,7 +103,7 @@ impl Stage {
         ));
         say::line(format!(
             "controller      groundskeeper's scylla-cleanup and etcd controllers, in this process, \
-             with the ServiceAccount token of manifests/rbac/ and manifests/rbac/cluster-wide/ (every request authorized as RBAC would); \
+             with the ServiceAccount token of manifests/base/ and manifests/install/cluster-wide/ (every request authorized as RBAC would); \
              looking again every {}s while Jobs run (default 15s)",
             REQUEUE_WHILE_BUSY.as_secs()
         ));
@@ -133,7 +133,7 @@ async fn start_agents(scylla: &ScyllaOperator, nodes: &Racks) -> BTreeMap<String
 }
 
 /// groundskeeper's controllers as `groundskeeper-controller` runs them, without leader election
-/// (one replica), acting with the ServiceAccount token that manifests/rbac/ and manifests/rbac/cluster-wide/ grant.
+/// (one replica), acting with the ServiceAccount token that manifests/base/ and manifests/install/cluster-wide/ grant.
 fn start_controllers(server: &ApiServer) -> Vec<JoinHandle<()>> {
     use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
     use groundskeeper_controller::runtime::metrics::Metrics;

@@ -3,7 +3,7 @@
 //! The real API server authorizes a request by its attributes (verb, API group, resource and
 //! subresource, namespace, name) against the rules of the Roles and ClusterRoles bound to the
 //! caller. This does the same for the bindings found in a set of manifests, so that a scenario
-//! run with the controller's token proves `manifests/rbac/` grants everything the controller
+//! run with the controller's token proves `manifests/` grants everything the controller
 //! does, and a request it does not grant fails with the real 403. Requests without a token are
 //! not checked: they are the test harness acting as cluster admin.
 
@@ -122,6 +122,16 @@ impl Grants {
             })
     }
 
+    /// Whether `self` and `other` hold the same rules for the same ServiceAccount, whatever
+    /// their order or repetition: two sets of manifests that grant alike.
+    pub fn same_as(&self, other: &Grants) -> bool {
+        let within = |a: &Grants, b: &Grants| {
+            a.cluster.iter().all(|rule| b.cluster.contains(rule))
+                && a.namespaced.iter().all(|rule| b.namespaced.contains(rule))
+        };
+        self.user == other.user && within(self, other) && within(other, self)
+    }
+
     /// Ok, or the 403 the real API answers, worded as it words it.
     pub fn authorize(&self, request: &Attributes) -> Result<(), ApiError> {
         if self.allows(request) {
@@ -160,28 +170,28 @@ pub const CONTROLLER_TOKEN: &str = "groundskeeper-controller-token";
 /// Namespace and name of the controller's ServiceAccount in `manifests/`.
 pub const CONTROLLER_SERVICE_ACCOUNT: (&str, &str) = ("groundskeeper", "groundskeeper-controller");
 
-/// What the cluster-wide mode's manifests (`manifests/rbac/` and `manifests/rbac/cluster-wide/`)
+/// What the cluster-wide mode's manifests (`manifests/base/` and `manifests/install/cluster-wide/`)
 /// grant the controller's ServiceAccount.
 pub fn controller_grants() -> Grants {
-    grants_of(&["rbac", "rbac/cluster-wide"])
+    grants_of(&["base", "install/cluster-wide"])
 }
 
-/// [`controller_grants`] plus what `manifests/rbac/storage-cluster-discovery/` adds for
+/// [`controller_grants`] plus what `manifests/addons/storage-cluster-discovery/` adds for
 /// `--discover-storage-clusters`.
 pub fn controller_grants_with_storage_cluster_discovery() -> Grants {
-    grants_of(&["rbac", "rbac/cluster-wide", "rbac/storage-cluster-discovery"])
+    grants_of(&["base", "install/cluster-wide", "addons/storage-cluster-discovery"])
 }
 
-/// [`controller_grants`] plus what `manifests/rbac/etcd-operator-discovery/` adds for
+/// [`controller_grants`] plus what `manifests/addons/etcd-operator-discovery/` adds for
 /// `--discover-etcd-operator-clusters`.
 pub fn controller_grants_with_etcd_operator_discovery() -> Grants {
-    grants_of(&["rbac", "rbac/cluster-wide", "rbac/etcd-operator-discovery"])
+    grants_of(&["base", "install/cluster-wide", "addons/etcd-operator-discovery"])
 }
 
-/// What the namespaced mode's manifests (`manifests/rbac/` and `manifests/rbac/namespaced/`, the
+/// What the namespaced mode's manifests (`manifests/base/` and `manifests/install/namespaced/`, the
 /// examples' namespaces `scylla` and `etcd`) grant the controller's ServiceAccount.
 pub fn controller_grants_namespaced() -> Grants {
-    grants_of(&["rbac", "rbac/namespaced"])
+    grants_of(&["base", "install/namespaced"])
 }
 
 fn grants_of(dirs: &[&str]) -> Grants {
@@ -194,12 +204,16 @@ fn grants_of(dirs: &[&str]) -> Grants {
     Grants::for_service_account(&manifests, namespace, name)
 }
 
-/// Every object of every YAML file in `dir` (multi-document files included), as JSON.
+/// Every object of every YAML file in `dir` (multi-document files included), as JSON; the
+/// `kustomization.yaml` that says how kustomize puts them together is not one of them.
 pub fn load_manifests(dir: &std::path::Path) -> std::io::Result<Vec<Value>> {
     let mut objects = Vec::new();
     let mut paths: Vec<_> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     paths.sort();
-    for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+    let is_object_file = |p: &std::path::Path| {
+        p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml")
+    };
+    for path in paths.into_iter().filter(|p| is_object_file(p)) {
         let text = std::fs::read_to_string(&path)?;
         let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text).map_err(|e| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
@@ -321,5 +335,17 @@ mod tests {
             err.message,
             "jobs.batch \"j\" is forbidden: User \"system:serviceaccount:gk:sa\" cannot delete resource \"jobs\" in API group \"batch\" in the namespace \"ns\""
         );
+    }
+
+    #[test]
+    fn the_same_rules_in_another_order_grant_the_same_and_one_more_does_not() {
+        let grants = Grants::for_service_account(&manifests(), "gk", "sa");
+        let mut reordered = manifests();
+        reordered.reverse();
+        assert!(Grants::for_service_account(&reordered, "gk", "sa").same_as(&grants));
+        let mut more = manifests();
+        more[0]["rules"][0]["verbs"] = json!(["get", "list", "watch"]);
+        assert!(!Grants::for_service_account(&more, "gk", "sa").same_as(&grants));
+        assert!(!Grants::for_service_account(&manifests(), "elsewhere", "sa").same_as(&grants));
     }
 }

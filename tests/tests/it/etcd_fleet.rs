@@ -1,5 +1,5 @@
 //! Fleets of etcd clusters on the in-memory Kubernetes API, with the controllers unchanged and
-//! the RBAC of `manifests/rbac/`:
+//! the RBAC of `manifests/`:
 //!
 //! * two EtcdClusters of one fleet (in different namespaces) that claim the same cluster id are
 //!   both reported — Degraded naming the other, a Warning Event — and neither gets maintenance;
@@ -15,7 +15,7 @@
 //!   this cannot exercise on real etcd: a clock ahead, and compaction to a composite revision
 //!   (both are table-tested in the controller's decision tests);
 //! * Arktos StorageClusters (`/api/v1/storageclusters`) discovered as Partitioned EtcdClusters,
-//!   with the extra RBAC of `manifests/rbac/storage-cluster-discovery/`.
+//!   with the extra RBAC of `manifests/addons/storage-cluster-discovery/`.
 //!
 //! The scenarios with etcd run one at a time (a lock). A missing etcd binary skips them with a
 //! message, except under `CI=true`.

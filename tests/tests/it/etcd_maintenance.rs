@@ -9,7 +9,7 @@
 //! What plays which part:
 //! - the controllers: `groundskeeper_controller::etcd::run` and
 //!   `groundskeeper_controller::tasks::controller::run`, unchanged, with the RBAC of
-//!   `manifests/rbac/`;
+//!   `manifests/`;
 //! - the Job controller and kubelet: `groundskeeper_e2e::kubelet::JobSimulator`; each Job's
 //!   container runs `groundskeeper-job defrag|compact` in-process with the Job's own arguments,
 //!   the mounted TLS Secret files replaced by copies of the Secret's data;
@@ -99,7 +99,7 @@ impl Scenario {
         let etcd = etcd_cluster::EtcdCluster::start(&binary, options).await.expect("the etcd cluster starts");
         let churn = etcd.churn(CHURNED_DB).await.expect("churn");
 
-        // The controller acts with what manifests/rbac/ grants it, and nothing more.
+        // The controller acts with what manifests/ grants it, and nothing more.
         let server = api_server(controller_grants()).await;
         let mut spec = json!({
             "endpoints": etcd.client_urls(),

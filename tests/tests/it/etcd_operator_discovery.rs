@@ -1,6 +1,6 @@
 //! SIG etcd's etcd-operator clusters (`operator.etcd.io/v1alpha1` EtcdClusters) discovered as
 //! groundskeeper EtcdClusters on the in-memory Kubernetes API, with the controllers unchanged and
-//! the RBAC of `manifests/rbac/` plus `manifests/rbac/etcd-operator-discovery/`: made beside the
+//! the RBAC of `manifests/` plus `manifests/addons/etcd-operator-discovery/`: made beside the
 //! source and owned by it, reached on the operator's client Service, their endpoints and TLS kept
 //! in step with the source while the rest of the spec stays as the user left it; a name taken by
 //! someone else is left alone; a source that gives no client address is told; a deleted source

@@ -1,7 +1,7 @@
 //! Backups that restore, end to end on the in-memory Kubernetes API: an etcd 3.5 cluster run as
 //! a StatefulSet (the stand-in runs each pod as a real etcd process on its claim's folder), a
 //! real S3 server (s3s-fs), the EtcdCluster and task controllers unchanged with the RBAC of
-//! `manifests/rbac/`, and every Job run through the runner itself.
+//! `manifests/`, and every Job run through the runner itself.
 //!
 //! A Snapshot task streams a snapshot into the bucket and proves it restores; a Restore while the
 //! quorum is there, or without confirmation, is Rejected; then two of three members lose their

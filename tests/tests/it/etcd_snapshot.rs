@@ -6,7 +6,7 @@
 //! the task Completed with `status.snapshot`, the EtcdCluster's `status.lastSnapshot` set; and
 //! retention keeps the newest of that cluster only.
 //!
-//! What plays which part: the task controller unchanged, with the RBAC of `manifests/rbac/`; the
+//! What plays which part: the task controller unchanged, with the RBAC of `manifests/`; the
 //! Job controller and kubelet `groundskeeper_e2e::kubelet::JobSimulator` (claims are local
 //! folders kept across Jobs); the runner's library in-process; etcd real. A missing etcd binary
 //! skips a test with a message, except under `CI=true`.

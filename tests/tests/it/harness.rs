@@ -1,5 +1,5 @@
 //! What every end-to-end scenario stands on: the in-memory API server acting with what
-//! `manifests/rbac/` grants the controller, the controllers themselves (each one started,
+//! `manifests/` grants the controller, the controllers themselves (each one started,
 //! stopped and restarted on its own, as a crash and a new pod would), and the one way to wait
 //! for the system to get somewhere. The Job simulator, the etcd clusters and the Scylla agents
 //! are each scenario's own: what a Job's container runs is what a scenario is about.

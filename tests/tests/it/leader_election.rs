@@ -21,7 +21,7 @@ const BOUND: Duration = Duration::from_secs(20);
 const NAMESPACE: &str = "groundskeeper";
 const LEASE: &str = "groundskeeper-controller";
 
-/// A server that authorizes the replicas as `manifests/rbac/` authorizes the controller.
+/// A server that authorizes the replicas as `manifests/` authorizes the controller.
 async fn server() -> ApiServer {
     ApiServer::builder().authorize(CONTROLLER_TOKEN, controller_grants()).start().await.unwrap()
 }

@@ -35,7 +35,7 @@ fn crd_files() -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(ours)
         .expect("manifests/crds exists")
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml"))
         .collect();
     // scylla-operator's own CRDs, applied only where the cluster has none yet.
     if let Some(scylla) = groundskeeper_e2e::reference::scylla_dir("real_cluster") {

@@ -180,7 +180,7 @@ struct Scenario {
     operator_cleanup: Option<CleanupController>,
 }
 
-/// How the controller is installed: `manifests/rbac/cluster-wide/`, or `manifests/rbac/namespaced/`
+/// How the controller is installed: `manifests/install/cluster-wide/`, or `manifests/install/namespaced/`
 /// with `--namespaces` naming the scenario's namespace.
 #[derive(Clone, Copy)]
 enum Mode {
@@ -243,7 +243,7 @@ impl Scenario {
             Mode::ClusterWide => (controller_grants(), Vec::new()),
             Mode::Namespaced => (controller_grants_namespaced(), vec![NAMESPACE.to_owned()]),
         };
-        // The controller acts with what manifests/rbac/ grants it, and nothing more.
+        // The controller acts with what manifests/ grants it, and nothing more.
         let server = api_server(grants).await;
         let new_ring = ring(6);
         let mut agents = BTreeMap::new();
@@ -770,7 +770,7 @@ async fn deleting_a_running_cleanup_task_deletes_its_jobs() {
     assert!(scenario.condition_is("CleanupControllerDegraded", "False"), "{:#}", scenario.conditions_json());
 }
 
-/// Namespaced mode: with only the Roles of `manifests/rbac/namespaced/` and `--namespaces scylla`,
+/// Namespaced mode: with only the Roles of `manifests/install/namespaced/` and `--namespaces scylla`,
 /// the controller does the whole scale-out cleanup in its namespace, and what it holds cannot
 /// read a Secret, create a Job or list clusters anywhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
