@@ -19,9 +19,9 @@
 use chrono::{NaiveDate, NaiveDateTime, TimeZone as _, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use jiff::Timestamp;
 use jiff::civil::DateTime;
 use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::{SignedDuration, Timestamp};
 
 /// The longest expression accepted (a bound for the CRD's validation rules).
 pub const MAX_EXPRESSION_LEN: usize = 256;
@@ -79,12 +79,12 @@ impl Calendar {
 
     /// The first run strictly after `after`.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
-        let mut wall = after.to_zoned(self.time_zone.clone()).datetime();
+        let mut wall = self.latest_wall_at(after);
         for _ in 0..CANDIDATE_LIMIT {
             wall = self.next_wall_time(wall)?;
             let run = self.instant_of(wall)?;
-            // A wall-clock time already passed once (the second pass of a repeated hour) or
-            // moved to the end of a gap already taken is not a new run.
+            // Past the latest wall-clock time standing for an instant at or before `after`, every
+            // candidate is a new run; this only guards that rule.
             if run > after {
                 return Some(run);
             }
@@ -98,7 +98,7 @@ impl Calendar {
         if now <= since {
             return None; // the clock went back, or nothing has passed
         }
-        let mut wall = now.to_zoned(self.time_zone.clone()).datetime();
+        let mut wall = self.latest_wall_at(now);
         let mut inclusive = true;
         for _ in 0..CANDIDATE_LIMIT {
             wall = self.previous_wall_time(wall, inclusive)?;
@@ -109,6 +109,30 @@ impl Calendar {
             }
         }
         None
+    }
+
+    /// The latest wall-clock time whose run ([`instant_of`]) is at or before `at`. Runs follow
+    /// wall-clock order (a repeated time is its first pass, a skipped one the jump), so this is
+    /// where walking the calendar starts. It is `at`'s own wall-clock time, except during the
+    /// second pass of a repeated period: every time of that period already stood for its first
+    /// pass, so it is the end of the period (less a nanosecond). Starting from `at`'s wall clock
+    /// there would miss the first passes of the times after it.
+    fn latest_wall_at(&self, at: Timestamp) -> DateTime {
+        let wall = self.time_zone.to_datetime(at);
+        let AmbiguousOffset::Fold { before, after } = self.time_zone.to_ambiguous_timestamp(wall).offset()
+        else {
+            return wall;
+        };
+        if self.time_zone.to_offset(at) != after {
+            return wall; // the first pass
+        }
+        // The clock went back at the transition before `at`: the repeated period ends at that
+        // instant read with the offset before it.
+        let Some(transition) = self.time_zone.preceding(at + SignedDuration::from_nanos(1)).next() else {
+            return wall;
+        };
+        let end = before.to_datetime(transition.timestamp());
+        end.checked_sub(SignedDuration::from_nanos(1)).unwrap_or(wall).max(wall)
     }
 
     /// The next wall-clock time the expression matches, strictly after `wall`.

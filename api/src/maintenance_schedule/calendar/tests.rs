@@ -194,3 +194,81 @@ fn bad_expressions_and_zones_say_what_to_write() {
     let long = "0 ".repeat(200);
     assert!(Calendar::new(&long, "UTC").unwrap_err().to_string().contains("longer than 256"));
 }
+
+/// The runs in `(from, to]` found without the calendar: every minute walked forward with the time
+/// zone database. A minute is a run when its wall-clock time matches the expression and has not
+/// been seen yet (a repeated time runs the first time), or when the clock jumped over wall-clock
+/// times that match (the run is at the jump).
+fn runs_by_brute_force(expression: &str, zone: &TimeZone, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
+    let parser = CronParser::builder().seconds(Seconds::Disallowed).year(Year::Disallowed).build();
+    let cron = parser.parse(expression).unwrap();
+    let matches = |wall: DateTime| cron.is_time_matching(&utc_of(wall).unwrap()).unwrap();
+    let minute = SignedDuration::from_mins(1);
+    // Walls seen in the few hours before `from` count as seen: a fold is at most a few hours long.
+    let mut t = from - SignedDuration::from_hours(4);
+    let mut seen = std::collections::HashSet::new();
+    let mut previous = zone.to_datetime(t - minute);
+    let mut runs = Vec::new();
+    while t <= to {
+        let wall = zone.to_datetime(t);
+        let mut run = matches(wall) && !seen.contains(&wall);
+        // Wall-clock minutes the clock jumped over between the previous minute and this one.
+        let mut skipped = previous.checked_add(minute).unwrap();
+        while skipped < wall && !run {
+            run = matches(skipped);
+            skipped = skipped.checked_add(minute).unwrap();
+        }
+        if run && t > from {
+            runs.push(t);
+        }
+        seen.insert(wall);
+        previous = wall;
+        t += minute;
+    }
+    runs
+}
+
+/// `latest_due` and `next_after` agree with the brute-force walk around every clock change of
+/// 2026 in zones with one-hour, half-hour and two-hour changes, and around Samoa's skipped day,
+/// asked at every fifth minute from three hours before each change to three hours after.
+#[test]
+fn latest_and_next_runs_agree_with_a_minute_by_minute_walk_around_every_clock_change() {
+    let zones = [
+        ("Europe/Berlin", "2026-01-01T00:00:00Z"),
+        ("America/New_York", "2026-01-01T00:00:00Z"),
+        ("Australia/Lord_Howe", "2026-01-01T00:00:00Z"),
+        ("Antarctica/Troll", "2026-01-01T00:00:00Z"),
+        ("America/St_Johns", "2026-01-01T00:00:00Z"),
+        ("Pacific/Apia", "2011-06-01T00:00:00Z"),
+    ];
+    let expressions =
+        ["30 2 * * *", "*/15 * * * *", "* * * * *", "0 * * * *", "45 1 * * *", "10 3 * * 0", "0 0 * * *"];
+    let mut checked = 0;
+    for (zone_name, year_start) in zones {
+        let zone = TimeZone::get(zone_name).unwrap();
+        let transitions: Vec<Timestamp> =
+            zone.following(at(year_start)).take(2).map(|t| t.timestamp()).collect();
+        assert_eq!(transitions.len(), 2, "{zone_name} changes its clock");
+        for expression in expressions {
+            let calendar = calendar(expression, zone_name);
+            for transition in &transitions {
+                let first = *transition - SignedDuration::from_hours(3);
+                let last = *transition + SignedDuration::from_hours(3);
+                let since = first - SignedDuration::from_hours(48);
+                let runs =
+                    runs_by_brute_force(expression, &zone, since, last + SignedDuration::from_hours(8 * 24));
+                let mut now = first;
+                while now <= last {
+                    let latest = runs.iter().rev().find(|r| **r <= now).copied();
+                    let next = runs.iter().find(|r| **r > now).copied();
+                    let case = format!("{expression} in {zone_name} at {now}");
+                    assert_eq!(calendar.latest_due(since, now), latest, "latest_due: {case}");
+                    assert_eq!(calendar.next_after(now), next, "next_after: {case}");
+                    checked += 1;
+                    now += SignedDuration::from_mins(5);
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 6 * 2 * 7 * 73, "every case was asked");
+}
