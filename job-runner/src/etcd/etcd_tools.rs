@@ -512,6 +512,39 @@ pub(crate) struct Fetched {
     pub checked: Checked,
 }
 
+/// The snapshot a run works on: `object` when given, else the cluster's newest in the store
+/// (by the time in its name), with where it is (a path or an object URL). Known before anything
+/// is read, so that a run failing on the snapshot's bytes names it in its result.
+pub(crate) async fn choose(
+    store: &SnapshotStore,
+    object: Option<&str>,
+    template: Option<&NameTemplate>,
+) -> Result<(String, String), Failure> {
+    match store {
+        SnapshotStore::Folder(folder) => {
+            let folder = PathBuf::from(folder);
+            let object = match object {
+                Some(name) => checked_name(name)?.to_owned(),
+                None => newest_in_folder(&folder, template)?,
+            };
+            Ok((folder.join(&object).display().to_string(), object))
+        }
+        SnapshotStore::Bucket(location) => {
+            let bucket = Bucket::open(location)?;
+            let object = match (object, template) {
+                (Some(name), _) => checked_name(name)?.to_owned(),
+                (None, Some(template)) => newest_in_bucket(&bucket, template).await?,
+                (None, None) => {
+                    return Err(Failure::bad_input(
+                        "no --object, and no template to find the newest snapshot by",
+                    ));
+                }
+            };
+            Ok((bucket.object_url(&object), object))
+        }
+    }
+}
+
 /// Finds the snapshot (`object`, else the cluster's newest by `template`), downloads it into
 /// `work` when it is in a bucket, and checks it as `snapshot verify` does. A folder's file is
 /// only read, never written. Bad input when there is no such snapshot or etcd would refuse it.
@@ -521,14 +554,10 @@ pub(crate) async fn fetch(
     template: Option<&NameTemplate>,
     work: &Path,
 ) -> Result<Fetched, Failure> {
+    let (_, object) = choose(store, object, template).await?;
     match store {
         SnapshotStore::Folder(folder) => {
-            let folder = PathBuf::from(folder);
-            let object = match object {
-                Some(name) => checked_name(name)?.to_owned(),
-                None => newest_in_folder(&folder, template)?,
-            };
-            let path = folder.join(&object);
+            let path = PathBuf::from(folder).join(&object);
             tracing::info!(snapshot = %path.display(), "checking the snapshot in its folder");
             let checked = check_in_background(path.clone()).await?;
             Ok(Fetched {
@@ -539,35 +568,17 @@ pub(crate) async fn fetch(
                 checked,
             })
         }
-        SnapshotStore::Bucket(bucket) => fetch_from_bucket(bucket, object, template, work).await,
+        SnapshotStore::Bucket(bucket) => fetch_from_bucket(bucket, object, work).await,
     }
 }
 
-/// Downloads the snapshot (named, else the cluster's newest) into the work folder, with its
-/// metadata, and checks the file.
+/// Downloads snapshot `object` into the work folder, with its metadata, and checks the file.
 async fn fetch_from_bucket(
     location: &BucketLocation,
-    object: Option<&str>,
-    template: Option<&NameTemplate>,
+    object: String,
     work: &Path,
 ) -> Result<Fetched, Failure> {
     let bucket = Bucket::open(location)?;
-    let object = match (object, template) {
-        (Some(name), _) => checked_name(name)?.to_owned(),
-        (None, Some(template)) => {
-            let mut snapshots = bucket.list_snapshots(template, false).await?;
-            let newest = snapshots.pop().ok_or_else(|| {
-                Failure::bad_input(format!(
-                    "--from {}: no snapshot of the cluster there (no object named by its --file-name-template)",
-                    bucket.url()
-                ))
-            })?;
-            newest.name
-        }
-        (None, None) => {
-            return Err(Failure::bad_input("no --object, and no template to find the newest snapshot by"));
-        }
-    };
     let location = bucket.object_url(&object);
     tracing::info!(object = %location, "downloading the snapshot");
     let downloaded = bucket.download(&object, &work.join("snapshot.db")).await?;
@@ -584,6 +595,18 @@ async fn fetch_from_bucket(
         )));
     }
     Ok(Fetched { path: downloaded.path, object, location, metadata: downloaded.metadata, checked })
+}
+
+/// The cluster's newest snapshot in a bucket, by the time in its name.
+async fn newest_in_bucket(bucket: &Bucket, template: &NameTemplate) -> Result<String, Failure> {
+    let mut snapshots = bucket.list_snapshots(template, false).await?;
+    let newest = snapshots.pop().ok_or_else(|| {
+        Failure::bad_input(format!(
+            "--from {}: no snapshot of the cluster there (no object named by its --file-name-template)",
+            bucket.url()
+        ))
+    })?;
+    Ok(newest.name)
 }
 
 /// Reads the whole file off the runtime's thread, so a stop is still seen meanwhile.

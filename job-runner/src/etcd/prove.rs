@@ -186,9 +186,14 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
     // First, so that it is dropped (and removed) last, after the member is gone.
     let work = WorkDir::create(&proof.scratch, "prove")?;
     let started = Instant::now();
-    tracing::info!(from = %report.path, object = %report.object, "fetching the snapshot");
-    let fetched =
-        etcd_tools::fetch(&proof.store, proof.object.as_deref(), Some(&proof.template), work.path()).await?;
+    // The snapshot is named in the result before its bytes are read: a proof that fails on them
+    // (a checksum that does not match, a bad trailer) is recorded against it.
+    let (location, object) =
+        etcd_tools::choose(&proof.store, proof.object.as_deref(), Some(&proof.template)).await?;
+    report.path = location;
+    report.object = object.clone();
+    tracing::info!(snapshot = %report.path, "fetching the snapshot");
+    let fetched = etcd_tools::fetch(&proof.store, Some(&object), Some(&proof.template), work.path()).await?;
     report.path = fetched.location.clone();
     report.object = fetched.object.clone();
     report.size_bytes = fetched.checked.size;

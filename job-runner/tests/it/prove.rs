@@ -596,3 +596,40 @@ async fn a_broken_tool_never_marks_a_good_snapshot_bad() {
     assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
     assert!(prove_report(&result).proven);
 }
+
+/// Proving the newest snapshot (no `--object`) whose bytes are damaged, in a folder and in a
+/// bucket: the result names the snapshot that failed, so the failure is recorded against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_proof_of_the_newest_snapshot_names_it() {
+    let Some(tools) = tools_or_skip(EtcdVersion::V3_5) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bucket) = BucketWithSnapshots::start(dir.path()) else { return };
+    let Some(cluster) = cluster(EtcdVersion::V3_5, 1).await else { return };
+    let (folder, _, _) = folder_with_snapshots(&cluster, dir.path()).await;
+    let result_file = dir.path().join("result.json");
+    let newest = "main-20260102T000000Z.db";
+    bucket.snapshot(&cluster, newest, &result_file).await;
+    drop(cluster);
+    let flip_last_byte = |file: &Path| {
+        let mut bytes = std::fs::read(file).unwrap();
+        *bytes.last_mut().unwrap() ^= 0x01;
+        std::fs::write(file, bytes).unwrap();
+    };
+    flip_last_byte(&folder.join(newest));
+    flip_last_byte(&bucket.server.object_file("backups", &format!("etcd/{newest}")));
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let mut from_bucket = strings(&["snapshot-prove"]);
+    from_bucket.extend(bucket.flags("from"));
+    from_bucket.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main", "--scratch-dir"]));
+    from_bucket.push(path(&scratch));
+    from_bucket.extend(tools.flags());
+    for (place, args) in [("folder", prove_args(&folder, &scratch, &tools, &[])), ("bucket", from_bucket)] {
+        let (code, result, stderr) = run(&args, &[], &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{place}: {result:?}\n{stderr}");
+        let report = prove_report(&result);
+        assert_eq!(report.object, newest, "{place}: {result:?}");
+        assert!(report.path.ends_with(newest), "{place}: {result:?}");
+        assert!(!report.proven);
+    }
+}

@@ -20,6 +20,9 @@ use sha2::Digest;
 
 const BIN: &str = env!("CARGO_BIN_EXE_groundskeeper-job");
 const TEMPLATE: &str = "{cluster}-{time}.db";
+/// A db whose snapshot takes three parts of the upload or more: long enough to be stopped in the
+/// middle.
+const BIG_DB: u64 = 28_000_000;
 
 /// A cluster, a server with bucket `snapshots`, and a folder with its credentials.
 struct Stand {
@@ -30,11 +33,17 @@ struct Stand {
 }
 
 async fn stand(version: EtcdVersion) -> Option<Stand> {
+    stand_of(version, ClusterOptions::default().members).await
+}
+
+/// A stand whose cluster has `members` members: one where only the snapshot's size matters
+/// (a large db fills three times faster on one member).
+async fn stand_of(version: EtcdVersion, members: usize) -> Option<Stand> {
     let s3s_fs = s3s_fs_or_skip()?;
     let binary = etcd_or_skip(version)?;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cluster =
-        EtcdCluster::start(&binary, ClusterOptions::default()).await.expect("the etcd cluster starts");
+    let options = ClusterOptions { members, ..ClusterOptions::default() };
+    let cluster = EtcdCluster::start(&binary, options).await.expect("the etcd cluster starts");
     let s3 = S3Server::start(&s3s_fs).expect("s3s-fs starts");
     s3.create_bucket("snapshots").unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -254,8 +263,8 @@ async fn retention_on_a_shared_bucket_deletes_only_the_clusters_oldest(version: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_mid_upload_leaves_nothing_under_the_objects_name() {
     let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
-    let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
-    stand.cluster.fill(60_000_000).await.expect("fill");
+    let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
+    stand.cluster.fill(BIG_DB).await.expect("fill");
     let args = stand.snapshot_args("s3://snapshots", &name(1), None);
     let mut child = tokio::process::Command::new(BIN)
         .args(&args)
@@ -286,8 +295,8 @@ async fn a_run_killed_mid_upload_leaves_nothing_under_the_objects_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_aborts_its_upload() {
     let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
-    let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
-    stand.cluster.fill(60_000_000).await.expect("fill");
+    let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
+    stand.cluster.fill(BIG_DB).await.expect("fill");
     let args = stand.snapshot_args("s3://snapshots", &name(1), None);
     let child = tokio::process::Command::new(BIN)
         .args(&args)
@@ -512,8 +521,8 @@ async fn a_damaged_snapshot_is_not_copied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_copy_is_finished_by_the_next_run() {
     let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
-    let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
-    stand.cluster.fill(60_000_000).await.expect("fill");
+    let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
+    stand.cluster.fill(BIG_DB).await.expect("fill");
     let folder = stand.dir.path().join("claim");
     std::fs::create_dir(&folder).unwrap();
     let mut args = stand.snapshot_args("s3://snapshots", &name(1), None);
