@@ -800,8 +800,51 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
 }
 
 /// Held by a test for as long as its cluster runs: three etcd members per test are plenty for two
-/// cores, so the tests of one test binary take turns.
-pub static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// cores, so the tests take turns, across test binaries and processes too (nextest runs each test
+/// in a process of its own): see [`ClusterTurns`].
+pub static ONE_CLUSTER_AT_A_TIME: ClusterTurns = ClusterTurns;
+
+/// Turns at running a cluster: an exclusive `flock` on one file in the temp folder, shared by every
+/// test process of the machine. `flock` locks belong to an open file, so two tests of one process
+/// take turns the same way. The kernel releases a turn when its process dies.
+pub struct ClusterTurns;
+
+/// A test's turn; dropped, the next test's begins.
+#[must_use = "the turn ends when this is dropped"]
+pub struct ClusterTurn {
+    _file: std::fs::File,
+}
+
+impl ClusterTurns {
+    /// Waits for the turn without blocking the runtime.
+    pub async fn lock(&self) -> ClusterTurn {
+        tokio::task::spawn_blocking(Self::take).await.expect("waiting for a cluster turn")
+    }
+
+    /// Waits for the turn, blocking the thread (for tests without a runtime).
+    pub fn blocking_lock(&self) -> ClusterTurn {
+        Self::take()
+    }
+
+    fn take() -> ClusterTurn {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join("groundskeeper-tests-one-cluster-at-a-time.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        loop {
+            // SAFETY: a valid open descriptor; flock only takes a lock on it.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return ClusterTurn { _file: file };
+            }
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "flock {}: {e}", path.display());
+        }
+    }
+}
 
 /// Declares each named `async fn name(version: EtcdVersion)` as two tests, `etcd_3_4::name` and
 /// `etcd_3_5::name`, run one cluster at a time (see [`ONE_CLUSTER_AT_A_TIME`]).

@@ -96,15 +96,18 @@ async fn two_clusters_claiming_one_fleet_id_are_both_reported_and_left_alone() {
             .is_some_and(|(reason, _)| reason != etcd::decide::PARTITION_ID_COLLISION)
     })
     .await;
-    let events = server.list(&ResourceId::new("events.k8s.io", "v1", "events"), None);
-    for name in ["tenant-a", "tenant-b"] {
-        assert!(
-            events.iter().any(|e| e["regarding"]["name"] == name
-                && e["reason"] == "PartitionIdCollision"
-                && e["type"] == "Warning"),
-            "a Warning Event about {name}: {events:#?}"
-        );
-    }
+    // Each cluster's Event is written after its status: waited for, not expected at once.
+    wait_for("a Warning Event about each claimant", || {
+        let events = server.list(&ResourceId::new("events.k8s.io", "v1", "events"), None);
+        ["tenant-a", "tenant-b"].iter().all(|name| {
+            events.iter().any(|e| {
+                e["regarding"]["name"] == *name
+                    && e["reason"] == "PartitionIdCollision"
+                    && e["type"] == "Warning"
+            })
+        })
+    })
+    .await;
     let tasks = server.list(&maintenance_tasks(), None);
     assert!(tasks.is_empty(), "no maintenance while ids collide: {tasks:#?}");
 

@@ -318,10 +318,17 @@ async fn two_members_lost_for_good_crash_loop_without_quorum_until_their_data_is
     assert!(lost.iter().all(|db| std::fs::read(db).unwrap().starts_with(b"groundskeeper: ")), "{lost:?}");
 
     // Both crash-loop: restarted again and again, never Ready; main-0 runs on, alone.
+    // Seen by the stand-in and written into the pods' status: the status follows the stand-in's
+    // own state, so both are waited for.
     let crash_looping = |s: &Stand, restarts: u32| {
         let lost =
             |p: &PodState| p.ordinal > 0 && p.restarts >= restarts && !p.ready && p.last_exit_code == Some(2);
+        let written = |pod: &Pod| {
+            let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+            statuses.first().is_some_and(|c| c.restart_count >= restarts as i32)
+        };
         s.set.pods().iter().filter(|p| lost(p)).count() == 2
+            && s.pod_objects().iter().filter(|p| p.metadata.name.as_deref() != Some("main-0")).all(written)
     };
     stand.wait_for("main-1 and main-2 restarted twice", |s| crash_looping(s, 2)).await;
     stand.wait_for("and again", |s| crash_looping(s, 3)).await;
