@@ -47,3 +47,106 @@ pub fn task_targets() -> tasks::target::Targets {
 pub async fn run_task_controller(ctx: Arc<Context>) {
     tasks::controller::run(ctx, task_targets()).await;
 }
+
+/// The controller's metrics with one made-up observation in every family, so that the
+/// exposition holds a series of each: what the alert rules and dashboards may name, and what
+/// `promtool check metrics` lints (their tests read it). Nothing here runs in the controller.
+pub fn sample_metrics() -> runtime::metrics::Metrics {
+    let metrics = runtime::metrics::Metrics::new();
+    sample_counted(&metrics);
+    sample_scraped(&metrics);
+    metrics
+}
+
+/// One observation of each series counted as things happen.
+fn sample_counted(metrics: &runtime::metrics::Metrics) {
+    use groundskeeper_protocol::{JobResult, Outcome, Report, result::DefragReport};
+    drop(metrics.reconcile_started("etcd"));
+    metrics.reconcile_failed("etcd", &runtime::error::Error::Config("sample".into()));
+    metrics.job_created("defrag");
+    metrics.job_finished("defrag", "succeeded");
+    metrics.set_leader(true);
+    let member: groundskeeper_api::etcd_cluster::EtcdMemberStatus = serde_json::from_value(serde_json::json!(
+        {"name": "etcd-0", "id": "1", "endpoint": "http://etcd-0:2379", "dbSize": 300, "fragmentationPercent": 50.0}
+    ))
+    .expect("a member status");
+    let etcd = metrics.family::<etcd::metrics::EtcdMetrics>();
+    etcd.observed("etcd", "main", std::slice::from_ref(&member), &[]);
+    let defragmented =
+        serde_json::from_value(serde_json::json!({"name": "etcd-0", "id": "1", "dbSizeBefore": 300,
+        "dbSizeAfter": 100, "defragmented": true, "durationMs": 1500, "wasLeader": false, "reason": ""}))
+        .expect("a member's defrag");
+    let report = Report::Defrag(DefragReport { members: vec![defragmented], ..Default::default() });
+    etcd.recorded("etcd", "main", &JobResult::new(report, Outcome::Succeeded, "sample".into(), 1));
+    let partition = serde_json::from_value(serde_json::json!(
+        {"clockSkewMs": 5, "busiestMillisecond": {"timestampMs": 1, "eventNumber": 3, "budgetUsed": "0.0%"}}
+    ))
+    .expect("a partition status");
+    etcd.partition("etcd", "main", Some(&partition));
+    let tasks = metrics.family::<tasks::metrics::TaskMetrics>();
+    tasks.finished("Defragment", "Completed", 60.0);
+    tasks.queued("etcd", "main", std::collections::BTreeMap::from([("Compact".to_owned(), 1)]));
+    let schedules = metrics.family::<schedules::metrics::ScheduleMetrics>();
+    schedules.created(1.0);
+    schedules.skipped("ConcurrencyForbid");
+    let hash = |c: char| format!("{}==", c.to_string().repeat(86));
+    let member = groundskeeper_api::scylla::facts::MemberFacts {
+        service: "basic-dc-rack-0".into(),
+        uid: None,
+        datacenter: None,
+        rack: None,
+        address: None,
+        annotations: [
+            (groundskeeper_protocol::keys::CURRENT_TOKEN_RING_HASH.to_owned(), hash('A')),
+            (groundskeeper_protocol::keys::LAST_CLEANED_UP_TOKEN_RING_HASH.to_owned(), hash('B')),
+        ]
+        .into(),
+    };
+    let degraded = scylla::decide::ConditionPlan {
+        type_: groundskeeper_api::scylla::facts::DEGRADED,
+        status: false,
+        reason: "AsExpected".into(),
+        message: String::new(),
+    };
+    let now = jiff::Timestamp::now();
+    metrics.family::<scylla::metrics::ScyllaMetrics>().observed("scylla", "basic", &degraded, &[member], now);
+}
+
+/// One object in each cache whose series are read when scraped.
+fn sample_scraped(metrics: &runtime::metrics::Metrics) {
+    use groundskeeper_api::etcd_cluster::EtcdCluster;
+    use groundskeeper_api::maintenance_schedule::MaintenanceSchedule;
+    use groundskeeper_api::maintenance_task::MaintenanceTask;
+    let target = serde_json::json!({"kind": "EtcdCluster", "name": "main"});
+    let metadata = |name: &str| serde_json::json!({"name": name, "namespace": "etcd"});
+    let task: MaintenanceTask = sample(serde_json::json!({"metadata": metadata("defrag-1"),
+        "spec": {"target": target, "type": "Defragment"},
+        "status": {"state": "InProgress", "startedAt": "2026-01-01T00:00:00Z",
+                   "plan": {"id": "0123456789ab", "summary": "sample", "expectedSeconds": 60}}}));
+    let schedule: MaintenanceSchedule = sample(serde_json::json!({"metadata": metadata("nightly"),
+        "spec": {"schedule": "30 2 * * *", "taskTemplate": {"spec": {"target": target, "type": "Snapshot"}}},
+        "status": {"lastScheduleTime": "2026-01-02T02:30:00Z", "lastSuccessfulTime": "2026-01-01T02:31:00Z",
+                   "lastSkipped": {"scheduledTime": "2026-01-02T02:30:00Z", "reason": "ConcurrencyForbid", "message": ""}}}));
+    let cluster: EtcdCluster = sample(serde_json::json!({"metadata": metadata("main"),
+        "spec": {"endpoints": ["http://etcd-0:2379"], "policy": {"quotaBackendBytes": 2147483648_i64}},
+        "status": {"conditions": [{"type": "DefragControllerDegraded", "status": "False", "reason": "AsExpected",
+                                   "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                   "snapshots": [{"store": "pvc/backups", "object": "a.db", "writtenAt": "2026-01-01T00:00:00Z"}],
+                   "lastSnapshotProof": {"store": "pvc/backups", "object": "a.db", "proven": true, "message": "",
+                                         "at": "2026-01-01T00:10:00Z"}}}));
+    watch_one(metrics, task);
+    watch_one(metrics, schedule);
+    watch_one(metrics, cluster);
+}
+
+fn sample<K: serde::de::DeserializeOwned>(object: serde_json::Value) -> K {
+    serde_json::from_value(object).expect("a sample object of its kind")
+}
+
+/// A cache holding `object` alone, counted and scraped as a controller's would be.
+fn watch_one<K: runtime::metrics::ScrapedKind>(metrics: &runtime::metrics::Metrics, object: K) {
+    let (cache, mut writer) = kube::runtime::reflector::store();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(object));
+    metrics.watch_objects("sample", cache.clone());
+    metrics.family::<runtime::metrics::Scraped<K>>().watch(cache);
+}

@@ -88,8 +88,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(kubernetes = %version.git_version, "reached the API server");
     readiness.set_ready();
 
-    let ctx = Arc::new(Context::new(client.clone(), cli.config.clone(), metrics));
-    let work = run_until_shutdown(ctx, cli.controllers.clone());
+    let ctx = Arc::new(Context::new(client.clone(), cli.config.clone(), metrics.clone()));
+    let controllers = cli.controllers.clone();
+    // Polled only once this replica leads (or at once without leader election).
+    let work = async move {
+        metrics.set_leader(true);
+        run_until_shutdown(ctx, controllers).await;
+    };
     if cli.no_leader_election {
         work.await;
         return Ok(());

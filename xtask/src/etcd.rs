@@ -249,7 +249,7 @@ fn fetch(version: EtcdVersion, tools: &Tools) -> Result<(PathBuf, String), Strin
     }
 }
 
-fn remove_folder(folder: &Path) -> Result<(), String> {
+pub(crate) fn remove_folder(folder: &Path) -> Result<(), String> {
     match std::fs::remove_dir_all(folder) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(format!("cannot remove {}: {e}", folder.display()))
@@ -353,7 +353,7 @@ fn is_etcdctl_3_4(path: &Path) -> bool {
 }
 
 /// A Debian package, downloaded and unpacked into `into` (`into/usr/bin/…`).
-fn fetch_debian_package(into: &Path, package: &str) -> Result<(), String> {
+pub(crate) fn fetch_debian_package(into: &Path, package: &str) -> Result<(), String> {
     let root = running_as_root();
     if root {
         println!("xtask: apt-get update (the package lists may be missing or old)");

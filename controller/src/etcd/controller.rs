@@ -27,6 +27,7 @@ use super::observe::{cluster_tasks, fleet_collisions, observe_members};
 use super::policy::Policy;
 use crate::runtime::context::Context;
 use crate::runtime::error::Result;
+use crate::runtime::metrics::Scraped;
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 use crate::tasks::hold::suspensions_of;
@@ -68,6 +69,7 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
                     .then(|| ObjectRef::new(&suspension.spec.target.name).within(&namespace))
             },
         );
+    ctx.metrics.family::<Scraped<EtcdCluster>>().watch(controller.store());
     reconciler::run(controller, ctx, CONTROLLER, reconcile).await;
 }
 

@@ -1,8 +1,17 @@
 //! The EtcdCluster controller's own series: fragmentation and size per member, bytes reclaimed
 //! and defragmentation durations per cluster, and for `Partitioned` clusters the clock skew of
 //! their revisions and their busiest millisecond. Registered in [`crate::runtime::metrics::Metrics::new`].
+//!
+//! Read from each EtcdCluster's spec and status when scraped: whether its maintenance is
+//! Degraded, the policy's thresholds and the quota it states (what the alerts compare the
+//! members' series with), its newest snapshot and whether its last proof passed.
 
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+
+use kube::ResourceExt;
+use prometheus_client::encoding::DescriptorEncoder;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -11,11 +20,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::runtime::metrics::MetricFamily;
+use crate::runtime::metrics::{MetricFamily, ScrapedKind, encode_family};
 
 use groundskeeper_protocol::{JobResult, Report};
 
-use groundskeeper_api::etcd_cluster::{EtcdMemberStatus, EtcdPartitionStatus};
+use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdMemberStatus, EtcdPartitionStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ClusterLabels {
@@ -164,6 +173,94 @@ impl MetricFamily for EtcdMetrics {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DegradedLabels {
+    namespace: String,
+    cluster: String,
+    reason: String,
+}
+
+/// The series of one scrape, one family each.
+#[derive(Default)]
+struct ClusterSeries {
+    degraded: Family<DegradedLabels, Gauge>,
+    quota: Family<ClusterLabels, Gauge>,
+    max_fragmented: Family<ClusterLabels, FloatGauge>,
+    min_defrag: Family<ClusterLabels, Gauge>,
+    last_snapshot: Family<ClusterLabels, FloatGauge>,
+    proof_passed: Family<ClusterLabels, Gauge>,
+    proof_time: Family<ClusterLabels, FloatGauge>,
+}
+
+fn unix_seconds(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
+    time.0.as_millisecond() as f64 / 1000.0
+}
+
+impl ClusterSeries {
+    fn add(&self, cluster: &EtcdCluster) {
+        let labels =
+            ClusterLabels { namespace: cluster.namespace().unwrap_or_default(), cluster: cluster.name_any() };
+        let policy = &cluster.spec.policy;
+        if let Some(quota) = policy.quota_backend_bytes {
+            self.quota.get_or_create(&labels).set(quota);
+        }
+        // A cluster whose maintenance is off is not expected to come under them.
+        if policy.enabled {
+            self.max_fragmented.get_or_create(&labels).set(policy.max_fragmented_percent);
+            self.min_defrag.get_or_create(&labels).set(policy.min_defrag_bytes);
+        }
+        let Some(status) = &cluster.status else { return };
+        if let Some(degraded) = status.conditions.iter().find(|c| c.type_ == super::decide::DEGRADED) {
+            let series = DegradedLabels {
+                namespace: labels.namespace.clone(),
+                cluster: labels.cluster.clone(),
+                reason: degraded.reason.clone(),
+            };
+            self.degraded.get_or_create(&series).set(i64::from(degraded.status == "True"));
+        }
+        let written = status.snapshots.iter().filter_map(|s| s.written_at.as_ref());
+        let newest =
+            status.last_snapshot.iter().map(|s| &s.time).chain(written).map(unix_seconds).reduce(f64::max);
+        if let Some(newest) = newest {
+            self.last_snapshot.get_or_create(&labels).set(newest);
+        }
+        if let Some(proof) = &status.last_snapshot_proof {
+            self.proof_passed.get_or_create(&labels).set(i64::from(proof.proven));
+            if let Some(at) = &proof.at {
+                self.proof_time.get_or_create(&labels).set(unix_seconds(at));
+            }
+        }
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let help = "1 while an EtcdCluster's condition DefragControllerDegraded is True (0 while \
+                    False), by its reason";
+        encode_family(encoder, "etcd_cluster_degraded", help, &self.degraded)?;
+        let help = "The members' storage quota an EtcdCluster states (spec.policy.quotaBackendBytes)";
+        encode_family(encoder, "etcd_policy_quota_backend_bytes", help, &self.quota)?;
+        let help = "spec.policy.maxFragmentedPercent of an EtcdCluster whose maintenance is enabled";
+        encode_family(encoder, "etcd_policy_max_fragmented_percent", help, &self.max_fragmented)?;
+        let help = "spec.policy.minDefragBytes of an EtcdCluster whose maintenance is enabled";
+        encode_family(encoder, "etcd_policy_min_defrag_bytes", help, &self.min_defrag)?;
+        let help = "When an EtcdCluster's newest snapshot was written (its status' catalog), Unix seconds";
+        encode_family(encoder, "etcd_last_snapshot_timestamp_seconds", help, &self.last_snapshot)?;
+        let help = "1 when the last proof that an EtcdCluster's snapshot restores passed, 0 when it failed";
+        encode_family(encoder, "etcd_snapshot_proof_passed", help, &self.proof_passed)?;
+        let help = "When that last proof ended, Unix seconds";
+        encode_family(encoder, "etcd_snapshot_proof_timestamp_seconds", help, &self.proof_time)
+    }
+}
+
+impl ScrapedKind for EtcdCluster {
+    fn encode(clusters: &[Arc<Self>], encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let series = ClusterSeries::default();
+        for cluster in clusters {
+            series.add(cluster);
+        }
+        series.encode(encoder)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +341,50 @@ mod tests {
         ));
         metrics.forget("ns", "tenant-1", &[]);
         assert!(!encode(&registry).contains("tenant-1"));
+    }
+
+    #[test]
+    fn a_clusters_state_is_read_from_its_spec_and_status_when_scraped() {
+        use crate::runtime::metrics::Scraped;
+        use kube::runtime::{reflector, watcher};
+        let mut registry = Registry::with_prefix("groundskeeper");
+        let scraped = Scraped::<EtcdCluster>::register(&mut registry);
+        let (cache, mut writer) = reflector::store();
+        scraped.watch(cache);
+        let cluster: EtcdCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": "etcd"},
+            "spec": {"endpoints": ["http://etcd-0:2379"], "policy": {"quotaBackendBytes": 2147483648_i64}},
+            "status": {
+                "conditions": [{"type": "DefragControllerDegraded", "status": "True", "reason": "SnapshotNotRestorable",
+                                "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "snapshots": [{"store": "pvc/backups", "object": "a.db", "writtenAt": "2026-01-01T00:00:00Z"},
+                              {"store": "pvc/backups", "object": "b.db", "writtenAt": "2026-01-02T00:00:00Z"}],
+                "lastSnapshotProof": {"store": "pvc/backups", "object": "b.db", "proven": false, "message": "m",
+                                      "at": "2026-01-02T00:10:00Z"},
+            },
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(cluster.clone()));
+        let encode = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let text = encode();
+        for line in [
+            r#"groundskeeper_etcd_cluster_degraded{namespace="etcd",cluster="main",reason="SnapshotNotRestorable"} 1"#,
+            r#"groundskeeper_etcd_policy_quota_backend_bytes{namespace="etcd",cluster="main"} 2147483648"#,
+            r#"groundskeeper_etcd_policy_max_fragmented_percent{namespace="etcd",cluster="main"} 45.0"#,
+            r#"groundskeeper_etcd_policy_min_defrag_bytes{namespace="etcd",cluster="main"} 100000000"#,
+            r#"groundskeeper_etcd_last_snapshot_timestamp_seconds{namespace="etcd",cluster="main"} 1767312000.0"#,
+            r#"groundskeeper_etcd_snapshot_proof_passed{namespace="etcd",cluster="main"} 0"#,
+            r#"groundskeeper_etcd_snapshot_proof_timestamp_seconds{namespace="etcd",cluster="main"} 1767312600.0"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        writer.apply_watcher_event(&watcher::Event::Delete(cluster));
+        assert!(!encode().contains(r#"cluster="main""#), "a deleted cluster takes its series with it");
     }
 }

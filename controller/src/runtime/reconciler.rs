@@ -57,10 +57,13 @@ where
 pub async fn run<K, F, Fut>(controller: Controller<K>, ctx: Arc<Context>, name: &'static str, reconcile: F)
 where
     K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Debug + Eq + Hash + Clone + Default + Unpin,
+    K::DynamicType: Debug + Eq + Hash + Clone + Default + Unpin + Send + Sync,
     F: FnMut(Arc<K>, Arc<Reconciler<K>>) -> Fut,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
+    // What it holds is what it must keep reconciling: the alert on a stalled controller
+    // compares the two.
+    ctx.metrics.watch_objects(name, controller.store());
     controller
         .shutdown_on_signal()
         .run(

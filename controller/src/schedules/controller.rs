@@ -33,6 +33,7 @@ use super::metrics::ScheduleMetrics;
 use crate::conditions;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
+use crate::runtime::metrics::Scraped;
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 
@@ -49,6 +50,7 @@ async fn run_in(ctx: Arc<Context>, namespace: Option<String>) {
     let tasks = scope::api::<MaintenanceTask>(&ctx.client, namespace.as_deref());
     let controller = Controller::new(schedules, watcher::Config::default())
         .owns(tasks, watcher::Config::default().labels(SCHEDULE_LABEL));
+    ctx.metrics.family::<Scraped<MaintenanceSchedule>>().watch(controller.store());
     let calendars = Arc::new(Calendars::default());
     reconciler::run(controller, ctx, CONTROLLER, move |schedule, reconciler| {
         reconcile(schedule, reconciler, calendars.clone())

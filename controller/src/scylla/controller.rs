@@ -16,6 +16,7 @@ use groundskeeper_protocol::keys;
 
 use kube::ResourceExt;
 
+use super::metrics::ScyllaMetrics;
 use super::ownership_reader::{ViewCache, watch_schema_versions};
 use super::ring_quiet::{RingMemory, RingQuiet, fingerprint};
 use super::{apply, decide, observe};
@@ -131,6 +132,7 @@ async fn reconcile(
         // Its Jobs go with it (owner references); nothing to clean any more.
         rings.forget(&namespace, &name);
         memory.views.forget(&namespace, &name);
+        ctx.metrics.family::<ScyllaMetrics>().forget(&namespace, &name);
         return Ok(Action::await_change());
     }
     let now = ctx.clock.now();
@@ -140,6 +142,7 @@ async fn reconcile(
         period: ctx.config.cleanup_ring_quiet_period,
     };
     let plan = decide::decide(&snapshot);
+    ctx.metrics.family::<ScyllaMetrics>().observed(&namespace, &name, &plan.degraded, &snapshot.members, now);
     tracing::debug!(
         cluster = %snapshot.cluster.name,
         namespace = %snapshot.cluster.namespace,

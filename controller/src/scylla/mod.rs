@@ -12,7 +12,8 @@
 //!   [`ownership_reader`]), [`members_record`] (who the members were at the last cleanup),
 //!   [`settings`] (the cluster's annotations), [`ring_observer`] (writes
 //!   `current-token-ring-hash` where no scylla-operator sidecar does), [`ring_quiet`] (one round
-//!   of cleanups per burst of ring changes).
+//!   of cleanups per burst of ring changes);
+//! * [`metrics`]: whether the trigger is Degraded, and since when each node needs a cleanup.
 
 pub mod apply;
 pub mod condition_texts;
@@ -20,6 +21,7 @@ pub mod controller;
 pub mod decide;
 pub mod job;
 pub mod members_record;
+pub(crate) mod metrics;
 pub mod node_steps;
 pub mod observe;
 pub mod ownership;

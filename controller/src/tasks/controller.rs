@@ -34,6 +34,7 @@ use crate::conditions;
 use crate::jobs::{self, JobState};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
+use crate::runtime::metrics::Scraped;
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
 use groundskeeper_api::maintenance_window::{WindowState, Windows};
@@ -58,6 +59,7 @@ async fn run_in(ctx: Arc<Context>, targets: Targets, namespace: Option<String>) 
     // A suspension made, changed or resumed wakes the tasks of its target at once: waiting ones
     // hold or go on, running ones stop when it says so.
     let known = controller.store();
+    ctx.metrics.family::<Scraped<MaintenanceTask>>().watch(known.clone());
     let tasks_known = known.clone();
     let suspensions = scope::api::<MaintenanceSuspension>(&ctx.client, namespace.as_deref());
     let controller = controller.watches(suspensions, watcher::Config::default(), move |suspension| {

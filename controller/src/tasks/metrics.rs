@@ -1,18 +1,26 @@
 //! The task metrics: `groundskeeper_tasks_total{type,state}` and
 //! `groundskeeper_task_duration_seconds{type,state}` when a task ends,
-//! `groundskeeper_tasks_queued{type}` for the tasks Pending now.
+//! `groundskeeper_tasks_queued{type}` for the tasks Pending now; and, read from the task
+//! controller's cache when scraped, per task that exists: `groundskeeper_task_state` (1, by
+//! state), and while it runs `groundskeeper_task_started_timestamp_seconds` and
+//! `groundskeeper_task_expected_duration_seconds` (its plan's).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
-use prometheus_client::encoding::EncodeLabelSet;
+use kube::ResourceExt;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::runtime::metrics::MetricFamily;
+use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
+
+use crate::runtime::metrics::{MetricFamily, ScrapedKind, encode_family};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TaskLabels {
@@ -90,6 +98,60 @@ impl MetricFamily for TaskMetrics {
     }
 }
 
+/// Labels of a series about one task.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OneTask {
+    namespace: String,
+    task: String,
+    r#type: String,
+    target_kind: String,
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OneTaskState {
+    #[prometheus(flatten)]
+    task: OneTask,
+    state: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+impl ScrapedKind for MaintenanceTask {
+    fn encode(tasks: &[Arc<Self>], encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let states = Family::<OneTaskState, Gauge>::default();
+        let started = Family::<OneTask, FloatGauge>::default();
+        let expected = Family::<OneTask, FloatGauge>::default();
+        for task in tasks {
+            let labels = OneTask {
+                namespace: task.namespace().unwrap_or_default(),
+                task: task.name_any(),
+                r#type: task.spec.task_type.to_string(),
+                target_kind: task.spec.target.kind.to_string(),
+                target: task.spec.target.name.clone(),
+            };
+            let status = task.status.clone().unwrap_or_default();
+            let state = status.state.unwrap_or_default();
+            states.get_or_create(&OneTaskState { task: labels.clone(), state: state.to_string() }).set(1);
+            if state != TaskState::InProgress {
+                continue;
+            }
+            if let Some(at) = &status.started_at {
+                started.get_or_create(&labels).set(at.0.as_millisecond() as f64 / 1000.0);
+            }
+            if let Some(seconds) = status.plan.and_then(|plan| plan.expected_seconds) {
+                expected.get_or_create(&labels).set(seconds as f64);
+            }
+        }
+        let help = "1 for each MaintenanceTask that exists, labelled with its state";
+        encode_family(encoder, "task_state", help, &states)?;
+        let help = "When a running MaintenanceTask's work started (status.startedAt), Unix seconds";
+        encode_family(encoder, "task_started_timestamp_seconds", help, &started)?;
+        let help = "How long a running MaintenanceTask's plan expects its work to take";
+        encode_family(encoder, "task_expected_duration_seconds", help, &expected)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +174,53 @@ mod tests {
             text.contains(r#"task_duration_seconds_count{type="Compact",state="Completed"} 1"#),
             "{text}"
         );
+    }
+
+    fn task(name: &str, status: serde_json::Value) -> MaintenanceTask {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1",
+            "kind": "MaintenanceTask",
+            "metadata": {"name": name, "namespace": "etcd"},
+            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_tasks_that_exist_are_read_when_scraped_and_go_with_them() {
+        use crate::runtime::metrics::Scraped;
+        use kube::runtime::{reflector, watcher};
+        let mut registry = Registry::with_prefix("groundskeeper");
+        let scraped = Scraped::<MaintenanceTask>::register(&mut registry);
+        let (cache, mut writer) = reflector::store();
+        scraped.watch(cache);
+        let running = task(
+            "defrag-1",
+            serde_json::json!({"state": "InProgress", "startedAt": "2026-01-01T00:00:00Z",
+                               "plan": {"id": "0123456789ab", "summary": "s", "expectedSeconds": 600}}),
+        );
+        let failed = task("defrag-0", serde_json::json!({"state": "Failed"}));
+        writer.apply_watcher_event(&watcher::Event::Apply(running));
+        writer.apply_watcher_event(&watcher::Event::Apply(failed.clone()));
+        let encode = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let text = encode();
+        let one =
+            r#"namespace="etcd",task="defrag-1",type="Defragment",target_kind="EtcdCluster",target="main""#;
+        for line in [
+            format!("groundskeeper_task_state{{{one},state=\"InProgress\"}} 1"),
+            format!("groundskeeper_task_started_timestamp_seconds{{{one}}} 1767225600.0"),
+            format!("groundskeeper_task_expected_duration_seconds{{{one}}} 600.0"),
+            r#"groundskeeper_task_state{namespace="etcd",task="defrag-0",type="Defragment",target_kind="EtcdCluster",target="main",state="Failed"} 1"#.to_owned(),
+        ] {
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
+        assert_eq!(text.matches("task_started_timestamp_seconds{").count(), 1, "only running tasks: {text}");
+        writer.apply_watcher_event(&watcher::Event::Delete(failed));
+        assert!(!encode().contains("defrag-0"), "a deleted task takes its series with it");
     }
 }

@@ -44,6 +44,7 @@ const KINDS: &[(&str, &str, &str, bool)] = &[
 
 const ADDONS: &[&str] = &[
     "addons/servicemonitor",
+    "monitoring",
     "addons/storage-cluster-discovery",
     "addons/etcd-operator-discovery",
     "addons/kubectl-plugin-user",
@@ -533,6 +534,8 @@ fn check_metrics_scrape(variant: &Variant, rendered: &[Value]) {
         }
         assert_eq!(monitor["spec"]["endpoints"][0]["port"], port["name"], "{}", variant.name);
         assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics", "{}", variant.name);
+        // The series carry the namespace of what they are about: a clash must not rename it.
+        assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true, "{}", variant.name);
     }
 }
 

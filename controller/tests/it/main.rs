@@ -18,6 +18,7 @@ mod jobs_build;
 mod jobs_observe;
 mod layering;
 mod mock_api;
+mod monitoring_rules;
 mod namespaced_rbac_up_to_date;
 mod scylla_cleanup_apply;
 mod scylla_cleanup_decide;
