@@ -134,7 +134,12 @@ fn sample_scraped(metrics: &runtime::metrics::Metrics) {
                    "snapshots": [{"store": "pvc/backups", "object": "a.db", "writtenAt": "2026-01-01T00:00:00Z"}],
                    "lastSnapshotProof": {"store": "pvc/backups", "object": "a.db", "proven": true, "message": "",
                                          "at": "2026-01-01T00:10:00Z"}}}));
+    let cleanup: MaintenanceTask =
+        sample(serde_json::json!({"metadata": {"name": "cleanup-1", "namespace": "scylla"},
+        "spec": {"target": {"kind": "ScyllaCluster", "name": "basic"}, "type": "Cleanup"},
+        "status": {"state": "InProgress", "startedAt": "2026-01-01T00:00:00Z"}}));
     watch_one(metrics, task);
+    watch_one(metrics, cleanup);
     watch_one(metrics, schedule);
     watch_one(metrics, cluster);
 }

@@ -1,8 +1,9 @@
 //! The alerts and recording rules of `manifests/monitoring/`: Prometheus' own `promtool` checks
 //! them and runs their unit tests (synthetic series for every alert, firing when it should and
 //! silent when it should not); the PrometheusRule is `rules.yaml` under `spec:`, byte for byte;
-//! every alert has tests both ways and a runbook section in docs/monitoring.md; and the rules
-//! name only series the controller exports.
+//! every alert has tests both ways and a runbook section in docs/monitoring.md; the rules name
+//! only series the controller exports; and every query of the Grafana dashboard parses and
+//! returns data from a sample of those series.
 //!
 //! promtool: `GROUNDSKEEPER_PROMTOOL`, else what `cargo xtask test` fetched into
 //! `target/tools/prometheus/` (Debian's prometheus package), else `promtool` on PATH. Without
@@ -236,4 +237,97 @@ fn promtool_lints_the_metric_names() {
     let known = "groundskeeper_etcd_partition_clock_skew_milliseconds use base unit \"seconds\" instead of \"milliseconds\"";
     let findings: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty() && *l != known).collect();
     assert!(findings.is_empty(), "promtool check metrics:\n{said}\non:\n{exposition}");
+}
+
+/// Every query of `manifests/monitoring/dashboard.json`, with where it is.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let dashboard: Value = serde_json::from_str(&read(&monitoring().join("dashboard.json"))).expect("JSON");
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel.get("targets").and_then(Value::as_array).into_iter().flatten() {
+            let place = format!(
+                "{} ({})",
+                panel["title"].as_str().unwrap_or_default(),
+                target["refId"].as_str().unwrap_or_default()
+            );
+            queries.push((place, target["expr"].as_str().expect("an expr").to_owned()));
+        }
+    }
+    queries
+}
+
+/// The sample exposition as promtool input series: two hours of them, counters growing.
+fn sample_series() -> String {
+    let exposition = groundskeeper_controller::sample_metrics().encode();
+    let counted = regex::Regex::new(r"_(total|bucket|count|sum)\{|_(total|count|sum) ").unwrap();
+    let mut text = String::from("    input_series:\n");
+    for line in exposition.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').expect("a sample is its series and its value");
+        let step = if counted.is_match(line) { "+1" } else { "" };
+        text.push_str(&format!("      - series: '{series}'\n        values: '{value}{step}x120'\n"));
+    }
+    text
+}
+
+/// The dashboard's queries parse (`promtool check rules`, each one a recording rule), name only
+/// series the controller exports or the rules record, and each returns data from a sample of
+/// every series the controller exports (`promtool test rules`: an alert on `absent()` of each
+/// must stay silent).
+#[test]
+fn every_dashboard_query_parses_and_returns_data() {
+    let queries = dashboard_queries();
+    let exported = exported_series();
+    let rules = read(&monitoring().join("rules.yaml"));
+    let recorded: BTreeSet<&str> =
+        rules.lines().filter_map(|l| l.trim().strip_prefix("- record: ")).collect();
+    let metric = regex::Regex::new(r"[a-z_:]*groundskeeper_[a-z0-9_:]+").unwrap();
+    for (place, query) in &queries {
+        for name in metric.find_iter(query).map(|m| m.as_str()) {
+            assert!(
+                exported.contains(name) || recorded.contains(name),
+                "{place}: {name} is neither exported nor recorded"
+            );
+        }
+    }
+    let Some(promtool_path) = promtool_or_skip() else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-queries");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut panels = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    let mut checks = String::new();
+    for (i, (place, query)) in queries.iter().enumerate() {
+        let query = serde_json::to_string(query).unwrap();
+        panels.push_str(&format!("      - record: dashboard:query_{i}\n        expr: {query}\n"));
+        let labelled = serde_json::to_string(place).unwrap();
+        panels.push_str(&format!(
+            "      - alert: Query{i}ReturnsNothing\n        expr: absent(dashboard:query_{i})\n        \
+             labels:\n          query: {labelled}\n"
+        ));
+        checks.push_str(&format!(
+            "      # {place}\n      - eval_time: 1h\n        alertname: Query{i}ReturnsNothing\n        exp_alerts: []\n"
+        ));
+    }
+    std::fs::write(dir.join("dashboard.yaml"), panels).unwrap();
+    let rules_file = monitoring().join("rules.yaml");
+    let test = format!(
+        "rule_files:\n  - {}\n  - dashboard.yaml\nevaluation_interval: 1m\ngroup_eval_order:\n  - \
+         groundskeeper.rules\n  - groundskeeper.alerts\n  - dashboard\ntests:\n  - interval: 1m\n{}    \
+         alert_rule_test:\n{checks}",
+        rules_file.display(),
+        sample_series()
+    );
+    std::fs::write(dir.join("test.yaml"), test).unwrap();
+    let run = |args: &[&str], file: &str| {
+        let output = Command::new(&promtool_path).args(args).arg(file).current_dir(&dir).output().unwrap();
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "promtool {} {file} (in {}):\n{said}",
+            args.join(" "),
+            dir.display()
+        );
+    };
+    run(&["check", "rules"], "dashboard.yaml");
+    run(&["test", "rules"], "test.yaml");
 }
