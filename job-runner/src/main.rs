@@ -22,6 +22,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(refuse_arguments(err) as u8),
     };
+    // The default hook would print the panic's text as it is: it may hold a URL with a password.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("groundskeeper-job panicked: {}", groundskeeper_stores::failure::shown(info.to_string()));
+    }));
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli.command))) {
         Ok(code) => code,
         Err(panic) => report_panic(panic.as_ref()),
@@ -56,6 +60,7 @@ fn report_panic(panic: &(dyn std::any::Any + Send)) -> i32 {
         "groundskeeper-job stopped on an internal error ({what}); this is a defect: please report it \
          with the Job's log. What the run had done is not known; a retry starts it again"
     );
+    let message = groundskeeper_stores::failure::shown(message);
     tracing::error!("{message}");
     let Some(report) = groundskeeper_job::cli::empty_report_for(&args) else {
         return exit::RETRYABLE;

@@ -202,6 +202,7 @@ pub fn report(result: &JobResult, path: &Path) {
     // Every message built from a failure is already shown without URLs' user-info; the summaries
     // a run builds itself go through the same cleaning here.
     let mut result = result.clone();
+    result.report = without_userinfo(&result.report);
     result.message = result.message.map(groundskeeper_stores::failure::shown);
     if let Some(error) = &mut result.error {
         error.message = groundskeeper_stores::failure::shown(std::mem::take(&mut error.message));
@@ -225,6 +226,22 @@ pub fn report(result: &JobResult, path: &Path) {
         ),
         None => tracing::info!(outcome = ?result.outcome, duration_ms = result.duration_ms, "run finished"),
     }
+}
+
+/// `report` with the user-info of every URL in its text fields removed (a store's path or URL as
+/// given on the command line may carry a password).
+fn without_userinfo(report: &Report) -> Report {
+    fn clean(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => *text = groundskeeper_stores::failure::without_userinfo(text),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(clean),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(clean),
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(report) else { return report.clone() };
+    clean(&mut value);
+    serde_json::from_value(value).unwrap_or_else(|_| report.clone())
 }
 
 /// Writes `text` to `path` whole, or leaves the file empty: a write cut short by a full disk

@@ -162,7 +162,7 @@ impl<'a> Db<'a> {
         let size = self.meta.page_size;
         let offset = id
             .checked_mul(size)
-            .filter(|o| o + size <= self.len)
+            .filter(|o| o.checked_add(size).is_some_and(|end| end <= self.len))
             .ok_or_else(|| format!("page {id} lies beyond the end of the file"))?;
         let mut header = vec![0u8; PAGE_HEADER];
         read_at(self.file, &mut header, offset)?;

@@ -166,9 +166,12 @@ impl Bucket {
             return Err(bad("the bucket name holds a character bucket names never hold".into()));
         }
         for (key, value) in &location.options {
-            check_header_value(value).map_err(|why| {
-                bad(format!("option {key}: its value {why}; give one line of printable ASCII"))
-            })?;
+            // Settings end up in URLs and headers: printable ASCII without spaces.
+            let spaced = value.contains(' ').then(|| "holds a space".to_owned());
+            if let Some(why) = check_header_value(value).err().or(spaced) {
+                return Err(bad(format!("option {key}: its value {why}; give one word of printable ASCII")));
+            }
+            check_url_option(key, value).map_err(bad)?;
             if is_secret_key(key) {
                 return Err(bad(format!(
                     "option {key} is a secret: put it in the credentials folder (a mounted Secret), \
@@ -853,6 +856,24 @@ fn check_credential(key: &str, value: &str) -> Result<(), String> {
              again, e.g. with `kubectl create secret generic ... --from-literal`"
         )
     })
+}
+
+/// A setting that is a URL (`endpoint`, `aws_endpoint_url_s3`, `base_url`, `proxy_url` …): the
+/// store's client builds its requests from it without checking it, and panics on one that is no
+/// URL, so it is checked here: a scheme, a host, nothing a URL cannot hold. The value is not shown
+/// (it may carry user-info).
+fn check_url_option(key: &str, value: &str) -> Result<(), String> {
+    let key = key.to_ascii_lowercase();
+    if !(key.ends_with("endpoint") || key.contains("endpoint_url") || key.ends_with("_url") || key == "url") {
+        return Ok(());
+    }
+    let uri = value.parse::<http::Uri>().map_err(|e| format!("option {key}: not a URL ({e})"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(host)) if !host.is_empty() && !value.contains(' ') => Ok(()),
+        _ => Err(format!(
+            "option {key}: not a URL like https://HOST[:PORT] (a scheme, http or https, and a host)"
+        )),
+    }
 }
 
 /// A value that goes into an HTTP header as it is: printable ASCII, no space at either end.

@@ -712,6 +712,27 @@ async fn hostile_credentials_settings_and_names_are_refused_naming_them() {
     assert!(result.message.as_deref().unwrap().contains("option region"), "{result:?}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
+    // Settings that are no URL (the store's client would panic on its first request), or hold a
+    // space: bad input naming the option.
+    for (option, says) in [
+        ("endpoint=minio.backup:9000", "option endpoint: not a URL"),
+        ("endpoint=http://127.0.0.1:9000/a b", "option endpoint"),
+        ("region=us east-1", "option region"),
+    ] {
+        let key = option.split('=').next().unwrap();
+        let mut options: Vec<String> = s3
+            .options()
+            .into_iter()
+            .filter(|(k, _)| k != key)
+            .flat_map(|(k, v)| ["--to-option".to_owned(), format!("{k}={v}")])
+            .collect();
+        options.extend(["--to-option".to_owned(), option.to_owned()]);
+        let (code, result, stderr) = run(&snapshot_to(&credentials, &name(1), options), &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{option}: {result:?}\n{stderr}");
+        assert!(result.message.as_deref().unwrap().contains(says), "{option}: {result:?}");
+        assert!(!stderr.contains("panicked"), "{option}: {stderr}");
+    }
+
     // A credentials file larger than any Secret: refused without being read whole.
     let big = dir.path().join("big");
     s3.write_credentials(&big).unwrap();
@@ -760,4 +781,13 @@ async fn a_password_in_the_endpoint_is_never_shown() {
     let json = serde_json::to_string(&result).unwrap();
     assert!(json.contains(&unreachable.to_string()), "the endpoint is named: {json}");
     assert!(!json.contains("Hunter2Password") && !stderr.contains("Hunter2Password"), "{json}\n{stderr}");
+
+    // A password in the store's URL itself: refused, and not in any field of the result.
+    let mut args = args;
+    let to = args.iter().position(|a| a == "--to").unwrap() + 1;
+    args[to] = "s3://AKIA:Hunter3Password@snapshots/etcd".into();
+    let (code, result, stderr) = run(&args, &dir.path().join("result.json")).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    let json = serde_json::to_string(&result).unwrap();
+    assert!(!json.contains("Hunter3Password") && !stderr.contains("Hunter3Password"), "{json}\n{stderr}");
 }
