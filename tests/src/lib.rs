@@ -9,6 +9,7 @@ pub mod etcd_cluster;
 pub mod kubelet;
 pub mod measure;
 pub mod peer_network;
+pub mod prometheus;
 pub mod reference;
 pub mod s3_fault_proxy;
 pub mod s3_server;

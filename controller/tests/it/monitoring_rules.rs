@@ -5,17 +5,17 @@
 //! only series the controller exports; and every query of the Grafana dashboard parses and
 //! returns data from a sample of those series.
 //!
-//! promtool: `GROUNDSKEEPER_PROMTOOL`, else what `cargo xtask test` fetched into
-//! `target/tools/prometheus/` (Debian's prometheus package), else `promtool` on PATH. Without
-//! one the promtool test skips saying so; under CI=true it fails.
+//! promtool (looked up by `groundskeeper_e2e::prometheus`): `GROUNDSKEEPER_PROMTOOL`, else what
+//! `cargo xtask test` fetched into `target/tools/prometheus/` (Debian's prometheus package), else
+//! `promtool` on PATH. Without one the promtool tests skip saying so; under CI=true they fail. The
+//! same rules and dashboard against a real Prometheus: `tests/tests/it/monitoring.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use groundskeeper_e2e::prometheus::{check_metrics, promtool_or_skip, text_format};
 use serde_json::Value;
-
-const ENV_VAR: &str = "GROUNDSKEEPER_PROMTOOL";
 
 fn project() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -42,27 +42,6 @@ fn test_files() -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-fn promtool_or_skip() -> Option<PathBuf> {
-    let candidates = std::env::var_os(ENV_VAR)
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([project().join("target/tools/prometheus/usr/bin/promtool"), PathBuf::from("promtool")]);
-    let runs =
-        |path: &PathBuf| Command::new(path).arg("--version").output().is_ok_and(|o| o.status.success());
-    if let Some(found) = candidates.into_iter().find(runs) {
-        return Some(found);
-    }
-    let why = format!(
-        "promtool not found ({ENV_VAR}, target/tools/prometheus/, PATH): `cargo xtask test` fetches \
-         Debian's prometheus package into target/tools/"
-    );
-    if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!("{why}; CI=true, so the rules must be tested");
-    }
-    eprintln!("skipped: {why}");
-    None
 }
 
 fn promtool(promtool: &Path, args: &[&str], files: &[PathBuf]) {
@@ -193,28 +172,6 @@ fn the_rules_name_only_series_the_controller_exports() {
     }
 }
 
-/// The exposition in Prometheus' text format 0.0.4, the one promtool 2.42 lints: a counter's
-/// HELP and TYPE name it with its `_total`, and there is no `# EOF`.
-fn text_format(openmetrics: &str) -> String {
-    let counter = regex::Regex::new(r"^# TYPE (\S+) counter$").unwrap();
-    let counters: BTreeSet<&str> =
-        openmetrics.lines().filter_map(|l| Some(counter.captures(l)?.get(1)?.as_str())).collect();
-    let mut text = String::new();
-    for line in openmetrics.lines().filter(|l| *l != "# EOF") {
-        let named = line
-            .strip_prefix("# HELP ")
-            .map(|r| ("HELP", r))
-            .or(line.strip_prefix("# TYPE ").map(|r| ("TYPE", r)));
-        match named.and_then(|(what, rest)| Some((what, rest.split_once(' ')?))) {
-            Some((what, (name, rest))) if counters.contains(name) => {
-                text.push_str(&format!("# {what} {name}_total {rest}\n"))
-            }
-            _ => text.push_str(&format!("{line}\n")),
-        }
-    }
-    text
-}
-
 /// promtool's lint of names, units and help texts on a sample of every series. One finding is
 /// known and left: `groundskeeper_etcd_partition_clock_skew_milliseconds` (base unit seconds);
 /// renaming it would rename a series in use.
@@ -222,21 +179,10 @@ fn text_format(openmetrics: &str) -> String {
 fn promtool_lints_the_metric_names() {
     let Some(promtool_path) = promtool_or_skip() else { return };
     let exposition = text_format(&groundskeeper_controller::sample_metrics().encode());
-    let mut child = Command::new(&promtool_path)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs");
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    let said =
-        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let said = check_metrics(&promtool_path, &exposition).expect("promtool runs");
     let known = "groundskeeper_etcd_partition_clock_skew_milliseconds use base unit \"seconds\" instead of \"milliseconds\"";
-    let findings: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty() && *l != known).collect();
-    assert!(findings.is_empty(), "promtool check metrics:\n{said}\non:\n{exposition}");
+    let findings: Vec<&String> = said.iter().filter(|l| *l != known).collect();
+    assert!(findings.is_empty(), "promtool check metrics:\n{}\non:\n{exposition}", said.join("\n"));
 }
 
 /// Every query of `manifests/monitoring/dashboard.json`, with where it is.

@@ -12,6 +12,7 @@ mod etcd_restore;
 mod etcd_snapshot;
 mod harness;
 mod leader_election;
+mod monitoring;
 mod real_cluster;
 mod schedules;
 mod scylla_bursts;
