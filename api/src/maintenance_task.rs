@@ -67,7 +67,9 @@ const MAX_ENUM_LEN: usize = 64;
     printcolumn = r#"{"name": "Type", "type": "string", "description": "What the task does", "jsonPath": ".spec.type"}"#,
     printcolumn = r#"{"name": "Target", "type": "string", "description": "The cluster it works on (its kind follows from the type)", "jsonPath": ".spec.target.name"}"#,
     printcolumn = r#"{"name": "State", "type": "string", "description": "Pending, InProgress, Completed, Failed or Rejected", "jsonPath": ".status.state"}"#,
+    printcolumn = r#"{"name": "Waiting For", "type": "string", "description": "What a Pending task waits for: AwaitingApproval, WaitingForWindow, Suspended, QueuedBehindTask or WaitingForTarget", "jsonPath": ".status.waitingFor"}"#,
     printcolumn = r#"{"name": "Progress", "type": "string", "description": "Nodes or members done, of all", "jsonPath": ".status.progress"}"#,
+    printcolumn = r#"{"name": "Next Window", "type": "integer", "description": "Nodes or members left for the next maintenance window", "jsonPath": ".status.leftForNextWindow"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete this MaintenanceTask and create a new one"))]
@@ -615,6 +617,12 @@ pub struct MaintenanceTaskStatus {
     /// Absent until the controller has seen the task (then as `Pending`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<TaskState>,
+    /// While the task is Pending, what it waits for (the `Queued` condition's reason:
+    /// `AwaitingApproval`, `WaitingForWindow`, `Suspended`, `QueuedBehindTask`,
+    /// `WaitingForTarget`), for `kubectl get`; absent once it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub waiting_for: Option<String>,
     /// When the controller first took the task into account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initiated_at: Option<Time>,

@@ -8,7 +8,15 @@
 //!   coordination.k8s.io/v1 Leases; events.k8s.io/v1 Events) and any custom resource registered
 //!   with [`ResourceType::custom`] (scylla-operator's ScyllaCluster and ScyllaDBDatacenter and
 //!   groundskeeper's own types are registered by default).
-//!   Discovery: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}`.
+//!   Discovery: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}` (with the
+//!   CRDs' singular and short names and categories, and the built-ins' usual short names).
+//!   Custom resources of groundskeeper's CRDs (and scylla-operator's where the reference folder
+//!   is at hand) are served by the CRD manifests themselves (the [`crds`] module).
+//! - **What kubectl reads**: Table output (`Accept: application/json;as=Table;g=meta.k8s.io`) for
+//!   GET, LIST and watches, with the CRDs' `additionalPrinterColumns` and the built-ins' usual
+//!   columns (the [`table`] module); the OpenAPI v3 documents (`/openapi/v3`, per group-version:
+//!   the CRDs' schemas, k8s-openapi's for the built-ins, the `fieldValidation` parameter kubectl
+//!   looks for), and an empty `/openapi/v2` (protobuf) so that kubectl 1.27 applies.
 //! - **Metadata**: one global resourceVersion counter (a decimal string), `uid`,
 //!   `creationTimestamp`, `generateName`. `metadata.generation` is kept for custom resources,
 //!   Jobs and StatefulSets only (as the real API; ConfigMaps, Services, Pods… have none): it goes
@@ -54,7 +62,7 @@
 //! Not implemented: other authentication, admission,
 //! schema validation and pruning of custom resources, defaulting other than the Job's,
 //! namespaces' existence (objects may be created in any namespace), server-side apply,
-//! `managedFields`, `dryRun` (refused with 400), graceful Pod termination, table output,
+//! `managedFields`, `dryRun` (refused with 400), graceful Pod termination,
 //! protobuf, the legacy `/watch/` paths, subresources other than `status`, and conversion
 //! between versions of a resource.
 //!
@@ -63,13 +71,16 @@
 //! and [`ApiServer::subscribe`] for every committed change (to play the Job controller and the
 //! kubelet).
 
+pub mod crds;
 mod error;
 mod http;
+mod openapi;
 mod patch;
 pub mod rbac;
 mod resources;
 mod selector;
 mod store;
+pub mod table;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

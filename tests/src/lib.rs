@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod etcd_cluster;
+pub mod kubectl;
 pub mod kubelet;
 pub mod measure;
 pub mod peer_network;

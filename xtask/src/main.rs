@@ -28,7 +28,8 @@ usage: cargo xtask <task> [ARGS]...
 tasks:
   demo [ARGS]   run the walk-through of the whole system on this machine (controller, in-memory
                 Kubernetes API, a throwaway etcd, Scylla agent stand-ins); ARGS go to the demo
-                (`cargo xtask demo --help`)
+                (`cargo xtask demo --help`); `demo --keep` keeps it all running afterwards,
+                to be explored with kubectl and `kubectl groundskeeper`, until Ctrl-C
   test [ARGS]   run every test: cargo nextest run --workspace --locked ARGS (cargo test
                 where cargo-nextest is missing or GROUNDSKEEPER_TEST_RUNNER=cargo-test)
 
@@ -99,8 +100,30 @@ fn demo(extra: &[String]) -> ExitCode {
         .args(["run", "--locked", "--package", "groundskeeper-e2e", "--example", "demo", "--"])
         .args(extra)
         .env(version.env_var(), binary);
+    // `--keep` leaves the system up to be explored with kubectl and its groundskeeper plugin.
+    if extra.iter().any(|arg| arg == "--keep") {
+        match build_plugin() {
+            Some(plugin) => {
+                cargo.env("GROUNDSKEEPER_KUBECTL_PLUGIN", plugin);
+            }
+            None => {
+                eprintln!("xtask: the kubectl plugin did not build (see above); the demo runs without it")
+            }
+        }
+    }
     println!("xtask: building and running the demo (the first build takes a few minutes)");
     process::run_to_end(cargo)
+}
+
+/// Builds `kubectl-groundskeeper`; the binary's path.
+fn build_plugin() -> Option<PathBuf> {
+    let status = cargo()
+        .args(["build", "--locked", "--package", "kubectl-groundskeeper", "--bin", "kubectl-groundskeeper"])
+        .status()
+        .ok()?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| project_root().join("target"), PathBuf::from);
+    status.success().then(|| target.join("debug").join("kubectl-groundskeeper"))
 }
 
 /// `nextest run` where cargo-nextest is installed (every test in a process of its own, the

@@ -115,7 +115,9 @@ fn the_crd_is_namespaced_with_a_status_subresource_and_columns() {
             ("Type", ".spec.type"),
             ("Target", ".spec.target.name"),
             ("State", ".status.state"),
+            ("Waiting For", ".status.waitingFor"),
             ("Progress", ".status.progress"),
+            ("Next Window", ".status.leftForNextWindow"),
             ("Age", ".metadata.creationTimestamp"),
         ]
     );

@@ -14,6 +14,8 @@
 //!   - [`READY`]: True once the task is Completed, so `kubectl wait --for=condition=Ready
 //!     mtask/<name>` waits for success; False before (reason `Pending`, `InProgress`) and after
 //!     a failure or rejection (reason: the error code, message: what went wrong);
+//! * `waitingFor`: the `Queued` reason while the task is Pending (a `kubectl get` column), absent
+//!   otherwise;
 //! * `observedGeneration`: the generation the decision was made for.
 //!
 //! A final status (Completed, Failed, Rejected) is returned unchanged, whatever is applied.
@@ -180,6 +182,7 @@ fn wait(
         return status;
     }
     status.state = Some(TaskState::Pending);
+    status.waiting_for = Some(reason.to_string());
     status.initiated_at.get_or_insert_with(|| time(now));
     status.observed_generation = generation;
     set_operation(&mut status, TaskState::Pending, message, now);
@@ -198,6 +201,7 @@ fn start(
     }
     const STARTED: &str = "work started";
     status.state = Some(TaskState::InProgress);
+    status.waiting_for = None;
     status.initiated_at.get_or_insert_with(|| time(now));
     status.started_at = Some(time(now));
     status.observed_generation = generation;
@@ -219,6 +223,7 @@ fn finish(
     let state = ending.state;
     let description = ending.description.as_str();
     status.state = Some(state);
+    status.waiting_for = None;
     status.initiated_at.get_or_insert_with(|| time(now));
     status.completed_at = Some(time(now));
     status.observed_generation = generation;

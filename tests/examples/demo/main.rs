@@ -10,6 +10,7 @@
 //! members are killed and every temporary folder removed.
 
 mod etcd_walk;
+mod explore;
 mod jobs;
 mod logs;
 mod report;
@@ -36,7 +37,15 @@ struct Args {
     /// is missing and does nothing.
     #[arg(long)]
     against_kubeconfig: bool,
+    /// After the walk-through, keep everything running to be explored with the real `kubectl`
+    /// (and `kubectl groundskeeper`), until Ctrl-C: a kubeconfig and commands to try are printed.
+    #[arg(long)]
+    keep: bool,
 }
+
+/// Set once the walk-through is over and the system is kept running: a signal then is the
+/// normal end, not an early stop.
+static KEEPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The etcd data folder, kept to check at the end that it is gone.
 static ETCD_DATA: OnceLock<PathBuf> = OnceLock::new();
@@ -55,7 +64,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run_until_stopped());
+    let code = runtime.block_on(run_until_stopped(args.keep));
     // Every task still running goes with the runtime: Jobs' pods and their mounted files too.
     drop(runtime);
     report_leftovers();
@@ -64,9 +73,9 @@ fn main() -> ExitCode {
 
 /// The walk-through, or less of it when a signal comes first. Either way everything it started
 /// is stopped (dropped) before this returns.
-async fn run_until_stopped() -> ExitCode {
+async fn run_until_stopped(keep: bool) -> ExitCode {
     let outcome = {
-        let walk = walk_through();
+        let walk = walk_through(keep);
         tokio::pin!(walk);
         tokio::select! {
             // First, so the signal handlers are in place before anything is started.
@@ -81,6 +90,10 @@ async fn run_until_stopped() -> ExitCode {
             eprintln!("\nerror: {err}");
             ExitCode::FAILURE
         }
+        Err(signal) if KEEPING.load(std::sync::atomic::Ordering::SeqCst) => {
+            println!("\n{signal}: stopping everything");
+            ExitCode::SUCCESS
+        }
         Err(signal) => {
             say::line(format!("{signal}: stopped early"));
             ExitCode::from(130)
@@ -88,7 +101,7 @@ async fn run_until_stopped() -> ExitCode {
     }
 }
 
-async fn walk_through() -> Result<(), String> {
+async fn walk_through(keep: bool) -> Result<(), String> {
     say::start_clock();
     introduce();
     let etcd_binary = etcd_binary()?;
@@ -111,6 +124,9 @@ async fn walk_through() -> Result<(), String> {
     stage.step("before and after").await;
     report::print(&scylla, &etcd);
     println!("\nwall time: {:.1} s", say::elapsed().as_secs_f64());
+    if keep {
+        explore::keep_running(&stage).await?;
+    }
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use tokio::time::{Instant, Interval};
 
 use super::error::ApiError;
+use super::openapi;
 use super::patch::PatchFormat;
 use super::rbac::{Attributes, Grants};
 use super::resources::{Propagation, ResourceId, ResourceType};
@@ -22,6 +23,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::store::{
     DeleteOptions, ListOptions, Notice, Store, Target, WatchRequest, WatchStart, watch_event,
 };
+use super::table::{self, IncludeObject};
 
 /// A watch with no `timeoutSeconds` ends after this long (the real API picks 30–60 minutes).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -65,6 +67,9 @@ enum Route {
     Version,
     ApiVersions,
     GroupList,
+    OpenApiV2,
+    OpenApiIndex,
+    OpenApiDocument { group: String, version: String },
     ResourceList { group: String, version: String },
     Resource { id: ResourceId, namespace: Option<String>, name: Option<String>, status: bool },
 }
@@ -75,6 +80,14 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["version"] => return Ok(Route::Version),
         ["api"] => return Ok(Route::ApiVersions),
         ["apis"] => return Ok(Route::GroupList),
+        ["openapi", "v2"] => return Ok(Route::OpenApiV2),
+        ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
+        ["openapi", "v3", "api", version] => {
+            return Ok(Route::OpenApiDocument { group: String::new(), version: version.to_string() });
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return Ok(Route::OpenApiDocument { group: group.to_string(), version: version.to_string() });
+        }
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::no_such_resource()),
@@ -113,6 +126,18 @@ fn dispatch(
         Route::Version => return Ok(json_response(StatusCode::OK, &version_info())),
         Route::ApiVersions => return Ok(json_response(StatusCode::OK, &api_versions())),
         Route::GroupList => return Ok(json_response(StatusCode::OK, &group_list(store))),
+        Route::OpenApiV2 => {
+            let body = openapi::empty_v2_protobuf();
+            return Ok(
+                ([(header::CONTENT_TYPE, openapi::EMPTY_V2_PROTOBUF_CONTENT_TYPE)], body).into_response()
+            );
+        }
+        Route::OpenApiIndex => return Ok(json_response(StatusCode::OK, &openapi::index(store.registry()))),
+        Route::OpenApiDocument { group, version } => {
+            let document = openapi::document(store.registry(), &group, &version)
+                .ok_or_else(ApiError::no_such_resource)?;
+            return Ok(json_response(StatusCode::OK, &document));
+        }
         Route::ResourceList { group, version } => {
             return Ok(json_response(StatusCode::OK, &resource_list(store, &group, &version)?));
         }
@@ -124,8 +149,21 @@ fn dispatch(
     let target = if status { Target::Status } else { Target::Main };
     let ok = |object: Value| Ok(json_response(StatusCode::OK, &object));
     match (method.clone(), name) {
-        (Method::GET, None) if is_true(query.get("watch")) => watch(app, &rt, ns, &query),
-        (Method::GET, None) => ok(list_body(&rt, store.list(&rt, ns, &list_options(&rt, &query)?)?)),
+        (Method::GET, None) if is_true(query.get("watch")) => watch(app, &rt, ns, &query, headers),
+        (Method::GET, None) => {
+            let page = store.list(&rt, ns, &list_options(&rt, &query)?)?;
+            match table_asked(headers, &query)? {
+                Some(include) => ok(table::table(
+                    &rt,
+                    &page.items,
+                    &page.revision.to_string(),
+                    page.continue_token.as_deref(),
+                    include,
+                    jiff::Timestamp::now(),
+                )),
+                None => ok(list_body(&rt, page)),
+            }
+        }
         (Method::POST, None) => {
             let object = store.create(&rt, ns, parse_body(body)?)?;
             Ok(json_response(StatusCode::CREATED, &object))
@@ -142,7 +180,17 @@ fn dispatch(
                 super::store::ListPage { items: deleted, revision: store.revision(), continue_token: None },
             ))
         }
-        (Method::GET, Some(name)) => ok(store.get(&rt, ns, &name)?),
+        (Method::GET, Some(name)) => {
+            let object = store.get(&rt, ns, &name)?;
+            match table_asked(headers, &query)? {
+                Some(include) => {
+                    let revision =
+                        object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+                    ok(table::table(&rt, &[object], &revision, None, include, jiff::Timestamp::now()))
+                }
+                None => ok(object),
+            }
+        }
         (Method::PUT, Some(name)) => ok(store.update(&rt, ns, &name, parse_body(body)?, target)?),
         (Method::PATCH, Some(name)) => {
             let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -195,6 +243,17 @@ fn authorize(
         namespace: namespace.map(str::to_owned),
         name: name.map(str::to_owned),
     })
+}
+
+/// `Some` (with what each row carries) when the client asked for a Table.
+fn table_asked(
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<Option<IncludeObject>, ApiError> {
+    if !table::wants_table(headers) {
+        return Ok(None);
+    }
+    IncludeObject::parse(query.get("includeObject")).map(Some)
 }
 
 fn is_true(value: Option<&String>) -> bool {
@@ -283,7 +342,9 @@ fn watch(
     rt: &ResourceType,
     ns: Option<&str>,
     query: &HashMap<String, String>,
+    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    let table = table_asked(headers, query)?;
     let send_initial_events = is_true(query.get("sendInitialEvents"));
     if send_initial_events && query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
         return Err(ApiError::bad_request(
@@ -311,6 +372,7 @@ fn watch(
         start_revision: 0,
         seen: 0,
         deadline: Instant::now() + timeout,
+        table,
         bookmarks,
         finished: false,
     };
@@ -338,6 +400,8 @@ struct WatchStream {
     /// Every change up to this revision has been considered: what bookmarks promise.
     seen: u64,
     deadline: Instant,
+    /// Objects sent as one-row Tables (`kubectl get -w`), with what each row carries.
+    table: Option<IncludeObject>,
     bookmarks: Option<Interval>,
     finished: bool,
 }
@@ -345,7 +409,7 @@ struct WatchStream {
 impl WatchStream {
     fn begin(&mut self, start: WatchStart, send_initial_events: bool) {
         for object in &start.initial {
-            self.queue.push_back(event_line("ADDED", object));
+            self.queue.push_back(self.object_line("ADDED", object));
         }
         for change in &start.replay {
             self.translate(change);
@@ -361,7 +425,27 @@ impl WatchStream {
 
     fn translate(&mut self, change: &super::store::Change) {
         if let Some((kind, object)) = watch_event(change, &self.rt, self.ns.as_deref(), &self.selection) {
-            self.queue.push_back(event_line(kind, object));
+            let line = self.object_line(kind, object);
+            self.queue.push_back(line);
+        }
+    }
+
+    /// An event about `object`: the object itself, or its one-row Table.
+    fn object_line(&self, kind: &str, object: &Value) -> Bytes {
+        match self.table {
+            None => event_line(kind, object),
+            Some(include) => {
+                let revision = object["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+                let row = table::table(
+                    &self.rt,
+                    std::slice::from_ref(object),
+                    revision,
+                    None,
+                    include,
+                    jiff::Timestamp::now(),
+                );
+                event_line(kind, &row)
+            }
         }
     }
 
@@ -474,7 +558,16 @@ fn resource_list(store: &Store, group: &str, version: &str) -> Result<Value, Api
     let mut resources = Vec::new();
     for rt in store.registry().all().filter(|rt| rt.id.group == group && rt.id.version == version) {
         let entry = |name: String, verbs: Value| json!({ "name": name, "singularName": "", "namespaced": rt.namespaced, "kind": rt.kind, "verbs": verbs });
-        resources.push(entry(rt.id.plural.clone(), verbs.clone()));
+        let mut main = entry(rt.id.plural.clone(), verbs.clone());
+        let (singular, short_names, categories) = names_of(rt);
+        main["singularName"] = singular.into();
+        if !short_names.is_empty() {
+            main["shortNames"] = json!(short_names);
+        }
+        if !categories.is_empty() {
+            main["categories"] = json!(categories);
+        }
+        resources.push(main);
         if rt.status_subresource {
             resources.push(entry(format!("{}/status", rt.id.plural), json!(["get", "patch", "update"])));
         }
@@ -486,4 +579,32 @@ fn resource_list(store: &Store, group: &str, version: &str) -> Result<Value, Api
     Ok(
         json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources }),
     )
+}
+
+/// A type's singular name, short names and categories, as discovery lists them: a CRD's own
+/// `spec.names`, the built-ins' usual ones (`kubectl get po`).
+fn names_of(rt: &ResourceType) -> (String, Vec<String>, Vec<String>) {
+    let strings = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    if let Some(crd) = rt.crd() {
+        let singular = crd.names["singular"].as_str().map_or_else(|| rt.kind.to_lowercase(), str::to_string);
+        return (singular, strings(&crd.names["shortNames"]), strings(&crd.names["categories"]));
+    }
+    let short: &[&str] = match (rt.id.group.as_str(), rt.id.plural.as_str()) {
+        ("", "pods") => &["po"],
+        ("", "services") => &["svc"],
+        ("", "configmaps") => &["cm"],
+        ("", "namespaces") => &["ns"],
+        ("", "persistentvolumeclaims") => &["pvc"],
+        ("", "events") | ("events.k8s.io", "events") => &["ev"],
+        ("", "serviceaccounts") => &["sa"],
+        ("apps", "statefulsets") => &["sts"],
+        ("apps", "deployments") => &["deploy"],
+        _ => &[],
+    };
+    (rt.kind.to_lowercase(), short.iter().map(|s| s.to_string()).collect(), Vec::new())
 }

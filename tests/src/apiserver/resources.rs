@@ -104,6 +104,25 @@ impl ResourceType {
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
     }
+
+    /// The CRD version serving this type, for custom resources that have one (see [`super::crds`]).
+    pub fn crd(&self) -> Option<&'static super::crds::CrdVersion> {
+        if self.strategic_merge {
+            return None;
+        }
+        super::crds::crd_version(&self.id)
+    }
+
+    /// The CRD's `additionalPrinterColumns`, for custom resources that have a CRD here (an empty
+    /// list when it declares none: then the API shows `Name` and `Age`).
+    pub fn printer_columns(&self) -> Option<Vec<super::table::PrinterColumn>> {
+        let crd = self.crd()?;
+        let mut columns = super::table::PrinterColumn::of_version(&crd.version);
+        if crd.version.get("additionalPrinterColumns").is_none() {
+            columns.push(super::table::PrinterColumn::age());
+        }
+        Some(columns)
+    }
 }
 
 /// The built-in types a groundskeeper controller touches.

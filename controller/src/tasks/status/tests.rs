@@ -38,6 +38,7 @@ fn waiting_marks_the_task_pending_and_queued() {
     assert_eq!(status.initiated_at, Some(t(5)));
     assert_eq!(status.observed_generation, Some(1));
     assert_eq!(summary(&status, QUEUED), pair("True", "QueuedBehindTask"));
+    assert_eq!(status.waiting_for.as_deref(), Some("QueuedBehindTask"), "for kubectl get");
     assert_eq!(
         condition(&status, QUEUED).message,
         "queued behind MaintenanceTask r (InProgress); 1 task ahead of this one"
@@ -66,6 +67,7 @@ fn a_new_wait_reason_keeps_the_transition_time_and_moves_the_operation() {
     let next = apply_decision(first, &target, Some(1), at(50));
     let queued = condition(&next, QUEUED);
     assert_eq!(queued.reason, "WaitingForTarget");
+    assert_eq!(next.waiting_for.as_deref(), Some("WaitingForTarget"));
     assert_eq!(queued.message, "waits for EtcdCluster main: a member is unhealthy");
     assert_eq!(queued.last_transition_time, t(5), "still True since 5");
     assert_eq!(next.last_operation.unwrap().last_update_time, t(50));
@@ -80,6 +82,7 @@ fn starting_records_the_start() {
     assert_eq!(started.initiated_at, Some(t(5)));
     assert_eq!(started.started_at, Some(t(20)));
     assert_eq!(summary(&started, QUEUED), pair("False", "Started"));
+    assert_eq!(started.waiting_for, None, "a started task waits for nothing");
     assert_eq!(condition(&started, QUEUED).last_transition_time, t(20));
     assert_eq!(summary(&started, READY), pair("False", "InProgress"));
     assert_eq!(condition(&started, READY).last_transition_time, t(5), "False since 5");
