@@ -112,10 +112,11 @@ impl Kubectl {
         Kubectl { binary, kubeconfig: kubeconfig.to_path_buf(), cache_dir, path_prefix: Vec::new() }
     }
 
-    /// The command, its kubeconfig and cache set, the PATH extended.
+    /// The command, its kubeconfig and cache set (in the environment: kubectl takes no flag
+    /// before a plugin's name), the PATH extended.
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.binary.path);
-        command.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache_dir).args(args);
+        command.args(args).env("KUBECACHEDIR", &self.cache_dir).env_remove("KUBERNETES_SERVICE_HOST");
         if !self.path_prefix.is_empty() {
             let mut path = self.path_prefix.clone();
             path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));

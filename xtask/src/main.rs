@@ -95,35 +95,37 @@ fn demo(extra: &[String]) -> ExitCode {
         );
         return ExitCode::FAILURE;
     };
-    let mut cargo = cargo();
-    cargo
-        .args(["run", "--locked", "--package", "groundskeeper-e2e", "--example", "demo", "--"])
-        .args(extra)
-        .env(version.env_var(), binary);
-    // `--keep` leaves the system up to be explored with kubectl and its groundskeeper plugin.
-    if extra.iter().any(|arg| arg == "--keep") {
-        match build_plugin() {
-            Some(plugin) => {
-                cargo.env("GROUNDSKEEPER_KUBECTL_PLUGIN", plugin);
-            }
-            None => {
-                eprintln!("xtask: the kubectl plugin did not build (see above); the demo runs without it")
-            }
-        }
+    // One build for the demo and the kubectl plugin (`--keep` puts it in kubectl's way): built
+    // together, they share one feature resolution and nothing is built twice.
+    println!("xtask: building the demo and the kubectl plugin (the first build takes a few minutes)");
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--locked",
+        "--package",
+        "groundskeeper-e2e",
+        "--example",
+        "demo",
+        "--package",
+        "kubectl-groundskeeper",
+        "--bin",
+        "kubectl-groundskeeper",
+    ]);
+    if !process::run_to_end(build).eq(&ExitCode::SUCCESS) {
+        eprintln!("error: the demo did not build (see above)");
+        return ExitCode::FAILURE;
     }
-    println!("xtask: building and running the demo (the first build takes a few minutes)");
-    process::run_to_end(cargo)
+    let built = target_dir().join("debug");
+    let mut demo = Command::new(built.join("examples").join("demo"));
+    demo.args(extra)
+        .env(version.env_var(), binary)
+        .env("GROUNDSKEEPER_KUBECTL_PLUGIN", built.join("kubectl-groundskeeper"));
+    process::run_to_end(demo)
 }
 
-/// Builds `kubectl-groundskeeper`; the binary's path.
-fn build_plugin() -> Option<PathBuf> {
-    let status = cargo()
-        .args(["build", "--locked", "--package", "kubectl-groundskeeper", "--bin", "kubectl-groundskeeper"])
-        .status()
-        .ok()?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| project_root().join("target"), PathBuf::from);
-    status.success().then(|| target.join("debug").join("kubectl-groundskeeper"))
+/// Where cargo builds: `CARGO_TARGET_DIR`, else `target/` of this project.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| project_root().join("target"), PathBuf::from)
 }
 
 /// `nextest run` where cargo-nextest is installed (every test in a process of its own, the

@@ -30,7 +30,7 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
-const NAMESPACE: &str = "etcd";
+pub(crate) const NAMESPACE: &str = "etcd";
 const CLUSTER: &str = "main";
 /// Guards against a scenario that never settles; not a performance bound.
 const GUARD: Duration = Duration::from_secs(120);
@@ -148,7 +148,7 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn task_of(server: &ApiServer, name: &str) -> Option<MaintenanceTask> {
+pub(crate) fn task_of(server: &ApiServer, name: &str) -> Option<MaintenanceTask> {
     server.get_as(Some(NAMESPACE), name)
 }
 
@@ -189,14 +189,14 @@ async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>) -> 
 
 /// A fragmented etcd cluster, its EtcdCluster (automatic maintenance off: only the plugin's
 /// tasks run), both controllers, and the Job simulator behind a gate.
-struct EtcdScenario {
-    server: Arc<ApiServer>,
+pub(crate) struct EtcdScenario {
+    pub(crate) server: Arc<ApiServer>,
     _etcd: etcd_cluster::EtcdCluster,
     _jobs: JobSimulator,
     gate: watch::Sender<bool>,
     controllers: Vec<tokio::task::JoinHandle<()>>,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Drop for EtcdScenario {
@@ -208,7 +208,7 @@ impl Drop for EtcdScenario {
 }
 
 impl EtcdScenario {
-    async fn start(version: EtcdVersion) -> Option<EtcdScenario> {
+    pub(crate) async fn start(version: EtcdVersion) -> Option<EtcdScenario> {
         let binary = etcd_or_skip(version)?;
         let _ = rustls::crypto::ring::default_provider().install_default();
         let etcd = etcd_cluster::EtcdCluster::start(&binary, ClusterOptions::default())
@@ -253,7 +253,7 @@ impl EtcdScenario {
         plugin(&self.kubeconfig, args).await
     }
 
-    fn hold_jobs(&self, held: bool) {
+    pub(crate) fn hold_jobs(&self, held: bool) {
         self.gate.send_replace(!held);
     }
 

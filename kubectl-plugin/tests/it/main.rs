@@ -2,3 +2,4 @@
 //! is one area.
 
 mod e2e;
+mod kubectl;

@@ -44,7 +44,7 @@ fn plugin_folder(under: &Path) -> Option<PathBuf> {
             }
         }
         Some(binary) => format!("{} is not a file", binary.display()),
-        None => "GROUNDSKEEPER_KUBECTL_PLUGIN is not set (`cargo xtask demo --keep` sets it)".into(),
+        None => "GROUNDSKEEPER_KUBECTL_PLUGIN is not set (`cargo xtask demo` sets it)".into(),
     };
     println!("(the kubectl plugin is not at hand: {why}; `cargo build -p kubectl-groundskeeper` builds it)");
     None

@@ -1,6 +1,6 @@
-//! The README's first command, `cargo xtask demo`, runs `examples/demo`: it must end by itself,
-//! well, and leave nothing behind; and on a real SIGINT it must stop its etcd members and remove
-//! its temporary folders.
+//! The README's first command, `cargo xtask demo`, runs `examples/demo`: it must walk through to
+//! its before/after table, with `--keep` stay up to be explored with kubectl, and leave nothing
+//! behind; and on a real SIGINT it must stop its etcd members and remove its temporary folders.
 //!
 //! The example's binary is the one `cargo test` builds next to the tests
 //! (`target/debug/examples/demo`). A missing etcd binary skips these tests with a message, except
@@ -39,8 +39,9 @@ fn any_etcd() -> Option<(EtcdVersion, PathBuf)> {
         .or_else(|| etcd_or_skip(EtcdVersion::V3_5).map(|binary| (EtcdVersion::V3_5, binary)))
 }
 
-fn start_demo((version, etcd): &(EtcdVersion, PathBuf)) -> Child {
+fn start_demo((version, etcd): &(EtcdVersion, PathBuf), args: &[&str]) -> Child {
     Command::new(demo_binary())
+        .args(args)
         .env(version.env_var(), etcd)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -119,19 +120,21 @@ fn wait_with_limit(child: &mut Child, limit: Duration) -> std::process::ExitStat
     }
 }
 
+/// The walk-through to its end (the before/after table), then, kept up with `--keep`, explored
+/// with the real kubectl through the kubeconfig it prints, and stopped by Ctrl-C leaving nothing
+/// behind. Without `--keep` the walk-through ends right after the table (the same code path up
+/// to there): the SIGINT test below and the README's `cargo xtask demo` run that way.
 #[test]
-fn the_demo_ends_by_itself_with_the_before_after_table_and_leaves_nothing() {
+fn the_demo_walks_through_then_stays_up_to_be_explored_and_leaves_nothing() {
     // Two demos at once would be six etcd members on two cores: they take turns.
     let _one = ONE_CLUSTER_AT_A_TIME.blocking_lock();
     let Some(etcd) = any_etcd() else {
         return;
     };
-    let mut demo = start_demo(&etcd);
+    let mut demo = start_demo(&etcd, &["--keep"]);
     let lines = lines_of(demo.stdout.take().expect("piped stdout"));
-    let status = wait_with_limit(&mut demo, DEMO_LIMIT);
-    let output: Vec<String> = lines.iter().collect();
+    let output = read_until(&lines, "Ctrl-C stops everything", DEMO_LIMIT);
     let text = output.join("\n");
-    assert!(status.success(), "{status}:\n{text}");
     for expected in [
         "job/basic-cleanup-",
         // The automatic task's one Job: `<cluster>-defragment-<decision time>-0`.
@@ -141,11 +144,38 @@ fn the_demo_ends_by_itself_with_the_before_after_table_and_leaves_nothing() {
         "3 of the 3 nodes there before the scale-out cleaned",
         "reclaimed",
         "wall time:",
-        "left behind: nothing",
+        "export KUBECONFIG=",
+        "kubectl get etcdc,mtask,msched -n etcd",
     ] {
         assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
     }
+    let kubeconfig = output
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("export KUBECONFIG="))
+        .map(PathBuf::from)
+        .expect("the kubeconfig is named");
+    if let Some(kubectl) = groundskeeper_e2e::kubectl::newest_or_skip("the demo explored with kubectl") {
+        let got = Command::new(&kubectl.path)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", "etcdc,mtask", "-n", "etcd"])
+            .output()
+            .expect("kubectl runs");
+        let shown = String::from_utf8_lossy(&got.stdout);
+        assert!(got.status.success(), "{got:?}");
+        assert!(shown.contains("etcdcluster.groundskeeper.dev/main"), "{shown}");
+        assert!(shown.contains("Completed"), "the demo's task, Completed: {shown}");
+    }
+
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(demo.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0, "SIGINT sent");
+    let status = wait_with_limit(&mut demo, Duration::from_secs(20));
+    let rest: Vec<String> = lines.iter().collect();
+    assert!(status.success(), "Ctrl-C is the normal end of --keep: {status}:\n{}", rest.join("\n"));
+    assert!(rest.iter().any(|l| l.contains("left behind: nothing")), "{}", rest.join("\n"));
     assert!(!etcd_data_dir(&output).exists(), "etcd data removed");
+    assert!(!kubeconfig.exists(), "{} removed", kubeconfig.display());
 }
 
 #[test]
@@ -155,7 +185,7 @@ fn sigint_stops_the_etcd_members_and_removes_the_temporary_folders() {
     let Some(etcd) = any_etcd() else {
         return;
     };
-    let mut demo = start_demo(&etcd);
+    let mut demo = start_demo(&etcd, &[]);
     let lines = lines_of(demo.stdout.take().expect("piped stdout"));
     // Once a cleanup Job runs, etcd is up and a pod has its Secret files mounted.
     let seen = read_until(&lines, "Running", Duration::from_secs(60));
