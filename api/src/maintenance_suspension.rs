@@ -32,7 +32,8 @@ pub const MAX_REASON_LEN: usize = 1024;
     category = "groundskeeper",
     doc = "A target's maintenance suspended, for a while or until deleted, with a reason.",
     printcolumn = r#"{"name": "Target", "type": "string", "jsonPath": ".spec.target.name"}"#,
-    printcolumn = r#"{"name": "Until", "type": "date", "jsonPath": ".spec.until"}"#,
+    // A time in the future: as `date`, kubectl would show it as `<invalid>` (an age).
+    printcolumn = r#"{"name": "Until", "type": "string", "jsonPath": ".spec.until"}"#,
     printcolumn = r#"{"name": "Running", "type": "string", "jsonPath": ".spec.runningTasks"}"#,
     printcolumn = r#"{"name": "Reason", "type": "string", "jsonPath": ".spec.reason"}"#
 )]
