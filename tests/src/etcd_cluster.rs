@@ -867,3 +867,73 @@ macro_rules! for_each_etcd_version {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every test taking a cluster turn by hand is in nextest's `etcd-cluster` test group
+    /// (`.config/nextest.toml`), so that nextest runs it one at a time beside other tests rather
+    /// than beside another that only waits; those of [`for_each_etcd_version!`] are, by their
+    /// module's name.
+    #[test]
+    fn cluster_turns_are_one_test_group() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let config =
+            std::fs::read_to_string(root.join(".config/nextest.toml")).expect(".config/nextest.toml");
+        let mut missing = Vec::new();
+        for file in test_sources(&root) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let takers = |needle: &str| -> Vec<String> {
+                let at = lines.iter().enumerate().filter(|(_, l)| l.contains(needle) && !l.contains("fn "));
+                at.map(|(i, _)| {
+                    enclosing_fn(&lines[..i]).unwrap_or_else(|| panic!("{}:{}", file.display(), i + 1))
+                })
+                .collect()
+            };
+            let mut tests = Vec::new();
+            let lock = takers("ONE_CLUSTER_AT_A_TIME.lock()");
+            for taker in lock.into_iter().chain(takers("ONE_CLUSTER_AT_A_TIME.blocking_lock()")) {
+                // A helper takes the turn for the tests that call it (`on_3_5(…)`).
+                let is_test = text.contains(&format!("fn {taker}() {{"));
+                if is_test { tests.push(taker) } else { tests.extend(takers(&format!("{taker}("))) }
+            }
+            for test in tests {
+                if !config.contains(&format!("::{test}$/")) {
+                    missing.push(format!("{}: {test}", file.display()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "add to the etcd-cluster group of .config/nextest.toml: {missing:#?}");
+    }
+
+    /// The name of the last `fn` declared in `before`.
+    fn enclosing_fn(before: &[&str]) -> Option<String> {
+        before.iter().rev().find_map(|l| {
+            let after = l.split("fn ").nth(1)?;
+            Some(after.split(['(', '<']).next()?.trim().to_string())
+        })
+    }
+
+    /// The integration tests of every crate (`*/tests/**/*.rs`).
+    fn test_sources(root: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let mut folders: Vec<PathBuf> = std::fs::read_dir(root)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path().join("tests")))
+            .filter(|p| p.is_dir())
+            .collect();
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap().filter_map(Result::ok) {
+                let path = entry.path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    }
+}
