@@ -17,3 +17,4 @@ pub mod s3_server;
 pub mod scylla_agent;
 pub mod scylla_operator;
 pub mod statefulset;
+pub mod wait;

@@ -219,9 +219,10 @@ async fn a_task_lost_to_a_restart_is_retryable() {
         let args = args.clone();
         async move { run_binary(&args, &[]).await }
     });
-    while !agent.call_lines().iter().any(|c| c.contains("task_status") || c.contains("wait_task")) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    groundskeeper_e2e::wait::eventually("the runner following the task", || {
+        agent.call_lines().iter().any(|c| c.contains("task_status") || c.contains("wait_task"))
+    })
+    .await;
     agent.restart();
     let (code, output, result) = run.await.unwrap();
     assert_eq!(code, exit::RETRYABLE, "{}", stderr(&output));

@@ -140,12 +140,8 @@ fn kubeconfig(server: &ApiServer, dir: &Path, name: &str, token: Option<&str>) -
     path
 }
 
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let guard = tokio::time::Instant::now() + GUARD;
-    while !done() {
-        assert!(tokio::time::Instant::now() < guard, "never reached: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    groundskeeper_e2e::wait::wait_until(what, GUARD, Duration::from_millis(50), done, String::new).await;
 }
 
 pub(crate) fn task_of(server: &ApiServer, name: &str) -> Option<MaintenanceTask> {

@@ -7,17 +7,14 @@
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use groundskeeper_api::maintenance_task::TaskState;
 use groundskeeper_e2e::etcd_cluster::{EtcdVersion, ONE_CLUSTER_AT_A_TIME};
 use groundskeeper_e2e::kubectl::{Kubectl, newest_or_skip};
+use groundskeeper_e2e::wait::eventually;
 use tokio::io::AsyncBufReadExt;
 
 use super::e2e::{EtcdScenario, NAMESPACE, task_of};
-
-/// Guards against a scenario that never settles; not a performance bound.
-const GUARD: Duration = Duration::from_secs(120);
 
 const TASK: &str = r#"{
   "apiVersion": "groundskeeper.dev/v1alpha1",
@@ -30,14 +27,6 @@ const TASK: &str = r#"{
     "requireApproval": true
   }
 }"#;
-
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let guard = tokio::time::Instant::now() + GUARD;
-    while !done() {
-        assert!(tokio::time::Instant::now() < guard, "never reached: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// The lines a running command has printed so far, collected as they come.
 fn collect_lines(stdout: tokio::process::ChildStdout) -> Arc<Mutex<Vec<String>>> {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use groundskeeper_e2e::apiserver::{ApiServer, ChangeKind, ResourceId};
+use groundskeeper_e2e::wait::eventually;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{
@@ -14,14 +15,6 @@ use kube::api::{
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Error, Resource, ResourceExt};
 use serde_json::{Value, json};
-
-/// Waits for a condition that the server makes true asynchronously; a hang fails the test through
-/// the harness's own timeout rather than through a timing assertion.
-async fn eventually<F: FnMut() -> bool>(mut condition: F) {
-    while !condition() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
@@ -469,15 +462,17 @@ async fn reflector_store_follows_the_server() {
 
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     api.create(&PostParams::default(), &config_map("b", &[])).await.unwrap();
-    eventually(|| reader.state().len() == 2).await;
+    eventually("the reflector holding a and b", || reader.state().len() == 2).await;
     api.delete("a", &DeleteParams::default()).await.unwrap();
-    eventually(|| reader.state().len() == 1).await;
+    eventually("the reflector holding b alone", || reader.state().len() == 1).await;
     server.expire_watches();
     api.patch("b", &PatchParams::default(), &Patch::Merge(json!({ "data": { "k": "after-410" } })))
         .await
         .unwrap();
-    eventually(|| reader.state().first().is_some_and(|cm| cm.data.as_ref().unwrap()["k"] == "after-410"))
-        .await;
+    eventually("the reflector seeing the patch made after the 410", || {
+        reader.state().first().is_some_and(|cm| cm.data.as_ref().unwrap()["k"] == "after-410")
+    })
+    .await;
     task.abort();
 }
 

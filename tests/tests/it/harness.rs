@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use groundskeeper_controller::runtime::clock::Clock;
 use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
@@ -139,23 +138,8 @@ impl Drop for Controllers {
     }
 }
 
-/// Polls `done` every `every` until it holds; after `guard` fails the test with `what` and what
-/// `diagnose` says of the system then.
-pub async fn wait_until(
-    what: &str,
-    guard: Duration,
-    every: Duration,
-    mut done: impl FnMut() -> bool,
-    diagnose: impl FnOnce() -> String,
-) {
-    let deadline = tokio::time::Instant::now() + guard;
-    while !done() {
-        if tokio::time::Instant::now() > deadline {
-            panic!("never reached: {what}\n{}", diagnose());
-        }
-        tokio::time::sleep(every).await;
-    }
-}
+/// The one bounded wait (see `groundskeeper_e2e::wait`).
+pub use groundskeeper_e2e::wait::wait_until;
 
 /// The names of the objects of `resource` in `namespace`.
 pub fn names(server: &ApiServer, resource: &ResourceId, namespace: &str) -> BTreeSet<String> {
