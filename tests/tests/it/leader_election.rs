@@ -60,13 +60,7 @@ fn replica(server: &ApiServer, identity: &str) -> Replica {
 }
 
 async fn until(what: &str, condition: impl Fn() -> bool) {
-    tokio::time::timeout(BOUND, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: not within {BOUND:?}"));
+    groundskeeper_e2e::wait::wait_until(what, BOUND, Duration::from_millis(20), condition, String::new).await;
 }
 
 async fn holder(server: &ApiServer) -> Option<String> {
