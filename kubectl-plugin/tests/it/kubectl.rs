@@ -1,7 +1,8 @@
 //! The real `kubectl` beside the plugin, as a person works: the plugin found by kubectl's own
 //! lookup on the PATH (`kubectl plugin list`, `kubectl groundskeeper …`), a task applied with
 //! `kubectl apply`, watched with `kubectl get -w` from Pending (awaiting approval, said in its
-//! column) to Completed, approved with `kubectl groundskeeper task approve`. Real etcd 3.5, both
+//! column) to Completed, approved with `kubectl groundskeeper task approve`, waited for with
+//! `kubectl wait --for=condition=Ready` and deleted. Real etcd 3.5, both
 //! controllers and the Job simulator (see `e2e.rs`); the newest installed kubectl.
 
 use std::path::Path;
@@ -98,4 +99,13 @@ async fn kubectl_watches_a_task_from_awaiting_approval_to_completed_and_finds_th
         "Pending (awaiting approval), then Completed: {lines:#?}"
     );
     assert!(lines.iter().skip(1).all(|l| !l.contains("NAME")), "the header once: {lines:#?}");
+
+    let waited = kubectl
+        .run(&["wait", "--for=condition=Ready", "mtask/reviewed-compact", "-n", NAMESPACE, "--timeout=60s"])
+        .await
+        .ok("kubectl wait");
+    assert!(waited.contains("condition met"), "{waited}");
+    let deleted = kubectl.run(&["delete", "mtask", "reviewed-compact", "-n", NAMESPACE]).await.ok("delete");
+    assert!(deleted.contains("deleted"), "{deleted}");
+    assert!(task_of(&scenario.server, "reviewed-compact").is_none());
 }
