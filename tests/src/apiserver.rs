@@ -1,7 +1,8 @@
 //! An in-memory Kubernetes API, faithful enough for kube's client, watcher and reflector.
 //!
-//! It is **not** a kube-apiserver: it keeps objects as JSON in one process, validates almost
-//! nothing beyond names, and runs no controllers. What it does implement, as the real API does:
+//! It is **not** a kube-apiserver: it keeps objects as JSON in one process, validates built-in
+//! objects hardly at all (names only), and runs no controllers. What it does implement, as the
+//! real API does:
 //!
 //! - **Resources**: the built-ins groundskeeper touches (core/v1 Services, Secrets, ConfigMaps,
 //!   Pods, PersistentVolumeClaims, Events, Namespaces; batch/v1 Jobs; apps/v1 StatefulSets;
@@ -44,6 +45,16 @@
 //!   the keyed lists listed in the `patch` module; custom resources answer 415 as the real API);
 //!   server-side apply answers 415. A patch carrying a stale `metadata.resourceVersion` conflicts.
 //!   `/status`: only `status` changes there; on the main endpoint `status` is ignored.
+//!   `dryRun=All` on create, update, patch and delete: every check runs and the would-be object
+//!   is answered; nothing is stored, no resourceVersion is used, no event is sent.
+//! - **Custom resource schemas** (the [`schema`] module), from the CRD manifests: on every
+//!   create, update, patch and status write, unknown fields are pruned (with `fieldValidation`
+//!   `Strict` a 400, `Warn` — the default — a `Warning: 299` header each, `Ignore` nothing),
+//!   nulls and `default`s handled as structural defaulting does, then the OpenAPI checks, the
+//!   `x-kubernetes-list-type` checks and the `x-kubernetes-validations` CEL rules (transition
+//!   rules on updates), answered with the real 422 `Invalid` Status and its causes. A `/status`
+//!   write is checked against the status schema. Types without a CRD here (SIG etcd-operator's
+//!   EtcdCluster, scylla-operator's without the reference folder) are stored as sent.
 //! - **Deletion**: immediate, unless finalizers are present: then `deletionTimestamp` is set and
 //!   the object goes when an update empties `metadata.finalizers`. Preconditions (uid,
 //!   resourceVersion) are honoured. Owner-reference garbage collection runs at once, in the same
@@ -59,12 +70,14 @@
 //!   are not checked. Aggregated roles, groups and users other than ServiceAccounts are not
 //!   modelled.
 //!
-//! Not implemented: other authentication, admission,
-//! schema validation and pruning of custom resources, defaulting other than the Job's,
-//! namespaces' existence (objects may be created in any namespace), server-side apply,
-//! `managedFields`, `dryRun` (refused with 400), graceful Pod termination,
-//! protobuf, the legacy `/watch/` paths, subresources other than `status`, and conversion
-//! between versions of a resource.
+//! Not implemented: other authentication, admission (webhooks, policies), validation and
+//! defaulting of built-in objects other than names and the Job's defaults, namespaces' existence
+//! (objects may be created in any namespace), server-side apply, `managedFields`, graceful Pod
+//! termination, protobuf, the legacy `/watch/` paths, subresources other than `status`,
+//! conversion between versions of a resource, and of CRD schemas: `allOf`/`anyOf`/`oneOf`/`not`,
+//! validation ratcheting, ObjectMeta checks inside embedded resources, most string formats, CEL
+//! cost limits, duplicate fields in a body (strict decoding reports unknown fields only), and
+//! defaulting when an object is read back (objects here are defaulted when written).
 //!
 //! For scenarios there are hooks that bypass HTTP but go through the same rules: [`ApiServer::get`],
 //! [`ApiServer::create`], [`ApiServer::replace`], [`ApiServer::patch`], [`ApiServer::delete`]…
@@ -78,6 +91,7 @@ mod openapi;
 mod patch;
 pub mod rbac;
 mod resources;
+pub mod schema;
 mod selector;
 mod store;
 pub mod table;

@@ -11,8 +11,93 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    /// `(name, group, kind)` as in `Status.details`; `kind` is the resource's plural, as the API does.
-    pub details: Option<Box<(String, String, String)>>,
+    /// `Status.details`: what the error is about and, for 422 `Invalid`, each field's cause.
+    pub details: Option<Box<Details>>,
+}
+
+/// `Status.details`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    /// The resource's plural for most errors, its kind for `Invalid`, as the API does.
+    pub kind: String,
+    pub causes: Vec<Cause>,
+}
+
+/// One of `Status.details.causes`: a field error as the API reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`…
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
+}
+
+/// The kinds of field error (apimachinery's `field.ErrorType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ErrorType {
+    Required,
+    Invalid,
+    TypeInvalid,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    TooMany,
+    Duplicate,
+}
+
+impl ErrorType {
+    fn text(self) -> &'static str {
+        match self {
+            ErrorType::Required => "Required value",
+            ErrorType::Invalid | ErrorType::TypeInvalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
+            ErrorType::Duplicate => "Duplicate value",
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::TypeInvalid => "FieldValueTypeInvalid",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+        }
+    }
+}
+
+/// A field error (apimachinery's `field.Error`), its bad value already printed as Go prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FieldError {
+    pub kind: ErrorType,
+    pub field: String,
+    /// `None`: the value is omitted from the message.
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    /// `ErrorBody()`: what `Status.details.causes[].message` says.
+    pub fn body(&self) -> String {
+        let omit_value = matches!(self.kind, ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong);
+        let mut body = match &self.value {
+            Some(value) if !omit_value => format!("{}: {value}", self.kind.text()),
+            _ => self.kind.text().to_string(),
+        };
+        if !self.detail.is_empty() {
+            body.push_str(": ");
+            body.push_str(&self.detail);
+        }
+        body
+    }
 }
 
 impl ApiError {
@@ -21,7 +106,12 @@ impl ApiError {
     }
 
     fn about(mut self, rt: &ResourceType, name: &str) -> Self {
-        self.details = Some(Box::new((name.to_string(), rt.id.group.clone(), rt.id.plural.clone())));
+        self.details = Some(Box::new(Details {
+            name: name.to_string(),
+            group: rt.id.group.clone(),
+            kind: rt.id.plural.clone(),
+            causes: Vec::new(),
+        }));
         self
     }
 
@@ -52,8 +142,37 @@ impl ApiError {
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, message: String) -> Self {
-        Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {message}", rt.qualified_kind()))
-            .about(rt, name)
+        let mut error =
+            Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {message}", rt.qualified_kind()))
+                .about(rt, name);
+        if let Some(details) = error.details.as_mut() {
+            details.kind = rt.kind.clone();
+        }
+        error
+    }
+
+    /// 422 `Invalid` for field errors, as `NewInvalid` builds it: one cause per error, and the
+    /// message listing them (once each; in brackets when there are several).
+    pub(crate) fn invalid_fields(rt: &ResourceType, name: &str, errors: &[FieldError]) -> Self {
+        let mut listed: Vec<String> = Vec::new();
+        for error in errors {
+            let line = format!("{}: {}", error.field, error.body());
+            if !listed.contains(&line) {
+                listed.push(line);
+            }
+        }
+        let message = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut error = Self::invalid(rt, name, message);
+        if let Some(details) = error.details.as_mut() {
+            details.causes = errors
+                .iter()
+                .map(|e| Cause { reason: e.kind.reason(), message: e.body(), field: e.field.clone() })
+                .collect();
+        }
+        error
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -100,8 +219,15 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(details) = &self.details {
-            let (name, group, kind) = details.as_ref();
-            status["details"] = json!({ "name": name, "group": group, "kind": kind });
+            status["details"] = json!({ "name": details.name, "group": details.group, "kind": details.kind });
+            if !details.causes.is_empty() {
+                let causes: Vec<Value> = details
+                    .causes
+                    .iter()
+                    .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
+                    .collect();
+                status["details"]["causes"] = causes.into();
+            }
         }
         status
     }

@@ -19,9 +19,11 @@ use super::openapi;
 use super::patch::PatchFormat;
 use super::rbac::{Attributes, Grants};
 use super::resources::{Propagation, ResourceId, ResourceType};
+use super::schema::FieldValidation;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{
-    DeleteOptions, ListOptions, Notice, Store, Target, WatchRequest, WatchStart, watch_event,
+    DeleteOptions, ListOptions, Notice, Store, Target, WatchRequest, WatchStart, WriteOptions, Written,
+    watch_event,
 };
 use super::table::{self, IncludeObject};
 
@@ -118,9 +120,6 @@ fn dispatch(
     let query = Query::<HashMap<String, String>>::try_from_uri(uri)
         .map(|q| q.0)
         .map_err(|e| ApiError::bad_request(format!("malformed query: {e}")))?;
-    if query.contains_key("dryRun") {
-        return Err(ApiError::bad_request("dryRun is not supported by this in-memory API server"));
-    }
     let store = &app.store;
     let (id, namespace, name, status) = match route(uri.path())? {
         Route::Version => return Ok(json_response(StatusCode::OK, &version_info())),
@@ -165,8 +164,8 @@ fn dispatch(
             }
         }
         (Method::POST, None) => {
-            let object = store.create(&rt, ns, parse_body(body)?)?;
-            Ok(json_response(StatusCode::CREATED, &object))
+            let written = store.create_with(&rt, ns, parse_body(body)?, &write_options(&query)?)?;
+            Ok(written_response(StatusCode::CREATED, written))
         }
         (Method::DELETE, None) => {
             let deleted = store.delete_collection(
@@ -191,7 +190,11 @@ fn dispatch(
                 None => ok(object),
             }
         }
-        (Method::PUT, Some(name)) => ok(store.update(&rt, ns, &name, parse_body(body)?, target)?),
+        (Method::PUT, Some(name)) => {
+            let written =
+                store.update_with(&rt, ns, &name, parse_body(body)?, target, &write_options(&query)?)?;
+            Ok(written_response(StatusCode::OK, written))
+        }
         (Method::PATCH, Some(name)) => {
             let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
             let format = PatchFormat::from_content_type(content_type).ok_or_else(|| {
@@ -201,7 +204,11 @@ fn dispatch(
             })?;
             // Refuse server-side apply before parsing: its body is YAML.
             let patch = if format == PatchFormat::Apply { Value::Null } else { parse_body(body)? };
-            ok(store.patch(&rt, ns, &name, format, &patch, target)?)
+            let options = write_options(&query)?;
+            Ok(written_response(
+                StatusCode::OK,
+                store.patch_with(&rt, ns, &name, format, &patch, target, &options)?,
+            ))
         }
         (Method::DELETE, Some(name)) => ok(store.delete(&rt, ns, &name, &delete_options(&query, body)?)?),
         (method, _) => Err(ApiError::method_not_allowed(format!("{method} is not supported here"))),
@@ -319,11 +326,49 @@ fn delete_options(query: &HashMap<String, String>, body: &[u8]) -> Result<Delete
         },
     };
     let precondition = |field: &str| body["preconditions"][field].as_str().map(str::to_string);
+    // kube sends `dryRun` in the DeleteOptions body, kubectl in the query.
+    let dry_run_in_body = body["dryRun"].as_array().is_some_and(|v| v.iter().any(|d| d == "All"));
     Ok(DeleteOptions {
+        dry_run: dry_run(query)? || dry_run_in_body,
         propagation,
         precondition_uid: precondition("uid"),
         precondition_resource_version: precondition("resourceVersion"),
     })
+}
+
+/// `dryRun=All`, the one value the API knows.
+fn dry_run(query: &HashMap<String, String>) -> Result<bool, ApiError> {
+    match query.get("dryRun").map(String::as_str) {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: []string{{{other:?}}}: supported values: \"All\""
+        ))),
+    }
+}
+
+/// `dryRun` and `fieldValidation` of a create, update or patch.
+fn write_options(query: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
+    let directive = query.get("fieldValidation").map(String::as_str);
+    let field_validation = FieldValidation::parse(directive).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "fieldValidation: Unsupported value: {:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+            directive.unwrap_or_default()
+        ))
+    })?;
+    Ok(WriteOptions { dry_run: dry_run(query)?, field_validation })
+}
+
+/// A write's object, with a `Warning: 299` header per warning, as the API sends them.
+fn written_response(code: StatusCode, written: Written) -> Response {
+    let mut response = json_response(code, &written.object);
+    for warning in &written.warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 /// `""` and `"0"` mean "from the current state"; anything else must be a revision.

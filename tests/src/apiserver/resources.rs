@@ -113,6 +113,13 @@ impl ResourceType {
         super::crds::crd_version(&self.id)
     }
 
+    /// The CRD schema custom resources of this type are held to (see [`super::schema`]): pruned,
+    /// defaulted and validated on every write. `None` for built-ins and custom resources whose
+    /// CRD is not at hand.
+    pub fn schema(&self) -> Option<&'static super::schema::Schema> {
+        super::schema::schema_of(self)
+    }
+
     /// The CRD's `additionalPrinterColumns`, for custom resources that have a CRD here (an empty
     /// list when it declares none: then the API shows `Name` and `Age`).
     pub fn printer_columns(&self) -> Option<Vec<super::table::PrinterColumn>> {

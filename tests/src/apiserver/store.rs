@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use super::error::ApiError;
 use super::patch::{self, PatchFormat};
 use super::resources::{Generation, Propagation, Registry, ResourceId, ResourceType};
+use super::schema::{self, FieldValidation};
 use super::selector::{FieldSelector, LabelSelector};
 
 /// What happened to an object.
@@ -80,9 +81,27 @@ pub struct ListPage {
 /// `DeleteOptions` the server honours.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOptions {
+    /// `dryRun=All`: the answer a deletion would give; nothing changes.
+    pub dry_run: bool,
     pub propagation: Option<Propagation>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+}
+
+/// The options of a write that kube-apiserver takes from the query (`dryRun`, `fieldValidation`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: everything is checked and the would-be object returned; nothing is stored.
+    pub dry_run: bool,
+    pub field_validation: FieldValidation,
+}
+
+/// What a write answers: the object stored (or that would be, for a dry run) and the warnings
+/// the API sends with it (`unknown field "spec.foo"`).
+#[derive(Clone, Debug)]
+pub struct Written {
+    pub object: Value,
+    pub warnings: Vec<String>,
 }
 
 /// Where a watch starts.
@@ -200,19 +219,33 @@ impl Store {
     }
 
     pub fn create(&self, rt: &ResourceType, ns: Option<&str>, body: Value) -> Result<Value, ApiError> {
+        self.create_with(rt, ns, body, &WriteOptions::default()).map(|written| written.object)
+    }
+
+    pub fn create_with(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         scope_check(rt, ns)?;
+        let (body, warnings) = decode(rt, body, options, Decoder::Body)?;
         let mut inner = self.lock();
         let mut object = self.prepare_create(&mut inner, rt, ns, body)?;
         let name = name_of(&object).to_string();
         let key = item_key(rt, ns, &name)?;
+        check_schema(rt, &name, &object, None, Target::Main)?;
         if inner.objects.contains_key(&key) {
             return Err(ApiError::already_exists(rt, &name));
         }
-        inner.revision += 1;
-        set_resource_version(&mut object, inner.revision);
-        inner.objects.insert(key, object.clone());
-        self.publish(&mut inner, rt, ChangeKind::Added, object.clone(), None);
-        Ok(object)
+        if !options.dry_run {
+            inner.revision += 1;
+            set_resource_version(&mut object, inner.revision);
+            inner.objects.insert(key, object.clone());
+            self.publish(&mut inner, rt, ChangeKind::Added, object.clone(), None);
+        }
+        Ok(Written { object, warnings })
     }
 
     pub fn update(
@@ -223,12 +256,30 @@ impl Store {
         body: Value,
         target: Target,
     ) -> Result<Value, ApiError> {
+        self.update_with(rt, ns, name, body, target, &WriteOptions::default()).map(|written| written.object)
+    }
+
+    pub fn update_with(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        target: Target,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         let key = item_key(rt, ns, name)?;
         check_target(rt, target)?;
+        let (body, warnings) = decode(rt, body, options, Decoder::Body)?;
         let mut inner = self.lock();
         let existing = inner.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         let new = prepare_update(rt, name, &existing, body, target)?;
-        self.commit_update(&mut inner, rt, key, existing, new)
+        check_schema(rt, name, &new, Some(&existing), target)?;
+        let object = match options.dry_run {
+            true => would_update(rt, &existing, new),
+            false => self.commit_update(&mut inner, rt, key, existing, new)?,
+        };
+        Ok(Written { object, warnings })
     }
 
     pub fn patch(
@@ -240,13 +291,34 @@ impl Store {
         patch_body: &Value,
         target: Target,
     ) -> Result<Value, ApiError> {
+        let options = WriteOptions::default();
+        self.patch_with(rt, ns, name, format, patch_body, target, &options).map(|written| written.object)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_with(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        format: PatchFormat,
+        patch_body: &Value,
+        target: Target,
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         let key = item_key(rt, ns, name)?;
         check_target(rt, target)?;
         let mut inner = self.lock();
         let existing = inner.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         let patched = apply_patch(rt, name, &existing, format, patch_body)?;
+        let (patched, warnings) = decode(rt, patched, options, Decoder::Patch)?;
         let new = prepare_update(rt, name, &existing, patched, target)?;
-        self.commit_update(&mut inner, rt, key, existing, new)
+        check_schema(rt, name, &new, Some(&existing), target)?;
+        let object = match options.dry_run {
+            true => would_update(rt, &existing, new),
+            false => self.commit_update(&mut inner, rt, key, existing, new)?,
+        };
+        Ok(Written { object, warnings })
     }
 
     pub fn delete(
@@ -258,7 +330,10 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let key = item_key(rt, ns, name)?;
         let mut inner = self.lock();
-        self.delete_in(&mut inner, rt, key, options)
+        match options.dry_run {
+            true => would_delete(&inner, rt, &key, options),
+            false => self.delete_in(&mut inner, rt, key, options),
+        }
     }
 
     pub fn delete_collection(
@@ -274,7 +349,12 @@ impl Store {
             .filter(|(_, object)| selection.selects(object))
             .map(|(key, _)| key.clone())
             .collect();
-        keys.into_iter().map(|key| self.delete_in(&mut inner, rt, key, options)).collect()
+        keys.into_iter()
+            .map(|key| match options.dry_run {
+                true => would_delete(&inner, rt, &key, options),
+                false => self.delete_in(&mut inner, rt, key, options),
+            })
+            .collect()
     }
 
     pub(crate) fn watch(
@@ -828,6 +908,84 @@ fn apply_patch(
         }
     }
     Ok(patched)
+}
+
+/// Which request decoded the object: a strict decoding error of a create or an update names the
+/// kind it could not be handled as; a patch's says only what was unknown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decoder {
+    Body,
+    Patch,
+}
+
+/// Decodes a custom resource against its schema (unknown fields dropped, defaults applied), with
+/// the `fieldValidation` directive: unknown fields refused (400), warned about, or dropped silently.
+fn decode(
+    rt: &ResourceType,
+    mut object: Value,
+    options: &WriteOptions,
+    decoder: Decoder,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let Some(schema) = rt.schema().filter(|_| object.is_object()) else {
+        return Ok((object, Vec::new()));
+    };
+    let unknown: Vec<String> =
+        schema::decode(schema, &mut object).iter().map(|path| format!("unknown field \"{path}\"")).collect();
+    match options.field_validation {
+        FieldValidation::Strict if !unknown.is_empty() => {
+            let strict = format!("strict decoding error: {}", unknown.join(", "));
+            Err(ApiError::bad_request(match decoder {
+                Decoder::Patch => strict,
+                Decoder::Body => format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {strict}",
+                    kind = rt.kind,
+                    version = rt.id.version
+                ),
+            }))
+        }
+        FieldValidation::Warn => Ok((object, unknown)),
+        FieldValidation::Strict | FieldValidation::Ignore => Ok((object, Vec::new())),
+    }
+}
+
+/// The schema's checks of the object a write would store (422 `Invalid` with every cause).
+fn check_schema(
+    rt: &ResourceType,
+    name: &str,
+    object: &Value,
+    old: Option<&Value>,
+    target: Target,
+) -> Result<(), ApiError> {
+    let Some(schema) = rt.schema() else { return Ok(()) };
+    let errors = schema::validate(schema, object, old, target);
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::invalid_fields(rt, name, &errors)) }
+}
+
+/// What an update would store, for a dry run: the stored resourceVersion, the next generation.
+fn would_update(rt: &ResourceType, existing: &Value, mut new: Value) -> Value {
+    if let Some(rv) = existing.pointer("/metadata/resourceVersion").cloned() {
+        new["metadata"]["resourceVersion"] = rv;
+    }
+    bump_generation(rt, existing, &mut new);
+    new
+}
+
+/// What a deletion would answer, for a dry run: the object, marked for deletion when finalizers
+/// hold it.
+fn would_delete(
+    inner: &Inner,
+    rt: &ResourceType,
+    key: &Key,
+    options: &DeleteOptions,
+) -> Result<Value, ApiError> {
+    let name = &key.2;
+    let mut object = inner.objects.get(key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
+    check_preconditions(rt, name, &object, options)?;
+    if !finalizers(&object).is_empty() && !is_deleting(&object) {
+        object["metadata"]["deletionTimestamp"] = now().into();
+        object["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+    }
+    Ok(object)
 }
 
 fn check_preconditions(

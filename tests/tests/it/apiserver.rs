@@ -272,7 +272,9 @@ async fn status_subresource_and_generation() {
     assert!(on_main.data.get("status").is_none(), "status is ignored on the main endpoint");
     assert_eq!(on_main.resource_version(), created.resource_version(), "nothing changed");
 
-    let status = json!({ "status": { "observedGeneration": 1, "conditions": [{ "type": "Available", "status": "True" }] } });
+    // A condition has all that scylla-operator's CRD requires of one.
+    let condition = json!({ "type": "Available", "status": "True", "reason": "AsExpected", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z" });
+    let status = json!({ "status": { "observedGeneration": 1, "conditions": [condition] } });
     let with_status = clusters.patch_status("sc", &pp, &Patch::Merge(status)).await.unwrap();
     assert_eq!(with_status.data["status"]["observedGeneration"], 1);
     assert_eq!(with_status.metadata.generation, Some(1), "status writes keep the generation");

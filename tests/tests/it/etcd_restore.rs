@@ -20,7 +20,7 @@ use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
 use groundskeeper_api::restore::RestorePhase;
 use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
-use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
+use groundskeeper_e2e::apiserver::{ApiError, ApiServer, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{
     EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, restore_tool_or_skip,
 };
@@ -100,6 +100,10 @@ impl Scenario {
     }
 
     fn create_task(&self, name: &str, task_type: &str, config: Value) {
+        self.try_create_task(name, task_type, config).expect("the MaintenanceTask");
+    }
+
+    fn try_create_task(&self, name: &str, task_type: &str, config: Value) -> Result<Value, ApiError> {
         let member = match task_type {
             "Restore" => "restore",
             _ => "snapshot",
@@ -114,7 +118,7 @@ impl Scenario {
                 "config": { member: config },
             },
         });
-        self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
+        self.server.create(&maintenance_tasks(), Some(NAMESPACE), task)
     }
 
     fn task(&self, name: &str) -> MaintenanceTask {
@@ -202,20 +206,25 @@ async fn a_restore_task_brings_back_a_cluster_that_lost_its_quorum_for_good() {
     assert!(record.proof.as_ref().is_some_and(|p| p.proven), "{record:?}");
     assert_eq!(record.keys, Some(20));
 
-    // A Restore without confirmation, and one while the quorum is there: Rejected, saying why.
-    scenario.create_task("unconfirmed", "Restore", json!({ "from": { "bucket": scenario.bucket() } }));
+    // A Restore without confirmation is refused by the API (the CRD's rule); one while the quorum
+    // is there is Rejected, saying why.
+    let unconfirmed = scenario.try_create_task(
+        "unconfirmed",
+        "Restore",
+        json!({ "from": { "bucket": scenario.bucket() } }),
+    );
+    let refused = unconfirmed.expect_err("an unconfirmed Restore is refused");
+    assert!(refused.message.contains("spec.config.restore: Invalid value: \"object\": a Restore replaces the data of every member: confirm it with config.restore.confirm: true"), "{refused}");
     scenario.create_task(
         "too-soon",
         "Restore",
         json!({ "confirm": true, "from": { "bucket": scenario.bucket() }, "quorumLostForSeconds": 0 }),
     );
-    for (name, says) in [("unconfirmed", "confirm"), ("too-soon", "has its quorum")] {
-        let task = scenario.finished(name).await;
-        let status = task.status.unwrap();
-        assert_eq!(status.state, Some(TaskState::Rejected), "{name}: {status:#?}");
-        let why = status.last_operation.unwrap().description;
-        assert!(why.contains(says), "{name}: {why}");
-    }
+    let task = scenario.finished("too-soon").await;
+    let status = task.status.unwrap();
+    assert_eq!(status.state, Some(TaskState::Rejected), "too-soon: {status:#?}");
+    let why = status.last_operation.unwrap().description;
+    assert!(why.contains("has its quorum"), "too-soon: {why}");
 
     // Writes after the snapshot, seen by the controller while the quorum is there: what the
     // restore will lose.

@@ -2,6 +2,7 @@
 //! is one area.
 
 mod apiserver;
+mod apiserver_schema;
 mod common;
 mod demo;
 mod etcd_backups;
