@@ -50,6 +50,8 @@ pub struct EtcdClusterSpec {
     /// Client TLS. Absent: plain `http://` endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<EtcdClientTls>,
+    /// Automatic maintenance: how often the members are observed, when a member is due for
+    /// defragmentation, the leader's turn, history compaction. Absent: the defaults.
     #[serde(default)]
     pub policy: EtcdMaintenancePolicy,
     /// Bounds for the maintenance Jobs.
@@ -138,6 +140,7 @@ pub enum RevisionScheme {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdClientTls {
+    /// The Secret's name, in the EtcdCluster's namespace: keys `ca.crt`, `tls.crt` and `tls.key`.
     #[schemars(length(min = 1))]
     pub secret_name: String,
 }
@@ -256,6 +259,9 @@ impl EtcdMaintenancePolicy {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdCompactionPolicy {
+    /// `periodic`: keep history for the `retention` duration (revisions are sampled over time,
+    /// and the cluster is compacted to the one sampled `retention` ago, as etcd's periodic
+    /// compactor does). `revision`: keep the last `retention` revisions.
     pub mode: CompactionMode,
     /// `periodic`: how long history is kept, as a duration (`1h`, `30m`). `revision`: how many
     /// revisions are kept (`10000`).
@@ -318,10 +324,16 @@ pub struct EtcdClusterStatus {
     /// maintenance task is queued or ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_check_time: Option<Time>,
+    /// Every member as last observed (from the member list; one per endpoint when no list could be
+    /// read), with what its `Status` call answered. When no member answered, the last list is kept with every member marked not
+    /// healthy.
     #[serde(default)]
     pub members: Vec<EtcdMemberStatus>,
+    /// How many members were last observed (the entries of `members`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_count: Option<i32>,
+    /// How many members are healthy: they answered `Status`, see a leader and report no error
+    /// (a `NOSPACE` alarm, which defragmentation cures, aside).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_members: Option<i32>,
     /// Highest fragmentation of any member, e.g. `"47.2%"` (for `kubectl get`).
@@ -333,6 +345,7 @@ pub struct EtcdClusterStatus {
     /// The revision a groundskeeper task last compacted to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compacted_revision: Option<i64>,
+    /// When the Job of the groundskeeper task that last compacted the cluster finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction_time: Option<Time>,
     /// When the last maintenance task (Compact, Defragment or Maintenance, automatic or asked for
@@ -390,6 +403,13 @@ pub struct EtcdClusterStatus {
     /// membership a Restore gives the cluster back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub membership: Vec<KnownMember>,
+    /// `DefragControllerProgressing` (True while a maintenance task of the cluster is queued or
+    /// running), `DefragControllerDegraded` (True when members are unhealthy, the spec is invalid,
+    /// the last maintenance failed, a snapshot did not prove restorable…: the reason says which),
+    /// `DefragControllerDisabled` (True when `spec.policy.enabled` is false), `DefragVersionRisk`
+    /// (True while a member runs an etcd version whose defrag can corrupt data beside a snapshot
+    /// apply), `SnapshotRestorable` (whether the last proof of a snapshot passed; absent before
+    /// any) and, for a `Partitioned` cluster, `ClockSkewed`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }
@@ -398,9 +418,11 @@ pub struct EtcdClusterStatus {
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KnownMember {
+    /// The member's name (its `--name`).
     pub name: String,
     /// Member id in hex.
     pub id: String,
+    /// The peer URLs it advertises.
     #[serde(default, rename = "peerURLs", skip_serializing_if = "Vec::is_empty")]
     pub peer_urls: Vec<String>,
 }
@@ -411,13 +433,16 @@ pub struct KnownMember {
 pub struct LastSnapshot {
     /// The MaintenanceTask that took it (each task is recorded once).
     pub task: String,
+    /// The claim it was written to; empty when it went to a bucket.
     pub persistent_volume_claim: String,
-    /// Its file name on the claim.
+    /// Its file name on the claim, or its object name in the bucket.
     pub file: String,
     /// When the task completed.
     pub time: Time,
+    /// The highest revision the snapshot holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// Size of the file in bytes, etcd's 32-byte SHA-256 trailer included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
     /// The same for people, e.g. `12.34 MiB`.
@@ -428,9 +453,12 @@ pub struct LastSnapshot {
     pub sha256: Option<String>,
 }
 
+/// One member as last observed.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdMemberStatus {
+    /// The member's name (its `--name`); its id in hex while it has not started (the member list
+    /// gives it no name), or the endpoint when no member list could be read.
     pub name: String,
     /// Member id in hex, as etcdctl prints it.
     pub id: String,
@@ -439,16 +467,26 @@ pub struct EtcdMemberStatus {
     /// The peer URLs it advertises (from the member list): what a Restore gives each member back.
     #[serde(default, rename = "peerURLs", skip_serializing_if = "Vec::is_empty")]
     pub peer_urls: Vec<String>,
+    /// Size of the member's database file in bytes, free pages included (`dbSize` of its
+    /// `Status`). Absent when it did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_size: Option<i64>,
+    /// Bytes of the database in use (`dbSizeInUse` of its `Status`); the rest are free pages a
+    /// defrag gives back to the disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_size_in_use: Option<i64>,
+    /// Share of the database that is free pages, in %, one decimal: (dbSize − dbSizeInUse) /
+    /// dbSize.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragmentation_percent: Option<f64>,
+    /// The member is the leader, by its own `Status`.
     #[serde(default)]
     pub leader: bool,
+    /// The member answered `Status`, sees a leader and reports no error (a `NOSPACE` alarm aside);
+    /// else `message` says why not.
     #[serde(default)]
     pub healthy: bool,
+    /// The member is a learner (not voting): never defragmented, not counted for the quorum.
     #[serde(default)]
     pub learner: bool,
     /// The etcd version the member reported.
@@ -460,8 +498,10 @@ pub struct EtcdMemberStatus {
     /// Why the member is not healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the Job of the groundskeeper task that last defragmented the member finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_defrag_time: Option<Time>,
+    /// Bytes that last defragmentation gave back to the disk: the db size before minus after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_bytes_reclaimed: Option<i64>,
     /// The member's last defragmentations (db size before, seconds; at most 5, oldest first):
@@ -474,7 +514,9 @@ pub struct EtcdMemberStatus {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionSample {
+    /// When it was sampled.
     pub time: Time,
+    /// The store's revision then (the highest any member reported).
     pub revision: i64,
 }
 

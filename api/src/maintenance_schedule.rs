@@ -146,8 +146,12 @@ fn template_spec_schema(generator: &mut schemars::SchemaGenerator) -> schemars::
 /// Labels and annotations of the tasks a schedule makes (the schedule adds its own).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 pub struct TemplateMetadata {
+    /// Labels put on each task made. The schedule sets `groundskeeper.dev/schedule` (its name) and
+    /// `groundskeeper.dev/origin: schedule` over any given here.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations put on each task made. The schedule sets `groundskeeper.dev/scheduled-time`
+    /// (the run, RFC 3339) over any given here.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub annotations: std::collections::BTreeMap<String, String>,
 }
@@ -187,6 +191,7 @@ pub struct MaintenanceScheduleStatus {
     /// `Ready`: True (`Scheduled`) while runs make tasks; False (`Suspended`, `InvalidSpec`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
@@ -195,6 +200,8 @@ pub struct MaintenanceScheduleStatus {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduledTask {
+    /// The MaintenanceTask's name: `<schedule>-<the run's minutes since the Unix epoch>` (the
+    /// schedule's name cut short with a hash when the whole would pass 63 characters).
     #[schemars(length(max = MAX_NAME_LEN))]
     pub name: String,
     /// The run it stands for.
@@ -208,9 +215,11 @@ pub struct ScheduledTask {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SkippedRun {
+    /// The run that made no task.
     pub scheduled_time: Time,
     /// `Suspended`, `ConcurrencyForbid` or `MissedDeadline`.
     pub reason: String,
+    /// Why, for people.
     pub message: String,
 }
 

@@ -680,8 +680,11 @@ pub struct MaintenanceTaskStatus {
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CopyStatus {
-    /// The stores, as `pvc/NAME` or the bucket's URL.
+    /// The store copied from, as the Job saw it: the bucket's URL, or the folder the claim was
+    /// mounted at (`/snapshots-from`).
     pub from: String,
+    /// The store copied to, as the Job saw it: the bucket's URL, or the folder the claim was
+    /// mounted at (`/snapshots-to`).
     pub to: String,
     /// Snapshots copied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -692,9 +695,10 @@ pub struct CopyStatus {
     /// Snapshots that could not be copied, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
-    /// Bytes copied, and the same for people.
+    /// Bytes copied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_copied: Option<i64>,
+    /// The same for people, e.g. `12.34 MiB`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
 }
@@ -759,6 +763,7 @@ pub struct TaskError {
     pub code: String,
     /// For people: what went wrong and what to do.
     pub description: String,
+    /// When the error was recorded.
     pub observed_at: Time,
 }
 
@@ -768,7 +773,10 @@ pub struct TaskError {
 pub struct LastOperation {
     /// The task's state after it.
     pub state: TaskState,
+    /// What happened, for people: what the task waits for, that its work started or how it is
+    /// going, how it ended.
     pub description: String,
+    /// When the state or the description last changed.
     pub last_update_time: Time,
 }
 
@@ -801,8 +809,10 @@ pub struct NodeProgress {
     /// The Job doing the work there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// Cleanup: when the node's Job was created. Restore: when the step began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    /// Cleanup: when the node's Job was seen to succeed or fail. Restore: when the step ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Time>,
     /// What happened there, in one line.

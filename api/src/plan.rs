@@ -68,6 +68,8 @@ pub struct PlanStep {
     /// them when its turn comes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keyspaces: Vec<String>,
+    /// How long the step is expected to take, in seconds (`estimate` says from what); absent when
+    /// none is made: a member skipped, a compaction, a copy, a restore's steps after its proof.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_seconds: Option<i64>,
     /// Where the expectation comes from.
@@ -82,8 +84,12 @@ pub struct PlanStep {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkSample {
+    /// The size worked on, in bytes: a member's db size before its defrag, a node's load as its
+    /// cleanup reported it. Absent when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<i64>,
+    /// How long the run took, in seconds: a defrag from its call to the member's answer, a cleanup
+    /// its Job's run.
     pub seconds: f64,
 }
 

@@ -66,18 +66,26 @@ impl std::fmt::Display for RestorePhase {
 pub struct RestoreStatus {
     /// The step it is at (`Done` once the cluster is back).
     pub phase: RestorePhase,
-    /// The snapshot: its store (`pvc/NAME` or the bucket's URL), name, SHA-256, and the revision
-    /// and keys recorded when it was taken.
+    /// The store of the snapshot: `pvc/NAME` or the bucket's URL.
     pub store: String,
+    /// The snapshot's file or object name in that store.
     pub object: String,
+    /// SHA-256 of the whole snapshot file, hex: as the catalog recorded it, then as the proof
+    /// found it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The revision the snapshot holds: as the catalog recorded it, then as the proof's
+    /// throwaway member served it. The restored members must reach at least this revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// The number of keys at that revision: as the catalog recorded it, then as the proof's
+    /// throwaway member held them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<i64>,
-    /// The StatefulSet and the replicas it had before the restore (what it is scaled back to).
+    /// The StatefulSet that runs the members.
     pub stateful_set: String,
+    /// The replicas the StatefulSet is scaled back to: those it had before the restore, at least
+    /// one per member. Recorded once the snapshot is proven, before it is scaled to zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_replicas: Option<i32>,
     /// The members restored, with the peer URL and claim of each.
@@ -87,10 +95,12 @@ pub struct RestoreStatus {
     pub cluster_token: String,
     /// Each member's old data folder is kept beside it with this suffix.
     pub old_data_suffix: String,
-    /// The highest revision seen before the quorum was lost, and how many revisions after the
-    /// snapshot's are therefore lost (known once the cluster is back).
+    /// The highest revision seen while the quorum was there (the EtcdCluster's
+    /// `status.lastRevisionWithQuorum`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_revision_before_loss: Option<i64>,
+    /// How many revisions written after the snapshot's are lost: `lastRevisionBeforeLoss` minus
+    /// `revision`. Set once the cluster is back, when both are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_revisions: Option<i64>,
     /// Every step, as it went.
@@ -107,6 +117,8 @@ pub struct RestoreStatus {
 pub struct RestoreMember {
     /// The member's name: its pod's name.
     pub name: String,
+    /// The peer URL it is restored with: the first it advertised in the membership recorded while
+    /// the quorum was there.
     pub peer_url: String,
     /// Its data volume's claim.
     pub claim: String,
@@ -119,8 +131,10 @@ pub struct RestoreStep {
     pub phase: RestorePhase,
     /// `Running`, `Succeeded` or `Failed`.
     pub state: String,
+    /// When the step began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    /// When the step succeeded or failed; absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Time>,
     /// What happened, in one line.

@@ -20,11 +20,13 @@ pub struct SnapshotRecord {
     /// When it was written there (the end of the task's Job).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written_at: Option<Time>,
+    /// The highest revision the snapshot holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
     /// Keys at that revision, counted when the snapshot was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<i64>,
+    /// Size of the file in bytes, etcd's 32-byte SHA-256 trailer included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
     /// For people, e.g. `12.34 MiB`.
@@ -48,21 +50,29 @@ pub struct SnapshotRecord {
 pub struct SnapshotProof {
     /// `pvc/NAME` or the bucket's URL.
     pub store: String,
+    /// The snapshot's file or object name in that store.
     pub object: String,
     /// True: it restored and served what was recorded.
     pub proven: bool,
     /// When the proof ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Time>,
-    /// What the restored member served, and what was expected.
+    /// The revision the restored member served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// The revision it had to serve: the one recorded when the snapshot was taken (in the catalog,
+    /// else in the object's metadata), else the highest the file holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_revision: Option<i64>,
+    /// The number of keys the restored member held at that revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<i64>,
+    /// The number of keys it had to hold: the count recorded when the snapshot was taken (in the
+    /// catalog, else in the object's metadata). Absent: none was recorded, and the keys were not
+    /// compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_keys: Option<i64>,
+    /// SHA-256 of the whole snapshot file the proof fetched, hex (what `sha256sum FILE` prints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// The task that ran the proof.
