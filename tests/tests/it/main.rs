@@ -12,6 +12,7 @@ mod etcd_operator_discovery;
 mod etcd_restore;
 mod etcd_snapshot;
 mod harness;
+mod kubectl;
 mod leader_election;
 mod monitoring;
 mod real_cluster;
