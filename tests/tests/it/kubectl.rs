@@ -218,7 +218,11 @@ fn task_spec_refusals(good: &Value, base: &str, field: &str, out: &mut Vec<Refus
         });
     }
     let mut restore = with(good.clone(), &format!("{base}/type"), json!("Restore"));
-    restore = with(restore, &format!("{base}/config"), json!({"restore": {"confirm": false, "from": {"persistentVolumeClaim": "snapshots"}}}));
+    restore = with(
+        restore,
+        &format!("{base}/config"),
+        json!({"restore": {"confirm": false, "from": {"persistentVolumeClaim": "snapshots"}}}),
+    );
     out.push(refusal(
         "a Restore not confirmed",
         restore,
