@@ -138,9 +138,10 @@ fn introduce() {
          The Kubernetes API here is an in-memory stand-in, not a kube-apiserver. It keeps objects \
          as JSON in this process and serves what kube's client and watches use (resourceVersions, \
          list/watch with selectors, the status subresource, patches, optimistic concurrency, owner \
-         garbage collection, RBAC for the controller's token). It does not do: scheduling, nodes, \
-         real pods, containers or images, admission, schema validation of custom resources, \
-         server-side apply. Jobs are played by a simulated Job controller and kubelet.\n"
+         garbage collection, RBAC for the controller's token), and holds custom resources to their \
+         CRDs (schema, pruning, defaults, CEL rules) with the printer columns and OpenAPI kubectl \
+         reads. It does not do: scheduling, nodes, real pods, containers or images, admission \
+         webhooks, server-side apply. Jobs are played by a simulated Job controller and kubelet.\n"
     );
 }
 
