@@ -35,7 +35,9 @@ fn valid(plural: &str, name: &str) -> Value {
         "maintenanceschedules" => {
             json!({ "schedule": "30 2 * * *", "taskTemplate": { "spec": compact_spec() } })
         }
-        "maintenancesuspensions" => json!({ "target": { "kind": "EtcdCluster", "name": "main" } }),
+        "maintenancesuspensions" => {
+            json!({ "target": { "kind": "EtcdCluster", "name": "main" }, "reason": "a release" })
+        }
         other => panic!("no valid {other}"),
     };
     json!({ "metadata": { "name": name }, "spec": spec })
