@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod etcd_cluster;
+pub mod fixtures;
 pub mod kubectl;
 pub mod kubelet;
 pub mod measure;

@@ -2,6 +2,7 @@
 //! resourceVersion it decided on), the MaintenanceTask it submits, the Events, and the calls it
 //! does not make; and the Jobs an etcd task's steps run as.
 
+use groundskeeper_e2e::fixtures;
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, EtcdTarget};
 use std::collections::BTreeMap;
@@ -90,9 +91,7 @@ fn fragmented() -> Observed {
 }
 
 fn task_created(name: &str) -> Value {
-    json!({"apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
-           "metadata": {"name": name, "namespace": "etcd", "uid": "task-uid"},
-           "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment"}})
+    fixtures::task("etcd", name, "Defragment").metadata("uid", "task-uid").json()
 }
 
 fn empty_task_list() -> Value {

@@ -10,6 +10,7 @@ use groundskeeper_controller::tasks::{
 };
 use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants};
+use groundskeeper_e2e::fixtures;
 use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Error, ResourceExt};
@@ -18,13 +19,7 @@ use serde_json::json;
 const NAMESPACE: &str = "etcd";
 
 fn task(name: &str, task_type: &str) -> MaintenanceTask {
-    serde_json::from_value(json!({
-        "apiVersion": "groundskeeper.dev/v1alpha1",
-        "kind": "MaintenanceTask",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": "automatic"}},
-        "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": task_type},
-    }))
-    .unwrap()
+    serde_json::from_value(fixtures::task(NAMESPACE, name, task_type).origin("automatic").json()).unwrap()
 }
 
 async fn server() -> (ApiServer, Api<MaintenanceTask>) {

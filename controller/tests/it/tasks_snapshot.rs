@@ -3,6 +3,7 @@
 //! Job that mounts it writable (non-root, read-only root file system, no token) and runs the
 //! snapshot with the file name rendered from the task's start and retention.
 
+use groundskeeper_e2e::fixtures;
 use std::sync::Arc;
 
 use groundskeeper_api::maintenance_task::MaintenanceTask;
@@ -39,19 +40,12 @@ fn now() -> Timestamp {
 }
 
 fn task() -> Value {
-    json!({
-        "apiVersion": "groundskeeper.dev/v1alpha1",
-        "kind": "MaintenanceTask",
-        "metadata": {
-            "name": "snap", "namespace": "etcd", "uid": "task-uid", "generation": 1,
-            "creationTimestamp": "2026-03-01T11:59:00Z",
-        },
-        "spec": {
-            "target": {"kind": "EtcdCluster", "name": "main"},
-            "type": "Snapshot",
-            "config": {"snapshot": {"retain": 2}},
-        },
-    })
+    fixtures::task("etcd", "snap", "Snapshot")
+        .config(json!({"retain": 2}))
+        .metadata("uid", "task-uid")
+        .metadata("generation", 1)
+        .metadata("creationTimestamp", "2026-03-01T11:59:00Z")
+        .json()
 }
 
 fn list(items: Vec<Value>) -> Value {

@@ -6,6 +6,7 @@
 //! snapshot. Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the
 //! test with a message, except under `CI=true`.
 
+use groundskeeper_e2e::fixtures;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,12 +86,8 @@ impl Scenario {
     }
 
     /// Creates a task and waits until it is final.
-    async fn run(&self, name: &str, task_type: &str, member: &str, config: Value) -> MaintenanceTask {
-        let task = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": { "target": { "kind": "EtcdCluster", "name": CLUSTER }, "type": task_type, "config": { member: config } },
-        });
+    async fn run(&self, name: &str, task_type: &str, config: Value) -> MaintenanceTask {
+        let task = fixtures::task(NAMESPACE, name, task_type).target(CLUSTER).config(config).json();
         self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
         self.wait_for(&format!("task {name} finished"), |s| {
             s.task(name).status.and_then(|st| st.state).is_some_and(TaskState::is_final)
@@ -143,14 +140,13 @@ async fn a_snapshot_copied_offsite_is_proven_and_a_damaged_copy_degrades_the_clu
     for i in 0..10 {
         client.put(format!("kept/{i}"), "v", None).await.expect("a write");
     }
-    let snapshot =
-        completed(&scenario.run("on-claim", "Snapshot", "snapshot", json!({})).await).snapshot.unwrap();
+    let snapshot = completed(&scenario.run("on-claim", "Snapshot", json!({})).await).snapshot.unwrap();
 
     // Copied off the cluster's volume, twice: the second run finds it there.
     let copy = json!({ "from": { "persistentVolumeClaim": CLAIM }, "to": scenario.bucket() });
-    let first = completed(&scenario.run("offsite", "Copy", "copy", copy.clone()).await).copy.unwrap();
+    let first = completed(&scenario.run("offsite", "Copy", copy.clone()).await).copy.unwrap();
     assert_eq!(first.copied, std::slice::from_ref(&snapshot.file), "{first:?}");
-    let again = completed(&scenario.run("offsite-again", "Copy", "copy", copy).await).copy.unwrap();
+    let again = completed(&scenario.run("offsite-again", "Copy", copy).await).copy.unwrap();
     assert!(again.copied.is_empty() && again.already_there == [snapshot.file.clone()], "{again:?}");
     let object = scenario.s3.object_file("offsite", &format!("etcd/main/{}", snapshot.file));
     let claim_file = scenario.jobs.claim_dir(NAMESPACE, CLAIM).join(&snapshot.file);
@@ -165,7 +161,7 @@ async fn a_snapshot_copied_offsite_is_proven_and_a_damaged_copy_degrades_the_clu
 
     // Proven from the bucket: the catalog and the condition say so.
     let verify = json!({ "from": scenario.bucket() });
-    let proof = completed(&scenario.run("prove", "Verify", "verify", verify.clone()).await).proof.unwrap();
+    let proof = completed(&scenario.run("prove", "Verify", verify.clone()).await).proof.unwrap();
     assert!(proof.proven && proof.revision == snapshot.revision && proof.keys == snapshot.keys, "{proof:?}");
     scenario
         .wait_for("SnapshotRestorable True", |s| {
@@ -179,7 +175,7 @@ async fn a_snapshot_copied_offsite_is_proven_and_a_damaged_copy_degrades_the_clu
     let mut bytes = std::fs::read(&object).unwrap();
     bytes[4096] ^= 0xff;
     std::fs::write(&object, bytes).unwrap();
-    let failed = scenario.run("prove-again", "Verify", "verify", verify).await;
+    let failed = scenario.run("prove-again", "Verify", verify).await;
     let status = failed.status.unwrap();
     assert_eq!(status.state, Some(TaskState::Failed), "{status:#?}");
     assert!(status.proof.is_some_and(|p| !p.proven));

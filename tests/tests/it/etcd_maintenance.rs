@@ -19,6 +19,7 @@
 //! at a time (a lock): several 3-member clusters at once on a small machine would starve etcd's
 //! heartbeats and cause elections that are nobody's fault.
 
+use groundskeeper_e2e::fixtures;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -233,16 +234,10 @@ impl Scenario {
 
     /// Creates a MaintenanceTask on the cluster, as a person would.
     fn create_task(&self, name: &str, task_type: &str, config: Value) {
-        let mut spec = json!({"target": {"kind": "EtcdCluster", "name": CLUSTER}, "type": task_type});
+        let mut task = fixtures::task(NAMESPACE, name, task_type).target(CLUSTER).origin("manual").json();
         if !config.is_null() {
-            spec["config"] = config;
+            task["spec"]["config"] = config;
         }
-        let task = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1",
-            "kind": "MaintenanceTask",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": "manual"}},
-            "spec": spec,
-        });
         self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
     }
 

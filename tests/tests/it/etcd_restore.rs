@@ -10,6 +10,7 @@
 //! there, those written after it are gone and counted, every member's old data is kept. A
 //! missing etcd 3.5, etcdutl or s3s-fs skips the test with a message, except under `CI=true`.
 
+use groundskeeper_e2e::fixtures;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,20 +105,7 @@ impl Scenario {
     }
 
     fn try_create_task(&self, name: &str, task_type: &str, config: Value) -> Result<Value, ApiError> {
-        let member = match task_type {
-            "Restore" => "restore",
-            _ => "snapshot",
-        };
-        let task = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1",
-            "kind": "MaintenanceTask",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": {
-                "target": { "kind": "EtcdCluster", "name": CLUSTER },
-                "type": task_type,
-                "config": { member: config },
-            },
-        });
+        let task = fixtures::task(NAMESPACE, name, task_type).target(CLUSTER).config(config).json();
         self.server.create(&maintenance_tasks(), Some(NAMESPACE), task)
     }
 

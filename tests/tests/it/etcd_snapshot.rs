@@ -11,6 +11,7 @@
 //! folders kept across Jobs); the runner's library in-process; etcd real. A missing etcd binary
 //! skips a test with a message, except under `CI=true`.
 
+use groundskeeper_e2e::fixtures;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -115,16 +116,7 @@ impl Scenario {
     }
 
     fn create_snapshot_task(&self, name: &str, config: Value) {
-        let task = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1",
-            "kind": "MaintenanceTask",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": {
-                "target": { "kind": "EtcdCluster", "name": CLUSTER },
-                "type": "Snapshot",
-                "config": { "snapshot": config },
-            },
-        });
+        let task = fixtures::task(NAMESPACE, name, "Snapshot").target(CLUSTER).config(config).json();
         self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).expect("the MaintenanceTask");
     }
 

@@ -15,6 +15,7 @@
 //!   Job's container with the runner's library;
 //! - each Scylla node: a `ScyllaAgent` stand-in (HTTPS, bearer token, Scylla's REST API).
 
+use groundskeeper_e2e::fixtures;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -614,13 +615,11 @@ async fn every_cleaned_node_is_named_in_an_event() {
 }
 
 fn manual_cleanup(name: &str, config: Value) -> Value {
-    json!({
-        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
-        "metadata": { "name": name, "namespace": NAMESPACE,
-                      "labels": { keys::ORIGIN_LABEL: keys::ORIGIN_MANUAL } },
-        "spec": { "target": { "kind": "ScyllaCluster", "name": CLUSTER }, "type": "Cleanup",
-                  "config": { "cleanup": config } }
-    })
+    fixtures::task(NAMESPACE, name, "Cleanup")
+        .target(CLUSTER)
+        .config(config)
+        .label(keys::ORIGIN_LABEL, keys::ORIGIN_MANUAL)
+        .json()
 }
 
 /// "Clean this cluster now": a task created by hand on a clean cluster runs through the same

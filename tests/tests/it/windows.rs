@@ -3,6 +3,7 @@
 //! condition naming when the window opens) and starts it inside; a task made by hand starts at
 //! once unless it asks to wait for the window.
 
+use groundskeeper_e2e::fixtures;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,12 +50,10 @@ impl Scenario {
     }
 
     fn create_task(&self, name: &str, origin: &str, wait_for_window: bool) {
-        let task = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "MaintenanceTask",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"groundskeeper.dev/origin": origin}},
-            "spec": {"target": {"kind": "EtcdCluster", "name": "main"}, "type": "Defragment",
-                     "waitForWindow": wait_for_window}
-        });
+        let task = fixtures::task(NAMESPACE, name, "Defragment")
+            .origin(origin)
+            .spec("waitForWindow", wait_for_window)
+            .json();
         self.server.create(&maintenance_tasks(), Some(NAMESPACE), task).unwrap();
     }
 
