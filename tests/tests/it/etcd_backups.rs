@@ -67,11 +67,8 @@ impl Scenario {
         }))
         .unwrap();
         server.create_as(&claim).expect("the claim");
-        let cluster = json!({
-            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
-            "metadata": { "name": CLUSTER, "namespace": NAMESPACE },
-            "spec": { "endpoints": etcd.client_urls(), "policy": { "enabled": false, "checkInterval": "10s" } },
-        });
+        let spec = json!({ "endpoints": etcd.client_urls(), "policy": { "enabled": false, "checkInterval": "10s" } });
+        let cluster = fixtures::etcd_cluster(NAMESPACE, CLUSTER, spec);
         server.create(&etcd_clusters(), Some(NAMESPACE), cluster).expect("the EtcdCluster");
         let controllers =
             Controllers::start(&server, ControllerConfig::default(), &[Part::Etcd, Part::Tasks]);

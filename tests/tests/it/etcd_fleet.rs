@@ -20,6 +20,7 @@
 //! The scenarios with etcd run one at a time (a lock). A missing etcd binary skips them with a
 //! message, except under `CI=true`.
 
+use groundskeeper_e2e::fixtures;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,16 +48,13 @@ use common::etcd_jobs::run_etcd_job;
 const GUARD: Duration = Duration::from_secs(60);
 
 fn cluster(namespace: &str, name: &str, cluster_id: i64) -> Value {
-    json!({
-        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
-        "metadata": { "name": name, "namespace": namespace },
-        "spec": {
-            // Nothing listens there: a cluster that is maintained would be reported unhealthy.
-            "endpoints": ["http://127.0.0.1:9"],
-            "partition": { "fleet": "arktos", "clusterId": cluster_id, "revisionScheme": "Partitioned" },
-            "policy": { "compaction": { "mode": "periodic", "retention": "1h" } }
-        }
-    })
+    let spec = json!({
+        // Nothing listens there: a cluster that is maintained would be reported unhealthy.
+        "endpoints": ["http://127.0.0.1:9"],
+        "partition": { "fleet": "arktos", "clusterId": cluster_id, "revisionScheme": "Partitioned" },
+        "policy": { "compaction": { "mode": "periodic", "retention": "1h" } }
+    });
+    fixtures::etcd_cluster(namespace, name, spec)
 }
 
 fn degraded(server: &ApiServer, namespace: &str, name: &str) -> Option<(String, String)> {
@@ -159,20 +157,17 @@ fn start_controllers(server: &Arc<ApiServer>, config: ControllerConfig) -> Fleet
 }
 
 fn fleet_cluster(name: &str, endpoints: Vec<String>, scheme: &str, cluster_id: i64) -> Value {
-    json!({
-        "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": {
-            "endpoints": endpoints,
-            "partition": { "fleet": "arktos", "clusterId": cluster_id, "revisionScheme": scheme },
-            "policy": {
-                "checkInterval": "10s",
-                "minDefragBytes": MIN_DEFRAG_BYTES,
-                "maxFragmentedPercent": 45.0,
-                "allowSingleMember": true,
-            }
+    let spec = json!({
+        "endpoints": endpoints,
+        "partition": { "fleet": "arktos", "clusterId": cluster_id, "revisionScheme": scheme },
+        "policy": {
+            "checkInterval": "10s",
+            "minDefragBytes": MIN_DEFRAG_BYTES,
+            "maxFragmentedPercent": 45.0,
+            "allowSingleMember": true,
         }
-    })
+    });
+    fixtures::etcd_cluster(NAMESPACE, name, spec)
 }
 
 fn cluster_of(server: &ApiServer, namespace: &str, name: &str) -> Option<EtcdCluster> {
