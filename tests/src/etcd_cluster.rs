@@ -799,14 +799,21 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
     })
 }
 
-/// Held by a test for as long as its cluster runs: three etcd members per test are plenty for two
-/// cores, so the tests take turns, across test binaries and processes too (nextest runs each test
-/// in a process of its own): see [`ClusterTurns`].
-pub static ONE_CLUSTER_AT_A_TIME: ClusterTurns = ClusterTurns;
+/// Held by a test for as long as its cluster runs: at most [`CLUSTERS_AT_ONCE`] clusters run on
+/// the machine, across test binaries and processes too (nextest runs each test in a process of its
+/// own): see [`ClusterTurns`].
+pub static CLUSTER_TURNS: ClusterTurns = ClusterTurns;
 
-/// Turns at running a cluster: an exclusive `flock` on one file in the temp folder, shared by every
-/// test process of the machine. `flock` locks belong to an open file, so two tests of one process
-/// take turns the same way. The kernel releases a turn when its process dies.
+/// How many etcd clusters (three members each, most of them) the tests run at once. nextest's
+/// `etcd-cluster` test group has the same bound. One: with two at once on two cores, a test that
+/// slows a member's peer link (`health::…a_member_far_behind_the_leader…`) hung until nextest
+/// ended it.
+pub const CLUSTERS_AT_ONCE: usize = 1;
+
+/// Turns at running a cluster: an exclusive `flock` on one of [`CLUSTERS_AT_ONCE`] files in the
+/// temp folder, shared by every test process of the machine. `flock` locks belong to an open
+/// file, so tests of one process take turns the same way. The kernel releases a turn when its
+/// process dies.
 pub struct ClusterTurns;
 
 /// A test's turn; dropped, the next test's begins.
@@ -815,53 +822,79 @@ pub struct ClusterTurn {
     _file: std::fs::File,
 }
 
+/// How often a test waiting for a turn tries again (only when more tests than
+/// [`CLUSTERS_AT_ONCE`] want one: `cargo test`, or two test runs at once).
+const TURN_RETRY: Duration = Duration::from_millis(100);
+
 impl ClusterTurns {
-    /// Waits for the turn without blocking the runtime.
+    /// Waits for a turn without blocking the runtime.
     pub async fn lock(&self) -> ClusterTurn {
         tokio::task::spawn_blocking(Self::take).await.expect("waiting for a cluster turn")
     }
 
-    /// Waits for the turn, blocking the thread (for tests without a runtime).
+    /// Waits for a turn, blocking the thread (for tests without a runtime).
     pub fn blocking_lock(&self) -> ClusterTurn {
         Self::take()
     }
 
     fn take() -> ClusterTurn {
-        use std::os::fd::AsRawFd;
-        let path = std::env::temp_dir().join("groundskeeper-tests-one-cluster-at-a-time.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let slots: Vec<(PathBuf, std::fs::File)> = (0..CLUSTERS_AT_ONCE)
+            .map(|slot| {
+                let path = std::env::temp_dir().join(format!("groundskeeper-tests-cluster-turn-{slot}.lock"));
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                (path, file)
+            })
+            .collect();
         loop {
-            // SAFETY: a valid open descriptor; flock only takes a lock on it.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return ClusterTurn { _file: file };
+            for (path, file) in &slots {
+                if try_flock(path, file) {
+                    let file = file.try_clone().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    return ClusterTurn { _file: file };
+                }
             }
-            let e = std::io::Error::last_os_error();
-            assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "flock {}: {e}", path.display());
+            std::thread::sleep(TURN_RETRY);
+        }
+    }
+}
+
+/// Takes an exclusive lock on `file` if no one holds it.
+fn try_flock(path: &Path, file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: a valid open descriptor; flock only takes a lock on it.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return true;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return false,
+            _ => panic!("flock {}: {e}", path.display()),
         }
     }
 }
 
 /// Declares each named `async fn name(version: EtcdVersion)` as two tests, `etcd_3_4::name` and
-/// `etcd_3_5::name`, run one cluster at a time (see [`ONE_CLUSTER_AT_A_TIME`]).
+/// `etcd_3_5::name`, taking their turns (see [`CLUSTER_TURNS`]).
 #[macro_export]
 macro_rules! for_each_etcd_version {
     ($($name:ident),* $(,)?) => {
         mod etcd_3_4 {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let _one = $crate::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+                let _one = $crate::etcd_cluster::CLUSTER_TURNS.lock().await;
                 super::$name($crate::etcd_cluster::EtcdVersion::V3_4).await
             })*
         }
         mod etcd_3_5 {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let _one = $crate::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+                let _one = $crate::etcd_cluster::CLUSTER_TURNS.lock().await;
                 super::$name($crate::etcd_cluster::EtcdVersion::V3_5).await
             })*
         }
@@ -873,7 +906,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// Every test taking a cluster turn by hand is in nextest's `etcd-cluster` test group
-    /// (`.config/nextest.toml`), so that nextest runs it one at a time beside other tests rather
+    /// (`.config/nextest.toml`), so that nextest runs it in turn beside other tests rather
     /// than beside another that only waits; those of [`for_each_etcd_version!`] are, by their
     /// module's name.
     #[test]
@@ -893,8 +926,8 @@ mod tests {
                 .collect()
             };
             let mut tests = Vec::new();
-            let lock = takers("ONE_CLUSTER_AT_A_TIME.lock()");
-            for taker in lock.into_iter().chain(takers("ONE_CLUSTER_AT_A_TIME.blocking_lock()")) {
+            let lock = takers("CLUSTER_TURNS.lock()");
+            for taker in lock.into_iter().chain(takers("CLUSTER_TURNS.blocking_lock()")) {
                 // A helper takes the turn for the tests that call it (`on_3_5(…)`).
                 let is_test = text.contains(&format!("fn {taker}() {{"));
                 if is_test { tests.push(taker) } else { tests.extend(takers(&format!("{taker}("))) }
@@ -906,6 +939,8 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "add to the etcd-cluster group of .config/nextest.toml: {missing:#?}");
+        let bound = format!("etcd-cluster = {{ max-threads = {} }}", super::CLUSTERS_AT_ONCE);
+        assert!(config.contains(&bound), "nextest's group and the flocks allow as many clusters: {bound}");
     }
 
     /// The name of the last `fn` declared in `before`.

@@ -770,7 +770,7 @@ async fn members_that_would_overrun_the_window_are_left_for_the_next(version: Et
 
 /// Runs `test` on etcd 3.5 alone, one cluster at a time as the others.
 async fn on_3_5<F: std::future::Future<Output = ()>>(test: impl FnOnce(EtcdVersion) -> F) {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     test(EtcdVersion::V3_5).await
 }
 

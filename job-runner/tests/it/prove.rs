@@ -369,7 +369,7 @@ async fn missing_tools_are_bad_input_saying_what_to_install() {
 /// only 3.5's tools, for clusters on either version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_3_4_snapshot_is_proven_with_3_5s_etcdutl_and_etcd() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(tools) = tools_or_skip(EtcdVersion::V3_5) else { return };
     assert_eq!(binary_version(&tools.etcd).map(|v| v.starts_with("3.5.")), Some(true));
     let Some(cluster) = cluster(EtcdVersion::V3_4, 1).await else { return };
@@ -395,7 +395,7 @@ async fn a_3_4_snapshot_is_proven_with_3_5s_etcdutl_and_etcd() {
 /// script standing in for it, so the proof is surely still waiting when the signal comes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_proof_kills_its_member_and_empties_the_scratch_folder() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(tools) = tools_or_skip(EtcdVersion::V3_5) else { return };
     let Some(cluster) = cluster(EtcdVersion::V3_5, 1).await else { return };
     let dir = tempfile::tempdir().unwrap();

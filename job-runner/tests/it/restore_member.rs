@@ -534,7 +534,7 @@ async fn bad_input_leaves_the_volume_as_it_was(version: EtcdVersion) {
 /// etcd 3.4 and holds the keys: the image serves restores of clusters on either version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_3_4_member_restored_by_3_5s_etcdutl_starts_on_3_4() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(v3_5) = tools_or_skip(EtcdVersion::V3_5) else { return };
     let Some(v3_4) = tools_or_skip(EtcdVersion::V3_4) else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -262,7 +262,7 @@ async fn retention_on_a_shared_bucket_deletes_only_the_clusters_oldest(version: 
 /// object's name; the next run to the same name succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_mid_upload_leaves_nothing_under_the_objects_name() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
     stand.cluster.fill(BIG_DB).await.expect("fill");
     let args = stand.snapshot_args("s3://snapshots", &name(1), None);
@@ -294,7 +294,7 @@ async fn a_run_killed_mid_upload_leaves_nothing_under_the_objects_name() {
 /// SIGTERM mid-upload: the upload is aborted (its parts deleted), the result says so, retryable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_aborts_its_upload() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
     stand.cluster.fill(BIG_DB).await.expect("fill");
     let args = stand.snapshot_args("s3://snapshots", &name(1), None);
@@ -405,7 +405,7 @@ fn same_bytes(a: &Path, b: &Path) -> bool {
 /// bytes in the destination is never overwritten (exit 2, the others copied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_between_stores_are_checked_whole_and_a_second_run_copies_nothing() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
     stand.s3.create_bucket("copies").unwrap();
     stand.cluster.fill(12_000_000).await.expect("fill");
@@ -496,7 +496,7 @@ async fn copies_between_stores_are_checked_whole_and_a_second_run_copies_nothing
 /// input naming it, nothing under its name in the destination.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_snapshot_is_not_copied() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(stand) = stand(EtcdVersion::V3_5).await else { return };
     stand.s3.create_bucket("copies").unwrap();
     let (code, result, _) =
@@ -520,7 +520,7 @@ async fn a_damaged_snapshot_is_not_copied() {
 /// next run copies what is missing and leaves what was done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_copy_is_finished_by_the_next_run() {
-    let _one = groundskeeper_e2e::etcd_cluster::ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = groundskeeper_e2e::etcd_cluster::CLUSTER_TURNS.lock().await;
     let Some(stand) = stand_of(EtcdVersion::V3_5, 1).await else { return };
     stand.cluster.fill(BIG_DB).await.expect("fill");
     let folder = stand.dir.path().join("claim");

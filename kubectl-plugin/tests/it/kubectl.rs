@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use groundskeeper_api::maintenance_task::TaskState;
-use groundskeeper_e2e::etcd_cluster::{EtcdVersion, ONE_CLUSTER_AT_A_TIME};
+use groundskeeper_e2e::etcd_cluster::{CLUSTER_TURNS, EtcdVersion};
 use groundskeeper_e2e::kubectl::{Kubectl, newest_or_skip};
 use groundskeeper_e2e::wait::eventually;
 use tokio::io::AsyncBufReadExt;
@@ -46,7 +46,7 @@ fn collect_lines(stdout: tokio::process::ChildStdout) -> Arc<Mutex<Vec<String>>>
 async fn kubectl_watches_a_task_from_awaiting_approval_to_completed_and_finds_the_plugin() {
     let test = "kubectl_watches_a_task_from_awaiting_approval_to_completed_and_finds_the_plugin";
     let Some(binary) = newest_or_skip(test) else { return };
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(scenario) = EtcdScenario::start(EtcdVersion::V3_5).await else { return };
     let mut kubectl = Kubectl::new(binary, &scenario.kubeconfig, scenario.dir.path());
     let plugin = Path::new(env!("CARGO_BIN_EXE_kubectl-groundskeeper"));

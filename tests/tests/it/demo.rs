@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use groundskeeper_e2e::etcd_cluster::{EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, find_etcd};
+use groundskeeper_e2e::etcd_cluster::{CLUSTER_TURNS, EtcdVersion, etcd_or_skip, find_etcd};
 
 /// The demo promises to end within two minutes on a 2-core machine.
 const DEMO_LIMIT: Duration = Duration::from_secs(120);
@@ -127,7 +127,7 @@ fn wait_with_limit(child: &mut Child, limit: Duration) -> std::process::ExitStat
 #[test]
 fn the_demo_walks_through_then_stays_up_to_be_explored_and_leaves_nothing() {
     // Two demos at once would be six etcd members on two cores: they take turns.
-    let _one = ONE_CLUSTER_AT_A_TIME.blocking_lock();
+    let _one = CLUSTER_TURNS.blocking_lock();
     let Some(etcd) = any_etcd() else {
         return;
     };
@@ -181,7 +181,7 @@ fn the_demo_walks_through_then_stays_up_to_be_explored_and_leaves_nothing() {
 #[test]
 fn sigint_stops_the_etcd_members_and_removes_the_temporary_folders() {
     // Two demos at once would be six etcd members on two cores: they take turns.
-    let _one = ONE_CLUSTER_AT_A_TIME.blocking_lock();
+    let _one = CLUSTER_TURNS.blocking_lock();
     let Some(etcd) = any_etcd() else {
         return;
     };

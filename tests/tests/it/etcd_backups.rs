@@ -16,7 +16,7 @@ use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::etcd_cluster::{
-    self, ClusterOptions, EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, restore_tool_or_skip,
+    self, CLUSTER_TURNS, ClusterOptions, EtcdVersion, etcd_or_skip, restore_tool_or_skip,
 };
 use groundskeeper_e2e::kubelet::JobSimulator;
 use groundskeeper_e2e::s3_server::{REGION, S3Server, s3s_fs_or_skip};
@@ -131,7 +131,7 @@ fn completed(task: &MaintenanceTask) -> groundskeeper_api::maintenance_task::Mai
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_copied_offsite_is_proven_and_a_damaged_copy_degrades_the_cluster() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(scenario) = Scenario::start().await else { return };
     let mut client = scenario.etcd.client(None).await.expect("a client");
     for i in 0..10 {

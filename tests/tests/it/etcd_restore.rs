@@ -22,9 +22,7 @@ use groundskeeper_api::restore::RestorePhase;
 use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::apiserver::{ApiError, ApiServer, ResourceId};
-use groundskeeper_e2e::etcd_cluster::{
-    EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, restore_tool_or_skip,
-};
+use groundskeeper_e2e::etcd_cluster::{CLUSTER_TURNS, EtcdVersion, etcd_or_skip, restore_tool_or_skip};
 use groundskeeper_e2e::kubelet::JobSimulator;
 use groundskeeper_e2e::s3_server::{S3Server, s3s_fs_or_skip};
 use groundskeeper_e2e::statefulset::{EtcdPods, EtcdStatefulSet};
@@ -173,7 +171,7 @@ async fn count(client: &mut Client, prefix: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_task_brings_back_a_cluster_that_lost_its_quorum_for_good() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(mut scenario) = Scenario::start().await else { return };
     scenario.wait_for("three members Ready", |s| s.ready_pods() == 3).await;
     let mut client = scenario.client(0).await;

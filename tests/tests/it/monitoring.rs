@@ -49,7 +49,7 @@ use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_SERVICE_ACCOUNT, Grants, load_manifests};
 use groundskeeper_e2e::etcd_cluster::{
-    self, ClusterOptions, EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, restore_tool_or_skip,
+    self, CLUSTER_TURNS, ClusterOptions, EtcdVersion, etcd_or_skip, restore_tool_or_skip,
 };
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::prometheus::{
@@ -501,7 +501,7 @@ impl Scenario {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_task_fires_its_alert_and_every_rule_and_dashboard_query_answers() {
     // One etcd member, but the Verify task starts another from the snapshot: clusters take turns.
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let started = Instant::now();
     let Some(s) = Scenario::start().await else { return };
 

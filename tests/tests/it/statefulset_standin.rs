@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
-use groundskeeper_e2e::etcd_cluster::{
-    EtcdVersion, ONE_CLUSTER_AT_A_TIME, etcd_or_skip, restore_tool_or_skip,
-};
+use groundskeeper_e2e::etcd_cluster::{CLUSTER_TURNS, EtcdVersion, etcd_or_skip, restore_tool_or_skip};
 use groundskeeper_e2e::kubelet::{Container, JobSimulator, Termination};
 use groundskeeper_e2e::statefulset::{EtcdPods, EtcdStatefulSet, MOUNT_PATH, PodState};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -150,7 +148,7 @@ fn listening(port: u16) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_pods_come_up_ready_as_one_cluster_on_their_claims() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(stand) = Stand::start().await else {
         return;
     };
@@ -219,7 +217,7 @@ async fn three_pods_come_up_ready_as_one_cluster_on_their_claims() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_to_zero_stops_every_member_and_scaling_back_brings_the_same_cluster() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(stand) = Stand::start().await else {
         return;
     };
@@ -299,7 +297,7 @@ async fn scaling_to_zero_stops_every_member_and_scaling_back_brings_the_same_clu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_lost_for_good_crash_loop_without_quorum_until_their_data_is_restored() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(stand) = Stand::start().await else {
         return;
     };
@@ -397,7 +395,7 @@ async fn save_snapshot(client: &mut Client, path: &Path) {
 /// first unhealthy one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_ready_waits_for_each_pod_to_be_ready_before_the_next() {
-    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _one = CLUSTER_TURNS.lock().await;
     let Some(stand) = Stand::start().await else {
         return;
     };
