@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
@@ -19,7 +18,7 @@ use groundskeeper_protocol::keys;
 use kube::runtime::controller::Action;
 
 use super::controller::{RETRY_ON_CONFLICT, to_std};
-use super::decide::{Decision, Observed, PlannedEvent, PlannedTask};
+use super::decide::{Decision, Observed, PlannedTask};
 use super::metrics::EtcdMetrics;
 use crate::conditions::{self, merge_conditions};
 use crate::runtime::context::Context;
@@ -74,7 +73,7 @@ pub async fn apply(
         ctx.metrics.family::<EtcdMetrics>().observed(&namespace, &name, &status.members, &previous.members);
     }
     ctx.metrics.family::<EtcdMetrics>().partition(&namespace, &name, status.partition.as_ref());
-    publish_events(cluster, ctx, &decision.events).await;
+    ctx.publish_events(&cluster.object_ref(&()), "Maintain", &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
 }
 
@@ -162,19 +161,4 @@ async fn write_status(
         .await
         .map_err(Error::kube(format!("write status of EtcdCluster {namespace}/{name}")))?;
     Ok(())
-}
-
-/// Publishes Events about `cluster`.
-pub(crate) async fn publish_events(cluster: &EtcdCluster, ctx: &Context, events: &[PlannedEvent]) {
-    let regarding = cluster.object_ref(&());
-    for planned in events {
-        let event = Event {
-            type_: if planned.warning { EventType::Warning } else { EventType::Normal },
-            reason: planned.reason.to_owned(),
-            note: Some(planned.note.clone()),
-            action: "Maintain".to_owned(),
-            secondary: None,
-        };
-        ctx.publish_event(&regarding, event).await;
-    }
 }

@@ -39,6 +39,7 @@ use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::conditions::Condition;
 use crate::etcd::record::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, is_maintenance};
+use crate::runtime::context::PlannedEvent;
 use crate::tasks::hold::automatic_hold;
 use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
 use groundskeeper_api::maintenance_suspension::Suspension;
@@ -161,14 +162,6 @@ pub struct PlannedTask {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedEvent {
-    pub warning: bool,
-    /// CamelCase.
-    pub reason: &'static str,
-    pub note: String,
-}
-
 /// Whether the cluster is due for an observation and a decision now, or how long until it is.
 ///
 /// Due on the check interval (or the next revision sample), and at once when the spec changed
@@ -230,6 +223,7 @@ pub fn decide(input: &Input) -> Decision {
                 warning: true,
                 reason: PARTITION_ID_COLLISION,
                 note: message.clone(),
+                related: None,
             });
         }
         status.next_check_time = Some((input.now + COLLISION_REQUEUE).into());
@@ -314,6 +308,7 @@ pub fn decide(input: &Input) -> Decision {
             warning: false,
             reason: "MaintenanceTaskCreated",
             note: format!("MaintenanceTask {} ({}): {}", task.name, task.task_type, task.reason),
+            related: None,
         });
     }
     let requeue_after = requeue.max(MIN_REQUEUE);
@@ -413,8 +408,10 @@ fn clock_condition(
     let was_skewed = before.filter(|c| c.status == "True");
     let event = match (skewed, was_skewed) {
         (true, Some(was)) if was.reason == reason => None,
-        (true, _) => Some(PlannedEvent { warning: true, reason, note: message.clone() }),
-        (false, Some(_)) => Some(PlannedEvent { warning: false, reason, note: message.clone() }),
+        (true, _) => Some(PlannedEvent { warning: true, reason, note: message.clone(), related: None }),
+        (false, Some(_)) => {
+            Some(PlannedEvent { warning: false, reason, note: message.clone(), related: None })
+        }
         (false, None) => None,
     };
     Some((Condition::new(CLOCK_SKEWED, skewed, reason, message), event))

@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
@@ -30,7 +29,7 @@ use serde_json::json;
 use groundskeeper_protocol::keys;
 
 use crate::jobs::bounded_name;
-use crate::runtime::context::{Context, ControllerConfig, StorageClusterDiscovery};
+use crate::runtime::context::{Context, ControllerConfig, PlannedEvent, StorageClusterDiscovery};
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use groundskeeper_api::etcd_cluster::{
@@ -221,15 +220,9 @@ async fn warn(ctx: &Context, storage: &StorageCluster, why: &str) {
 }
 
 /// A Warning Event on a discovered source that cannot be maintained as it stands.
-pub(crate) async fn warn_source(ctx: &Context, source: &ObjectReference, reason: &str, why: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_owned(),
-        note: Some(why.to_owned()),
-        action: "Discover".to_owned(),
-        secondary: None,
-    };
-    ctx.publish_event(source, event).await;
+pub(crate) async fn warn_source(ctx: &Context, source: &ObjectReference, reason: &'static str, why: &str) {
+    let event = PlannedEvent { warning: true, reason, note: why.to_owned(), related: None };
+    ctx.publish_events(source, "Discover", &[event]).await;
 }
 
 /// A discovery's compaction retention flag: a duration of at least

@@ -14,13 +14,11 @@ use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState}
 use groundskeeper_protocol::{JobResult, OperationKind, Outcome, Report, keys};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 
-use super::apply::publish_events;
 use super::metrics::EtcdMetrics;
-use crate::etcd::decide::PlannedEvent;
 use crate::jobs::{JobObservation, JobState};
-use crate::runtime::context::Context;
+use crate::runtime::context::{Context, PlannedEvent};
 use crate::runtime::error::{Error, Result};
 use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, EtcdMemberStatus, LastSnapshot};
 use groundskeeper_api::maintenance_task::{
@@ -92,6 +90,7 @@ pub fn record(previous: &EtcdClusterStatus, task: &FinishedTask, now: Timestamp)
             _ => "MaintenanceSucceeded",
         },
         note: message,
+        related: None,
     };
     Some(Recorded { status, event, results })
 }
@@ -329,7 +328,7 @@ pub(crate) async fn record_task(
     if let Some((cluster, recorded)) = written {
         let namespace = task.namespace().unwrap_or_default();
         count(ctx, &namespace, &task.spec.target.name, &recorded.results);
-        publish_events(&cluster, ctx, std::slice::from_ref(&recorded.event)).await;
+        ctx.publish_events(&cluster.object_ref(&()), "Maintain", std::slice::from_ref(&recorded.event)).await;
     }
     Ok(())
 }

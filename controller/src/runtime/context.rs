@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::runtime::clock::Clock;
 use crate::runtime::error::{Error, Result};
@@ -296,6 +296,50 @@ impl Context {
             let name = regarding.name.as_deref().unwrap_or("?");
             tracing::warn!(reason = %event.reason, about = name, error = %err, "could not publish an Event");
         }
+    }
+
+    /// Publishes the Events a controller decided on about `regarding`, each as the controller's
+    /// `action` (`Maintain`, `Cleanup`, `Discover`): the one way a data store publishes Events.
+    pub(crate) async fn publish_events(
+        &self,
+        regarding: &ObjectReference,
+        action: &str,
+        events: &[PlannedEvent],
+    ) {
+        for planned in events {
+            let event = Event {
+                type_: if planned.warning { EventType::Warning } else { EventType::Normal },
+                reason: planned.reason.to_owned(),
+                note: Some(planned.note.clone()),
+                action: action.to_owned(),
+                secondary: planned.related.clone(),
+            };
+            self.publish_event(regarding, event).await;
+        }
+    }
+}
+
+/// An Event as a controller decides it, published by [`Context::publish_events`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedEvent {
+    pub warning: bool,
+    /// CamelCase.
+    pub reason: &'static str,
+    pub note: String,
+    /// What else the Event is about (a node, a Job), besides the object it regards.
+    pub related: Option<ObjectReference>,
+}
+
+/// The node or Job an Event is about, besides the object it regards. Events with the same reason
+/// about the same object are folded into one series unless they name different related objects,
+/// so each node gets an Event of its own.
+pub(crate) fn related(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
     }
 }
 

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
 use groundskeeper_protocol::keys;
@@ -14,9 +13,9 @@ use super::decide::{Action, ConditionPlan, Plan, RecordChange, SeedReason};
 use super::ownership::OWNED_AT_LAST_CLEANUP;
 use crate::conditions::ConditionTarget;
 use crate::conditions::{self, Condition};
-use crate::runtime::context::Context;
+use crate::runtime::context::{Context, PlannedEvent, related};
 use crate::runtime::error::{Error, Result};
-use crate::scylla::record::{patch_service, publish, related};
+use crate::scylla::record::patch_service;
 use groundskeeper_api::maintenance_task::{
     CleanupConfig, DEFAULT_TTL_SECONDS_AFTER_FINISHED, MaintenanceTask, MaintenanceTaskSpec,
     NodeCleanupConfig, TargetKind, TaskConfig, TaskTarget, TaskType,
@@ -90,7 +89,13 @@ async fn apply_action(ctx: &Context, cluster: &ScyllaCluster, action: &Action) -
             );
             tracing::info!(%namespace, task = %name, nodes = nodes.len(), "submitted an automatic cleanup task");
             let submitted = related("groundskeeper.dev/v1alpha1", "MaintenanceTask", &namespace, name);
-            publish(ctx, cluster, submitted, EventType::Normal, "CleanupTaskSubmitted", note).await;
+            let event = PlannedEvent {
+                warning: false,
+                reason: "CleanupTaskSubmitted",
+                note,
+                related: Some(submitted),
+            };
+            ctx.publish_events(&cluster.object_ref(&()), "Cleanup", &[event]).await;
             Ok(())
         }
     }

@@ -5,9 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource};
 use serde_json::{Value, json};
 
@@ -15,7 +14,7 @@ use groundskeeper_protocol::JobResult;
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::result::{KeyspaceStatus, Report};
 
-use crate::runtime::context::Context;
+use crate::runtime::context::{Context, PlannedEvent, related};
 use crate::runtime::error::{Error, Result};
 use crate::scylla::decide::owned_by;
 use crate::scylla::members_record::MembersRecord;
@@ -131,7 +130,8 @@ pub async fn node_cleaned(
     }
     let note = format!("node {service} cleaned up by Job {job}");
     let node = related("v1", "Service", &namespace, service);
-    publish(ctx, cluster, node, EventType::Normal, "NodeCleanedUp", note).await;
+    let event = PlannedEvent { warning: false, reason: "NodeCleanedUp", note, related: Some(node) };
+    ctx.publish_events(&cluster.object_ref(&()), "Cleanup", &[event]).await;
     Ok(())
 }
 
@@ -162,7 +162,8 @@ pub async fn node_interrupted(ctx: &Context, cluster: &ScyllaCluster, service: &
         "cleanup Job {job} of node {service} stopped: {why}; the node is cleaned again once the cluster settles, if still owed"
     );
     let node = related("v1", "Service", &namespace, service);
-    publish(ctx, cluster, node, EventType::Normal, "CleanupInterrupted", note).await;
+    let event = PlannedEvent { warning: false, reason: "CleanupInterrupted", note, related: Some(node) };
+    ctx.publish_events(&cluster.object_ref(&()), "Cleanup", &[event]).await;
 }
 
 /// Tells in a Warning Event on the cluster that the cleanup of a node failed.
@@ -170,39 +171,8 @@ pub async fn node_failed(ctx: &Context, cluster: &ScyllaCluster, service: &str, 
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let note = format!("cleanup Job {job} of node {service} failed: {message}");
     let failed = related("batch/v1", "Job", &namespace, job);
-    publish(ctx, cluster, failed, EventType::Warning, "CleanupFailed", note).await;
-}
-
-/// The node or Job an Event is about, besides the cluster. Events with the same reason about the
-/// same cluster are folded into one series unless they name different related objects, so each
-/// cleaned node gets an Event of its own.
-pub fn related(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(api_version.to_owned()),
-        kind: Some(kind.to_owned()),
-        namespace: Some(namespace.to_owned()),
-        name: Some(name.to_owned()),
-        ..ObjectReference::default()
-    }
-}
-
-/// Publishes an Event about the cleanup of `cluster`, about `related` as well.
-pub async fn publish(
-    ctx: &Context,
-    cluster: &ScyllaCluster,
-    related: ObjectReference,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Cleanup".to_owned(),
-        secondary: Some(related),
-    };
-    ctx.publish_event(&cluster.object_ref(&()), event).await;
+    let event = PlannedEvent { warning: true, reason: "CleanupFailed", note, related: Some(failed) };
+    ctx.publish_events(&cluster.object_ref(&()), "Cleanup", &[event]).await;
 }
 
 #[cfg(test)]
