@@ -2,8 +2,9 @@
 //! at most one automatic MaintenanceTask, Events.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -17,13 +18,16 @@ use groundskeeper_protocol::keys;
 
 use kube::runtime::controller::Action;
 
-use super::controller::{RETRY_ON_CONFLICT, to_std};
-use super::decide::{Decision, Observed, PlannedTask};
+use super::decide::{Decision, PlannedTask};
 use super::metrics::EtcdMetrics;
+use super::model::Observed;
 use crate::conditions::{self, merge_conditions};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::describe;
+
+/// Wait before deciding again on a status that changed under a decision.
+pub(super) const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
 /// Applies a decision: writes the status (on the resourceVersion it was decided on), submits
 /// its task (a task of that name that exists already is taken as the same decision made by
@@ -161,4 +165,9 @@ async fn write_status(
         .await
         .map_err(Error::kube(format!("write status of EtcdCluster {namespace}/{name}")))?;
     Ok(())
+}
+
+/// A wait as the controller runtime takes it (a second for one that cannot be).
+pub(super) fn to_std(duration: SignedDuration) -> Duration {
+    Duration::try_from(duration).unwrap_or(Duration::from_secs(1))
 }

@@ -8,9 +8,8 @@
 //! before the tasks are listed, so a decision never misses an outcome it then acts against.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -20,9 +19,10 @@ use groundskeeper_api::etcd_cluster::EtcdCluster;
 use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind};
 
-use super::apply::apply;
-use super::decide::{Input, Observed, check_due, decide};
+use super::apply::{apply, to_std};
+use super::decide::{Input, check_due, decide};
 use super::metrics::EtcdMetrics;
+use super::model::Observed;
 use super::observe::{cluster_tasks, fleet_collisions, observe_members};
 use super::policy::Policy;
 use crate::runtime::context::Context;
@@ -36,8 +36,6 @@ use groundskeeper_api::maintenance_window::windows_of;
 
 /// This controller's name in metrics and logs.
 pub(crate) const CONTROLLER: &str = "etcd";
-/// Wait before deciding again on a status that changed under a decision.
-pub(super) const RETRY_ON_CONFLICT: Duration = Duration::from_secs(1);
 
 /// Runs the EtcdCluster controller (and, with `--discover-storage-clusters` and
 /// `--discover-etcd-operator-clusters`, the discovery of Arktos StorageClusters and of
@@ -131,8 +129,4 @@ pub async fn reconcile_at(cluster: &EtcdCluster, ctx: &Context, now: Timestamp) 
         now,
     });
     apply(cluster, ctx, &observed, decision, now).await
-}
-
-pub(super) fn to_std(duration: SignedDuration) -> Duration {
-    Duration::try_from(duration).unwrap_or(Duration::from_secs(1))
 }

@@ -22,8 +22,6 @@
 //! The task's name is `<cluster>-<type>-<decision time in Unix seconds>`; rule 1 is what makes a
 //! restarted controller submit nothing twice.
 
-use groundskeeper_protocol::Operation;
-use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
 use groundskeeper_stores::etcd::plan::{
     DefragPolicy, MemberObservation, PlanOptions, Refusal, fragmented_percent, needs_defrag, plan_defrag,
 };
@@ -31,86 +29,36 @@ use groundskeeper_stores::etcd::versions::{
     DEFRAG_RACE_FIXED_3_5, DEFRAG_RACE_FIXED_3_6, DefragRisk, defrag_risk,
 };
 use jiff::{SignedDuration, Timestamp};
-use kube::ResourceExt;
 
-use super::observe::{ObservedMember, cluster_revision};
+use super::model::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, ObservedMember};
+use super::observe::cluster_revision;
 use super::partition::{self, CLOCK_SKEWED, Finding, RevisionCheck};
 use super::policy::{Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::conditions::Condition;
-use crate::etcd::record::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, is_maintenance};
 use crate::runtime::context::PlannedEvent;
 use crate::tasks::hold::automatic_hold;
 use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
 use groundskeeper_api::maintenance_suspension::Suspension;
 use groundskeeper_api::maintenance_task::{
-    CompactConfig, DefragmentConfig, MaintenanceConfig, MaintenanceTask, TaskConfig, TaskState, TaskType,
+    CompactConfig, DefragmentConfig, MaintenanceConfig, TaskConfig, TaskState, TaskType,
 };
 use groundskeeper_api::maintenance_window::Windows;
 use groundskeeper_protocol::names::bounded_name;
 
-pub const PROGRESSING: &str = "DefragControllerProgressing";
-pub const DEGRADED: &str = "DefragControllerDegraded";
-pub const DISABLED: &str = "DefragControllerDisabled";
-/// True while a member runs an etcd version whose defrag can corrupt data beside a snapshot.
-pub const VERSION_RISK: &str = "DefragVersionRisk";
+/// Named here as well, where the decision's users have always found them.
+pub use super::model::{
+    ClusterTaskView, DEGRADED, DISABLED, Observed, PARTITION_ID_COLLISION, PROGRESSING, TLS_MOUNT_DIR,
+    VERSION_RISK,
+};
 
-/// Where the Job finds the client TLS Secret's files.
-pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
 /// Shortest wait before the next reconciliation: the clock is never exact.
 const MIN_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
 /// Requeue of a cluster whose spec is invalid: its next spec change wakes us anyway.
 const INVALID_SPEC_REQUEUE: SignedDuration = SignedDuration::from_mins(10);
-/// Degraded reason (and Event) of a cluster whose fleet id another cluster of the fleet claims.
-pub const PARTITION_ID_COLLISION: &str = "PartitionIdCollision";
 /// How soon a cluster stuck on an id collision looks again: the other cluster's fix does not
 /// wake it.
 const COLLISION_REQUEUE: SignedDuration = SignedDuration::from_secs(30);
-
-/// What the members looked like, if they were asked.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Observed {
-    /// Not asked: the spec is invalid.
-    NotAttempted,
-    /// The client TLS Secret could not be read, or the like: nobody could be asked.
-    Failed(String),
-    Members(Vec<ObservedMember>),
-}
-
-/// One MaintenanceTask on this cluster as the decision sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClusterTaskView {
-    pub name: String,
-    pub task_type: TaskType,
-    /// `Pending` when the task has no status yet.
-    pub state: TaskState,
-    pub created: Timestamp,
-    /// What it waits for while queued: the message of its `Queued` condition.
-    pub waits_for: Option<String>,
-}
-
-impl ClusterTaskView {
-    /// The view of a task object; `now` stands in for a creation time it lacks.
-    pub fn of(task: &MaintenanceTask, now: Timestamp) -> Self {
-        Self {
-            name: task.name_any(),
-            task_type: task.spec.task_type.clone(),
-            state: task.status.as_ref().and_then(|s| s.state).unwrap_or_default(),
-            created: task.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now),
-            waits_for: task.status.as_ref().and_then(|s| {
-                s.conditions
-                    .iter()
-                    .find(|c| c.type_ == groundskeeper_api::maintenance_task::QUEUED && c.status == "True")
-                    .map(|c| c.message.clone())
-            }),
-        }
-    }
-
-    /// A maintenance task not final yet.
-    fn in_flight(&self) -> bool {
-        is_maintenance(&self.task_type) && !self.state.is_final()
-    }
-}
 
 /// The maintenance task the cluster waits for: the running one, else the first queued.
 pub fn active_task(tasks: &[ClusterTaskView]) -> Option<&ClusterTaskView> {
@@ -667,7 +615,7 @@ fn plan_task(
 }
 
 /// A compaction that waits until the freed pages are visible, so that a defragmentation after
-/// it reclaims them (as [`compact_operation`] renders it).
+/// it reclaims them (as [`super::job::compact_operation`] renders it).
 fn physical_compaction(retain_revisions: Option<i64>, revision: Option<i64>) -> CompactConfig {
     CompactConfig { retain_revisions, revision, physical: true }
 }
@@ -714,46 +662,6 @@ fn over_thresholds(policy: &Policy, members: &[MemberObservation]) -> Vec<String
         .filter(|m| m.status.as_ref().is_ok_and(|s| needs_defrag(&thresholds, s).0))
         .map(|m| m.name.clone())
         .collect()
-}
-
-/// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
-pub fn etcd_target(policy: &Policy) -> EtcdTarget {
-    use groundskeeper_api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-    let mounted = |key: &str| format!("{TLS_MOUNT_DIR}/{key}");
-    EtcdTarget {
-        endpoints: policy.endpoints.clone(),
-        tls: policy.tls_secret.as_ref().map(|_| EtcdTlsFiles {
-            ca: mounted(TLS_CA_KEY),
-            cert: mounted(TLS_CERT_KEY),
-            key: mounted(TLS_KEY_KEY),
-        }),
-    }
-}
-
-/// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
-/// them.
-pub(crate) fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
-    Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true })
-}
-
-/// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
-/// leadership and single-member settings from the cluster's policy.
-pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
-    Operation::Defrag(DefragRequest {
-        etcd: etcd_target(policy),
-        min_defrag_bytes: thresholds.min_defrag_bytes,
-        max_fragmented_percent: thresholds.max_fragmented_percent,
-        compact_retain_revisions: retain,
-        leader_turn: policy.leader_turn,
-        leader_in_place_budget_seconds: policy.leader_in_place_budget_seconds,
-        refuse_affected_versions: policy.refuse_affected_versions,
-        quota_backend_bytes: policy.quota_backend_bytes,
-        allow_single_member: policy.allow_single_member,
-        // Set by the task controller for a task that waits for windows (see `etcd::task`).
-        not_after: None,
-        window_opened: None,
-        expected_rates: Vec::new(),
-    })
 }
 
 /// `<cluster>-<type>-<decision time in Unix seconds>` (type in lower case), shortened to a valid

@@ -1,5 +1,7 @@
-//! The Job of one step of an etcd task: `groundskeeper-job` with the step's operation, the
-//! cluster's client TLS Secret mounted, its bounds and where its pod may run.
+//! The Job of one step of an etcd task: what the step runs ([`Step`]; the operations against the
+//! cluster: [`etcd_target`], [`compact_operation`], [`defrag_with`]), and the Job that runs it,
+//! `groundskeeper-job` with the step's operation, the cluster's client TLS Secret mounted, its
+//! bounds and where its pod may run ([`etcd_job`]), created by [`create_step_job`].
 
 use std::collections::BTreeMap;
 
@@ -7,12 +9,33 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
 use groundskeeper_api::etcd_cluster::{EtcdCluster, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use groundskeeper_api::maintenance_task::MaintenanceTask;
 use groundskeeper_protocol::Operation;
+use groundskeeper_protocol::operation::{CompactRequest, CompactTo, DefragRequest, EtcdTarget, EtcdTlsFiles};
+use groundskeeper_stores::etcd::plan::DefragPolicy;
 
-use super::decide::TLS_MOUNT_DIR;
+use super::model::TLS_MOUNT_DIR;
 use super::policy::Policy;
-use crate::jobs::{ClaimVolume, MaintenanceJob, SecretFile};
+use crate::jobs::{self, ClaimVolume, MaintenanceJob, SecretFile};
 use crate::runtime::context::{Context, JobLimits};
+use crate::runtime::error::Result;
+use crate::tasks::step_jobs::{owner_of, step_job_name, step_labels};
+
+/// One step of a task: one Job running `operation`, with the claims it reads or writes, the
+/// Secrets of the buckets it reaches and a scratch folder mounted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub operation: Operation,
+    pub claims: Vec<ClaimVolume>,
+    pub secret_folders: Vec<crate::jobs::SecretFolder>,
+    pub scratch: Option<crate::jobs::ScratchVolume>,
+}
+
+impl From<Operation> for Step {
+    fn from(operation: Operation) -> Self {
+        Step { operation, claims: Vec::new(), secret_folders: Vec::new(), scratch: None }
+    }
+}
 
 /// The Job limits: the cluster's `spec.job`, else the controller's settings.
 pub fn job_limits(policy: Option<&Policy>, defaults: &JobLimits) -> JobLimits {
@@ -77,4 +100,77 @@ pub fn etcd_job(cluster: &EtcdCluster, ctx: &Context, job: EtcdJob) -> Maintenan
         resources: None,
         limits: job.limits,
     }
+}
+
+/// The cluster's endpoints and, when it has a client TLS Secret, where the Job mounts its files.
+pub fn etcd_target(policy: &Policy) -> EtcdTarget {
+    use groundskeeper_api::etcd_cluster::{TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+    let mounted = |key: &str| format!("{TLS_MOUNT_DIR}/{key}");
+    EtcdTarget {
+        endpoints: policy.endpoints.clone(),
+        tls: policy.tls_secret.as_ref().map(|_| EtcdTlsFiles {
+            ca: mounted(TLS_CA_KEY),
+            cert: mounted(TLS_CERT_KEY),
+            key: mounted(TLS_KEY_KEY),
+        }),
+    }
+}
+
+/// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
+/// them.
+pub(crate) fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
+    Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true })
+}
+
+/// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
+/// leadership and single-member settings from the cluster's policy.
+pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
+    Operation::Defrag(DefragRequest {
+        etcd: etcd_target(policy),
+        min_defrag_bytes: thresholds.min_defrag_bytes,
+        max_fragmented_percent: thresholds.max_fragmented_percent,
+        compact_retain_revisions: retain,
+        leader_turn: policy.leader_turn,
+        leader_in_place_budget_seconds: policy.leader_in_place_budget_seconds,
+        refuse_affected_versions: policy.refuse_affected_versions,
+        quota_backend_bytes: policy.quota_backend_bytes,
+        allow_single_member: policy.allow_single_member,
+        // Set by the task controller for a task that waits for windows (see `etcd::task`).
+        not_after: None,
+        window_opened: None,
+        expected_rates: Vec::new(),
+    })
+}
+
+pub(crate) async fn create_step_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &EtcdCluster,
+    planned: &Step,
+    step: usize,
+) -> Result<()> {
+    let operation = &planned.operation;
+    let owner = owner_of(task)?;
+    let policy = Policy::from_spec(&cluster.spec).ok();
+    let labels = step_labels(task, step);
+    let job = etcd_job(
+        cluster,
+        ctx,
+        EtcdJob {
+            owner,
+            name: step_job_name(&task.name_any(), step),
+            operation: operation.clone(),
+            tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
+            labels,
+            limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
+            claim_volumes: planned.claims.clone(),
+            secret_folders: planned.secret_folders.clone(),
+            scratch: planned.scratch.clone(),
+        },
+    );
+    if jobs::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, step, "created the Job of a task's step");
+    }
+    Ok(())
 }

@@ -210,7 +210,7 @@ impl ClusterSeries {
             self.min_defrag.get_or_create(&labels).set(policy.min_defrag_bytes);
         }
         let Some(status) = &cluster.status else { return };
-        if let Some(degraded) = status.conditions.iter().find(|c| c.type_ == super::decide::DEGRADED) {
+        if let Some(degraded) = status.conditions.iter().find(|c| c.type_ == super::model::DEGRADED) {
             let series = DegradedLabels {
                 namespace: labels.namespace.clone(),
                 cluster: labels.cluster.clone(),

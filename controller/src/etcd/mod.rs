@@ -23,6 +23,7 @@ pub mod fleet;
 pub mod fleet_slot;
 pub mod job;
 pub mod metrics;
+pub mod model;
 pub mod observe;
 pub mod operator_discovery;
 pub mod partition;

@@ -20,12 +20,15 @@ use kube::{Api, ResourceExt};
 use groundskeeper_api::etcd_cluster::{EtcdCluster, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskTarget};
 
-use super::decide::{ClusterTaskView, Observed};
 use super::fleet::{FleetMember, id_collisions};
+use super::model::{ClusterTaskView, Observed};
 use super::policy::Policy;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::scope;
+
+/// Named here as well, where the observation's users have always found it.
+pub use super::model::ObservedMember;
 
 /// Client certificate material, PEM, from the EtcdCluster's TLS Secret. Never printed.
 #[derive(Clone)]
@@ -39,17 +42,6 @@ impl fmt::Debug for ClientTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ClientTls { <redacted> }")
     }
-}
-
-/// One member as observed, with the URL it was asked on and the store revision it reported.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObservedMember {
-    pub endpoint: String,
-    pub member: MemberObservation,
-    /// The store revision in the `Status` response header.
-    pub revision: Option<i64>,
-    /// The peer URLs the member list gives it (empty when the member is not listed).
-    pub peer_urls: Vec<String>,
 }
 
 /// What one `Status` call said.

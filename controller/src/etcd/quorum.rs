@@ -7,7 +7,7 @@ use groundskeeper_api::conditions::Condition;
 use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, KnownMember};
 use jiff::Timestamp;
 
-use super::observe::ObservedMember;
+use super::model::ObservedMember;
 
 /// Condition type: whether the last snapshot proven (or tried) restores.
 pub const SNAPSHOT_RESTORABLE: &str = "SnapshotRestorable";

@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::metrics::EtcdMetrics;
+use super::model::{OUTCOME_FAILED, OUTCOME_SKIPPED, OUTCOME_SUCCEEDED};
 use crate::jobs::{JobObservation, JobState};
 use crate::runtime::context::{Context, PlannedEvent};
 use crate::runtime::error::{Error, Result};
@@ -25,10 +26,8 @@ use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, SnapshotStatus, TargetKind, TaskState, TaskType,
 };
 
-/// `status.lastMaintenanceOutcome` values.
-pub(crate) const OUTCOME_SUCCEEDED: &str = "Succeeded";
-pub(crate) const OUTCOME_SKIPPED: &str = "Skipped";
-pub(crate) const OUTCOME_FAILED: &str = "Failed";
+/// Named here as well, where the record's users have always found it.
+pub use super::model::is_maintenance;
 
 /// A maintenance task that became final, as its cluster's status records it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,11 +57,6 @@ pub struct Recorded {
     pub event: PlannedEvent,
     /// The runner's results read, for the metrics.
     pub results: Vec<JobResult>,
-}
-
-/// Whether tasks of this type are maintenance the EtcdCluster's status records.
-pub fn is_maintenance(task_type: &TaskType) -> bool {
-    matches!(task_type, TaskType::Compact | TaskType::Defragment | TaskType::Maintenance)
 }
 
 /// The status with `task`'s outcome recorded; `None` when it was recorded already.

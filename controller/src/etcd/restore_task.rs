@@ -26,8 +26,8 @@ use groundskeeper_protocol::result::ProveReport;
 use groundskeeper_protocol::{Operation, Report};
 use jiff::{SignedDuration, Timestamp};
 
-use super::snapshot_steps::{ProveTarget, prove_step, scratch_for};
-use super::task::{SnapshotNaming, Step};
+use super::job::Step;
+use super::snapshot_steps::{ProveTarget, SnapshotNaming, prove_step, scratch_for};
 use crate::jobs::{ClaimVolume, JobState};
 
 /// Where a restore Job mounts the member's data claim.
@@ -734,7 +734,7 @@ pub(crate) async fn advance(
                 if let Some(planned) =
                     step_of_restore(&next, step, &restore.from, &data_dir, &naming, cluster)
                 {
-                    super::task::create_step_job(ctx, task, cluster, &planned, step).await?;
+                    super::job::create_step_job(ctx, task, cluster, &planned, step).await?;
                 }
             }
             Ok(status)
@@ -848,15 +848,15 @@ async fn read_facts(
             }
         };
         match super::observe::observe_members(&ctx.client, namespace, &policy).await {
-            super::decide::Observed::Members(members) => {
+            super::model::Observed::Members(members) => {
                 facts.healthy_members = members
                     .iter()
                     .filter(|m| m.member.id != 0 && m.member.unhealthy_because().is_none())
                     .count();
                 facts.revision = super::observe::cluster_revision(&members);
             }
-            super::decide::Observed::Failed(why) => facts.members_unreachable = Some(why),
-            super::decide::Observed::NotAttempted => {}
+            super::model::Observed::Failed(why) => facts.members_unreachable = Some(why),
+            super::model::Observed::NotAttempted => {}
         }
     }
     Ok(facts)

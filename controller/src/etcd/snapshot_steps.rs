@@ -1,6 +1,7 @@
-//! The steps of the tasks that write, copy and prove snapshots: where each store is mounted in
-//! the Job (a claim as a folder, a bucket's credentials Secret as a folder) and what the runner is
-//! told. Pure: the task's work and the cluster's catalog in, the Jobs' requests out.
+//! The steps of the tasks that write, copy and prove snapshots: the snapshot's name (from the
+//! task's [`SnapshotNaming`]), where each store is mounted in the Job (a claim as a folder, a
+//! bucket's credentials Secret as a folder) and what the runner is told. Pure: the task's work and
+//! the cluster's catalog in, the Jobs' requests out.
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::snapshot_catalog::SnapshotRecord;
@@ -11,11 +12,15 @@ use groundskeeper_protocol::operation::{
     BucketLocation, CopyRequest, ProveRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
     SnapshotStore,
 };
+use groundskeeper_stores::etcd::retention::NameTemplate;
+use jiff::Timestamp;
 
-use super::decide::etcd_target;
+use super::job::{Step, etcd_target};
 use super::policy::Policy;
-use super::task::{SNAPSHOT_MOUNT_DIR, SnapshotNaming, Step, snapshot_file_name};
 use crate::jobs::{ClaimVolume, ScratchVolume, SecretFolder};
+
+/// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
+pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
 
 /// Where a store's credentials Secret is mounted, by the store's role (`to`, `from`).
 pub(crate) const CREDENTIALS_MOUNT_DIR: &str = "/var/run/groundskeeper/store";
@@ -23,6 +28,23 @@ pub(crate) const CREDENTIALS_MOUNT_DIR: &str = "/var/run/groundskeeper/store";
 pub(crate) const SCRATCH_MOUNT_DIR: &str = "/scratch";
 /// Room for a proof's throwaway member when the cluster's size is not known.
 const DEFAULT_SCRATCH_BYTES: i64 = 8 * 1024 * 1024 * 1024;
+
+/// What names a task's snapshot: the cluster (`{cluster}`) and the task's own time (`{time}`),
+/// the time its work started (else its creation): fixed once the task runs, so a controller
+/// that restarts renders the same file name and makes no second Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotNaming {
+    pub cluster: String,
+    pub time: Timestamp,
+}
+
+/// The snapshot file's name: the template rendered for the cluster at the task's time; `Err`
+/// when that is no plain file name.
+pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<String, String> {
+    let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
+        .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
+    Ok(template.render(naming.time))
+}
 
 /// One store as a Job sees it.
 struct Mounted {

@@ -14,61 +14,34 @@ use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
 };
-use groundskeeper_api::validate::{Compact, Snapshot, ValidTask, Work, describe_errors, validate};
+use groundskeeper_api::validate::{Compact, ValidTask, Work, describe_errors, validate};
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, SnapshotOutput};
 use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::CompactTarget;
-use groundskeeper_stores::etcd::retention::NameTemplate;
 
-use super::decide::{compact_operation, defrag_with};
 use super::fleet_slot::{self, FleetTask};
-use super::job::{EtcdJob, etcd_job, job_limits};
+use super::job::{Step, compact_operation, create_step_job, defrag_with};
+use super::model::is_maintenance;
 use super::observe::all_clusters;
 use super::policy::Policy;
 use super::record;
 use super::restore_task::Admission;
 use super::snapshot_steps;
 use super::task_progress::{progress_from_jobs, snapshot_status, summary};
-use crate::jobs::{self, ClaimVolume, JobObservation, JobState};
+use crate::jobs::{JobObservation, JobState};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::scope;
 use crate::tasks::TargetFacts;
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::step_jobs::{
-    JOB_FAILED, NOT_SUPPORTED, failure_of, owner_of, step_job_name, step_labels, step_of, task_jobs,
-    task_label, task_time,
+    JOB_FAILED, NOT_SUPPORTED, failure_of, step_of, task_jobs, task_label, task_time,
 };
 use crate::tasks::steps::{StepsState, steps_state};
 use crate::tasks::target::{ReadTarget, StartBlock, Target};
 
-/// Where a Snapshot task's Job mounts its PersistentVolumeClaim.
-pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
-
-/// One step of a task: one Job running `operation`, with the claims it reads or writes, the
-/// Secrets of the buckets it reaches and a scratch folder mounted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    pub operation: Operation,
-    pub claims: Vec<ClaimVolume>,
-    pub secret_folders: Vec<crate::jobs::SecretFolder>,
-    pub scratch: Option<crate::jobs::ScratchVolume>,
-}
-
-impl From<Operation> for Step {
-    fn from(operation: Operation) -> Self {
-        Step { operation, claims: Vec::new(), secret_folders: Vec::new(), scratch: None }
-    }
-}
-
-/// What names a task's snapshot: the cluster (`{cluster}`) and the task's own time (`{time}`),
-/// the time its work started (else its creation): fixed once the task runs, so a controller
-/// that restarts renders the same file name and makes no second Job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotNaming {
-    pub cluster: String,
-    pub time: Timestamp,
-}
+/// Named here as well, where the steps' users have always found it.
+pub use super::snapshot_steps::SnapshotNaming;
 
 /// The steps of `work` on `cluster` with `policy`, run one after the other, each one Job.
 /// `Err` says why the work cannot be done on an EtcdCluster. (A Restore's steps are not Jobs
@@ -96,14 +69,6 @@ pub fn steps(
         Work::Restore(_) => Err("a Restore runs its own steps".into()),
         Work::Cleanup(_) => Err("a Cleanup task cleans a ScyllaCluster, not an EtcdCluster".into()),
     }
-}
-
-/// The snapshot file's name: the template rendered for the cluster at the task's time; `Err`
-/// when that is no plain file name.
-pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -> Result<String, String> {
-    let template = NameTemplate::parse(&snapshot.file_name, &naming.cluster)
-        .map_err(|why| format!("spec.config.snapshot.fileName: {why}"))?;
-    Ok(template.render(naming.time))
 }
 
 /// The claims a task's work reads or writes snapshots on.
@@ -442,7 +407,7 @@ async fn fleet_tasks(ctx: &Context, fleet: &str) -> Result<Vec<FleetTask>> {
             let task_namespace = task.namespace().unwrap_or_default();
             let cluster = format!("{task_namespace}/{}", task.spec.target.name);
             if task.spec.target.kind != TargetKind::EtcdCluster
-                || !record::is_maintenance(&task.spec.task_type)
+                || !is_maintenance(&task.spec.task_type)
                 || !clusters.contains(&cluster)
             {
                 continue;
@@ -581,39 +546,6 @@ pub(crate) fn within_window(
         ..request.clone()
     };
     Step { operation: Operation::Defrag(request), ..planned.clone() }
-}
-
-pub(crate) async fn create_step_job(
-    ctx: &Context,
-    task: &MaintenanceTask,
-    cluster: &EtcdCluster,
-    planned: &Step,
-    step: usize,
-) -> Result<()> {
-    let operation = &planned.operation;
-    let owner = owner_of(task)?;
-    let policy = Policy::from_spec(&cluster.spec).ok();
-    let labels = step_labels(task, step);
-    let job = etcd_job(
-        cluster,
-        ctx,
-        EtcdJob {
-            owner,
-            name: step_job_name(&task.name_any(), step),
-            operation: operation.clone(),
-            tls_secret: policy.as_ref().and_then(|p| p.tls_secret.clone()),
-            labels,
-            limits: job_limits(policy.as_ref(), &ctx.config.job_limits),
-            claim_volumes: planned.claims.clone(),
-            secret_folders: planned.secret_folders.clone(),
-            scratch: planned.scratch.clone(),
-        },
-    );
-    if jobs::create_job(&ctx.client, &job).await?.is_new() {
-        ctx.metrics.job_created(operation.kind().as_str());
-        tracing::info!(task = %task.name_any(), job = %job.name, step, "created the Job of a task's step");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@ use groundskeeper_stores::etcd::plan::DefragPolicy;
 use serde_json::json;
 
 use super::*;
+use crate::etcd::snapshot_steps::{SNAPSHOT_MOUNT_DIR, snapshot_file_name};
+use crate::jobs::ClaimVolume;
 use groundskeeper_api::snapshot_store::Store;
 use groundskeeper_api::validate::Snapshot;
 
