@@ -30,7 +30,7 @@ pub mod partition;
 pub mod policy;
 pub mod quorum;
 pub mod record;
-pub mod restore_task;
+pub(crate) mod restore;
 pub mod sampler;
 pub mod snapshot_record;
 pub mod snapshot_steps;

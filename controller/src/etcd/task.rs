@@ -25,7 +25,7 @@ use super::model::is_maintenance;
 use super::observe::all_clusters;
 use super::policy::Policy;
 use super::record;
-use super::restore_task::Admission;
+use super::restore::model::Admission;
 use super::snapshot_steps;
 use super::task_progress::{progress_from_jobs, snapshot_status, summary};
 use crate::jobs::{JobObservation, JobState};
@@ -45,7 +45,7 @@ pub use super::snapshot_steps::SnapshotNaming;
 
 /// The steps of `work` on `cluster` with `policy`, run one after the other, each one Job.
 /// `Err` says why the work cannot be done on an EtcdCluster. (A Restore's steps are not Jobs
-/// alone: see [`super::restore_task`].)
+/// alone: see [`super::restore`].)
 pub fn steps(
     work: &Work,
     policy: &Policy,
@@ -218,7 +218,7 @@ impl ReadCluster {
         if let (Ok(ValidTask { work: Work::Restore(restore), .. }), Some(cluster)) =
             (validate(task), &self.cluster)
         {
-            return super::restore_task::advance(ctx, task, status, cluster, &restore, now).await;
+            return super::restore::task::advance(ctx, task, status, cluster, &restore, now).await;
         }
         let naming =
             SnapshotNaming { cluster: task.spec.target.name.clone(), time: task_time(task, &status, now) };
@@ -326,11 +326,13 @@ impl ReadTarget for ReadCluster {
             if let (Work::Restore(restore), Some(cluster)) = (&valid.work, &self.cluster) {
                 let namespace = task.namespace().unwrap_or_default();
                 let stateful_set = match &cluster.spec.stateful_set {
-                    Some(sts) => super::restore_task::read_stateful_set(ctx, &namespace, &sts.name).await?,
+                    Some(sts) => {
+                        super::restore::observe::read_stateful_set(ctx, &namespace, &sts.name).await?
+                    }
                     None => None,
                 };
-                let pods = super::restore_task::ready_pods(stateful_set.as_ref());
-                match super::restore_task::admission(restore, cluster, pods, ctx.clock.now()) {
+                let pods = super::restore::observe::ready_pods(stateful_set.as_ref());
+                match super::restore::decide::admission(restore, cluster, pods, ctx.clock.now()) {
                     Admission::Admitted => {}
                     Admission::NotYet { reason, until } => {
                         return Ok(Some(StartBlock::Wait { reason, until: Some(until) }));

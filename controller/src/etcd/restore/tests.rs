@@ -1,4 +1,14 @@
-use super::*;
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::restore::{RestorePhase, RestoreStatus};
+use groundskeeper_api::validate::Restore;
+use groundskeeper_protocol::Report;
+use groundskeeper_protocol::result::ProveReport;
+use jiff::{SignedDuration, Timestamp};
+
+use super::decide::{admission, decide, start};
+use super::job::step_of_restore;
+use super::model::{Admission, ReadyPods, RestoreAction, RestoreFacts, StepJob};
+use crate::etcd::snapshot_steps::SnapshotNaming;
 use groundskeeper_api::etcd_cluster::{EtcdClusterSpec, EtcdClusterStatus, EtcdStatefulSet, KnownMember};
 use groundskeeper_api::snapshot_catalog::{SnapshotProof, SnapshotRecord};
 use groundskeeper_api::snapshot_store::Store;

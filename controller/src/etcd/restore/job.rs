@@ -1,0 +1,69 @@
+//! The Job of a Restore's step: the proof of the snapshot (step 0), then one member's data
+//! restored on its claim (steps 1..=N).
+
+use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::restore::{RestoreMember, RestoreStatus};
+use groundskeeper_protocol::Operation;
+use groundskeeper_protocol::operation::RestoreMemberRequest;
+
+use super::super::job::Step;
+use super::super::snapshot_steps::{ProveTarget, SCRATCH_MOUNT_DIR, SnapshotNaming, prove_step, scratch_for};
+use super::model::MEMBER_VOLUME_DIR;
+use crate::jobs::ClaimVolume;
+
+/// The Job of `step`: 0 proves the snapshot, 1..=N restores member N−1 on its claim.
+pub(crate) fn step_of_restore(
+    status: &RestoreStatus,
+    step: usize,
+    store: &groundskeeper_api::snapshot_store::Store,
+    data_dir: &str,
+    naming: &SnapshotNaming,
+    cluster: &EtcdCluster,
+) -> Option<Step> {
+    let record = cluster.status.as_ref().and_then(|s| {
+        s.snapshots.iter().find(|r| r.store == status.store && r.object == status.object).cloned()
+    });
+    let proof = prove_step(
+        store,
+        groundskeeper_api::maintenance_task::DEFAULT_SNAPSHOT_FILE_NAME,
+        naming,
+        &ProveTarget { object: Some(status.object.clone()), record: record.clone() },
+        cluster,
+    );
+    if step == 0 {
+        return Some(proof);
+    }
+    let member = status.members.get(step - 1)?;
+    let Operation::SnapshotProve(request) = &proof.operation else {
+        return None;
+    };
+    Some(Step {
+        operation: Operation::RestoreMember(RestoreMemberRequest {
+            from: request.from.clone(),
+            object: status.object.clone(),
+            expect_sha256: status.sha256.clone(),
+            data_dir: format!("{MEMBER_VOLUME_DIR}/{}", data_dir.trim_matches('/')),
+            name: member.name.clone(),
+            initial_cluster: initial_cluster(&status.members),
+            initial_advertise_peer_urls: member.peer_url.clone(),
+            initial_cluster_token: status.cluster_token.clone(),
+            keep_old_suffix: status.old_data_suffix.clone(),
+            scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
+        }),
+        claims: proof
+            .claims
+            .iter()
+            .cloned()
+            .chain([ClaimVolume {
+                claim_name: member.claim.clone(),
+                mount_path: MEMBER_VOLUME_DIR.to_owned(),
+            }])
+            .collect(),
+        secret_folders: proof.secret_folders.clone(),
+        scratch: Some(scratch_for(cluster, record.as_ref())),
+    })
+}
+
+fn initial_cluster(members: &[RestoreMember]) -> String {
+    members.iter().map(|m| format!("{}={}", m.name, m.peer_url)).collect::<Vec<_>>().join(",")
+}
