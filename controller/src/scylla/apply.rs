@@ -9,7 +9,8 @@ use kube::{Api, Resource};
 
 use groundskeeper_protocol::keys;
 
-use super::decide::{Action, ConditionPlan, Plan, RecordChange, SeedReason};
+use super::decide::Plan;
+use super::model::{Action, ConditionPlan, RecordChange, SeedReason};
 use super::ownership::OWNED_AT_LAST_CLEANUP;
 use crate::conditions::ConditionTarget;
 use crate::conditions::{self, Condition};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use groundskeeper_api::maintenance_task::TaskState;
 
-use super::decide::{ConditionPlan, Member, PassState, TaskFacts};
+use super::model::{ConditionPlan, Member, PassState, TaskFacts};
 use groundskeeper_api::scylla::facts::{DEGRADED, PROGRESSING};
 
 pub(super) fn progressing_condition(

@@ -61,6 +61,7 @@ use groundskeeper_protocol::keys;
 
 use super::condition_texts::{degraded_condition, plural, progressing_condition};
 use super::members_record::{MembersRecord, record_for, settled_record};
+use super::model::{Candidate, LastCleaned, Member, PassState};
 use super::ownership::{
     BasisChange, CleanScope, NodeDecision, NodePlan, OWNED_AT_LAST_CLEANUP, OwnershipRecord, RangeSet,
     RecordState, RingView, basis_change, decide_node, node_ownership, plan_node,
@@ -68,138 +69,22 @@ use super::ownership::{
 pub use super::ring_quiet::RingQuiet;
 use super::ring_quiet::quiet_wait;
 use super::settings::{cluster_limits, parse_enabled};
-pub use crate::scylla::node_steps::BAD_INPUT;
 use groundskeeper_api::maintenance_task::{NodeCleanupConfig, TaskState};
-use groundskeeper_api::scylla::coexistence::{self, OperatorCleanup};
+use groundskeeper_api::scylla::coexistence;
 use groundskeeper_api::scylla::facts::{
     ClusterFacts, DEGRADED, MemberFacts, PROGRESSING, looks_like_ring_hash, precondition_failures, shorten,
     sorted_members, topology_change,
 };
+
+/// Named here as well, where the decision's users have always found them.
+pub use super::model::{Action, BAD_INPUT, ConditionPlan, RecordChange, SecretState, SeedReason, TaskFacts};
+pub use super::observe::Snapshot;
 
 /// Wait between a cleanup task that failed in a way a retry may fix and the next one.
 pub(crate) const RETRY_BACKOFF: Duration = Duration::from_secs(5 * 60);
 /// Requeue while a cleanup task is queued or runs, so its end is noticed even if a watch event
 /// is missed.
 pub const REQUEUE_WHILE_RUNNING: Duration = Duration::from_secs(30);
-
-/// Everything the decision needs, read from the API by `observe`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    pub cluster: ClusterFacts,
-    pub members: Vec<MemberFacts>,
-    /// The cluster's Cleanup tasks, whoever asked for them.
-    pub tasks: Vec<TaskFacts>,
-    pub agent_token: SecretState,
-    /// What every node replicates now, read through one node's agent, or why that is unknown.
-    pub ownership: Result<Vec<RingView>, String>,
-    /// scylla-operator's own cleanup of the cluster (see [`coexistence`]).
-    pub scylla_operator: OperatorCleanup,
-    /// Why its automatic cleanup is held now (a suspension, a closed maintenance window): no
-    /// task is submitted while there is one.
-    pub holds: Vec<String>,
-    /// Since when the ring has been as it is now: no task is submitted before it is quiet
-    /// ([`super::ring_quiet`]).
-    pub ring_quiet: RingQuiet,
-    pub now: jiff::Timestamp,
-}
-
-/// A Cleanup MaintenanceTask of the cluster, as the trigger needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskFacts {
-    pub name: String,
-    /// Submitted by this trigger (label `groundskeeper.dev/origin: automatic`).
-    pub automatic: bool,
-    /// `Pending` while it has no status yet.
-    pub state: TaskState,
-    pub created: jiff::Timestamp,
-    pub completed_at: Option<jiff::Timestamp>,
-    /// The ring it was submitted for (its `cleanup-token-ring-hash` annotation; manual tasks
-    /// have none).
-    pub ring_hash: Option<String>,
-    /// `status.progress`, e.g. `2/3`.
-    pub progress: Option<String>,
-    /// Its newest error: code and description.
-    pub last_error: Option<(String, String)>,
-    /// While pending: what it waits for (its `Queued` condition).
-    pub waiting_for: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretState {
-    Present,
-    Missing { name: String },
-    MissingKey { name: String, key: String },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeedReason {
-    /// `last-cleaned-…` absent: a node that just joined holds no stale data.
-    Joined,
-    /// Only nodes left the ring since the node was last cleaned: it lost no ranges.
-    OnlyNodesLeft,
-    /// The ownership rule: the ring moved, the node replicates every range it replicated when
-    /// last cleaned.
-    NoRangeLost,
-    /// Seeded `NeverCleanedUp`: it joined together with others, so what it holds cannot be
-    /// known; it is cleaned once.
-    JoinedTogether,
-}
-
-/// Why a node's ownership record is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordChange {
-    /// The node had none: it just joined (or, beside scylla-operator, is about to be cleaned or
-    /// seeded by it): what it replicates now.
-    Seeded,
-    /// It replicates ranges or keyspaces the record lacks.
-    Widened,
-    /// Its `last-cleaned-…` moved without a cleanup that shrinks the record: kept (and widened),
-    /// now standing for the new value.
-    Rebased,
-    /// scylla-operator (or someone else) cleaned the whole node for its current ring: the record
-    /// is what the node replicates now.
-    ResetAfterOutsideCleanup,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Write `last-cleaned-… = hash` (and the members record, or remove it when `None`).
-    SeedLastCleaned { service: String, hash: String, members: Option<MembersRecord>, reason: SeedReason },
-    /// Write the node's ownership record ([`OWNED_AT_LAST_CLEANUP`]): `value` is the annotation,
-    /// `change` why it is written.
-    RecordOwnership { service: String, value: String, change: RecordChange },
-    /// Create the cluster's automatic Cleanup task for `nodes` (member Service names, in
-    /// cleaning order), for ring `ring_hash`. `per_node`: nodes that clean only some keyspaces
-    /// (the ownership rule), the others clean every keyspace. `retry_of` names the failed task
-    /// it follows.
-    SubmitCleanupTask {
-        name: String,
-        nodes: Vec<String>,
-        per_node: Vec<NodeCleanupConfig>,
-        ring_hash: String,
-        retry_of: Option<String>,
-    },
-}
-
-/// A node the automatic task cleans.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Candidate {
-    pub service: String,
-    /// Its current ring hash.
-    pub ring_hash: String,
-    /// `All` under the ring-hash rule; the keyspaces it lost ranges of under the ownership rule.
-    pub scope: CleanScope,
-    pub mark_node_clean: bool,
-}
-
-/// A condition as this trigger wants it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConditionPlan {
-    pub type_: &'static str,
-    pub status: bool,
-    pub reason: String,
-    pub message: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -208,32 +93,6 @@ pub struct Plan {
     pub degraded: ConditionPlan,
     /// When to look again even without a watch event; `None`: the idle resync.
     pub requeue_after: Option<Duration>,
-}
-
-/// A node's annotations, understood.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum LastCleaned {
-    Absent,
-    NeverCleanedUp,
-    Hash(String),
-}
-
-impl LastCleaned {
-    /// The annotation's value.
-    fn annotation(&self) -> Option<&str> {
-        match self {
-            LastCleaned::Absent => None,
-            LastCleaned::NeverCleanedUp => Some(keys::NEVER_CLEANED_UP),
-            LastCleaned::Hash(hash) => Some(hash),
-        }
-    }
-}
-
-pub(super) struct Member<'a> {
-    pub(super) facts: &'a MemberFacts,
-    pub(super) current: Option<&'a str>,
-    pub(super) last: LastCleaned,
-    pub(super) record: Option<MembersRecord>,
 }
 
 /// The decision for one ScyllaCluster.
@@ -515,35 +374,6 @@ fn stand_back_plan(snapshot: &Snapshot, members: &[Member<'_>], problems: &[(&'s
 /// or running, so the second is enough to keep them apart.
 pub fn automatic_task_name(cluster: &str, now: jiff::Timestamp) -> String {
     crate::jobs::bounded_name(cluster, &format!("-cleanup-{}", now.as_second()))
-}
-
-#[derive(Default)]
-pub(super) struct PassState {
-    pub(super) actions: Vec<Action>,
-    /// Nodes needing cleanup, in cleaning order.
-    pub(super) candidates: Vec<Candidate>,
-    pub(super) bootstrapping: Vec<String>,
-    /// Nodes whose ring moved and that the ownership rule found clean (no range lost).
-    pub(super) lost_nothing: Vec<String>,
-    /// Nodes the ring-hash rule cleans because ownership could not decide: (service, why).
-    pub(super) fallbacks: Vec<(String, String)>,
-    /// Nodes whose ownership record was reset after someone else cleaned them.
-    pub(super) reset: Vec<String>,
-    /// Nodes just marked `NeverCleanedUp` because they joined together with others
-    /// ([`decide_joiner`]).
-    pub(super) joined_together: Vec<String>,
-    /// Nodes cleaned once, whole, for carrying `NeverCleanedUp`.
-    pub(super) clean_once: Vec<String>,
-}
-
-impl PassState {
-    /// The name of the task this pass submits, if any.
-    fn submitted(&self) -> Option<&str> {
-        self.actions.iter().find_map(|a| match a {
-            Action::SubmitCleanupTask { name, .. } => Some(name.as_str()),
-            _ => None,
-        })
-    }
 }
 
 /// The `perNode` entries of the automatic task: the nodes cleaning only some keyspaces.

@@ -1,5 +1,6 @@
 //! The Job that cleans one node: `groundskeeper-job cleanup` against the node's Scylla Manager
-//! Agent, with the agent token Secret mounted, placed where the node's rack runs.
+//! Agent, with the agent token Secret mounted, placed where the node's rack runs ([`cleanup_job`]),
+//! created for a node of a Cleanup task by [`create_node_job`].
 
 use std::collections::BTreeMap;
 
@@ -7,24 +8,25 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use groundskeeper_api::maintenance_task::MaintenanceTask;
 use groundskeeper_api::scylla::ScyllaCluster;
+use groundskeeper_api::scylla::facts::MemberFacts;
+use groundskeeper_api::validate::Cleanup;
 use groundskeeper_protocol::keys;
 use groundskeeper_protocol::operation::{CleanupRequest, Operation};
+use kube::ResourceExt;
 
-use super::observe::agent_token_secret_name;
-use crate::jobs::{MaintenanceJob, Scheduling, SecretFile};
-use crate::runtime::context::ControllerConfig;
+use super::agent::agent_token_secret_name;
+use crate::jobs::{self, MaintenanceJob, Scheduling, SecretFile};
+use crate::runtime::context::{Context, ControllerConfig};
+use crate::runtime::error::Result;
+use crate::tasks::step_jobs::{owner_of, step_job_name, step_labels};
+
+/// Named here as well, where the Job's users have always found it.
+pub use super::agent::node_address;
 
 /// Where the agent token file is mounted in cleanup Jobs.
 pub const AUTH_TOKEN_MOUNT_PATH: &str = "/etc/groundskeeper/agent/auth-token.yaml";
-
-/// Address the Job reaches the node's agent at: the member Service's DNS name `<svc>.<ns>.svc`.
-/// Not the ClusterIP: the name works for headless member Services too (`exposeOptions.nodeService
-/// .type: Headless`), and it is what a person reads in the Job's arguments. The search path of the
-/// pod completes it with the cluster's domain, whatever that is.
-pub fn node_address(namespace: &str, service: &str) -> String {
-    format!("{service}.{namespace}.svc")
-}
 
 /// Where the Job's pod may run: the rack's tolerations, node affinity and pod affinity, so that it
 /// fits the (tainted, labelled) nodes Scylla runs on. Not the pod anti-affinity: it spreads Scylla
@@ -109,4 +111,38 @@ pub fn cleanup_job(cluster: &ScyllaCluster, config: &ControllerConfig, node: Nod
         }),
         limits: config.job_limits.clone(),
     }
+}
+
+/// Creates the cleanup Job of node `service` of `task` (its step `index`), unless it exists.
+pub(crate) async fn create_node_job(
+    ctx: &Context,
+    task: &MaintenanceTask,
+    cluster: &ScyllaCluster,
+    members: &[MemberFacts],
+    cleanup: &Cleanup,
+    service: &str,
+    index: usize,
+) -> Result<()> {
+    let owner = owner_of(task)?;
+    let member = members.iter().find(|m| m.service == service);
+    let work = cleanup.work_of(service);
+    let job = cleanup_job(
+        cluster,
+        &ctx.config,
+        NodeCleanup {
+            job: step_job_name(&task.name_any(), index),
+            owner,
+            service: service.to_owned(),
+            rack: member.and_then(|m| m.rack.clone()).unwrap_or_default(),
+            ring_hash: member.and_then(|m| m.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned()),
+            keyspaces: work.keyspaces,
+            mark_node_clean: work.mark_node_clean,
+            labels: step_labels(task, index),
+        },
+    );
+    if jobs::create_job(&ctx.client, &job).await?.is_new() {
+        ctx.metrics.job_created(job.operation.kind().as_str());
+        tracing::info!(task = %task.name_any(), job = %job.name, node = service, "created the cleanup Job of a task's node");
+    }
+    Ok(())
 }

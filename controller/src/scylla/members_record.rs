@@ -4,29 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
 use groundskeeper_api::scylla::facts::{ClusterFacts, MemberFacts, looks_like_ring_hash};
 use groundskeeper_protocol::keys;
 
-/// What [`keys::CLEANED_FOR_MEMBERS`] holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MembersRecord {
-    pub ring_hash: String,
-    /// UIDs of every member Service, sorted.
-    pub members: BTreeSet<String>,
-}
-
-impl MembersRecord {
-    pub fn to_annotation(&self) -> String {
-        serde_json::to_string(self).expect("records always serialise")
-    }
-
-    pub fn from_annotation(value: &str) -> Option<Self> {
-        serde_json::from_str(value).ok()
-    }
-}
+/// Named here as well, where the record's users have always found it.
+pub use super::model::MembersRecord;
 
 /// The members record to write with `hash`, when every member agrees on it.
 pub(crate) fn record_for(settled: &Option<MembersRecord>, hash: &str) -> Option<MembersRecord> {

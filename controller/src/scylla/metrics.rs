@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 use groundskeeper_api::scylla::facts::{MemberFacts, looks_like_ring_hash};
 use groundskeeper_protocol::keys;
 
-use super::decide::ConditionPlan;
+use super::model::ConditionPlan;
 use crate::runtime::metrics::MetricFamily;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

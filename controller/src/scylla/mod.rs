@@ -15,6 +15,7 @@
 //!   of cleanups per burst of ring changes);
 //! * [`metrics`]: whether the trigger is Degraded, and since when each node needs a cleanup.
 
+pub(crate) mod agent;
 pub mod apply;
 pub mod condition_texts;
 pub mod controller;
@@ -22,6 +23,7 @@ pub mod decide;
 pub mod job;
 pub mod members_record;
 pub(crate) mod metrics;
+pub(crate) mod model;
 pub mod node_steps;
 pub mod observe;
 pub mod ownership;

@@ -11,18 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::model::{BAD_INPUT, NODE_FAILED};
 use super::settings::Limits;
-use crate::scylla::task::to_start;
 use groundskeeper_api::maintenance_task::{NodeProgress, NodeState};
 use groundskeeper_api::scylla::coexistence::Hold;
-
-/// `lastErrors[].code` of a Cleanup task one of whose nodes failed in a way no retry can fix
-/// (the runner's bad-input exit code: wrong token, unknown keyspace).
-pub const BAD_INPUT: &str = "BadInput";
-/// `lastErrors[].code` of a Cleanup task one of whose nodes failed, a retry may help.
-pub(crate) const NODE_FAILED: &str = "NodeFailed";
-/// `lastErrors[].code` of a Cleanup task naming a node that is not a member of its cluster.
-pub(crate) const NODE_NOT_FOUND: &str = "NodeNotFound";
 
 /// What a node's Job says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +70,40 @@ pub(crate) struct Holds {
     /// Nodes interrupted by a topology change that the new ring no longer owes a cleanup (clean
     /// for their current ring): nothing left to do.
     pub no_longer_owed: BTreeSet<String>,
+}
+
+/// Which pending nodes may start now (indexes into `nodes`, in order), given those running and
+/// the bounds. A node whose rack is unknown never starts.
+pub(crate) fn to_start(
+    nodes: &[NodeProgress],
+    racks: &BTreeMap<String, (String, String)>,
+    limits: Limits,
+) -> Vec<usize> {
+    let mut per_rack: BTreeMap<&(String, String), u32> = BTreeMap::new();
+    let mut total = 0u32;
+    for node in nodes.iter().filter(|n| n.state == NodeState::Running) {
+        total += 1;
+        if let Some(rack) = racks.get(&node.name) {
+            *per_rack.entry(rack).or_default() += 1;
+        }
+    }
+    let mut start = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        if node.state != NodeState::Pending || limits.per_cluster.is_some_and(|max| total >= max) {
+            continue;
+        }
+        let Some(rack) = racks.get(&node.name) else {
+            continue;
+        };
+        let in_rack = per_rack.entry(rack).or_default();
+        if *in_rack >= limits.per_rack {
+            continue;
+        }
+        *in_rack += 1;
+        total += 1;
+        start.push(index);
+    }
+    start
 }
 
 /// [`step`] beside another cleaner: a held node (scylla-operator cleans it or is about to: see

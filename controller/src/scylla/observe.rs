@@ -6,13 +6,14 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
+use serde_json::Value;
 
 use groundskeeper_protocol::keys;
 
-use super::decide::{SecretState, Snapshot, TaskFacts};
+use super::agent::get_agent_token_secret;
+use super::model::{SecretState, TaskFacts};
 use super::ownership::RingView;
 use super::ownership_reader::{ViewCache, read_cluster_views_cached};
-use super::ring_observer::broadcasts_pod_ip;
 use super::ring_quiet::RingQuiet;
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
@@ -20,15 +21,32 @@ use crate::tasks::hold::{automatic_hold, suspensions_of};
 use groundskeeper_api::maintenance_task::TaskTarget;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TargetKind, TaskType};
 use groundskeeper_api::maintenance_window::windows_from_annotations;
-use groundskeeper_api::scylla::facts::{ConditionFacts, datacenter_conditions};
+use groundskeeper_api::scylla::coexistence::OperatorCleanup;
+use groundskeeper_api::scylla::facts::{ClusterFacts, ConditionFacts, datacenter_conditions};
 use groundskeeper_api::scylla::facts::{
     MemberFacts, cluster_facts, current_members, member_selector, operator_cleanup, operator_cleanup_selector,
 };
 use groundskeeper_api::scylla::{ScyllaCluster, ScyllaDBDatacenter};
 
-/// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
-pub(crate) fn agent_token_secret_name(cluster: &str) -> String {
-    format!("{cluster}-auth-token")
+/// Everything the decision needs, read from the API by `observe`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub cluster: ClusterFacts,
+    pub members: Vec<MemberFacts>,
+    /// The cluster's Cleanup tasks, whoever asked for them.
+    pub tasks: Vec<TaskFacts>,
+    pub agent_token: SecretState,
+    /// What every node replicates now, read through one node's agent, or why that is unknown.
+    pub ownership: Result<Vec<RingView>, String>,
+    /// scylla-operator's own cleanup of the cluster (see [`groundskeeper_api::scylla::coexistence`]).
+    pub scylla_operator: OperatorCleanup,
+    /// Why its automatic cleanup is held now (a suspension, a closed maintenance window): no
+    /// task is submitted while there is one.
+    pub holds: Vec<String>,
+    /// Since when the ring has been as it is now: no task is submitted before it is quiet
+    /// ([`super::ring_quiet`]).
+    pub ring_quiet: RingQuiet,
+    pub now: jiff::Timestamp,
 }
 
 /// The member Services (one per Scylla node) of the ScyllaCluster `namespace/cluster`.
@@ -159,6 +177,18 @@ async fn read_ownership(
     .await
 }
 
+/// Whether the cluster's nodes broadcast their pod IP (`spec.exposeOptions.broadcastOptions.nodes.type:
+/// PodIP`), not their member Service's ClusterIP.
+pub(crate) fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
+    cluster
+        .spec
+        .expose_options
+        .as_ref()
+        .and_then(|o| o.pointer("/broadcastOptions/nodes/type"))
+        .and_then(Value::as_str)
+        == Some("PodIP")
+}
+
 /// Where the cluster's nodes broadcast their pod IP, each member's address is its pod's IP.
 pub async fn fill_pod_addresses(
     client: &kube::Client,
@@ -202,19 +232,6 @@ pub(crate) async fn read_secret_state(
 ) -> Result<SecretState> {
     let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
     Ok(secret_state(&name, secret.as_ref()))
-}
-
-/// The cluster's agent token Secret (`<cluster>-auth-token`) with its name; `None` if absent.
-pub(crate) async fn get_agent_token_secret(
-    client: &kube::Client,
-    namespace: &str,
-    cluster: &str,
-) -> Result<(String, Option<Secret>)> {
-    let name = agent_token_secret_name(cluster);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret =
-        secrets.get_opt(&name).await.map_err(Error::kube(format!("get Secret {namespace}/{name}")))?;
-    Ok((name, secret))
 }
 
 pub(crate) fn secret_state(name: &str, secret: Option<&Secret>) -> SecretState {

@@ -50,6 +50,8 @@ use std::fmt;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
+/// Named here as well, where the ownership rule's users have always found it.
+pub use super::model::CleanScope;
 pub use groundskeeper_protocol::keys::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_stores::scylla::agent::{Mapper, TokenRange};
 
@@ -649,14 +651,6 @@ pub fn decide_node(record: &RecordState, now: Result<&BTreeMap<String, RangeSet>
         }
     }
     NodeDecision::Ownership { clean, fallback }
-}
-
-/// Which keyspaces a node's cleanup Job cleans.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CleanScope {
-    /// Every keyspace that can hold stale data (the ring-hash rule's whole-node cleanup).
-    All,
-    Only(BTreeSet<String>),
 }
 
 /// What to do for one node, the ownership rule and the ring-hash rule together.

@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex};
 use futures::{StreamExt, TryStreamExt};
 
 use groundskeeper_protocol::keys;
-use groundskeeper_stores::scylla::agent::{AgentClient, AgentConfig, AgentError, KeyspaceType, Replication};
+use groundskeeper_stores::scylla::agent::{AgentClient, AgentError, KeyspaceType, Replication};
 use groundskeeper_stores::scylla::token::AuthToken;
 
-use super::job::node_address;
+use super::agent::{agent_config, read_token};
 use super::ownership::{RingView, one_ring, replication_groups};
-use super::ring_observer::read_token;
 use super::ring_quiet::fingerprint;
-use crate::runtime::context::{Context, ControllerConfig};
+use crate::runtime::context::Context;
 use groundskeeper_api::scylla::facts::MemberFacts;
 
 /// Nodes asked in turn for the ring views before ownership counts as unknown.
@@ -77,23 +76,6 @@ async fn read_group(agent: &AgentClient, keyspaces: BTreeSet<String>) -> Result<
     let first = keyspaces.first().cloned().unwrap_or_default();
     let rows = agent.describe_ring(&first).await?;
     Ok(RingView::from_describe_ring(keyspaces, &rows)?)
-}
-
-/// How the controller reaches the agent of member `service`: its DNS name on the agent port,
-/// unless the configuration says otherwise ([`ControllerConfig::agent_endpoints`]).
-pub(crate) fn agent_config(
-    config: &ControllerConfig,
-    namespace: &str,
-    service: &str,
-    token: AuthToken,
-) -> AgentConfig {
-    let name = node_address(namespace, service);
-    let mut agent = AgentConfig::new(name.clone(), token);
-    if let Some((host, port)) = config.agent_endpoints.get(&name) {
-        agent.host = host.clone();
-        agent.port = *port;
-    }
-    agent
 }
 
 /// The ring views of cluster `namespace/cluster`, read through the first joined node (one with a

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -34,12 +34,15 @@ use groundskeeper_protocol::{keys, ring_hash};
 use groundskeeper_stores::scylla::agent::AgentClient;
 use groundskeeper_stores::scylla::token::AuthToken;
 
-use super::observe::{get_agent_token_secret, list_member_services};
-use super::ownership_reader::agent_config;
+use super::agent::{agent_config, read_token};
+use super::observe::{broadcasts_pod_ip, list_member_services};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::scope;
 use groundskeeper_api::scylla::ScyllaCluster;
+
+/// Named here as well, where the observer's users have always found it.
+pub use super::agent::token_from_secret;
 
 /// Field manager of the observer's writes, as `metadata.managedFields` records it.
 pub const FIELD_MANAGER: &str = "groundskeeper-ring-observer";
@@ -105,16 +108,6 @@ pub fn broadcast_address(cluster: &ScyllaCluster, service: &Service, pod: Option
         return pod?.status.as_ref()?.pod_ip.clone();
     }
     service.spec.as_ref()?.cluster_ip.clone().filter(|ip| !ip.is_empty() && ip != "None")
-}
-
-pub(crate) fn broadcasts_pod_ip(cluster: &ScyllaCluster) -> bool {
-    cluster
-        .spec
-        .expose_options
-        .as_ref()
-        .and_then(|o| o.pointer("/broadcastOptions/nodes/type"))
-        .and_then(Value::as_str)
-        == Some("PodIP")
 }
 
 /// The merge patch writing `hash` with our marker.
@@ -246,25 +239,6 @@ pub async fn write_current_hash(
     ))?;
     tracing::info!(%namespace, %service, "wrote current token-ring hash");
     Ok(())
-}
-
-/// The agent token from the cluster's Secret. Errors name the Secret and key, never the content.
-pub(crate) async fn read_token(client: &kube::Client, namespace: &str, cluster: &str) -> Result<AuthToken> {
-    let (name, secret) = get_agent_token_secret(client, namespace, cluster).await?;
-    token_from_secret(namespace, &name, secret.as_ref())
-}
-
-pub fn token_from_secret(namespace: &str, name: &str, secret: Option<&Secret>) -> Result<AuthToken> {
-    let key = keys::SCYLLA_AGENT_TOKEN_SECRET_KEY;
-    let invalid = |message: String| Error::InvalidObject {
-        object: format!("Secret {namespace}/{name}"),
-        field: format!("data[{key}]"),
-        message,
-    };
-    let secret = secret.ok_or_else(|| invalid("the Secret does not exist".into()))?;
-    let bytes = secret.data.as_ref().and_then(|d| d.get(key)).ok_or_else(|| invalid("missing".into()))?;
-    let text = std::str::from_utf8(&bytes.0).map_err(|_| invalid("not UTF-8 text".into()))?;
-    AuthToken::from_yaml(text).map_err(invalid)
 }
 
 fn upstream(namespace: &str, service: &str, err: impl std::fmt::Display) -> Error {

@@ -25,10 +25,11 @@ use groundskeeper_protocol::{OperationKind, keys};
 
 use super::apply::patch_ownership_record;
 use super::decide::owned_by;
-use super::decide::{SecretState, secret_wait};
-use super::job::{NodeCleanup, cleanup_job};
+use super::decide::secret_wait;
+use super::job::create_node_job;
 use super::members_record::settled_record;
-use super::node_steps::{End, Holds, NODE_NOT_FOUND, NodeJob, step_holding};
+use super::model::{NODE_NOT_FOUND, SecretState};
+use super::node_steps::{End, Holds, NodeJob, step_holding};
 use super::observe::{
     fill_pod_addresses, list_member_services, list_operator_cleanup_jobs, read_datacenter_conditions,
     read_secret_state,
@@ -36,7 +37,7 @@ use super::observe::{
 use super::ownership::{NodeDecision, OWNED_AT_LAST_CLEANUP, RecordState, RingView, decide_node};
 use super::ownership_reader::read_cluster_views;
 use super::record;
-use super::settings::{Limits, cluster_limits};
+use super::settings::cluster_limits;
 use crate::jobs::{self, JobObservation, JobState};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
@@ -44,7 +45,7 @@ use crate::tasks::TargetFacts;
 use crate::tasks::controller::write_status;
 use crate::tasks::lifecycle::waits_for_window;
 use crate::tasks::status::{complete, fail, note_running, progress_of};
-use crate::tasks::step_jobs::{NOT_SUPPORTED, owner_of, step_job_name, step_labels, step_of, task_jobs};
+use crate::tasks::step_jobs::{NOT_SUPPORTED, step_job_name, step_of, task_jobs};
 use crate::tasks::target::{ReadTarget, Target};
 use groundskeeper_api::plan::{cleanup_nodes, fits_window, node_cleanup_estimate};
 pub use groundskeeper_api::scylla::limits::limits;
@@ -92,40 +93,6 @@ pub fn racks(members: &[MemberFacts]) -> BTreeMap<String, (String, String)> {
         .iter()
         .filter_map(|m| Some((m.service.clone(), (m.datacenter.clone()?, m.rack.clone()?))))
         .collect()
-}
-
-/// Which pending nodes may start now (indexes into `nodes`, in order), given those running and
-/// the bounds. A node whose rack is unknown never starts.
-pub(crate) fn to_start(
-    nodes: &[NodeProgress],
-    racks: &BTreeMap<String, (String, String)>,
-    limits: Limits,
-) -> Vec<usize> {
-    let mut per_rack: BTreeMap<&(String, String), u32> = BTreeMap::new();
-    let mut total = 0u32;
-    for node in nodes.iter().filter(|n| n.state == NodeState::Running) {
-        total += 1;
-        if let Some(rack) = racks.get(&node.name) {
-            *per_rack.entry(rack).or_default() += 1;
-        }
-    }
-    let mut start = Vec::new();
-    for (index, node) in nodes.iter().enumerate() {
-        if node.state != NodeState::Pending || limits.per_cluster.is_some_and(|max| total >= max) {
-            continue;
-        }
-        let Some(rack) = racks.get(&node.name) else {
-            continue;
-        };
-        let in_rack = per_rack.entry(rack).or_default();
-        if *in_rack >= limits.per_rack {
-            continue;
-        }
-        *in_rack += 1;
-        total += 1;
-        start.push(index);
-    }
-    start
 }
 
 /// The task controller's view of ScyllaClusters.
@@ -782,39 +749,6 @@ fn node_job(job: &JobObservation) -> NodeJob {
             NodeJob::Failed { message: finished.explanation(), retryable: finished.retryable() }
         }
     }
-}
-
-async fn create_node_job(
-    ctx: &Context,
-    task: &MaintenanceTask,
-    cluster: &ScyllaCluster,
-    members: &[MemberFacts],
-    cleanup: &Cleanup,
-    service: &str,
-    index: usize,
-) -> Result<()> {
-    let owner = owner_of(task)?;
-    let member = members.iter().find(|m| m.service == service);
-    let work = cleanup.work_of(service);
-    let job = cleanup_job(
-        cluster,
-        &ctx.config,
-        NodeCleanup {
-            job: step_job_name(&task.name_any(), index),
-            owner,
-            service: service.to_owned(),
-            rack: member.and_then(|m| m.rack.clone()).unwrap_or_default(),
-            ring_hash: member.and_then(|m| m.annotations.get(keys::CURRENT_TOKEN_RING_HASH).cloned()),
-            keyspaces: work.keyspaces,
-            mark_node_clean: work.mark_node_clean,
-            labels: step_labels(task, index),
-        },
-    );
-    if jobs::create_job(&ctx.client, &job).await?.is_new() {
-        ctx.metrics.job_created(job.operation.kind().as_str());
-        tracing::info!(task = %task.name_any(), job = %job.name, node = service, "created the cleanup Job of a task's node");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::scylla::node_steps::to_start;
+use crate::scylla::settings::Limits;
 use groundskeeper_api::scylla::facts::ConditionFacts;
 
 fn member(rack: &str, ordinal: u32) -> MemberFacts {
