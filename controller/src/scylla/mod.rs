@@ -1,19 +1,26 @@
 //! Scylla node cleanup after scaling, on ScyllaClusters managed by scylla-operator: the whole
 //! vertical, from what is observed to what a finished Job records. The same file names as
-//! [`crate::etcd`], so knowing one means knowing the other.
+//! [`crate::etcd`] for the same stages, in the same order, so knowing one means knowing the other
+//! (checked by `controller/tests/it/layering.rs`, see `docs/architecture.md`):
 //!
-//! * [`controller`]: the cleanup trigger, one pass per ScyllaCluster: [`observe`] (the cluster,
-//!   its member Services, its tasks, the ring views) → [`decide`] (pure) → [`apply`] (annotation
-//!   patches, at most one automatic Cleanup task submitted, Events, conditions);
-//! * [`task`]: what a Cleanup MaintenanceTask means on a ScyllaCluster: its nodes, stepped node
-//!   by node within the bounds ([`node_steps`], pure), each node one Job built by [`job`];
+//! * [`model`]: what every stage shares (tasks' and the agent token Secret's facts, the plan's
+//!   actions and conditions, the state of one pass, the members record, the task error codes);
+//! * the rules of this store, pure: [`settings`] (the cluster's annotations), [`members_record`]
+//!   (who the members were at the last cleanup), [`ownership`] (which ranges each node
+//!   replicates), [`ring_quiet`] (one round of cleanups per burst of ring changes); and
+//!   [`metrics`] (whether the trigger is Degraded, and since when each node needs a cleanup);
+//! * [`agent`] (how a node's agent is reached) and [`ownership_reader`] (the ring views read
+//!   through it);
+//! * the cleanup trigger's pass: [`observe`] (the cluster, its member Services, its tasks, the
+//!   ring views) → [`decide`] (pure; [`condition_texts`]: the words of its conditions) →
+//!   [`apply`] (annotation patches, at most one automatic Cleanup task submitted, Events,
+//!   conditions);
 //! * [`record`]: what a node's finished cleanup records on its member Service;
-//! * the rules of this store: [`ownership`] (which ranges each node replicates, read by
-//!   [`ownership_reader`]), [`members_record`] (who the members were at the last cleanup),
-//!   [`settings`] (the cluster's annotations), [`ring_observer`] (writes
-//!   `current-token-ring-hash` where no scylla-operator sidecar does), [`ring_quiet`] (one round
-//!   of cleanups per burst of ring changes);
-//! * [`metrics`]: whether the trigger is Degraded, and since when each node needs a cleanup.
+//! * [`job`]: the Job of one node;
+//! * [`task`]: what a Cleanup MaintenanceTask means on a ScyllaCluster: its nodes, stepped node
+//!   by node within the bounds ([`node_steps`], pure);
+//! * [`controller`]: the cleanup trigger, one pass per ScyllaCluster, and [`ring_observer`]
+//!   (writes `current-token-ring-hash` where no scylla-operator sidecar does).
 
 pub(crate) mod agent;
 pub mod apply;
