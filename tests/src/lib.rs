@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod etcd_cluster;
+pub mod etcd_writes;
 pub mod fixtures;
 pub mod kubectl;
 pub mod kubelet;

@@ -5,11 +5,10 @@
 
 use crate::common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
+use groundskeeper_e2e::etcd_writes::{OnFailure, WritePlan, WriteValue, Writes};
 use groundskeeper_job::etcd::defrag::{Progress, run_defrag};
 use groundskeeper_job::run::exit_code;
 use groundskeeper_protocol::result::{DefragReport, ErrorKind, MemberDefragState};
@@ -119,41 +118,48 @@ async fn a_member_far_behind_the_leader_is_waited_for_then_stops_the_run(version
     };
     let (victim, name) = planned(&cluster, 0).await;
     cluster.peers().slow(victim, 2_000);
-    let writing = Arc::new(AtomicBool::new(true));
     // Writes through the leader, so that the slowed member's link does not slow them too.
     let leader = cluster_index(&cluster, &cluster.leader().await.unwrap().name);
-    let load = {
-        let mut client = cluster.client(Some(leader)).await.unwrap();
-        let writing = writing.clone();
-        tokio::spawn(async move {
-            let value = vec![b'w'; 1024];
-            let mut i = 0u64;
-            while writing.load(Ordering::SeqCst) {
-                let put = client.put(format!("load/{}", i % 500), value.clone(), None);
-                let _ = tokio::time::timeout(Duration::from_secs(2), put).await;
-                i += 1;
-            }
-        })
+    let plan = WritePlan {
+        prefix: "load/".into(),
+        distinct_keys: Some(500),
+        value: WriteValue::Bytes(1024),
+        failures: OnFailure::GoOn,
     };
+    let load = Writes::start(cluster.client(Some(leader)).await.unwrap(), plan);
     // Behind by far more than the 100 entries allowed before the run starts.
     let mut status_client = cluster.client(Some(victim)).await.unwrap();
-    let mut behind = 0;
     let mut leader_client = cluster.client(Some(leader)).await.unwrap();
-    for _ in 0..100 {
-        let leader_index = leader_client.status().await.unwrap().raft_index();
-        let applied = status_client.status().await.unwrap().raft_applied_index();
-        behind = leader_index.saturating_sub(applied);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (mut behind, mut seen) = (0, String::new());
+    while tokio::time::Instant::now() < deadline {
+        let leader_status = leader_client.status().await.unwrap();
+        let victim_status = status_client.status().await.unwrap();
+        behind = leader_status.raft_index().saturating_sub(victim_status.raft_applied_index());
         if behind > 500 {
             break;
         }
+        seen = format!(
+            "leader's index {}, the slowed member's applied index {}, leader as the slowed member sees it {:x}, as the leader sees it {:x}",
+            leader_status.raft_index(),
+            victim_status.raft_applied_index(),
+            victim_status.leader(),
+            leader_status.leader(),
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(behind > 500, "the slowed member fell only {behind} entries behind");
+    if behind <= 500 {
+        let written = load.stop().await;
+        panic!(
+            "the slowed member fell only {behind} entries behind in 30 s: {seen}; {} writes made, {} failed",
+            written.puts.len(),
+            written.failed
+        );
+    }
     let mut args = common::defrag_args(&cluster, &cluster.dir().join("r"), MIN_DEFRAG_BYTES, 10.0);
     args.catch_up_timeout_seconds = 3;
     let result = run_defrag(&args.options().unwrap(), &mut |_| {}).await;
-    writing.store(false, Ordering::SeqCst);
-    load.await.unwrap();
+    load.stop().await;
     cluster.peers().heal(victim);
     assert_stopped_before(&result, &name, 0, &["entries behind the leader's commit index"]);
     let message = &result.error.as_ref().unwrap().message;

@@ -6,14 +6,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
 use groundskeeper_e2e::etcd_cluster::{
     ClusterOptions, EtcdCluster, EtcdVersion, RestoreFrom, etcd_or_skip, restore_tool_or_skip,
 };
+use groundskeeper_e2e::etcd_writes::{WritePlan, Writes};
 use groundskeeper_protocol::result::SnapshotReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
@@ -87,20 +86,6 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Keeps writing `w/NNNNNN` until stopped; returns every key with the revision its put made.
-async fn writer(cluster: &EtcdCluster, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<(String, i64)>> {
-    let mut client = cluster.client(None).await.expect("a client");
-    tokio::spawn(async move {
-        let mut written = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let key = format!("w/{:06}", written.len());
-            let put = client.put(key.as_str(), key.as_str(), None).await.expect("a write");
-            written.push((key, put.header().expect("a header").revision()));
-        }
-        written
-    })
-}
-
 /// What etcd's own tool says of a snapshot file (`snapshot status -w json`).
 fn tool_status(tool: &Path, file: &Path) -> serde_json::Value {
     let out = std::process::Command::new(tool)
@@ -129,15 +114,13 @@ async fn a_snapshot_under_writes_restores_every_key_up_to_its_revision(version: 
     cluster.fill(1_000_000).await.expect("fill");
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("main.db");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = writer(&cluster, stop.clone()).await;
+    let writes = Writes::start(cluster.client(None).await.expect("a client"), WritePlan::distinct_keys());
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let leader_before = cluster.leader().await.unwrap();
     let (code, result) = run(&snapshot_args(&cluster, &output), &dir.path().join("result.json")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    let written = writes.await.unwrap();
+    let written = writes.stop().await.puts;
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     assert_eq!(result.outcome, Outcome::Succeeded);
     let report = snapshot_report(&result).clone();

@@ -8,11 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, etcd_or_skip};
+use groundskeeper_e2e::etcd_writes::{WritePlan, Writes};
 use groundskeeper_e2e::s3_server::{S3Server, s3s_fs_or_skip, write_credentials};
 use groundskeeper_protocol::result::{CopyReport, SnapshotReport};
 use groundskeeper_protocol::{JobResult, Report, exit};
@@ -144,20 +143,6 @@ fn name(day: u32) -> String {
     format!("main-202601{day:02}T000000Z.db")
 }
 
-/// Keeps writing `w/NNNNNN` until stopped.
-async fn writer(cluster: &EtcdCluster, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
-    let mut client = cluster.client(None).await.expect("a client");
-    tokio::spawn(async move {
-        let mut written = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let key = format!("w/{written:06}");
-            client.put(key.as_str(), key.as_str(), None).await.expect("a write");
-            written += 1;
-        }
-        written
-    })
-}
-
 groundskeeper_e2e::for_each_etcd_version!(
     a_snapshot_under_writes_is_uploaded_with_its_metadata,
     retention_on_a_shared_bucket_deletes_only_the_clusters_oldest,
@@ -167,13 +152,12 @@ async fn a_snapshot_under_writes_is_uploaded_with_its_metadata(version: EtcdVers
     let Some(stand) = stand(version).await else { return };
     // More than one part (8 MiB), so the upload is a real multipart one.
     stand.cluster.fill(20_000_000).await.expect("fill");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = writer(&stand.cluster, stop.clone()).await;
+    let writes =
+        Writes::start(stand.cluster.client(None).await.expect("a client"), WritePlan::distinct_keys());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let args = stand.snapshot_args("s3://snapshots/etcd", &name(1), Some(3));
     let (code, result, _) = run(&args, &stand.result_file()).await;
-    stop.store(true, Ordering::Relaxed);
-    writes.await.unwrap();
+    writes.stop().await;
     assert_eq!(code, exit::SUCCESS, "{result:?}");
     let report = snapshot_report(&result).clone();
     eprintln!("{}", serde_json::to_string_pretty(&result).unwrap());

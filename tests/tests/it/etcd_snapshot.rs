@@ -11,10 +11,10 @@
 //! folders kept across Jobs); the runner's library in-process; etcd real. A missing etcd binary
 //! skips a test with a message, except under `CI=true`.
 
+use groundskeeper_e2e::etcd_writes::{WritePlan, Writes};
 use groundskeeper_e2e::fixtures;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use groundskeeper_api::EtcdCluster;
@@ -163,20 +163,6 @@ impl Scenario {
     }
 }
 
-/// Keeps writing `w/NNNNNN` until stopped; returns how many writes it made.
-async fn writer(etcd: &etcd_cluster::EtcdCluster, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
-    let mut client = etcd.client(None).await.expect("a client");
-    tokio::spawn(async move {
-        let mut written = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let key = format!("w/{written:06}");
-            client.put(key.as_str(), "v", None).await.expect("a write");
-            written += 1;
-        }
-        written
-    })
-}
-
 fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -196,8 +182,8 @@ async fn a_snapshot_task_waits_for_its_claim_then_writes_a_checked_file_on_it(ve
     let Some(mut scenario) = Scenario::start(version).await else {
         return;
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = writer(&scenario.etcd, stop.clone()).await;
+    let writes =
+        Writes::start(scenario.etcd.client(None).await.expect("a client"), WritePlan::distinct_keys());
 
     // No claim yet: the task waits, naming it, and no Job is made (its pod would hang Pending).
     scenario.create_snapshot_task(TASK, json!({}));
@@ -222,8 +208,7 @@ async fn a_snapshot_task_waits_for_its_claim_then_writes_a_checked_file_on_it(ve
     scenario.wait_for("its Job created", |s| !s.job_names().is_empty()).await;
     scenario.restart_task_controller().await;
     scenario.wait_for("the task finished", |s| s.task_state(TASK).is_some_and(TaskState::is_final)).await;
-    stop.store(true, Ordering::Relaxed);
-    let written = writes.await.unwrap();
+    let written = writes.stop().await.puts.len();
     assert!(written > 0, "the writer wrote");
 
     let status = scenario.task(TASK).status.unwrap();
