@@ -25,14 +25,44 @@ pub mod tasks;
 
 use std::sync::Arc;
 
-use runtime::context::Context;
+use runtime::context::{Context, ControllerConfig};
+
+/// The controller's configuration, read once at start-up: the generic flags and each data
+/// store's, flattened into one command line. The generic part is the context's
+/// ([`Context::config`]); each store's is reached through [`Context::store_config`]
+/// ([`etcd::config::Config::of`], [`scylla::config::Config::of`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct Config {
+    #[command(flatten)]
+    pub controller: ControllerConfig,
+    #[command(flatten)]
+    pub etcd: etcd::config::Config,
+    #[command(flatten)]
+    pub scylla: scylla::config::Config,
+}
+
+impl Config {
+    /// A context with this configuration, each data store's part set for its code to read.
+    pub fn context(self, client: kube::Client, metrics: Arc<runtime::metrics::Metrics>) -> Context {
+        Context::new(client, self.controller, metrics)
+            .with_store_config(self.etcd)
+            .with_store_config(self.scylla)
+    }
+}
+
+/// The generic flags alone, each data store's at their defaults.
+impl From<ControllerConfig> for Config {
+    fn from(controller: ControllerConfig) -> Self {
+        Config { controller, ..Config::default() }
+    }
+}
 
 /// Checks the controller's flags, the generic ones and each data store's: a wrong value stops the
 /// controller at start-up with the flag named.
-pub fn check_config(config: &runtime::context::ControllerConfig) -> runtime::error::Result<()> {
-    config.validate()?;
-    etcd::discovery::check_config(config)?;
-    etcd::operator_discovery::check_config(config)
+pub fn check_config(config: &Config) -> runtime::error::Result<()> {
+    config.controller.validate()?;
+    config.etcd.validate(&config.controller.namespaces)?;
+    config.scylla.validate()
 }
 
 /// Every kind of target the task controller runs tasks on.
@@ -154,4 +184,71 @@ fn watch_one<K: runtime::metrics::ScrapedKind>(metrics: &runtime::metrics::Metri
     writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(object));
     metrics.watch_objects("sample", cache.clone());
     metrics.family::<runtime::metrics::Scraped<K>>().watch(cache);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    #[test]
+    fn flag_defaults_are_the_default_config() {
+        let cli = Cli::try_parse_from(["groundskeeper-controller"]).unwrap();
+        assert_eq!(cli.config, Config::default());
+        check_config(&cli.config).unwrap();
+    }
+
+    #[test]
+    fn flags_override_the_defaults() {
+        let cli = Cli::try_parse_from([
+            "groundskeeper-controller",
+            "--job-image=registry.example/job:1",
+            "--job-backoff-limit=0",
+            "--requeue-busy=5",
+            "--ring-observer-interval=60",
+        ])
+        .unwrap();
+        assert_eq!(cli.config.controller.job_image, "registry.example/job:1");
+        assert_eq!(cli.config.controller.job_limits.backoff_limit, 0);
+        assert_eq!(cli.config.controller.requeue_busy, Duration::from_secs(5));
+        assert_eq!(cli.config.scylla.ring_observer_interval, Duration::from_secs(60));
+        assert!(Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(), "whole seconds only");
+    }
+
+    #[test]
+    fn the_two_discoveries_have_flags_of_their_own() {
+        let cli = Cli::try_parse_from([
+            "groundskeeper-controller",
+            "--discover-etcd-operator-clusters",
+            "--etcd-operator-compaction-retention=1h",
+        ])
+        .unwrap();
+        let operator = &cli.config.etcd.etcd_operator_clusters;
+        assert!(operator.enabled);
+        assert_eq!(operator.compaction_retention.as_deref(), Some("1h"));
+        assert_eq!(cli.config.etcd.storage_clusters, etcd::config::StorageClusterDiscovery::default());
+        let cli = Cli::try_parse_from(["x", "--discover-storage-clusters"]).unwrap();
+        assert!(cli.config.etcd.storage_clusters.enabled && !cli.config.etcd.etcd_operator_clusters.enabled);
+    }
+
+    #[tokio::test]
+    async fn each_store_reads_its_own_flags_from_the_context() {
+        let cli =
+            Cli::try_parse_from(["x", "--fleet-max-concurrent=3", "--cleanup-ring-quiet-period=7"]).unwrap();
+        let (service, _handle) =
+            tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let client = kube::Client::new(service, "default");
+        let ctx = cli.config.context(client, Arc::new(runtime::metrics::Metrics::new()));
+        assert_eq!(etcd::config::Config::of(&ctx).fleet_max_concurrent, 3);
+        assert_eq!(scylla::config::Config::of(&ctx).cleanup_ring_quiet_period, Duration::from_secs(7));
+    }
 }

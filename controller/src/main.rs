@@ -7,17 +7,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::context::Context;
 use groundskeeper_controller::runtime::http::{self, Readiness};
 use groundskeeper_controller::runtime::leader::{self, LeaderElectionConfig};
 use groundskeeper_controller::runtime::metrics::Metrics;
-use groundskeeper_controller::{etcd, run_task_controller, schedules, scylla};
+use groundskeeper_controller::{Config, etcd, run_task_controller, schedules, scylla};
 
 #[derive(Parser)]
 #[command(name = "groundskeeper-controller", version, about)]
 struct Cli {
     #[command(flatten)]
-    config: ControllerConfig,
+    config: Config,
     /// Address of the `/metrics`, `/healthz` and `/readyz` endpoints.
     #[arg(long, env = "GROUNDSKEEPER_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     http_addr: SocketAddr,
@@ -88,7 +88,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(kubernetes = %version.git_version, "reached the API server");
     readiness.set_ready();
 
-    let ctx = Arc::new(Context::new(client.clone(), cli.config.clone(), metrics.clone()));
+    let ctx = Arc::new(cli.config.clone().context(client.clone(), metrics.clone()));
     let controllers = cli.controllers.clone();
     // Polled only once this replica leads (or at once without leader election).
     let work = async move {

@@ -28,8 +28,9 @@ use serde_json::json;
 
 use groundskeeper_protocol::keys;
 
+use super::config::{Config, StorageClusterDiscovery};
 use crate::jobs::bounded_name;
-use crate::runtime::context::{Context, ControllerConfig, PlannedEvent, StorageClusterDiscovery};
+use crate::runtime::context::{Context, PlannedEvent};
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use groundskeeper_api::etcd_cluster::{
@@ -49,7 +50,7 @@ pub(crate) const INVALID_STORAGE_CLUSTER: &str = "InvalidStorageCluster";
 
 /// Runs the discovery until the watch stream ends (returns at once when it is off).
 pub async fn run(ctx: Arc<Context>) {
-    if !ctx.config.storage_clusters.enabled {
+    if !Config::of(&ctx).storage_clusters.enabled {
         return;
     }
     let storage_clusters = Api::<StorageCluster>::all(ctx.client.clone());
@@ -173,7 +174,7 @@ pub async fn reconcile(
         // Its EtcdCluster is its dependent: the garbage collector removes it.
         return Ok(Action::await_change());
     }
-    let desired = match desired_cluster(&storage, &ctx.config.storage_clusters) {
+    let desired = match desired_cluster(&storage, &Config::of(ctx).storage_clusters) {
         Ok(desired) => desired,
         Err(why) => {
             tracing::warn!(storage_cluster = %storage.name_any(), %why, "not maintained");
@@ -182,7 +183,7 @@ pub async fn reconcile(
             return Ok(Action::await_change());
         }
     };
-    let namespace = ctx.config.storage_clusters.namespace.clone();
+    let namespace = Config::of(ctx).storage_clusters.namespace.clone();
     let name = desired.name_any();
     let api = Api::<EtcdCluster>::namespaced(ctx.client.clone(), &namespace);
     let existing =
@@ -225,78 +226,9 @@ pub(crate) async fn warn_source(ctx: &Context, source: &ObjectReference, reason:
     ctx.publish_events(source, "Discover", &[event]).await;
 }
 
-/// A discovery's compaction retention flag: a duration of at least
-/// [`super::policy::MIN_PERIODIC_RETENTION`], or an error naming the flag.
-pub(crate) fn check_retention_flag(flag: &str, retention: &str) -> Result<()> {
-    let min = super::policy::MIN_PERIODIC_RETENTION;
-    match retention.trim().parse::<jiff::SignedDuration>() {
-        Ok(d) if d >= min => Ok(()),
-        _ => Err(Error::Config(format!(
-            "{flag}: {retention:?} is not a duration of at least {min:#} (write e.g. \"1h\")"
-        ))),
-    }
-}
-
-/// The checks of the discovery's flags, beside [`ControllerConfig::validate`]: a wrong value
-/// stops the controller at start-up with the flag named.
-pub fn check_config(config: &ControllerConfig) -> Result<()> {
-    let discovery = &config.storage_clusters;
-    if !discovery.enabled {
-        return Ok(());
-    }
-    if !crate::runtime::deploy::is_namespace_name(&discovery.namespace) {
-        return Err(Error::Config(format!(
-            "--storage-cluster-namespace: {:?} is not a namespace name",
-            discovery.namespace
-        )));
-    }
-    let watched: Vec<&str> = config.namespaces.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
-    if !watched.is_empty() && !watched.contains(&discovery.namespace.as_str()) {
-        return Err(Error::Config(format!(
-            "--storage-cluster-namespace {} is not among --namespaces ({}): the EtcdClusters \
-             made for StorageClusters would not be maintained; add it to --namespaces",
-            discovery.namespace,
-            watched.join(",")
-        )));
-    }
-    if discovery.fleet.trim().is_empty() {
-        return Err(Error::Config("--storage-cluster-fleet: must name the fleet".into()));
-    }
-    if let Some(retention) = &discovery.compaction_retention {
-        check_retention_flag("--storage-cluster-compaction-retention", retention)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn invalid_discovery_flags_are_named() {
-        type Breakage = fn(&mut ControllerConfig);
-        let cases: [(&str, Breakage); 3] = [
-            ("--storage-cluster-namespace groundskeeper is not among --namespaces (etcd)", |c| {
-                c.storage_clusters.enabled = true;
-                c.namespaces = vec!["etcd".into()];
-            }),
-            ("--storage-cluster-compaction-retention: \"5m\" is not a duration of at least 10m", |c| {
-                c.storage_clusters.enabled = true;
-                c.storage_clusters.compaction_retention = Some("5m".into());
-            }),
-            ("--storage-cluster-fleet", |c| {
-                c.storage_clusters.enabled = true;
-                c.storage_clusters.fleet = " ".into();
-            }),
-        ];
-        for (wanted, break_it) in cases {
-            let mut config = ControllerConfig::default();
-            break_it(&mut config);
-            let err = check_config(&config).unwrap_err().to_string();
-            assert!(err.contains(wanted), "{wanted}: {err}");
-        }
-        assert!(check_config(&ControllerConfig::default()).is_ok());
-    }
 
     fn storage(name: &str, id: &str, address: &str) -> StorageCluster {
         StorageCluster {

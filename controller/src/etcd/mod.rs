@@ -3,7 +3,8 @@
 //! only its own stage and the ones before it (checked by `controller/tests/it/layering.rs`, see
 //! `docs/architecture.md`):
 //!
-//! * [`model`]: what every stage shares (what was observed, the conditions, the outcomes);
+//! * [`model`]: what every stage shares (what was observed, the conditions, the outcomes); and
+//!   [`config`]: etcd's flags (the fleet bound, the two discoveries), with their checks;
 //! * the rules of this store, pure: [`policy`] (the spec, checked), [`sampler`] (compaction by
 //!   revision samples), [`partition`] (revisions that carry a cluster id and a time), [`fleet`]
 //!   and [`fleet_slot`] (fleets of partitioned clusters), [`quorum`] (what the status keeps for a
@@ -25,6 +26,7 @@
 //!   it.
 
 pub mod apply;
+pub mod config;
 pub mod controller;
 pub mod decide;
 pub mod discovery;

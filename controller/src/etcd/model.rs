@@ -16,6 +16,10 @@ pub const VERSION_RISK: &str = "DefragVersionRisk";
 /// Degraded reason (and Event) of a cluster whose fleet id another cluster of the fleet claims.
 pub const PARTITION_ID_COLLISION: &str = "PartitionIdCollision";
 
+/// Shortest `periodic` retention, of a spec or of a discovery's flag. Revisions are sampled every
+/// retention/10 and every sample is a status write; this keeps those writes at most one a minute.
+pub(crate) const MIN_PERIODIC_RETENTION: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
+
 /// Where the Job finds the client TLS Secret's files.
 pub const TLS_MOUNT_DIR: &str = "/etc/groundskeeper/etcd-tls";
 

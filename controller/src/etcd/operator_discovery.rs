@@ -38,8 +38,9 @@ use serde_json::json;
 
 use groundskeeper_protocol::keys;
 
+use super::config::{Config, EtcdOperatorDiscovery};
 use crate::jobs::bounded_name;
-use crate::runtime::context::{Context, ControllerConfig, EtcdOperatorDiscovery};
+use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::scope;
@@ -62,7 +63,7 @@ pub(crate) const INVALID_SOURCE: &str = "InvalidEtcdOperatorCluster";
 /// Runs the discovery in every namespace looked after until the watch streams end (returns at
 /// once when it is off).
 pub async fn run(ctx: Arc<Context>) {
-    if !ctx.config.etcd_operator_clusters.enabled {
+    if !Config::of(&ctx).etcd_operator_clusters.enabled {
         return;
     }
     scope::in_each_namespace(&ctx, |namespace| run_in(ctx.clone(), namespace)).await;
@@ -264,7 +265,7 @@ pub async fn reconcile(
         // Ours is its dependent: the garbage collector removes it.
         return Ok(Action::await_change());
     }
-    let desired = match desired_cluster(&source, &ctx.config.etcd_operator_clusters) {
+    let desired = match desired_cluster(&source, &Config::of(ctx).etcd_operator_clusters) {
         Ok(desired) => desired,
         Err(why) => {
             tracing::warn!(source = %reconciler::describe(source.as_ref()), %why, "not maintained");
@@ -313,15 +314,6 @@ async fn bring_in_step(ctx: &Context, source: &OperatorEtcdCluster, desired: &Et
 
 async fn warn(ctx: &Context, source: &OperatorEtcdCluster, why: &str) {
     super::discovery::warn_source(ctx, &source.object_ref(&()), INVALID_SOURCE, why).await;
-}
-
-/// The checks of the discovery's flags, beside [`ControllerConfig::validate`].
-pub fn check_config(config: &ControllerConfig) -> Result<()> {
-    let discovery = &config.etcd_operator_clusters;
-    let Some(retention) = discovery.compaction_retention.as_ref().filter(|_| discovery.enabled) else {
-        return Ok(());
-    };
-    super::discovery::check_retention_flag("--etcd-operator-compaction-retention", retention)
 }
 
 #[cfg(test)]
@@ -495,24 +487,5 @@ mod tests {
         for (what, desired, existing, wanted) in cases {
             assert_eq!(step(desired, existing), wanted, "{what}");
         }
-    }
-
-    #[test]
-    fn the_compaction_flag_is_checked_only_when_discovery_is_on() {
-        let config = |enabled, retention: &str| ControllerConfig {
-            etcd_operator_clusters: EtcdOperatorDiscovery {
-                enabled,
-                compaction_retention: Some(retention.into()),
-            },
-            ..ControllerConfig::default()
-        };
-        let err = check_config(&config(true, "5m")).unwrap_err().to_string();
-        assert!(
-            err.contains("--etcd-operator-compaction-retention: \"5m\" is not a duration of at least 10m"),
-            "{err}"
-        );
-        assert!(check_config(&config(true, "1h")).is_ok());
-        assert!(check_config(&config(false, "5m")).is_ok());
-        assert!(check_config(&ControllerConfig::default()).is_ok());
     }
 }

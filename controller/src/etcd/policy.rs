@@ -12,9 +12,7 @@ use groundskeeper_protocol::operation::LeaderTurnPolicy;
 
 /// Shortest `checkInterval`: observing more often only loads the members.
 pub(crate) const MIN_CHECK_INTERVAL: SignedDuration = SignedDuration::from_secs(10);
-/// Shortest `periodic` retention. Revisions are sampled every retention/10 and every sample is
-/// a status write; this keeps those writes at most one a minute.
-pub(crate) const MIN_PERIODIC_RETENTION: SignedDuration = SignedDuration::from_mins(10);
+pub(crate) use super::model::MIN_PERIODIC_RETENTION;
 
 /// The spec, checked.
 #[derive(Debug, Clone, PartialEq)]

@@ -188,7 +188,8 @@ impl ReadCluster {
         let fleet_step = FLEET_STEP.lock().await;
         let me = format!("{namespace}/{name}");
         let tasks = fleet_tasks(ctx, &fleet).await?;
-        let fleet_wait = fleet_slot::slot_wait(&me, &fleet, ctx.config.fleet_max_concurrent, &tasks);
+        let fleet_wait =
+            fleet_slot::slot_wait(&me, &fleet, super::config::Config::of(ctx).fleet_max_concurrent, &tasks);
         Ok(ReadCluster { cluster, fleet_wait, _fleet_step: Some(fleet_step) })
     }
 

@@ -1,6 +1,7 @@
 //! What every reconciliation gets: the API client, the configuration, metrics and the Event
 //! recorder.
 
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,11 +44,14 @@ pub struct JobLimits {
 
 impl Default for JobLimits {
     fn default() -> Self {
-        Self { backoff_limit: 3, active_deadline_seconds: 6 * 3600, ttl_seconds_after_finished: 24 * 3600 }
+        flag_defaults()
     }
 }
 
-/// The controller's configuration: flags and environment, read once at start-up.
+/// The generic part of the controller's configuration: flags and environment, read once at
+/// start-up. Each data store's flags are its own (`etcd::config::Config`,
+/// `scylla::config::Config`), composed with these by the crate's root and reached through
+/// [`Context::store_config`].
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct ControllerConfig {
     /// Image of `groundskeeper-job` run by maintenance Jobs.
@@ -71,27 +75,6 @@ pub struct ControllerConfig {
     /// Requeue after a failed reconciliation.
     #[arg(long, env = "GROUNDSKEEPER_REQUEUE_ERROR", value_parser = parse_seconds, default_value = "30")]
     pub requeue_error: Duration,
-    /// How often the ring observer recomputes token-ring hashes where nothing else writes them.
-    #[arg(long, env = "GROUNDSKEEPER_RING_OBSERVER_INTERVAL", value_parser = parse_seconds, default_value = "30")]
-    pub ring_observer_interval: Duration,
-    /// How long a ScyllaCluster's ring must stay unchanged before an automatic cleanup task is
-    /// submitted: a burst of ring changes is cleaned up once, for the ring it ends with.
-    #[arg(
-        long,
-        env = "GROUNDSKEEPER_CLEANUP_RING_QUIET_PERIOD",
-        value_parser = parse_seconds,
-        default_value = "10"
-    )]
-    pub cleanup_ring_quiet_period: Duration,
-    /// How often the cleanup trigger asks each ScyllaCluster whose ring views it reads for its
-    /// schema version: a replication change is noticed within this (plus one pass).
-    #[arg(
-        long,
-        env = "GROUNDSKEEPER_CLEANUP_SCHEMA_CHECK_INTERVAL",
-        value_parser = parse_seconds,
-        default_value = "20"
-    )]
-    pub cleanup_schema_check_interval: Duration,
     /// Attempts at a status write that conflicts with other writers before giving up.
     #[arg(long, env = "GROUNDSKEEPER_STATUS_WRITE_ATTEMPTS", default_value_t = 5)]
     pub status_write_attempts: u32,
@@ -100,112 +83,11 @@ pub struct ControllerConfig {
     /// `manifests/install/cluster-wide/`).
     #[arg(long, env = "GROUNDSKEEPER_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
-    /// Most clusters of one fleet of partitioned etcd clusters (`spec.partition.fleet`) in
-    /// maintenance at once; the tasks of the others wait for a slot.
-    #[arg(long, env = "GROUNDSKEEPER_FLEET_MAX_CONCURRENT", default_value_t = 1)]
-    pub fleet_max_concurrent: usize,
-    /// Where the controller reaches a Scylla Manager Agent instead of its member Service's DNS
-    /// name (`<service>.<namespace>.svc` → host and port). Empty in a deployment; set by
-    /// scenarios whose agents listen elsewhere. Never a flag.
-    #[arg(skip)]
-    pub agent_endpoints: BTreeMap<String, (String, u16)>,
-    #[command(flatten)]
-    pub storage_clusters: StorageClusterDiscovery,
-    #[command(flatten)]
-    pub etcd_operator_clusters: EtcdOperatorDiscovery,
-}
-
-/// Arktos `StorageCluster` discovery: each StorageCluster (`/api/v1/storageclusters`) is looked
-/// after as an EtcdCluster of one fleet, made and kept in step by the controller.
-#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
-pub struct StorageClusterDiscovery {
-    /// Maintain every StorageCluster as a Partitioned EtcdCluster (`storagecluster-<name>`,
-    /// owned by it), with `storageClusterId` as its cluster id and `serviceAddress` as its
-    /// endpoint. Needs the extra rules of manifests/addons/storage-cluster-discovery/.
-    #[arg(long = "discover-storage-clusters", env = "GROUNDSKEEPER_DISCOVER_STORAGE_CLUSTERS")]
-    pub enabled: bool,
-    /// Namespace of the EtcdClusters made for StorageClusters (one the controller looks after).
-    #[arg(
-        long = "storage-cluster-namespace",
-        env = "GROUNDSKEEPER_STORAGE_CLUSTER_NAMESPACE",
-        default_value = "groundskeeper"
-    )]
-    pub namespace: String,
-    /// Their fleet (`spec.partition.fleet`).
-    #[arg(
-        long = "storage-cluster-fleet",
-        env = "GROUNDSKEEPER_STORAGE_CLUSTER_FLEET",
-        default_value = "arktos"
-    )]
-    pub fleet: String,
-    /// Client TLS Secret (in that namespace, keys ca.crt, tls.crt, tls.key) for their members,
-    /// reached over https. Absent: plain http.
-    #[arg(long = "storage-cluster-tls-secret", env = "GROUNDSKEEPER_STORAGE_CLUSTER_TLS_SECRET")]
-    pub tls_secret: Option<String>,
-    /// History their compaction keeps, as a duration (`1h`): compaction by time. Absent:
-    /// groundskeeper does not compact them (Arktos's API server does), it defragments only.
-    #[arg(
-        long = "storage-cluster-compaction-retention",
-        env = "GROUNDSKEEPER_STORAGE_CLUSTER_COMPACTION_RETENTION"
-    )]
-    pub compaction_retention: Option<String>,
-}
-
-/// etcd-operator discovery: each `EtcdCluster` of SIG etcd's operator (`operator.etcd.io`) in
-/// the namespaces looked after is looked after as a groundskeeper EtcdCluster beside it, made and
-/// kept in step by the controller.
-#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
-pub struct EtcdOperatorDiscovery {
-    /// Maintain every etcd-operator EtcdCluster (operator.etcd.io) as an EtcdCluster
-    /// `etcd-operator-<name>` in its namespace (owned by it), reached on the operator's client
-    /// Service. Needs the extra rules of manifests/addons/etcd-operator-discovery/.
-    #[arg(
-        id = "discover_etcd_operator_clusters",
-        long = "discover-etcd-operator-clusters",
-        env = "GROUNDSKEEPER_DISCOVER_ETCD_OPERATOR_CLUSTERS"
-    )]
-    pub enabled: bool,
-    /// History their compaction keeps, as a duration (`1h`): compaction by time, set when the
-    /// EtcdCluster is made. Absent: groundskeeper does not compact them, it defragments only.
-    #[arg(
-        id = "etcd_operator_compaction_retention",
-        long = "etcd-operator-compaction-retention",
-        env = "GROUNDSKEEPER_ETCD_OPERATOR_COMPACTION_RETENTION"
-    )]
-    pub compaction_retention: Option<String>,
-}
-
-impl Default for StorageClusterDiscovery {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            namespace: "groundskeeper".to_owned(),
-            fleet: "arktos".to_owned(),
-            tls_secret: None,
-            compaction_retention: None,
-        }
-    }
 }
 
 impl Default for ControllerConfig {
     fn default() -> Self {
-        Self {
-            job_image: "ghcr.io/groundskeeper-dev/groundskeeper-job:latest".to_owned(),
-            job_image_pull_policy: "IfNotPresent".to_owned(),
-            job_limits: JobLimits::default(),
-            requeue_idle: Duration::from_secs(300),
-            requeue_busy: Duration::from_secs(15),
-            requeue_error: Duration::from_secs(30),
-            ring_observer_interval: Duration::from_secs(30),
-            cleanup_ring_quiet_period: Duration::from_secs(10),
-            cleanup_schema_check_interval: Duration::from_secs(20),
-            status_write_attempts: 5,
-            namespaces: Vec::new(),
-            fleet_max_concurrent: 1,
-            storage_clusters: StorageClusterDiscovery::default(),
-            etcd_operator_clusters: EtcdOperatorDiscovery::default(),
-            agent_endpoints: BTreeMap::new(),
-        }
+        flag_defaults()
     }
 }
 
@@ -241,13 +123,6 @@ impl ControllerConfig {
                  (lowercase letters, digits and '-', at most 63); give namespaces separated by commas"
             )));
         }
-        if self.fleet_max_concurrent == 0 {
-            return Err(Error::Config(
-                "--fleet-max-concurrent (GROUNDSKEEPER_FLEET_MAX_CONCURRENT): must be at least 1, \
-                 or no cluster of a fleet would ever be maintained"
-                    .into(),
-            ));
-        }
         if self.status_write_attempts == 0 {
             return Err(Error::Config("--status-write-attempts: must be at least 1".into()));
         }
@@ -255,12 +130,28 @@ impl ControllerConfig {
     }
 }
 
-fn parse_seconds(value: &str) -> std::result::Result<Duration, String> {
+/// The configuration `T` (a set of flags) as its flags' defaults: what an empty command line
+/// gives, the environment not read. A flag's default is written once, in its `#[arg]`, and each
+/// configuration's `Default` is this.
+pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
+    let command = T::augment_args(clap::Command::new("defaults").no_binary_name(true))
+        .mut_args(|arg| arg.env(None::<&'static str>));
+    let matches = command.try_get_matches_from(std::iter::empty::<&str>()).expect("every flag has a default");
+    T::from_arg_matches(&matches).expect("the defaults make a configuration")
+}
+
+/// A flag's value in whole seconds.
+pub fn parse_seconds(value: &str) -> std::result::Result<Duration, String> {
     value
         .parse::<u64>()
         .map(Duration::from_secs)
         .map_err(|err| format!("{value:?} is not a whole number of seconds: {err}"))
 }
+
+/// Each data store's configuration, by its type: set by the crate's root when the controller
+/// starts, read by the store's code through [`Context::store_config`].
+#[derive(Clone, Default)]
+struct StoreConfigs(BTreeMap<TypeId, Arc<dyn Any + Send + Sync>>);
 
 /// Shared by every reconciliation of every controller.
 #[derive(Clone)]
@@ -272,13 +163,31 @@ pub struct Context {
     pub recorder: Recorder,
     /// What time it is for decisions that time drives (the system's unless a test set one).
     pub clock: Clock,
+    stores: StoreConfigs,
 }
 
 impl Context {
     /// A context whose Events are reported by [`CONTROLLER_NAME`], instance = this pod's hostname.
     pub fn new(client: kube::Client, config: ControllerConfig, metrics: Arc<Metrics>) -> Self {
         let recorder = Recorder::new(client.clone(), Reporter::from(CONTROLLER_NAME));
-        Self { client, config, metrics, recorder, clock: Clock::system() }
+        Self { client, config, metrics, recorder, clock: Clock::system(), stores: StoreConfigs::default() }
+    }
+
+    /// The same context with a data store's configuration `T` (replacing one set before).
+    pub fn with_store_config<T: Any + Send + Sync>(mut self, config: T) -> Self {
+        self.stores.0.insert(TypeId::of::<T>(), Arc::new(config));
+        self
+    }
+
+    /// A data store's configuration `T`: as set by [`Context::with_store_config`], or its
+    /// defaults when none was (a context made for one test).
+    pub fn store_config<T: Any + Default + Send + Sync>(&self) -> Arc<T> {
+        match self.stores.0.get(&TypeId::of::<T>()) {
+            Some(config) => {
+                config.clone().downcast::<T>().expect("a configuration is stored under its own type")
+            }
+            None => Arc::new(T::default()),
+        }
     }
 
     /// The same context on another clock.
@@ -384,43 +293,9 @@ mod tests {
     }
 
     #[test]
-    fn flags_override_the_defaults() {
-        let cli = Cli::try_parse_from([
-            "groundskeeper-controller",
-            "--job-image=registry.example/job:1",
-            "--job-backoff-limit=0",
-            "--requeue-busy=5",
-            "--ring-observer-interval=60",
-        ])
-        .unwrap();
-        assert_eq!(cli.config.job_image, "registry.example/job:1");
-        assert_eq!(cli.config.job_limits.backoff_limit, 0);
-        assert_eq!(cli.config.requeue_busy, Duration::from_secs(5));
-        assert_eq!(cli.config.ring_observer_interval, Duration::from_secs(60));
-        assert!(Cli::try_parse_from(["x", "--requeue-idle=5m"]).is_err(), "whole seconds only");
-    }
-
-    #[test]
-    fn the_two_discoveries_have_flags_of_their_own() {
-        let cli = Cli::try_parse_from([
-            "groundskeeper-controller",
-            "--discover-etcd-operator-clusters",
-            "--etcd-operator-compaction-retention=1h",
-        ])
-        .unwrap();
-        let operator = &cli.config.etcd_operator_clusters;
-        assert!(operator.enabled);
-        assert_eq!(operator.compaction_retention.as_deref(), Some("1h"));
-        assert_eq!(cli.config.storage_clusters, StorageClusterDiscovery::default());
-        let cli = Cli::try_parse_from(["x", "--discover-storage-clusters"]).unwrap();
-        assert!(cli.config.storage_clusters.enabled && !cli.config.etcd_operator_clusters.enabled);
-    }
-
-    #[test]
     fn invalid_configurations_name_the_flag() {
         type Breakage = fn(&mut ControllerConfig);
-        let cases: [(&str, Breakage); 6] = [
-            ("--fleet-max-concurrent", |c| c.fleet_max_concurrent = 0),
+        let cases: [(&str, Breakage); 5] = [
             ("--job-image", |c| c.job_image = " ".into()),
             ("--job-image-pull-policy", |c| c.job_image_pull_policy = "always".into()),
             ("activeDeadlineSeconds", |c| c.job_limits.active_deadline_seconds = 0),

@@ -9,7 +9,7 @@ use groundskeeper_protocol::keys;
 use groundskeeper_stores::scylla::agent::AgentConfig;
 use groundskeeper_stores::scylla::token::AuthToken;
 
-use crate::runtime::context::ControllerConfig;
+use super::config::Config;
 use crate::runtime::error::{Error, Result};
 
 /// Name of the Secret scylla-operator keeps the agent token of `cluster` in.
@@ -58,13 +58,8 @@ pub fn node_address(namespace: &str, service: &str) -> String {
 }
 
 /// How the controller reaches the agent of member `service`: its DNS name on the agent port,
-/// unless the configuration says otherwise ([`ControllerConfig::agent_endpoints`]).
-pub(crate) fn agent_config(
-    config: &ControllerConfig,
-    namespace: &str,
-    service: &str,
-    token: AuthToken,
-) -> AgentConfig {
+/// unless the configuration says otherwise ([`Config::agent_endpoints`]).
+pub(crate) fn agent_config(config: &Config, namespace: &str, service: &str, token: AuthToken) -> AgentConfig {
     let name = node_address(namespace, service);
     let mut agent = AgentConfig::new(name.clone(), token);
     if let Some((host, port)) = config.agent_endpoints.get(&name) {

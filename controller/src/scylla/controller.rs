@@ -139,7 +139,7 @@ async fn reconcile(
     let mut snapshot = observe::observe_with(ctx, &cluster, now, &memory.views).await?;
     snapshot.ring_quiet = RingQuiet {
         unchanged_since: rings.unchanged_since(&namespace, &name, fingerprint(&snapshot.members), now),
-        period: ctx.config.cleanup_ring_quiet_period,
+        period: super::config::Config::of(ctx).cleanup_ring_quiet_period,
     };
     let plan = decide::decide(&snapshot);
     ctx.metrics.family::<ScyllaMetrics>().observed(&namespace, &name, &plan.degraded, &snapshot.members, now);

@@ -5,6 +5,8 @@
 //!
 //! * [`model`]: what every stage shares (tasks' and the agent token Secret's facts, the plan's
 //!   actions and conditions, the state of one pass, the members record, the task error codes);
+//!   and [`config`]: Scylla's flags (the ring observer's interval, the quiet period, the schema
+//!   checks, where agents are reached);
 //! * the rules of this store, pure: [`settings`] (the cluster's annotations), [`members_record`]
 //!   (who the members were at the last cleanup), [`ownership`] (which ranges each node
 //!   replicates), [`ring_quiet`] (one round of cleanups per burst of ring changes); and
@@ -25,6 +27,7 @@
 pub(crate) mod agent;
 pub mod apply;
 pub mod condition_texts;
+pub mod config;
 pub mod controller;
 pub mod decide;
 pub mod job;

@@ -109,7 +109,7 @@ pub(crate) async fn read_cluster_views_cached(
     let joining = members.iter().any(|m| !m.annotations.contains_key(keys::CURRENT_TOKEN_RING_HASH));
     let mut failures = Vec::new();
     for member in joined {
-        let config = agent_config(&ctx.config, namespace, &member.service, token.clone());
+        let config = agent_config(&super::config::Config::of(ctx), namespace, &member.service, token.clone());
         let read = match AgentClient::new(config) {
             Ok(agent) => read_through(&agent, cache, (namespace, cluster), ring, joining).await,
             Err(err) => Err(ReadError::Agent(err)),
@@ -239,12 +239,12 @@ pub(crate) async fn watch_schema_versions(
         kube::runtime::reflector::ObjectRef<groundskeeper_api::scylla::ScyllaCluster>,
     >,
 ) {
-    let mut ticks = tokio::time::interval(ctx.config.cleanup_schema_check_interval);
+    let mut ticks = tokio::time::interval(super::config::Config::of(&ctx).cleanup_schema_check_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         for ((namespace, cluster), schema, service, token) in cache.watched() {
-            let config = agent_config(&ctx.config, &namespace, &service, token);
+            let config = agent_config(&super::config::Config::of(&ctx), &namespace, &service, token);
             let Ok(agent) = AgentClient::new(config) else { continue };
             // Unanswered (the cluster gone, its node down): the pass reads the views again, or
             // finds the cluster gone; either way the entry is dropped, so each change (or loss)

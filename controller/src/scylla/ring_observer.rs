@@ -124,7 +124,7 @@ pub fn current_hash_patch(hash: &str, now: jiff::Timestamp) -> Value {
 
 /// Runs the observer until the task is dropped.
 pub async fn run_ring_observer(ctx: Arc<Context>) {
-    let mut interval = tokio::time::interval(ctx.config.ring_observer_interval);
+    let mut interval = tokio::time::interval(super::config::Config::of(&ctx).ring_observer_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
@@ -206,8 +206,9 @@ async fn observe_member(
         tracing::debug!(%namespace, service = %name, "no address for the node yet");
         return Ok(());
     };
-    let agent = AgentClient::new(agent_config(&ctx.config, &namespace, &name, token.clone()))
-        .map_err(|err| upstream(&namespace, &name, err))?;
+    let agent =
+        AgentClient::new(agent_config(&super::config::Config::of(ctx), &namespace, &name, token.clone()))
+            .map_err(|err| upstream(&namespace, &name, err))?;
     let own = agent.node_tokens(&address).await.map_err(|err| upstream(&namespace, &name, err))?;
     if own.is_empty() {
         tracing::debug!(%namespace, service = %name, "node is bootstrapping: no ring hash written");

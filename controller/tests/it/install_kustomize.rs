@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::deploy::{
     CONTROLLER_NAMESPACE, NAME, NAMESPACES_KEY, namespaced_rbac,
 };
@@ -424,7 +424,7 @@ fn check_grants(variant: &Variant, rendered: &[Value]) {
 #[derive(Parser)]
 struct ControllerArgs {
     #[command(flatten)]
-    config: ControllerConfig,
+    config: Config,
     #[arg(long)]
     http_addr: std::net::SocketAddr,
 }
@@ -456,13 +456,13 @@ fn check_deployment(variant: &Variant, rendered: &[Value]) {
     let config = controller_config(deployments[0]);
     groundskeeper_controller::check_config(&config).unwrap_or_else(|e| panic!("{}: {e}", variant.name));
     assert_eq!(
-        config.storage_clusters.enabled,
+        config.etcd.storage_clusters.enabled,
         variant.with("addons/storage-cluster-discovery"),
         "{}",
         variant.name
     );
-    assert_eq!(config.storage_clusters.namespace, variant.controller_namespace(), "{}", variant.name);
-    assert_eq!(config.etcd_operator_clusters.enabled, variant.with("addons/etcd-operator-discovery"));
+    assert_eq!(config.etcd.storage_clusters.namespace, variant.controller_namespace(), "{}", variant.name);
+    assert_eq!(config.etcd.etcd_operator_clusters.enabled, variant.with("addons/etcd-operator-discovery"));
     let account = str_at(deployments[0], "/spec/template/spec/serviceAccountName");
     assert!(
         rendered
@@ -475,7 +475,7 @@ fn check_deployment(variant: &Variant, rendered: &[Value]) {
 
 /// The controller container's arguments, `$(VAR)` expanded from its environment as the kubelet
 /// does (the downward API's namespace is the Deployment's), parsed as the controller parses them.
-fn controller_config(deployment: &Value) -> ControllerConfig {
+fn controller_config(deployment: &Value) -> Config {
     let container = deployment.pointer("/spec/template/spec/containers/0").unwrap();
     let namespace = str_at(deployment, "/metadata/namespace");
     let env: Vec<(String, String)> = container["env"]

@@ -238,7 +238,7 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 fn stages(store: &str) -> &'static [(&'static str, &'static [&'static str])] {
     match store {
         "etcd" => &[
-            ("model", &["model", "restore/model"]),
+            ("model", &["model", "config", "restore/model"]),
             ("rules", &["policy", "sampler", "partition", "fleet", "fleet_slot", "quorum"]),
             ("metrics", &["metrics"]),
             ("observe", &["observe", "restore/observe"]),
@@ -250,7 +250,7 @@ fn stages(store: &str) -> &'static [(&'static str, &'static [&'static str])] {
             ("controller", &["controller"]),
         ],
         "scylla" => &[
-            ("model", &["model"]),
+            ("model", &["model", "config"]),
             ("rules", &["settings", "members_record", "ownership", "ring_quiet"]),
             ("metrics", &["metrics"]),
             ("agent", &["agent", "ownership_reader"]),

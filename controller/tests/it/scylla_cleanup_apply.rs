@@ -19,7 +19,7 @@ use groundskeeper_controller::scylla::job::{AUTH_TOKEN_MOUNT_PATH, NodeCleanup, 
 use groundskeeper_controller::scylla::members_record::MembersRecord;
 use groundskeeper_controller::scylla::ownership::OWNED_AT_LAST_CLEANUP;
 use groundskeeper_controller::scylla::record;
-use groundskeeper_controller::scylla::{observe, ring_observer};
+use groundskeeper_controller::scylla::{self, observe, ring_observer};
 use groundskeeper_protocol::{keys, ring_hash};
 use http::Method;
 
@@ -536,14 +536,15 @@ async fn observe_reads_members_tasks_and_the_secret_into_a_snapshot() {
         ),
     ]);
     // Nothing listens on port 1: the agent refuses at once, so ownership is unknown.
-    let config = ControllerConfig {
+    let config = scylla::config::Config {
         agent_endpoints: BTreeMap::from([(
             "basic-dc1-a-0.scylla.svc".to_owned(),
             ("127.0.0.1".to_owned(), 1),
         )]),
-        ..ControllerConfig::default()
+        ..scylla::config::Config::default()
     };
-    let ctx = Context::new(client, config, Arc::new(Metrics::new()));
+    let ctx =
+        Context::new(client, ControllerConfig::default(), Arc::new(Metrics::new())).with_store_config(config);
     let snapshot = observe::observe(&ctx, &cluster(), "2026-01-01T00:00:00Z".parse().unwrap()).await.unwrap();
     server.seen().await;
     let unknown = snapshot.ownership.clone().unwrap_err();

@@ -135,19 +135,22 @@ async fn start_agents(scylla: &ScyllaOperator, nodes: &Racks) -> BTreeMap<String
 /// groundskeeper's controllers as `groundskeeper-controller` runs them, without leader election
 /// (one replica), acting with the ServiceAccount token that manifests/base/ and manifests/install/cluster-wide/ grant.
 fn start_controllers(server: &ApiServer) -> Vec<JoinHandle<()>> {
-    use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+    use groundskeeper_controller::runtime::context::ControllerConfig;
     use groundskeeper_controller::runtime::metrics::Metrics;
-    use groundskeeper_controller::{etcd, scylla};
+    use groundskeeper_controller::{Config, etcd, scylla};
 
-    let config = ControllerConfig {
-        requeue_busy: REQUEUE_WHILE_BUSY,
-        // The demo's sidecars report a ring change at once: 2 s of quiet ring stand for the
-        // default 10 s, which covers real sidecars' polls.
-        cleanup_ring_quiet_period: Duration::from_secs(2),
-        ..ControllerConfig::default()
+    let config = Config {
+        controller: ControllerConfig { requeue_busy: REQUEUE_WHILE_BUSY, ..ControllerConfig::default() },
+        scylla: scylla::config::Config {
+            // The demo's sidecars report a ring change at once: 2 s of quiet ring stand for the
+            // default 10 s, which covers real sidecars' polls.
+            cleanup_ring_quiet_period: Duration::from_secs(2),
+            ..scylla::config::Config::default()
+        },
+        ..Config::default()
     };
     let client = server.client_with_token(CONTROLLER_TOKEN);
-    let ctx = Arc::new(Context::new(client, config, Arc::new(Metrics::new())));
+    let ctx = Arc::new(config.context(client, Arc::new(Metrics::new())));
     vec![
         tokio::spawn(scylla::controller::run(ctx.clone())),
         tokio::spawn(etcd::controller::run(ctx.clone())),

@@ -27,8 +27,10 @@ use std::time::Duration;
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
+use groundskeeper_controller::Config;
 use groundskeeper_controller::etcd;
-use groundskeeper_controller::runtime::context::{ControllerConfig, StorageClusterDiscovery};
+use groundskeeper_controller::etcd::config::{Config as EtcdConfig, StorageClusterDiscovery};
+use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_e2e::apiserver::rbac::{
     controller_grants, controller_grants_with_storage_cluster_discovery,
 };
@@ -147,12 +149,16 @@ struct Fleet {
     _controllers: Controllers,
 }
 
-fn start_controllers(server: &Arc<ApiServer>, config: ControllerConfig) -> Fleet {
+fn start_controllers(server: &Arc<ApiServer>, config: impl Into<Config>) -> Fleet {
     let (gate, opened) = watch::channel(false);
     let jobs =
         JobSimulator::builder(server.clone(), move |container| run_etcd_job(container, opened.clone()))
             .spawn();
-    let config = ControllerConfig { requeue_busy: Duration::from_secs(1), ..config };
+    let config: Config = config.into();
+    let config = Config {
+        controller: ControllerConfig { requeue_busy: Duration::from_secs(1), ..config.controller },
+        ..config
+    };
     Fleet { jobs, gate, _controllers: Controllers::start(server, config, &[Part::Etcd, Part::Tasks]) }
 }
 
@@ -427,9 +433,12 @@ async fn storage_clusters_are_discovered_as_partitioned_clusters_of_one_fleet() 
     let server = api_server(controller_grants_with_storage_cluster_discovery()).await;
     server.create(&storage_clusters(), None, storage_cluster("c1", "1", &address)).unwrap();
     server.create(&storage_clusters(), None, storage_cluster("broken", "64", &address)).unwrap();
-    let config = ControllerConfig {
-        storage_clusters: StorageClusterDiscovery { enabled: true, ..StorageClusterDiscovery::default() },
-        ..ControllerConfig::default()
+    let config = Config {
+        etcd: EtcdConfig {
+            storage_clusters: StorageClusterDiscovery { enabled: true, ..StorageClusterDiscovery::default() },
+            ..EtcdConfig::default()
+        },
+        ..Config::default()
     };
     let _controllers = start_controllers(&server, config);
     let made = |name: &str| cluster_of(&server, "groundskeeper", &format!("storagecluster-{name}"));

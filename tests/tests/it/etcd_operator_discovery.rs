@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use groundskeeper_api::EtcdCluster;
-use groundskeeper_controller::runtime::context::{ControllerConfig, EtcdOperatorDiscovery};
+use groundskeeper_controller::Config;
+use groundskeeper_controller::etcd::config::{Config as EtcdConfig, EtcdOperatorDiscovery};
 use groundskeeper_e2e::apiserver::rbac::controller_grants_with_etcd_operator_discovery;
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use serde_json::{Value, json};
@@ -80,9 +81,15 @@ async fn etcd_operator_clusters_are_discovered_kept_in_step_and_go_with_their_so
         .create(&operator_clusters(), Some(NAMESPACE), operator_cluster("taken", json!({"size": 3})))
         .unwrap();
 
-    let config = ControllerConfig {
-        etcd_operator_clusters: EtcdOperatorDiscovery { enabled: true, ..EtcdOperatorDiscovery::default() },
-        ..ControllerConfig::default()
+    let config = Config {
+        etcd: EtcdConfig {
+            etcd_operator_clusters: EtcdOperatorDiscovery {
+                enabled: true,
+                ..EtcdOperatorDiscovery::default()
+            },
+            ..EtcdConfig::default()
+        },
+        ..Config::default()
     };
     let _controllers = Controllers::start(&server, config, &[Part::Etcd]);
 

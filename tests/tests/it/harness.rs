@@ -7,8 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::clock::Clock;
-use groundskeeper_controller::runtime::context::{Context, ControllerConfig};
+use groundskeeper_controller::runtime::context::Context;
 use groundskeeper_controller::runtime::metrics::Metrics;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, Grants};
 use groundskeeper_e2e::apiserver::{ApiServer, ResourceId};
@@ -45,7 +46,7 @@ pub enum Part {
 /// them.
 pub struct Controllers {
     server: Arc<ApiServer>,
-    config: ControllerConfig,
+    config: Config,
     /// The clock every controller started here reads (the system's unless set).
     clock: Clock,
     /// Shared by every controller started here, across restarts: counts survive a restart.
@@ -56,11 +57,11 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// Starts `parts` against `server` with `config`.
-    pub fn start(server: &Arc<ApiServer>, config: ControllerConfig, parts: &[Part]) -> Controllers {
+    /// Starts `parts` against `server` with `config` (the generic flags alone, or every store's).
+    pub fn start(server: &Arc<ApiServer>, config: impl Into<Config>, parts: &[Part]) -> Controllers {
         let mut controllers = Controllers {
             server: server.clone(),
-            config,
+            config: config.into(),
             clock: Clock::system(),
             metrics: Arc::new(Metrics::new()),
             running: BTreeMap::new(),
@@ -75,7 +76,7 @@ impl Controllers {
     /// Starts `parts` as [`Controllers::start`] does, all reading `clock`.
     pub fn start_with_clock(
         server: &Arc<ApiServer>,
-        config: ControllerConfig,
+        config: impl Into<Config>,
         clock: Clock,
         parts: &[Part],
     ) -> Controllers {
@@ -91,9 +92,7 @@ impl Controllers {
     /// token, the scenario's configuration, the shared metrics.
     pub fn context(&self) -> Arc<Context> {
         let client = self.server.client_with_token(CONTROLLER_TOKEN);
-        Arc::new(
-            Context::new(client, self.config.clone(), self.metrics.clone()).with_clock(self.clock.clone()),
-        )
+        Arc::new(self.config.clone().context(client, self.metrics.clone()).with_clock(self.clock.clone()))
     }
 
     /// Starts `part` with a new context, replacing (aborting) a running one.

@@ -42,9 +42,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use groundskeeper_api::maintenance_task::TaskState;
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::clock::Clock;
 use groundskeeper_controller::runtime::context::ControllerConfig;
 use groundskeeper_controller::runtime::http::{Readiness, router};
+use groundskeeper_controller::scylla::config::Config as ScyllaConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_SERVICE_ACCOUNT, Grants, load_manifests};
@@ -298,18 +300,27 @@ impl Scenario {
         let jobs =
             JobSimulator::builder(server.clone(), move |container| run_container(container, opened.clone()))
                 .spawn();
-        let config = ControllerConfig {
-            requeue_busy: Duration::from_secs(1),
-            agent_endpoints: addresses,
-            cleanup_ring_quiet_period: Duration::ZERO,
-            ..ControllerConfig::default()
+        let config = Config {
+            controller: ControllerConfig {
+                requeue_busy: Duration::from_secs(1),
+                ..ControllerConfig::default()
+            },
+            scylla: ScyllaConfig {
+                agent_endpoints: addresses,
+                cleanup_ring_quiet_period: Duration::ZERO,
+                ..ScyllaConfig::default()
+            },
+            ..Config::default()
         };
         let mut controllers =
             Controllers::start(&server, config.clone(), &[Part::Etcd, Part::Tasks, Part::ScyllaCleanup]);
         // The schedule controller on a clock the test moves, looking again often; its series in
         // the same registry as the others', as in one process.
         let schedule_clock = Clock::manual(Timestamp::now());
-        let schedule_config = ControllerConfig { requeue_idle: Duration::from_millis(100), ..config };
+        let schedule_config = Config {
+            controller: ControllerConfig { requeue_idle: Duration::from_millis(100), ..config.controller },
+            ..config
+        };
         let mut schedules =
             Controllers::start_with_clock(&server, schedule_config, schedule_clock.clone(), &[]);
         schedules.metrics = controllers.metrics.clone();

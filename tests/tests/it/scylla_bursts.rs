@@ -16,7 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_controller::scylla::config::Config as ScyllaConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
@@ -187,14 +189,20 @@ impl Scenario {
             .spawn();
         let operator_cleanup =
             operator.cleanup.map(|_| operator.run_cleanup_controller_every(server.clone(), OPERATOR_SYNC));
-        let config = ControllerConfig {
-            requeue_busy: Duration::from_secs(1),
-            agent_endpoints: addresses,
-            cleanup_ring_quiet_period: QUIET_PERIOD,
-            cleanup_schema_check_interval: SCHEMA_CHECK,
-            // The idle resync stays at its default (300 s): only the schema watch can notice a
-            // replication change within a scenario.
-            ..ControllerConfig::default()
+        let config = Config {
+            controller: ControllerConfig {
+                requeue_busy: Duration::from_secs(1),
+                // The idle resync stays at its default (300 s): only the schema watch can notice
+                // a replication change within a scenario.
+                ..ControllerConfig::default()
+            },
+            scylla: ScyllaConfig {
+                agent_endpoints: addresses,
+                cleanup_ring_quiet_period: QUIET_PERIOD,
+                cleanup_schema_check_interval: SCHEMA_CHECK,
+                ..ScyllaConfig::default()
+            },
+            ..Config::default()
         };
         let controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
         let background = vec![tokio::spawn(sidecars(server.clone(), model.clone()))];

@@ -20,8 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::clock::Clock;
 use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_controller::scylla::config::Config as ScyllaConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::rbac::{CONTROLLER_TOKEN, controller_grants, controller_grants_namespaced};
 use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
@@ -283,16 +285,22 @@ impl Scenario {
         }
         let jobs = job_simulator(server.clone(), addresses.clone());
         let operator_cleanup = operator.cleanup.map(|_| operator.run_cleanup_controller(server.clone()));
-        let config = ControllerConfig {
-            requeue_busy: Duration::from_secs(1),
-            namespaces,
-            // The controller reads ownership through the same agents the Jobs reach (these
-            // agents model no cluster: describe_ring is refused, the ring-hash rule decides).
-            agent_endpoints: addresses,
-            // One ring change at a time here: no wait for the ring to be quiet (the burst
-            // scenarios set their own).
-            cleanup_ring_quiet_period: quiet_period,
-            ..ControllerConfig::default()
+        let config = Config {
+            controller: ControllerConfig {
+                requeue_busy: Duration::from_secs(1),
+                namespaces,
+                ..ControllerConfig::default()
+            },
+            scylla: ScyllaConfig {
+                // The controller reads ownership through the same agents the Jobs reach (these
+                // agents model no cluster: describe_ring is refused, the ring-hash rule decides).
+                agent_endpoints: addresses,
+                // One ring change at a time here: no wait for the ring to be quiet (the burst
+                // scenarios set their own).
+                cleanup_ring_quiet_period: quiet_period,
+                ..ScyllaConfig::default()
+            },
+            ..Config::default()
         };
         let parts = &[Part::ScyllaCleanup, Part::Tasks];
         let controllers = match clock {

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use groundskeeper_controller::Config;
 use groundskeeper_controller::runtime::context::ControllerConfig;
+use groundskeeper_controller::scylla::config::Config as ScyllaConfig;
 use groundskeeper_controller::scylla::job::node_address;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
 use groundskeeper_e2e::apiserver::{ApiServer, Changes, PatchFormat};
@@ -141,14 +143,20 @@ impl Scenario {
         let progressing_messages = Arc::new(Mutex::new(Vec::new()));
         let recorder =
             tokio::spawn(record_progressing_messages(server.subscribe(), progressing_messages.clone()));
-        let config = ControllerConfig {
-            requeue_busy: Duration::from_secs(1),
-            // A replication change moves no Kubernetes object: the idle resync is what sees it.
-            requeue_idle: Duration::from_secs(1),
-            agent_endpoints: addresses,
-            // One ring change at a time here: no wait for the ring to be quiet.
-            cleanup_ring_quiet_period: Duration::ZERO,
-            ..ControllerConfig::default()
+        let config = Config {
+            controller: ControllerConfig {
+                requeue_busy: Duration::from_secs(1),
+                // A replication change moves no Kubernetes object: the idle resync is what sees it.
+                requeue_idle: Duration::from_secs(1),
+                ..ControllerConfig::default()
+            },
+            scylla: ScyllaConfig {
+                agent_endpoints: addresses,
+                // One ring change at a time here: no wait for the ring to be quiet.
+                cleanup_ring_quiet_period: Duration::ZERO,
+                ..ScyllaConfig::default()
+            },
+            ..Config::default()
         };
         let mut controllers = Controllers::start(&server, config, &[Part::ScyllaCleanup, Part::Tasks]);
         controllers.own(recorder);
