@@ -299,6 +299,14 @@ impl WatchResponse {
         self.0.compact_revision
     }
 
+    /// `fragment` is set to true when the response was split in parts (asked for with
+    /// [`WatchOptions::with_fragment`]) and more of it follows in the next response; the last
+    /// part has it false.
+    #[inline]
+    pub const fn fragment(&self) -> bool {
+        self.0.fragment
+    }
+
     /// Indicates the reason for canceling the watcher.
     #[inline]
     pub fn cancel_reason(&self) -> &str {
