@@ -18,6 +18,8 @@ use groundskeeper_stores::etcd::connect::EndpointArgs;
 use crate::etcd::compact::CompactArgs;
 use crate::etcd::copy::CopyArgs;
 use crate::etcd::defrag::DefragArgs;
+use crate::etcd::delta::DeltaArgs;
+use crate::etcd::delta::replay::ReplayArgs;
 use crate::etcd::prove::ProveArgs;
 use crate::etcd::restore_member::RestoreMemberArgs;
 use crate::etcd::snapshot::SnapshotArgs;
@@ -57,6 +59,15 @@ pub enum Command {
     /// data is moved aside (never deleted), the snapshot restored with the member's name, peer
     /// URL and a new cluster token. Run again, a finished restore is left as it is.
     RestoreMember(RestoreMemberArgs),
+    /// An incremental snapshot: every change etcd made after a start revision (the end of the
+    /// newest full snapshot or delta in the store) up to the cluster's revision now, read from
+    /// etcd's history with a watch and written to a folder or bucket, nothing under its name
+    /// until whole. A start etcd compacted fails with HistoryCompacted (exit 2).
+    SnapshotDelta(DeltaArgs),
+    /// Replay a full snapshot and its deltas in order up to a revision in a throwaway etcd member
+    /// in the scratch folder, each original transaction as one transaction at its own revision,
+    /// and report what the member serves there (revision, keys, the keyspace's SHA-256).
+    SnapshotReplay(ReplayArgs),
     /// Clean one Scylla node through its Scylla Manager Agent: drop data for token ranges the
     /// node no longer owns, keyspace by keyspace, with progress on stderr.
     Cleanup(CleanupArgs),
@@ -83,7 +94,11 @@ impl Command {
     /// for commands that are not maintenance operations.
     pub fn operation(&self) -> Option<Operation> {
         match self {
-            Command::RingHash | Command::Revision(_) => None,
+            // Not rendered by the controller yet.
+            Command::RingHash
+            | Command::Revision(_)
+            | Command::SnapshotDelta(_)
+            | Command::SnapshotReplay(_) => None,
             Command::Cleanup(args) => Some(Operation::Cleanup(CleanupRequest {
                 node_address: args.node_address.clone(),
                 auth_token_file: path_text(&args.auth_token_file),
@@ -180,6 +195,8 @@ pub fn empty_report_for(args: &[String]) -> Option<Report> {
         OperationKind::SnapshotCopy => Some(Report::SnapshotCopy(Default::default())),
         OperationKind::SnapshotProve => Some(Report::SnapshotProve(Default::default())),
         OperationKind::RestoreMember => Some(Report::RestoreMember(Default::default())),
+        OperationKind::SnapshotDelta => Some(Report::SnapshotDelta(Default::default())),
+        OperationKind::SnapshotReplay => Some(Report::SnapshotReplay(Default::default())),
     }
 }
 

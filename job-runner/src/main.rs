@@ -42,6 +42,8 @@ fn dispatch(command: Command) -> i32 {
         Command::SnapshotCopy(args) => groundskeeper_job::etcd::copy::main(args),
         Command::SnapshotProve(args) => groundskeeper_job::etcd::prove::main(args),
         Command::RestoreMember(args) => groundskeeper_job::etcd::restore_member::main(args),
+        Command::SnapshotDelta(args) => groundskeeper_job::etcd::delta::main(args),
+        Command::SnapshotReplay(args) => groundskeeper_job::etcd::delta::replay::main(args),
         Command::Cleanup(args) => groundskeeper_job::scylla::cleanup::main(args),
         Command::Revision(args) => groundskeeper_job::revision::main(args),
     }

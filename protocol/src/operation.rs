@@ -16,10 +16,12 @@ pub enum OperationKind {
     SnapshotCopy,
     SnapshotProve,
     RestoreMember,
+    SnapshotDelta,
+    SnapshotReplay,
 }
 
 impl OperationKind {
-    pub const ALL: [OperationKind; 7] = [
+    pub const ALL: [OperationKind; 9] = [
         Self::Cleanup,
         Self::Defrag,
         Self::Compact,
@@ -27,6 +29,8 @@ impl OperationKind {
         Self::SnapshotCopy,
         Self::SnapshotProve,
         Self::RestoreMember,
+        Self::SnapshotDelta,
+        Self::SnapshotReplay,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +42,8 @@ impl OperationKind {
             Self::SnapshotCopy => "snapshot-copy",
             Self::SnapshotProve => "snapshot-prove",
             Self::RestoreMember => "restore-member",
+            Self::SnapshotDelta => "snapshot-delta",
+            Self::SnapshotReplay => "snapshot-replay",
         }
     }
 

@@ -75,6 +75,10 @@ pub enum Report {
     SnapshotCopy(CopyReport),
     SnapshotProve(ProveReport),
     RestoreMember(RestoreMemberReport),
+    /// An incremental snapshot: etcd's history between two revisions (`snapshot-delta`).
+    SnapshotDelta(DeltaReport),
+    /// A full snapshot and its deltas replayed into a throwaway member (`snapshot-replay`).
+    SnapshotReplay(ReplayReport),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -471,6 +475,115 @@ pub struct RestoreMemberReport {
     pub initial_cluster_token: String,
 }
 
+/// Why a delta could not be taken, when no retry can help: the controller takes a full snapshot
+/// next instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeltaFailureReason {
+    /// etcd compacted the history from the start revision on: the changes since the previous
+    /// snapshot or delta are gone, only a full snapshot covers them now.
+    HistoryCompacted,
+}
+
+/// An incremental snapshot (`groundskeeper-job snapshot-delta`): every change etcd made after
+/// `startRevision` up to and including `endRevision`, in the order etcd made them, one record per
+/// transaction (revision). Format: `docs/snapshots.md#incremental-snapshots-deltas`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeltaReport {
+    /// The store (folder or bucket URL) the delta went to.
+    pub path: String,
+    /// The delta's file or object name (absent when nothing was written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The delta holds the changes after this revision…
+    #[serde(default)]
+    pub start_revision: i64,
+    /// …up to and including this one: the cluster's revision when the run started.
+    #[serde(default)]
+    pub end_revision: i64,
+    /// Where the start revision came from: `flag`, or the newest full snapshot or delta in the
+    /// store (its name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_from: Option<String>,
+    /// Transactions (revisions) and changes (puts and deletes) in the delta.
+    #[serde(default)]
+    pub transactions: u64,
+    #[serde(default)]
+    pub events: u64,
+    #[serde(default)]
+    pub size_bytes: u64,
+    #[serde(default)]
+    pub size_mib: f64,
+    /// SHA-256 of the whole file, as `sha256sum` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The member the history was read from, its id and the cluster's id (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// Why the run failed when a retry cannot help (the controller takes a full snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<DeltaFailureReason>,
+    /// With `HistoryCompacted`: the revision etcd compacted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_revision: Option<i64>,
+    /// From the first read of history to the delta in place.
+    #[serde(default)]
+    pub read_duration_ms: u64,
+}
+
+/// A full snapshot and its deltas replayed into a throwaway member (`groundskeeper-job
+/// snapshot-replay`), up to a target revision, and what that member then served.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayReport {
+    /// The store, as a path or URL.
+    pub path: String,
+    /// The full snapshot restored, and the revision it holds.
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_revision: Option<i64>,
+    /// The deltas replayed, in order.
+    #[serde(default)]
+    pub deltas: Vec<String>,
+    /// The revision asked for.
+    #[serde(default)]
+    pub to_revision: i64,
+    /// The replay reached it, the member served it, and every replayed transaction got its
+    /// original revision.
+    pub replayed: bool,
+    #[serde(default)]
+    pub transactions: u64,
+    #[serde(default)]
+    pub events: u64,
+    /// Every replayed transaction was given the revision it had in the original cluster (one
+    /// revision per transaction, none skipped): what makes "restored to revision R" exact.
+    #[serde(default)]
+    pub revisions_exact: bool,
+    /// Leases granted in the member under their original ids for replayed keys.
+    #[serde(default)]
+    pub leases_granted: u64,
+    /// What the member served at the end: its revision, the keys at `toRevision`, and the
+    /// SHA-256 of the keyspace there (see `keyspace_digest` in the runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_keys: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
+    #[serde(default)]
+    pub restore_ms: u64,
+    #[serde(default)]
+    pub replay_ms: u64,
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -558,7 +671,11 @@ impl Report {
             Report::SnapshotCopy(r) => {
                 drop_worth(&mut r.already_there, excess, |_| 0) || drop_worth(&mut r.copied, excess, |_| 0)
             }
-            Report::Compact(_) | Report::SnapshotProve(_) | Report::RestoreMember(_) => false,
+            Report::SnapshotReplay(r) => drop_worth(&mut r.deltas, excess, |_| 0),
+            Report::Compact(_)
+            | Report::SnapshotProve(_)
+            | Report::RestoreMember(_)
+            | Report::SnapshotDelta(_) => false,
         }
     }
 }

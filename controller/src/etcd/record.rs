@@ -21,6 +21,7 @@ use super::model::{OUTCOME_FAILED, OUTCOME_SKIPPED, OUTCOME_SUCCEEDED};
 use crate::jobs::{JobObservation, JobState};
 use crate::runtime::context::{Context, PlannedEvent};
 use crate::runtime::error::{Error, Result};
+use crate::tasks::checked::CheckedTask;
 use groundskeeper_api::etcd_cluster::{EtcdCluster, EtcdClusterStatus, EtcdMemberStatus, LastSnapshot};
 use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, SnapshotStatus, TargetKind, TaskState, TaskType,
@@ -197,6 +198,18 @@ fn describe_result(result: &JobResult) -> String {
         Report::RestoreMember(report) => {
             format!("member {} restored from {} into {}", report.member, report.object, report.data_dir)
         }
+        Report::SnapshotDelta(report) => format!(
+            "delta of revisions {}..={} written to {}",
+            report.start_revision + 1,
+            report.end_revision,
+            report.path
+        ),
+        Report::SnapshotReplay(report) => format!(
+            "{} and {} delta(s) replayed to revision {}",
+            report.object,
+            report.deltas.len(),
+            report.to_revision
+        ),
         Report::Cleanup(_) => "unexpected cleanup result".to_owned(),
     };
     let mut line = format!("{:?}: {what}", result.outcome).to_lowercase();
@@ -230,7 +243,9 @@ fn apply_result(status: &mut EtcdClusterStatus, result: &JobResult, now: Timesta
         | Report::Snapshot(_)
         | Report::SnapshotCopy(_)
         | Report::SnapshotProve(_)
-        | Report::RestoreMember(_) => None,
+        | Report::RestoreMember(_)
+        | Report::SnapshotDelta(_)
+        | Report::SnapshotReplay(_) => None,
     };
     if let Some(revision) = compacted {
         status.last_compacted_revision = Some(status.last_compacted_revision.unwrap_or(0).max(revision));
@@ -296,7 +311,7 @@ pub(crate) fn finished_task(
 /// other targets, rejected tasks and tasks whose cluster is gone record nothing.
 pub(crate) async fn record_task(
     ctx: &Context,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     status: &MaintenanceTaskStatus,
     jobs: &[JobObservation],
     now: Timestamp,
@@ -331,12 +346,12 @@ pub(crate) async fn record_task(
 /// snapshot catalog ([`super::snapshot_record`]).
 async fn record_catalog(
     ctx: &Context,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     status: &MaintenanceTaskStatus,
     jobs: &[JobObservation],
     now: Timestamp,
 ) -> Result<()> {
-    let Ok(valid) = groundskeeper_api::validate::validate(task) else {
+    let Ok(valid) = task.valid() else {
         return Ok(());
     };
     let finished = finished_task(task, status, jobs);

@@ -30,7 +30,8 @@ pub(crate) fn member_progress(
         Report::RestoreMember(report) => {
             vec![step_entry(&report.member, result, job, finished_at, restore_member_line(report))]
         }
-        Report::Cleanup(_) => Vec::new(),
+        // No task runs these yet.
+        Report::Cleanup(_) | Report::SnapshotDelta(_) | Report::SnapshotReplay(_) => Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@ pub(crate) mod bucket;
 pub mod compact;
 pub mod copy;
 pub mod defrag;
+pub mod delta;
 pub mod etcd_tools;
 pub mod lock;
 pub mod prove;

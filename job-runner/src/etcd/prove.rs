@@ -32,11 +32,11 @@ const ETCD_LOGGED: &str = "\"level\":\"";
 /// Starts of the member before a port taken by someone else counts as a failure.
 const START_ATTEMPTS: usize = 5;
 /// How long the member has to exit after SIGTERM before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Each request to the member.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// The member's name, and its cluster's token, in the throwaway data.
-const MEMBER: &str = "groundskeeper-proof";
+pub(crate) const MEMBER: &str = "groundskeeper-proof";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProveArgs {
@@ -227,7 +227,8 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
 
     let started = Instant::now();
     tracing::info!(etcd = %proof.etcd.path.display(), version = %proof.etcd.version, "starting the throwaway member");
-    let mut member = Member::start(&proof.etcd, &data, &work, start_timeout(fetched.checked.size)).await?;
+    let mut member =
+        Member::start(&proof.etcd, &data, &work, start_timeout(fetched.checked.size), &[]).await?;
     report.start_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(proof.etcd.version.clone());
     tracing::info!(url = %member.url, start_ms = report.start_ms, "checking what the member serves");
@@ -277,12 +278,12 @@ fn compare(fetched: &Fetched, report: &ProveReport) -> Result<(), Failure> {
 
 /// How long the member has to answer: a minute, and half a minute more per GiB (etcd reads every
 /// key into its index when it starts).
-fn start_timeout(size: u64) -> Duration {
+pub(crate) fn start_timeout(size: u64) -> Duration {
     Duration::from_secs(60 + 30 * size.div_ceil(1 << 30))
 }
 
 /// `n` distinct free loopback ports, held until all are picked, then let go for etcd to bind.
-fn free_ports(n: usize) -> Result<Vec<u16>, Failure> {
+pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>, Failure> {
     let listeners = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()
@@ -295,10 +296,10 @@ fn free_ports(n: usize) -> Result<Vec<u16>, Failure> {
 }
 
 /// The throwaway member, killed when dropped.
-struct Member {
-    process: Process,
-    client: Client,
-    url: String,
+pub(crate) struct Member {
+    pub(crate) process: Process,
+    pub(crate) client: Client,
+    pub(crate) url: String,
 }
 
 /// Why a start did not give a member.
@@ -309,11 +310,12 @@ enum StartFailed {
 }
 
 impl Member {
-    async fn start(
+    pub(crate) async fn start(
         etcd: &EtcdBinary,
         data: &std::path::Path,
         work: &WorkDir,
         timeout: Duration,
+        extra_flags: &[&str],
     ) -> Result<Self, Failure> {
         for attempt in 1..=START_ATTEMPTS {
             let ports = free_ports(2)?;
@@ -330,6 +332,7 @@ impl Member {
                 .arg(format!("--initial-cluster={MEMBER}={peer}"))
                 .arg(format!("--initial-cluster-token={MEMBER}"))
                 .arg("--logger=zap")
+                .args(extra_flags)
                 .stdin(std::process::Stdio::null());
             let log = work.path().join(format!("etcd-{attempt}.log"));
             let process = Process::spawn(&mut command, &log)

@@ -338,17 +338,17 @@ fn special_kind(kind: &std::fs::FileType) -> &'static str {
 }
 
 /// The temporary file, removed when dropped unless it was renamed into place.
-struct Partial {
+pub(crate) struct Partial {
     path: PathBuf,
     file: Option<File>,
-    kept: bool,
+    pub(crate) kept: bool,
 }
 
 impl Partial {
     /// Creates the temporary file anew: whatever is at its name (a file left by a run that was
     /// killed, or a symbolic link planted there) is removed first, and the file is created only
     /// if nothing is there (`O_EXCL`, which never follows a link).
-    fn create(path: &Path) -> Result<Self, Failure> {
+    pub(crate) fn create(path: &Path) -> Result<Self, Failure> {
         let failure = |e: std::io::Error| {
             let message = format!("cannot create {}: {e}", path.display());
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -365,7 +365,7 @@ impl Partial {
         Ok(Self { path: path.to_owned(), file: Some(file), kept: false })
     }
 
-    fn file(&mut self) -> &mut File {
+    pub(crate) fn file(&mut self) -> &mut File {
         self.file.as_mut().expect("open until renamed")
     }
 }

@@ -5,6 +5,7 @@ mod cleanup;
 mod cleanup_agent_client;
 mod cleanup_ring_hash;
 mod common;
+mod delta;
 mod etcd;
 mod health;
 mod prove;

@@ -47,7 +47,9 @@ async fn run_command(container: Container, job: String, agents: AgentAddresses) 
         Command::Snapshot(_)
         | Command::SnapshotCopy(_)
         | Command::SnapshotProve(_)
-        | Command::RestoreMember(_) => {
+        | Command::RestoreMember(_)
+        | Command::SnapshotDelta(_)
+        | Command::SnapshotReplay(_) => {
             return refused("the demo runs no snapshot Job".into());
         }
         Command::Revision(_) => return refused("revision is a local computation; no Job runs it".into()),
