@@ -352,14 +352,24 @@ fn is_etcdctl_3_4(path: &Path) -> bool {
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("etcdctl version: 3.4."))
 }
 
+/// `apt-get update`, once per run however many packages are fetched (each took 5 s more).
+fn update_package_lists() -> Result<(), String> {
+    static UPDATED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    UPDATED
+        .get_or_init(|| {
+            println!("xtask: apt-get update (the package lists may be missing or old)");
+            let mut update = Command::new("apt-get");
+            update.args(["update", "-qq"]);
+            process::output(update).map(|_| ())
+        })
+        .clone()
+}
+
 /// A Debian package, downloaded and unpacked into `into` (`into/usr/bin/…`).
 pub(crate) fn fetch_debian_package(into: &Path, package: &str) -> Result<(), String> {
     let root = running_as_root();
     if root {
-        println!("xtask: apt-get update (the package lists may be missing or old)");
-        let mut update = Command::new("apt-get");
-        update.args(["update", "-qq"]);
-        process::output(update)?;
+        update_package_lists()?;
     }
     let download_dir = into.join("download");
     std::fs::create_dir_all(&download_dir).map_err(|e| format!("{}: {e}", download_dir.display()))?;
