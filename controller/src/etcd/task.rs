@@ -14,7 +14,7 @@ use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{
     MaintenanceTask, MaintenanceTaskStatus, NodeProgress, NodeState, SnapshotStatus, TargetKind, TaskState,
 };
-use groundskeeper_api::validate::{Compact, ValidTask, Work, describe_errors, validate};
+use groundskeeper_api::validate::{Compact, ValidTask, Work};
 use groundskeeper_protocol::operation::{CompactRequest, CompactTo, SnapshotOutput};
 use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::CompactTarget;
@@ -33,6 +33,7 @@ use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::scope;
 use crate::tasks::TargetFacts;
+use crate::tasks::checked::CheckedTask;
 use crate::tasks::status::{complete, fail, progress_of};
 use crate::tasks::step_jobs::{
     JOB_FAILED, NOT_SUPPORTED, failure_of, step_of, task_jobs, task_label, task_time,
@@ -196,30 +197,30 @@ impl ReadCluster {
     /// The cluster and the steps of the task's work on it, or why there are none.
     fn work_on(
         &self,
-        task: &MaintenanceTask,
+        task: &CheckedTask,
         naming: &SnapshotNaming,
     ) -> std::result::Result<(&EtcdCluster, Vec<Step>), String> {
-        let work = validate(task).map_err(|errors| describe_errors(&errors))?.work;
+        let work = task.work()?;
         let Some(cluster) = &self.cluster else {
             return Err("the target is gone".into());
         };
         let policy = Policy::from_spec(&cluster.spec)
             .map_err(|errors| format!("EtcdCluster {} has an invalid spec: {errors}", cluster.name_any()))?;
-        Ok((cluster, steps(&work, &policy, naming, cluster)?))
+        Ok((cluster, steps(work, &policy, naming, cluster)?))
     }
 
     async fn advance(
         &self,
         ctx: &Context,
-        task: &MaintenanceTask,
+        task: &CheckedTask,
         status: MaintenanceTaskStatus,
         now: Timestamp,
     ) -> Result<MaintenanceTaskStatus> {
         let generation = task.metadata.generation;
         if let (Ok(ValidTask { work: Work::Restore(restore), .. }), Some(cluster)) =
-            (validate(task), &self.cluster)
+            (task.valid(), &self.cluster)
         {
-            return super::restore::task::advance(ctx, task, status, cluster, &restore, now).await;
+            return super::restore::task::advance(ctx, task, status, cluster, restore, now).await;
         }
         let naming =
             SnapshotNaming { cluster: task.spec.target.name.clone(), time: task_time(task, &status, now) };
@@ -231,7 +232,7 @@ impl ReadCluster {
         let mut status = status;
         status.nodes = progress_from_jobs(&jobs, &cluster.name_any());
         status.snapshot = snapshot_progress(&steps, &jobs, &mut status.nodes, &cluster.name_any());
-        if let Ok(valid) = validate(task) {
+        if let Ok(valid) = task.valid() {
             status.proof = super::snapshot_record::task_proof(
                 &valid.work,
                 &task.name_any(),
@@ -285,14 +286,14 @@ impl ReadTarget for ReadCluster {
         )
     }
 
-    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
+    fn plan(&self, task: &CheckedTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
         let cluster = self
             .cluster
             .as_deref()
             .ok_or_else(|| format!("EtcdCluster {} does not exist", task.spec.target.name))?;
-        let valid = validate(task).map_err(|errors| describe_errors(&errors))?;
+        let work = task.work()?;
         let target = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
-        groundskeeper_api::plan::etcd_plan(&valid.work, cluster, &target)
+        groundskeeper_api::plan::etcd_plan(work, cluster, &target)
     }
 
     fn facts(&self) -> TargetFacts {
@@ -318,10 +319,10 @@ impl ReadTarget for ReadCluster {
     fn start_blocker<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
     ) -> BoxFuture<'a, Result<Option<StartBlock>>> {
         Box::pin(async move {
-            let Ok(valid) = validate(task) else {
+            let Ok(valid) = task.valid() else {
                 return Ok(None);
             };
             if let (Work::Restore(restore), Some(cluster)) = (&valid.work, &self.cluster) {
@@ -361,7 +362,7 @@ impl ReadTarget for ReadCluster {
     fn advance<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
         status: MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>> {
@@ -373,7 +374,7 @@ impl ReadTarget for ReadCluster {
     fn record_outcome<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
         after: &'a MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<()>> {

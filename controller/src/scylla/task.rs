@@ -20,7 +20,7 @@ use groundskeeper_api::scylla::facts::{
     ClusterFacts, MemberFacts, cluster_facts, current_members, operator_cleanup, precondition_failures,
     topology_change,
 };
-use groundskeeper_api::validate::{Cleanup, Work, describe_errors, validate};
+use groundskeeper_api::validate::{Cleanup, Work, describe_errors};
 use groundskeeper_protocol::{OperationKind, keys};
 
 use super::apply::patch_ownership_record;
@@ -42,6 +42,7 @@ use crate::jobs::{self, JobObservation, JobState};
 use crate::runtime::context::Context;
 use crate::runtime::error::{Error, Result};
 use crate::tasks::TargetFacts;
+use crate::tasks::checked::CheckedTask;
 use crate::tasks::controller::write_status;
 use crate::tasks::lifecycle::waits_for_window;
 use crate::tasks::status::{complete, fail, note_running, progress_of};
@@ -184,17 +185,17 @@ impl ReadTarget for ReadCluster {
         groundskeeper_api::maintenance_window::windows_from_annotations(view.cluster.annotations(), &object)
     }
 
-    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
+    fn plan(&self, task: &CheckedTask) -> std::result::Result<groundskeeper_api::plan::TaskPlan, String> {
         let view = self
             .found
             .as_deref()
             .ok_or_else(|| format!("ScyllaCluster {} does not exist", task.spec.target.name))?;
-        let cleanup = match validate(task).map(|valid| valid.work) {
+        let cleanup = match task.valid().map(|valid| &valid.work) {
             Ok(Work::Cleanup(cleanup)) => cleanup,
             Ok(_) => return Err("only a Cleanup task runs on a ScyllaCluster".to_owned()),
-            Err(errors) => return Err(describe_errors(&errors)),
+            Err(errors) => return Err(describe_errors(errors)),
         };
-        groundskeeper_api::plan::cleanup_plan(&cleanup, &view.facts, &view.members)
+        groundskeeper_api::plan::cleanup_plan(cleanup, &view.facts, &view.members)
     }
 
     fn facts(&self) -> TargetFacts {
@@ -207,7 +208,7 @@ impl ReadTarget for ReadCluster {
     fn start_blocker<'a>(
         &'a self,
         _: &'a Context,
-        _: &'a MaintenanceTask,
+        _: &'a CheckedTask,
     ) -> BoxFuture<'a, Result<Option<crate::tasks::target::StartBlock>>> {
         Box::pin(async { Ok(None) })
     }
@@ -215,7 +216,7 @@ impl ReadTarget for ReadCluster {
     fn advance<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
         status: MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>> {
@@ -227,7 +228,7 @@ impl ReadTarget for ReadCluster {
     fn record_outcome<'a>(
         &'a self,
         _: &'a Context,
-        _: &'a MaintenanceTask,
+        _: &'a CheckedTask,
         _: &'a MaintenanceTaskStatus,
         _: Timestamp,
     ) -> BoxFuture<'a, Result<()>> {
@@ -238,7 +239,7 @@ impl ReadTarget for ReadCluster {
 /// One step forward for a running Cleanup task.
 async fn advance(
     ctx: &Context,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     mut status: MaintenanceTaskStatus,
     target: &ReadCluster,
     now: Timestamp,
@@ -248,7 +249,7 @@ async fn advance(
         return Ok(fail(status, NOT_SUPPORTED, "a Cleanup task cleans a ScyllaCluster", generation, now));
     };
     let (cluster, facts, members) = (&scylla.cluster, &scylla.facts, &scylla.members);
-    let cleanup = match validate(task).map(|valid| valid.work) {
+    let cleanup = match task.valid().map(|valid| &valid.work) {
         Ok(Work::Cleanup(cleanup)) => cleanup,
         Ok(_) => {
             return Ok(fail(
@@ -260,11 +261,11 @@ async fn advance(
             ));
         }
         Err(errors) => {
-            return Ok(fail(status, NOT_SUPPORTED, &describe_errors(&errors), generation, now));
+            return Ok(fail(status, NOT_SUPPORTED, &describe_errors(errors), generation, now));
         }
     };
     if status.nodes.is_empty() {
-        match plan_nodes(&cleanup, facts, members) {
+        match plan_nodes(cleanup, facts, members) {
             Ok(nodes) if nodes.is_empty() => {
                 return Ok(complete(status, "the cluster has no node to clean", generation, now));
             }
@@ -303,7 +304,7 @@ async fn advance(
         .collect();
     let (no_longer_owed, left) = yield_and_fit(
         ctx,
-        CleanupPass { task, cluster, facts, target, cleanup: &cleanup, members, now },
+        CleanupPass { task, cluster, facts, target, cleanup, members, now },
         &mut status,
         &mut node_jobs,
         &mut held,
@@ -314,7 +315,7 @@ async fn advance(
         status.nodes.clone(),
         &node_jobs,
         &racks,
-        limits(&cleanup, facts),
+        limits(cleanup, facts),
         &holds,
         |index| step_job_name(&name, index),
         now,
@@ -375,7 +376,7 @@ async fn advance(
         ctx.metrics.job_finished(OperationKind::Cleanup.as_str(), "failed");
     }
     for &index in &pass.start {
-        create_node_job(ctx, task, cluster, members, &cleanup, &pass.nodes[index].name, index).await?;
+        create_node_job(ctx, task, cluster, members, cleanup, &pass.nodes[index].name, index).await?;
     }
     status.nodes = pass.nodes;
     status.progress = progress_of(&status.nodes);

@@ -25,6 +25,7 @@ use groundskeeper_api::maintenance_suspension::MaintenanceSuspension;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus, TaskState};
 use groundskeeper_protocol::keys;
 
+use super::checked::CheckedTask;
 use super::lifecycle::{Decision, Rejection, TargetFacts, TargetTasks, TaskView, WindowGate, decide};
 use super::metrics::TaskMetrics;
 use super::status::apply_decision;
@@ -103,13 +104,16 @@ pub async fn reconcile_at(
 ) -> Result<Action> {
     let namespace = task.namespace().unwrap_or_default();
     let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &namespace);
-    let tasks: Vec<MaintenanceTask> = api
+    // Each task of the target is checked here, once for the whole pass: the queue, the plan, the
+    // start, each step and the record of the outcome read this verdict.
+    let tasks: Vec<CheckedTask> = api
         .list(&ListParams::default())
         .await
         .map_err(Error::kube(format!("list MaintenanceTasks in {namespace}")))?
         .items
         .into_iter()
         .filter(|t| t.spec.target == task.spec.target)
+        .map(CheckedTask::check)
         .collect();
     // A kind no data store here knows has no target: its tasks are rejected by their checks.
     let target = match targets.of(&task.spec.target.kind) {
@@ -123,7 +127,7 @@ pub async fn reconcile_at(
     let mut input = TargetTasks {
         target: task.spec.target.clone(),
         facts: target.as_ref().map_or(TargetFacts::Missing, |t| t.facts_for(&unfinished(&tasks))),
-        tasks: tasks.iter().map(|t| TaskView::of(t, now)).collect(),
+        tasks: tasks.iter().map(|t| TaskView::of_checked(t, now)).collect(),
         window: target.as_ref().and_then(|t| t.windows()).map(|windows| window_gate(windows, now)),
         suspensions: super::hold::suspensions_of(ctx, &namespace, &task.spec.target, now).await?,
     };
@@ -172,9 +176,9 @@ pub async fn reconcile_at(
 /// nothing can be approved until it can.
 async fn refresh_plans(
     api: &Api<MaintenanceTask>,
-    mut tasks: Vec<MaintenanceTask>,
+    mut tasks: Vec<CheckedTask>,
     target: &dyn ReadTarget,
-) -> Result<Vec<MaintenanceTask>> {
+) -> Result<Vec<CheckedTask>> {
     for task in tasks.iter_mut() {
         let before = task.status.clone().unwrap_or_default();
         if !task.spec.require_approval || before.state.unwrap_or_default() != TaskState::Pending {
@@ -186,13 +190,13 @@ async fn refresh_plans(
         }
         let after = MaintenanceTaskStatus { plan: Some(plan), ..before.clone() };
         write_status(api, task, &before, &after).await?;
-        task.status = Some(after);
+        task.set_status(Some(after));
     }
     Ok(tasks)
 }
 
 /// The task's plan, or a plan without id whose summary says why none can be made.
-fn plan_or_why(target: &dyn ReadTarget, task: &MaintenanceTask) -> TaskPlan {
+fn plan_or_why(target: &dyn ReadTarget, task: &CheckedTask) -> TaskPlan {
     target.plan(task).unwrap_or_else(|why| TaskPlan {
         summary: format!("no plan can be made now: {why}"),
         ..TaskPlan::default()
@@ -215,7 +219,7 @@ fn window_gate(windows: std::result::Result<Windows, String>, now: Timestamp) ->
 async fn start_blocker(
     ctx: &Context,
     target: &dyn ReadTarget,
-    tasks: &[MaintenanceTask],
+    tasks: &[CheckedTask],
     decisions: &[super::lifecycle::TaskDecision],
 ) -> Result<Option<(String, StartBlock)>> {
     let starting = decisions
@@ -231,11 +235,11 @@ async fn start_blocker(
 }
 
 /// The tasks not yet final.
-fn unfinished(tasks: &[MaintenanceTask]) -> Vec<MaintenanceTask> {
+fn unfinished(tasks: &[CheckedTask]) -> Vec<MaintenanceTask> {
     tasks
         .iter()
         .filter(|t| !t.status.as_ref().and_then(|s| s.state).is_some_and(|s| s.is_final()))
-        .cloned()
+        .map(|t| t.task().clone())
         .collect()
 }
 
@@ -252,7 +256,7 @@ fn record_queued(ctx: &Context, namespace: &str, input: &TargetTasks) {
 async fn carry_out(
     ctx: &Context,
     api: &Api<MaintenanceTask>,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     decision: &Decision,
     target: Option<&dyn ReadTarget>,
     now: Timestamp,
@@ -300,7 +304,7 @@ async fn carry_out(
 /// [`ReadTarget::record_outcome`]). Called before the final status is written.
 async fn record_outcome(
     ctx: &Context,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     target: Option<&dyn ReadTarget>,
     before: &MaintenanceTaskStatus,
     after: &MaintenanceTaskStatus,
@@ -318,7 +322,7 @@ async fn record_outcome(
 /// One step forward for a running task, on its target.
 async fn advance(
     ctx: &Context,
-    task: &MaintenanceTask,
+    task: &CheckedTask,
     status: MaintenanceTaskStatus,
     target: Option<&dyn ReadTarget>,
     now: Timestamp,

@@ -120,6 +120,19 @@ impl TaskView {
     /// The view of a task object. `now` stands in for a creation time the object lacks (only
     /// objects that did not come from an API server lack one).
     pub fn of(task: &MaintenanceTask, now: Timestamp) -> Self {
+        Self::with_validation(task, validate(task).map(|_| ()), now)
+    }
+
+    /// The view of a task already checked (the verdict is not computed again).
+    pub fn of_checked(task: &super::checked::CheckedTask, now: Timestamp) -> Self {
+        Self::with_validation(task, task.valid().map(|_| ()).map_err(<[FieldError]>::to_vec), now)
+    }
+
+    fn with_validation(
+        task: &MaintenanceTask,
+        validation: Result<(), Vec<FieldError>>,
+        now: Timestamp,
+    ) -> Self {
         let status = task.status.as_ref();
         let time = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| t.map(|t| t.0);
         TaskView {
@@ -131,7 +144,7 @@ impl TaskView {
             completed_at: time(status.and_then(|s| s.completed_at.as_ref())),
             deadline_seconds: task.spec.deadline_seconds,
             ttl_seconds_after_finished: task.spec.ttl_seconds_after_finished,
-            validation: validate(task).map(|_| ()),
+            validation,
             waits_for_window: waits_for_window(task),
             approval: Approval::of(task),
         }

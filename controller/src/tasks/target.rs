@@ -14,6 +14,7 @@ use groundskeeper_api::maintenance_task::{MaintenanceTask, MaintenanceTaskStatus
 use groundskeeper_api::maintenance_window::Windows;
 use groundskeeper_api::plan::TaskPlan;
 
+use super::checked::CheckedTask;
 use super::lifecycle::TargetFacts;
 use crate::runtime::context::Context;
 use crate::runtime::error::Result;
@@ -59,7 +60,7 @@ pub trait ReadTarget: Send + Sync {
     /// The plan of `task` on the target as read: what it would do if it started now, in order,
     /// with expected durations (`status.plan`; what a person approves). `Err`: why none can be
     /// made (the task fails or is rejected for it in its turn).
-    fn plan(&self, task: &MaintenanceTask) -> std::result::Result<TaskPlan, String>;
+    fn plan(&self, task: &CheckedTask) -> std::result::Result<TaskPlan, String>;
 
     /// Whether it may take the work of `tasks` (its tasks not yet final) now: as [`facts`]
     /// unless a kind of work asks for other facts (a restore runs on a cluster that is not
@@ -76,7 +77,7 @@ pub trait ReadTarget: Send + Sync {
     fn start_blocker<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
     ) -> BoxFuture<'a, Result<Option<StartBlock>>>;
 
     /// One step forward for the running `task`: the Jobs of its next steps, or its end once they
@@ -84,7 +85,7 @@ pub trait ReadTarget: Send + Sync {
     fn advance<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
         status: MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<MaintenanceTaskStatus>>;
@@ -95,7 +96,7 @@ pub trait ReadTarget: Send + Sync {
     fn record_outcome<'a>(
         &'a self,
         ctx: &'a Context,
-        task: &'a MaintenanceTask,
+        task: &'a CheckedTask,
         after: &'a MaintenanceTaskStatus,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<()>>;
