@@ -4,7 +4,8 @@
 //! taken, each starting where the store's newest ended; replaying them to several revisions gives
 //! exactly the keyspace a range at that revision read from the live cluster (keys, values, create
 //! and mod revisions, versions). A run with nothing new is skipped; a start etcd compacted fails
-//! with HistoryCompacted and writes nothing; a killed run leaves nothing under a delta's name;
+//! with HistoryCompacted and writes nothing; a killed run leaves nothing under a delta's name, a
+//! stopped one (SIGTERM) aborts its upload;
 //! bad input exits 2 naming the flag. A missing etcd or s3s-fs skips a test, saying so (under
 //! `CI=true` it fails).
 
@@ -286,6 +287,40 @@ async fn fulls_and_deltas_replay_to_the_keyspace_of_every_revision(version: Etcd
         left.iter().all(|n| n.ends_with(".db") || (n.starts_with('.') && n.ends_with(".partial"))),
         "{left:?}"
     );
+    // A stopped run (SIGTERM) into the bucket aborts its upload: no new object, retryable.
+    let delta_objects = || -> Vec<String> {
+        listing(&bucket.server.object_file("backups", "etcd"))
+            .into_iter()
+            .filter(|n| n.ends_with(".delta"))
+            .collect()
+    };
+    let objects_before = delta_objects();
+    let stopped_file = dir.path().join("stopped.json");
+    let mut args = strings(&["snapshot-delta", "--endpoints", &cluster.endpoints_flag()]);
+    args.extend(bucket.flags("to"));
+    args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main", "--start-revision"]));
+    args.extend([before.to_string(), "--result-file".into(), path(&stopped_file)]);
+    let child = tokio::process::Command::new(BIN)
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while bucket.server.upload_parts().is_empty() {
+        assert!(Instant::now() < deadline, "no upload started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // SAFETY: kill(2) on the child's pid, which it still has (not reaped yet).
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(exit::RETRYABLE), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = JobResult::parse(&std::fs::read_to_string(&stopped_file).unwrap()).unwrap();
+    assert_eq!(result.stopped_by.as_deref(), Some("SIGTERM"), "{result:?}");
+    assert!(result.message.unwrap().contains("nothing was written under its name"));
+    assert_eq!(delta_objects(), objects_before);
+    assert!(bucket.server.upload_parts().is_empty(), "aborted: {:?}", bucket.server.upload_parts());
+
     // The next run takes the whole of it (40,000 changes of 1 kB values in 400 transactions),
     // and a replay brings it back.
     let store = Store::Folder(kill_folder.clone());
@@ -293,7 +328,10 @@ async fn fulls_and_deltas_replay_to_the_keyspace_of_every_revision(version: Etcd
     assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
     let big = delta_report(&result).clone();
     assert_eq!((big.start_revision, big.transactions, big.events), (before, 400, 40_000), "{big:?}");
-    assert!(!listing(&kill_folder).iter().any(|n| n.ends_with(".partial")), "the leftover is replaced");
+    // The killed run's hidden leftover is never taken for a delta: the replay below starts from
+    // the full snapshot and this delta alone.
+    let names = listing(&kill_folder);
+    assert_eq!(names.iter().filter(|n| n.ends_with(".delta")).count(), 1, "{names:?}");
     let (code, result, stderr) = replay(&store, &tools, &scratch, big.end_revision, &result_file).await;
     assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
     let replayed = replay_report(&result).clone();
