@@ -533,6 +533,10 @@ pub struct DeltaReport {
     /// From the first read of history to the delta in place.
     #[serde(default)]
     pub read_duration_ms: u64,
+    /// Hidden partial files (staging objects) of this cluster's deltas that killed runs left
+    /// more than an hour ago, removed after the delta was in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_partial_files: Vec<String>,
 }
 
 /// A full snapshot and its deltas replayed into a throwaway member (`groundskeeper-job
@@ -672,10 +676,8 @@ impl Report {
                 drop_worth(&mut r.already_there, excess, |_| 0) || drop_worth(&mut r.copied, excess, |_| 0)
             }
             Report::SnapshotReplay(r) => drop_worth(&mut r.deltas, excess, |_| 0),
-            Report::Compact(_)
-            | Report::SnapshotProve(_)
-            | Report::RestoreMember(_)
-            | Report::SnapshotDelta(_) => false,
+            Report::SnapshotDelta(r) => drop_worth(&mut r.removed_partial_files, excess, |_| 0),
+            Report::Compact(_) | Report::SnapshotProve(_) | Report::RestoreMember(_) => false,
         }
     }
 }

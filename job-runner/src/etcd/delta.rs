@@ -720,7 +720,59 @@ async fn take_delta(
     report.size_mib = mib(summary.bytes);
     report.sha256 = Some(summary.sha256);
     report.read_duration_ms = read_started.elapsed().as_millis() as u64;
+    report.removed_partial_files = remove_stale_partials(&store, &request.cluster).await;
     Ok(true)
+}
+
+/// A partial file or staging object this old is a killed run's leftover: no run takes an hour
+/// between its first write and its publication.
+const STALE_PARTIAL: Duration = Duration::from_secs(3600);
+
+/// Whether `name` is the hidden partial file (or staging object) of one of the cluster's deltas.
+fn is_delta_partial(cluster: &str, name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".partial"))
+        .is_some_and(|n| DeltaName::parse(cluster, n).is_some())
+}
+
+/// Removes the cluster's delta partial files (staging objects) older than [`STALE_PARTIAL`]:
+/// younger ones may be another run's, still writing. What could not be removed stays for the
+/// next run.
+async fn remove_stale_partials(store: &Store, cluster: &str) -> Vec<String> {
+    let mut removed = Vec::new();
+    match store {
+        Store::Folder(dir) => {
+            let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+            let stale_before = std::time::SystemTime::now() - STALE_PARTIAL;
+            for entry in entries.filter_map(Result::ok) {
+                let Ok(name) = entry.file_name().into_string() else { continue };
+                let stale = entry.metadata().ok().filter(|m| m.is_file()).and_then(|m| m.modified().ok());
+                if is_delta_partial(cluster, &name)
+                    && stale.is_some_and(|modified| modified < stale_before)
+                    && std::fs::remove_file(entry.path()).is_ok()
+                {
+                    removed.push(name);
+                }
+            }
+        }
+        Store::Bucket(bucket) => {
+            let Ok(objects) = bucket.list_names().await else { return removed };
+            let stale_before =
+                jiff::Timestamp::now() - jiff::SignedDuration::from_secs(STALE_PARTIAL.as_secs() as i64);
+            for (name, _, modified) in objects {
+                if is_delta_partial(cluster, &name)
+                    && modified < stale_before
+                    && bucket.delete(&name).await.is_ok()
+                {
+                    removed.push(name);
+                }
+            }
+        }
+    }
+    for name in &removed {
+        tracing::info!(file = %name, "removed a delta's partial file a killed run left");
+    }
+    removed
 }
 
 fn compacted(report: &mut DeltaReport, start: i64, compact: i64) -> Failure {
@@ -785,4 +837,39 @@ pub fn main(args: DeltaArgs) -> i32 {
     }
     run::report(&result, &args.result_file);
     run::exit_code(&result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_clusters_stale_delta_partials_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = |cluster: &str, start: i64| {
+            DeltaName { time: jiff::Timestamp::UNIX_EPOCH, start_revision: start, end_revision: start + 1 }
+                .render(cluster)
+        };
+        let old = std::time::SystemTime::now() - Duration::from_secs(7200);
+        let files = [
+            (format!(".{}.partial", name("main", 1)), true),
+            (format!(".{}.partial", name("main", 2)), false),
+            (format!(".{}.partial", name("main-2", 1)), true),
+            (name("main", 3), true),
+            (".main-20260101T000000Z.db.partial".to_owned(), true),
+        ];
+        for (file, is_old) in &files {
+            let f = std::fs::File::create(dir.path().join(file)).unwrap();
+            if *is_old {
+                f.set_modified(old).unwrap();
+            }
+        }
+        let store = Store::Folder(dir.path().to_owned());
+        let removed = runtime().block_on(remove_stale_partials(&store, "main"));
+        assert_eq!(removed, [files[0].0.clone()]);
+        assert!(!dir.path().join(&files[0].0).exists());
+        for (file, _) in &files[1..] {
+            assert!(dir.path().join(file).exists(), "{file}");
+        }
+    }
 }
