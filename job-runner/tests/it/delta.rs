@@ -5,9 +5,8 @@
 //! exactly the keyspace a range at that revision read from the live cluster (keys, values, create
 //! and mod revisions, versions). A run with nothing new is skipped; a start etcd compacted fails
 //! with HistoryCompacted and writes nothing; a killed run leaves nothing under a delta's name, a
-//! stopped one (SIGTERM) aborts its upload;
-//! bad input exits 2 naming the flag. A missing etcd or s3s-fs skips a test, saying so (under
-//! `CI=true` it fails).
+//! stopped one (SIGTERM) aborts its upload; bad input exits 2 naming the flag. A missing etcd or
+//! s3s-fs skips a test, saying so (under `CI=true` it fails).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
