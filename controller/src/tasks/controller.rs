@@ -104,6 +104,16 @@ pub async fn reconcile_at(
 ) -> Result<Action> {
     let namespace = task.namespace().unwrap_or_default();
     let api: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), &namespace);
+    // The target's tasks are LISTed from the API server, not read from the watch's cache
+    // (`Controller::store`): the cache is as new as the task that triggered this pass, but not
+    // necessarily as new as the statuses this controller wrote in its last passes, and the queue's
+    // decisions read those statuses across tasks. A task written Completed that the cache still
+    // shows InProgress would be completed again (its outcome recorded, its Event published and
+    // its finish counted twice); one written InProgress that it still shows Pending would be
+    // started again with a new startedAt; and the one-task-at-a-time rule reads every task's
+    // state. The status writes are merge patches without a resourceVersion, so nothing would
+    // refuse a write made from a stale copy.
+    //
     // Each task of the target is checked here, once for the whole pass: the queue, the plan, the
     // start, each step and the record of the outcome read this verdict.
     let tasks: Vec<CheckedTask> = api
