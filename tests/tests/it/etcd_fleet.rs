@@ -389,9 +389,17 @@ async fn sequential_revisions_under_a_partitioned_scheme_are_reported() {
     assert!(partition.clock_skew_ms.unwrap() < -1_700_000_000_000);
     let busiest = partition.busiest_millisecond.unwrap();
     assert_eq!(i64::from(busiest.event_number), revision, "event bits of a small revision");
+    // The Event is published after the status is written: wait for it as for the condition.
+    let clock_behind = |e: &Value| e["reason"] == "ClockBehind" && e["type"] == "Warning";
+    wait_for("the ClockBehind Warning", || {
+        server
+            .list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE))
+            .iter()
+            .any(clock_behind)
+    })
+    .await;
     let events = server.list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE));
-    let warnings: Vec<&Value> =
-        events.iter().filter(|e| e["reason"] == "ClockBehind" && e["type"] == "Warning").collect();
+    let warnings: Vec<&Value> = events.iter().filter(|e| clock_behind(e)).collect();
     assert_eq!(warnings.len(), 1, "{events:#?}");
     // Compaction by time waits while the clock is behind (and its target, 10 minutes ago in
     // composite form, is far beyond these revisions anyway): no task.

@@ -386,6 +386,13 @@ async fn defragments_with_one_job(version: EtcdVersion, setup: Setup, check_quie
         assert!(a.db_size < b.db_size, "{} shrank: {b:?} → {a:?}", b.name);
     }
 
+    // Events are published after the status is written: wait for them as for the status.
+    scenario
+        .wait_for("the Events of the submission and the result", |s| {
+            s.event_with_reason("MaintenanceTaskCreated").is_some()
+                && s.event_with_reason("MaintenanceSucceeded").is_some()
+        })
+        .await;
     let created =
         scenario.event_with_reason("MaintenanceTaskCreated").expect("an Event for the task's submission");
     assert!(created["note"].as_str().unwrap().contains(&task_name), "{created:#}");
