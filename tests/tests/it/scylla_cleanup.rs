@@ -528,13 +528,13 @@ async fn scale_out_cleans_old_nodes_one_per_rack_then_goes_quiet() {
         !on_sc.contains(&"CleanupControllerProgressing"),
         "with a ScyllaDBDatacenter the ScyllaCluster is left to scylla-operator"
     );
-    let events = scenario.events();
-    assert!(
-        events
+    // The Event follows the status write: waited for, not expected at once.
+    let reports_the_cleanups = |s: &Scenario| {
+        s.events()
             .iter()
-            .any(|e| e["type"] == "Normal" && e["note"].as_str().is_some_and(|n| n.contains("cleaned"))),
-        "an Event on the ScyllaCluster reports the cleanups: {events:#?}"
-    );
+            .any(|e| e["type"] == "Normal" && e["note"].as_str().is_some_and(|n| n.contains("cleaned")))
+    };
+    scenario.wait_for("an Event on the ScyllaCluster reporting the cleanups", reports_the_cleanups).await;
 
     // Quiet again: another reconciliation creates no Job and changes no annotation.
     let services_before = scenario.server.list(&services(), Some(NAMESPACE));
@@ -1297,7 +1297,9 @@ async fn running_cleanups_yield_to_a_scale_and_resume_once_it_settles() {
     assert!(scenario.agents.values().all(|a| a.running_cleanups().is_empty()), "no cleanup while scaling");
     let why = node(&scenario, &a0)["message"].as_str().unwrap().to_owned();
     assert!(why.contains("interrupted (1×) and waits: a scale was asked for (the spec asks for 6 members, 3 member Services are there)"), "{why}");
-    assert!(scenario.events().iter().any(|e| e["reason"] == "CleanupInterrupted"), "an Event says so");
+    scenario
+        .wait_for("an Event saying so", |s| s.events().iter().any(|e| e["reason"] == "CleanupInterrupted"))
+        .await;
 
     // scylla-operator carries the scale out and the cluster settles. The interrupted nodes wait
     // until their stopped pods have surely ended (their 60 s grace period), then each is cleaned
