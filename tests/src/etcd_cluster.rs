@@ -295,6 +295,8 @@ pub struct EtcdCluster {
 }
 
 const START_ATTEMPTS: usize = 5;
+/// The fewest rounds of overwrites [`EtcdCluster::churn`] makes: two thirds of it is freed.
+const CHURN_ROUNDS: u64 = 3;
 const HEALTHY_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl EtcdCluster {
@@ -651,6 +653,11 @@ impl EtcdCluster {
     /// Makes real fragmentation: overwrites a few large values until every member's db is at
     /// least `target_db_size` bytes, then compacts away the history (physically), so most of
     /// each db is free pages.
+    ///
+    /// At least [`CHURN_ROUNDS`] rounds: compaction frees what later rounds overwrote, all but the
+    /// last round, which must be at least half of what was written. With a target one round
+    /// reaches, nothing was overwritten, and whether the db showed half of it free depended on
+    /// how etcd happened to batch the writes.
     pub async fn churn(&self, target_db_size: i64) -> Result<Churn, String> {
         const VALUE_SIZE: usize = 128 * 1024;
         const KEYS_PER_TXN: usize = 8; // 1 MiB per request, under etcd's 1.5 MiB limit
@@ -658,7 +665,7 @@ impl EtcdCluster {
         let mut client = self.client(None).await?;
         let mut written = 0u64;
         let mut round = 0u64;
-        while self.states().await?.iter().any(|s| s.db_size < target_db_size) {
+        while round < CHURN_ROUNDS || self.states().await?.iter().any(|s| s.db_size < target_db_size) {
             for chunk in (0..KEYS).collect::<Vec<_>>().chunks(KEYS_PER_TXN) {
                 // Different bytes each round, so nothing could ever be deduplicated.
                 let value = vec![b'a' + (round % 26) as u8; VALUE_SIZE];
@@ -805,9 +812,9 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
 pub static CLUSTER_TURNS: ClusterTurns = ClusterTurns;
 
 /// How many etcd clusters (three members each, most of them) the tests run at once. nextest's
-/// `etcd-cluster` test group has the same bound. Two on two cores: the clusters mostly wait on
-/// their disks and on each other. (A hang once blamed on two at once was a failed test whose
-/// background writes never yielded: see [`crate::etcd_writes`].)
+/// `etcd-cluster` test group has the same bound. Two, with nextest's two tests at a time on two
+/// cores: the suite took 540–592 s with one (docs/benchmarks.md). (A hang once blamed on two at
+/// once was a failed test whose background writes never yielded: see [`crate::etcd_writes`].)
 pub const CLUSTERS_AT_ONCE: usize = 2;
 
 /// Turns at running a cluster: an exclusive `flock` on one of [`CLUSTERS_AT_ONCE`] files in the
