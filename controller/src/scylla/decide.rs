@@ -19,9 +19,10 @@
 //!   no stale data: it is seeded with its current hash, at once and whatever the cluster's state,
 //!   because a node seeded late (after more nodes joined) may already hold ranges it has since
 //!   handed over. Together with others (a parallel bootstrap, several nodes whose hashes were
-//!   first seen after more joined, groundskeeper installed on a cluster that never recorded
-//!   one), what each held before the others joined cannot be known: each is cleaned once, whole,
-//!   and the condition says so;
+//!   first seen after more joined, nodes the ring views list whose Services the pass's list
+//!   missed, groundskeeper installed on a cluster that never recorded one), what each held
+//!   before the others joined cannot be known: each is cleaned once, whole, and the condition
+//!   says so;
 //! * the nodes needing cleanup are cleaned by **one** `Cleanup` [`MaintenanceTask`] for the whole
 //!   cluster (origin `automatic`, listing those nodes), submitted only when the cluster is settled
 //!   (observed generation, `StatefulSetControllerProgressing` not True, `Available` True,
@@ -465,7 +466,8 @@ impl<'a> Joiners<'a> {
             .iter()
             .filter(|m| !matches!(current_record(m), RecordState::Present(_)))
             .filter(|m| m.current.is_some() || owned_now(snapshot, m.facts).is_ok())
-            .count();
+            .count()
+            + unseen_in_ring(snapshot).len();
         let marked_together = members
             .iter()
             .filter(|m| m.last == LastCleaned::NeverCleanedUp)
@@ -482,6 +484,36 @@ impl<'a> Joiners<'a> {
     fn alone_without_views(&self, member: &Member<'_>) -> bool {
         self.absent == 1 && !member.current.is_some_and(|current| self.marked_together.contains(current))
     }
+}
+
+/// Nodes of this cluster's datacenters that the ring views list but no member Service of the
+/// snapshot names. The Services are listed before the views are read: nodes that joined in
+/// between (a parallel bootstrap creates every Service, then the nodes join one right after
+/// another) are in the ring already. Each is a joiner without a record: a member that looks
+/// like the only joiner next to them joined together with them, and may have handed them
+/// ranges. Nodes of other datacenters have no member Service here; where the views do not say
+/// a node's datacenter, a cluster with `externalSeeds` cannot tell, and none are counted. A node
+/// that left the ring after its Service was deleted counts too, while the views still list it: a
+/// joiner next to it is then cleaned once rather than taken as holding nothing stale.
+fn unseen_in_ring(snapshot: &Snapshot) -> BTreeSet<&str> {
+    let Ok(views) = &snapshot.ownership else {
+        return BTreeSet::new();
+    };
+    let known: BTreeSet<&str> = snapshot.members.iter().filter_map(|m| m.address.as_deref()).collect();
+    let datacenters: BTreeSet<&str> =
+        snapshot.members.iter().filter_map(|m| m.datacenter.as_deref()).collect();
+    let ours = |datacenter: &str| {
+        snapshot.cluster.single_datacenter || (!datacenter.is_empty() && datacenters.contains(datacenter))
+    };
+    let unseen: BTreeSet<&str> = views
+        .iter()
+        .flat_map(|view| &view.nodes)
+        .filter(|(address, node)| !known.contains(address.as_str()) && ours(&node.datacenter))
+        .map(|(address, _)| address.as_str())
+        .collect();
+    // A member whose address is not known yet (its pod has no IP) may be one of them.
+    let without_address = snapshot.members.iter().filter(|m| m.address.is_none()).count();
+    unseen.into_iter().skip(without_address).collect()
 }
 
 /// `joiners`: the members that just joined, this one among them or not.

@@ -41,6 +41,9 @@ struct Sim {
     operator: bool,
     /// Whole-node cleanups scylla-operator's stand-in ran, per node.
     operator_cleanups: BTreeMap<String, usize>,
+    /// Nodes in the ring whose member Services the trigger's list missed: it lists the
+    /// Services first and reads the ring views after.
+    unlisted: BTreeSet<String>,
 }
 
 fn vnode_keyspaces(model: &Cluster) -> Vec<String> {
@@ -91,6 +94,7 @@ impl Sim {
             keyspace_cleanups: 0,
             operator: false,
             operator_cleanups: BTreeMap::new(),
+            unlisted: BTreeSet::new(),
         }
     }
 
@@ -120,6 +124,7 @@ impl Sim {
         let hash = self.current_hash();
         self.nodes()
             .into_iter()
+            .filter(|endpoint| !self.unlisted.contains(endpoint))
             .map(|endpoint| {
                 let mut annotations = self.annotations.get(&endpoint).cloned().unwrap_or_default();
                 annotations.insert(keys::CURRENT_TOKEN_RING_HASH.into(), hash.clone());
@@ -261,6 +266,14 @@ impl Sim {
             }
         }
         cleaned
+    }
+
+    /// scylla-operator (1.10 – 1.21) seeding node `endpoint` (when it has no last-cleaned) with
+    /// its current hash.
+    fn operator_seeds_only(&mut self, endpoint: &str) {
+        let current = self.current_hash();
+        let annotations = self.annotations.entry(endpoint.to_owned()).or_default();
+        annotations.entry(keys::LAST_CLEANED_UP_TOKEN_RING_HASH.to_owned()).or_insert(current);
     }
 
     /// scylla-operator (1.10 – 1.21) seeding a node without last-cleaned with its current hash.
@@ -468,6 +481,70 @@ fn the_trigger_cleans_exactly_the_keyspaces_nodes_lost_ranges_of() {
         assert!(sim.stale().is_empty(), "{name}: left stale: {:?}", sim.stale());
         assert!(submitted(&quiet).is_empty(), "{name}: {quiet:#?}");
     }
+}
+
+/// The trigger lists the member Services before it reads the ring views, so in a parallel
+/// bootstrap the views may list nodes whose Services the list missed. Every way the list can
+/// lag (after each of three joins, any number of the newest joiners missing from it, the one
+/// listed looking like the only joiner), with groundskeeper cleaning and beside scylla-operator
+/// (1.10 – 1.21, seeding a joiner with its current hash when every node reported its ring before
+/// the next joined): once the Services are listed and everything settled, no node holds stale
+/// data, and no node was cleaned twice.
+#[test]
+fn services_listed_before_the_ring_moved_on_leave_no_stale_data() {
+    let joiners = [3u8, 4, 5];
+    let mut failures = Vec::new();
+    for operator in [false, true] {
+        for lag in lags(joiners.len()) {
+            let mut sim = three_nodes();
+            sim.operator = operator;
+            for (step, &i) in joiners.iter().enumerate() {
+                sim.model.join(&endpoint(1, i), "dc1", rack(i)).unwrap();
+                if operator {
+                    // scylla-operator's Service sync seeds a node as soon as its ring is reported.
+                    sim.operator_seeds_only(&endpoint(1, i));
+                }
+                sim.unlisted =
+                    joiners[..=step].iter().rev().take(lag[step]).map(|&j| endpoint(1, j)).collect();
+                sim.pass();
+            }
+            sim.unlisted.clear();
+            let mut cleaned_by_operator = Vec::new();
+            for _ in 0..4 {
+                if operator {
+                    cleaned_by_operator.extend(sim.operator_cleans());
+                }
+                sim.settle();
+            }
+            let stale = sim.stale();
+            let twice: Vec<(&String, &usize)> =
+                sim.operator_cleanups.iter().filter(|(_, n)| **n > 1).collect();
+            if !stale.is_empty() || !twice.is_empty() {
+                failures.push(format!(
+                    "beside scylla-operator: {operator}, newest joiners unlisted after each join: {lag:?}: \
+                     stale {stale:?}, cleaned twice by scylla-operator {twice:?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// For `n` joins, every sequence of how many of the newest joiners the Service list misses after
+/// each join (after join `k`, 0 to `k - 1`: the one it lists is there).
+fn lags(n: usize) -> Vec<Vec<usize>> {
+    (0..n).fold(vec![Vec::new()], |sequences, step| {
+        sequences
+            .into_iter()
+            .flat_map(|sequence| {
+                (0..=step).map(move |missing| {
+                    let mut next = sequence.clone();
+                    next.push(missing);
+                    next
+                })
+            })
+            .collect()
+    })
 }
 
 #[test]

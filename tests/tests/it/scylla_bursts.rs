@@ -285,13 +285,39 @@ impl Scenario {
             service["spec"]["clusterIP"] = address.into();
             self.server.create(&services(), Some(NAMESPACE), service).unwrap();
         }
-        for &(rack, _, address) in slots {
+        for &(rack, ordinal, address) in slots {
             tokio::time::sleep(STEP).await;
             self.model.join(address, DATACENTER, rack).unwrap();
+            if self.operator.cleanup == Some(Seeding::CurrentHash) {
+                self.seeded_before_the_next_joins(&member_name(rack, ordinal)).await;
+            }
         }
         self.members = after;
         tokio::time::sleep(STEP).await;
         self.write_status(&Self::racks(&self.members), false);
+    }
+
+    /// scylla-operator 1.10 – 1.21 seeds a node that joined with the first ring its sidecar
+    /// reports, on the Service's own change, and bootstraps one node at a time, each longer than
+    /// that: each node is seeded for a ring before the next one joins. Without that order (a node
+    /// first reporting after the next joined) it takes as clean a node that handed ranges to the
+    /// next, and nobody cleans it: the gap its `NeverCleanedUp` seeding closes
+    /// (docs/scylla-cleanup.md). Its stand-in here seeds on its cleanup clock, so the next join
+    /// waits for that.
+    async fn seeded_before_the_next_joins(&self, service: &str) {
+        let seeded = |s: &Scenario| {
+            s.server.get(&services(), Some(NAMESPACE), service).is_some_and(|svc| {
+                svc["metadata"]["annotations"][keys::LAST_CLEANED_UP_TOKEN_RING_HASH].is_string()
+            })
+        };
+        wait_until(
+            &format!("scylla-operator seeding {service}"),
+            CONVERGENCE_GUARD,
+            Duration::from_millis(10),
+            || seeded(self),
+            || self.diagnose(),
+        )
+        .await;
     }
 
     /// scylla-operator's parallel decommission: the nodes leave one right after another, their
