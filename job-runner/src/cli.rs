@@ -9,8 +9,9 @@ use clap::{Parser, Subcommand};
 #[cfg(test)]
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 use groundskeeper_protocol::operation::{
-    CleanupRequest, CompactRequest, CompactTo, CopyRequest, DefragRequest, EtcdTarget, EtcdTlsFiles,
-    Operation, ProveRequest, RestoreMemberRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
+    CleanupRequest, CompactRequest, CompactTo, CopyRequest, DefragRequest, DeltaRequest, EtcdTarget,
+    EtcdTlsFiles, Operation, ProveRequest, ReplayRequest, RestoreMemberRequest, SnapshotOutput,
+    SnapshotRequest, SnapshotRetention,
 };
 
 use groundskeeper_stores::etcd::connect::EndpointArgs;
@@ -94,11 +95,8 @@ impl Command {
     /// for commands that are not maintenance operations.
     pub fn operation(&self) -> Option<Operation> {
         match self {
-            // Not rendered by the controller yet.
-            Command::RingHash
-            | Command::Revision(_)
-            | Command::SnapshotDelta(_)
-            | Command::SnapshotReplay(_) => None,
+            // Not rendered by the controller.
+            Command::RingHash | Command::Revision(_) => None,
             Command::Cleanup(args) => Some(Operation::Cleanup(CleanupRequest {
                 node_address: args.node_address.clone(),
                 auth_token_file: path_text(&args.auth_token_file),
@@ -166,6 +164,23 @@ impl Command {
                 expect_revision: args.expect_revision,
                 expect_keys: args.expect_keys,
                 expect_sha256: args.expect_sha256.clone(),
+                scratch_dir: path_text(&args.scratch_dir),
+            })),
+            Command::SnapshotDelta(args) => Some(Operation::SnapshotDelta(DeltaRequest {
+                etcd: etcd_target(&args.connection),
+                to: args.to.store(),
+                file_name_template: args.file_name_template.clone(),
+                cluster: args.cluster.clone(),
+                start_revision: args.start_revision,
+                end_revision: args.end_revision,
+            })),
+            Command::SnapshotReplay(args) => Some(Operation::SnapshotReplay(ReplayRequest {
+                from: args.from.store(),
+                object: args.object.clone(),
+                file_name_template: args.file_name_template.clone(),
+                cluster: args.cluster.clone(),
+                to_revision: args.to_revision,
+                expect_keys: args.expect_keys,
                 scratch_dir: path_text(&args.scratch_dir),
             })),
             Command::RestoreMember(args) => Some(Operation::RestoreMember(RestoreMemberRequest {
@@ -479,6 +494,48 @@ mod tests {
                 expect_sha256: Some("ab".repeat(32)),
                 scratch_dir: "/scratch".into(),
             }),
+            Operation::SnapshotDelta(DeltaRequest {
+                etcd: etcd(false),
+                to: SnapshotStore::Folder("/snapshots".into()),
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                start_revision: None,
+                end_revision: None,
+            }),
+            Operation::SnapshotDelta(DeltaRequest {
+                etcd: etcd(true),
+                to: SnapshotStore::Bucket(BucketLocation {
+                    url: "s3://backups/etcd".into(),
+                    options: vec![("endpoint".into(), "http://minio:9000".into())],
+                    credentials_dir: Some("/credentials/to".into()),
+                }),
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                start_revision: Some(0),
+                end_revision: Some(4096),
+            }),
+            Operation::SnapshotReplay(ReplayRequest {
+                from: SnapshotStore::Folder("/snapshots".into()),
+                object: None,
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                to_revision: None,
+                expect_keys: None,
+                scratch_dir: "/scratch".into(),
+            }),
+            Operation::SnapshotReplay(ReplayRequest {
+                from: SnapshotStore::Bucket(BucketLocation {
+                    url: "gs://backups/etcd".into(),
+                    options: vec![],
+                    credentials_dir: Some("/credentials/from".into()),
+                }),
+                object: Some("main-20260101T000000Z.db".into()),
+                file_name_template: "{cluster}-{time}.db".into(),
+                cluster: "main".into(),
+                to_revision: Some(1234),
+                expect_keys: Some(0),
+                scratch_dir: "/scratch".into(),
+            }),
             Operation::RestoreMember(RestoreMemberRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
                     url: "gs://backups".into(),
@@ -508,6 +565,10 @@ mod tests {
                 scratch_dir: "/scratch".into(),
             }),
         ];
+        let covered: std::collections::BTreeSet<&str> =
+            operations.iter().map(|o| o.kind().as_str()).collect();
+        let every: std::collections::BTreeSet<&str> = OperationKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(covered, every, "every operation the controller can render is rendered here");
         for operation in operations {
             let args = operation.to_args();
             let cli = Cli::try_parse_args(args.clone()).unwrap_or_else(|e| panic!("{args:?}: {e}"));

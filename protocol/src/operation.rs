@@ -68,6 +68,8 @@ pub enum Operation {
     SnapshotCopy(CopyRequest),
     SnapshotProve(ProveRequest),
     RestoreMember(RestoreMemberRequest),
+    SnapshotDelta(DeltaRequest),
+    SnapshotReplay(ReplayRequest),
 }
 
 /// Clean one Scylla node through its Scylla Manager Agent.
@@ -316,6 +318,42 @@ pub struct RestoreMemberRequest {
     pub scratch_dir: String,
 }
 
+/// Take an incremental snapshot (a delta) of a cluster: every change after `start_revision` up to
+/// `end_revision`, one record per transaction, read from etcd's history and written to `to`
+/// beside the cluster's full snapshots. A start etcd has compacted away fails (exit 2) and
+/// writes nothing: the next backup must be a full snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaRequest {
+    pub etcd: EtcdTarget,
+    pub to: SnapshotStore,
+    /// Which snapshots are the cluster's: the file name template and the value of `{cluster}`.
+    pub file_name_template: String,
+    pub cluster: String,
+    /// The delta holds the changes after this revision; `None`: where the newest full snapshot
+    /// or delta of the cluster in `to` ends.
+    pub start_revision: Option<i64>,
+    /// The last revision it holds; `None`: the cluster's revision when the run starts.
+    pub end_revision: Option<i64>,
+}
+
+/// Restore a cluster's full snapshot into a throwaway member inside the Job and replay its deltas
+/// on it, each transaction landing on its original revision, up to `to_revision`; the keys and
+/// the keyspace digest at that revision are reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayRequest {
+    pub from: SnapshotStore,
+    /// The full snapshot to start from; `None`: the cluster's newest, by the time in its name.
+    pub object: Option<String>,
+    pub file_name_template: String,
+    pub cluster: String,
+    /// The revision to replay to; `None`: as far as the deltas in the store reach.
+    pub to_revision: Option<i64>,
+    /// The number of keys the member must hold at the target revision, when recorded.
+    pub expect_keys: Option<i64>,
+    /// A writable scratch folder (an `emptyDir`) for the downloads and the throwaway member.
+    pub scratch_dir: String,
+}
+
 /// Which files in a snapshot folder are snapshots of one cluster, and how many of them to keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotRetention {
@@ -337,6 +375,8 @@ impl Operation {
             Self::SnapshotCopy(_) => OperationKind::SnapshotCopy,
             Self::SnapshotProve(_) => OperationKind::SnapshotProve,
             Self::RestoreMember(_) => OperationKind::RestoreMember,
+            Self::SnapshotDelta(_) => OperationKind::SnapshotDelta,
+            Self::SnapshotReplay(_) => OperationKind::SnapshotReplay,
         }
     }
 
@@ -351,6 +391,8 @@ impl Operation {
             Self::SnapshotCopy(request) => request.render(&mut args),
             Self::SnapshotProve(request) => request.render(&mut args),
             Self::RestoreMember(request) => request.render(&mut args),
+            Self::SnapshotDelta(request) => request.render(&mut args),
+            Self::SnapshotReplay(request) => request.render(&mut args),
         }
         args.0
     }
@@ -514,6 +556,39 @@ impl ProveRequest {
         }
         if let Some(sha) = &self.expect_sha256 {
             args.value("expect-sha256", sha);
+        }
+        args.value("scratch-dir", &self.scratch_dir);
+    }
+}
+
+impl DeltaRequest {
+    fn render(&self, args: &mut Args) {
+        self.etcd.render(args);
+        self.to.render("to", args);
+        args.value("file-name-template", &self.file_name_template);
+        args.value("cluster", &self.cluster);
+        if let Some(start) = self.start_revision {
+            args.value("start-revision", start);
+        }
+        if let Some(end) = self.end_revision {
+            args.value("end-revision", end);
+        }
+    }
+}
+
+impl ReplayRequest {
+    fn render(&self, args: &mut Args) {
+        self.from.render("from", args);
+        if let Some(object) = &self.object {
+            args.value("object", object);
+        }
+        args.value("file-name-template", &self.file_name_template);
+        args.value("cluster", &self.cluster);
+        if let Some(revision) = self.to_revision {
+            args.value("to-revision", revision);
+        }
+        if let Some(keys) = self.expect_keys {
+            args.value("expect-keys", keys);
         }
         args.value("scratch-dir", &self.scratch_dir);
     }
