@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod kubectl;
 pub mod kubelet;
 pub mod measure;
+pub mod net;
 pub mod peer_network;
 pub mod prometheus;
 pub mod reference;

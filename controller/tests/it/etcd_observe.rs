@@ -125,8 +125,8 @@ async fn a_killed_member_is_unhealthy_with_its_endpoint_and_blocks_tasks() {
 #[tokio::test]
 async fn an_endpoint_that_answers_nothing_is_reported_as_such() {
     install_provider();
-    let free_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let endpoint = format!("http://127.0.0.1:{free_port}");
+    let closed = groundskeeper_e2e::net::ClosedPort::new();
+    let endpoint = closed.url();
     let observed = observe_cluster(std::slice::from_ref(&endpoint), None).await;
     assert_eq!(observed.len(), 1);
     assert_eq!(observed[0].endpoint, endpoint);

@@ -529,8 +529,8 @@ async fn a_failed_cleanup_task_is_retryable_and_explained() {
 #[tokio::test]
 async fn an_unreachable_agent_is_retryable() {
     install_provider();
-    // Bind and drop a listener: the port is (almost certainly) closed now.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = groundskeeper_e2e::net::ClosedPort::new();
+    let port = closed.port();
     let files = Files::new();
     let args = CleanupArgs {
         agent_port: port,

@@ -329,8 +329,8 @@ async fn a_stopped_run_leaves_no_file(version: EtcdVersion) {
 #[tokio::test]
 async fn a_dead_endpoint_or_a_missing_folder_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // closed again: nothing listens there
-    let endpoint = format!("http://127.0.0.1:{port}");
+    let closed = groundskeeper_e2e::net::ClosedPort::new();
+    let endpoint = closed.url();
     let output = dir.path().join("dead.db");
     let result_file = dir.path().join("result.json");
     let args = |output: &Path| {

@@ -739,7 +739,8 @@ async fn a_password_in_the_endpoint_is_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let credentials = dir.path().join("credentials");
     write_credentials(&credentials, "access", "not-a-real-secret").unwrap();
-    let unreachable = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let closed = groundskeeper_e2e::net::ClosedPort::new();
+    let unreachable = closed.addr();
     let args: Vec<String> = [
         "snapshot",
         "--endpoints",

@@ -21,7 +21,6 @@
 
 use groundskeeper_e2e::fixtures;
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,13 +57,6 @@ const SETTLE_GUARD: Duration = Duration::from_secs(90);
 const PROGRESSING: &str = "DefragControllerProgressing";
 const DEGRADED: &str = "DefragControllerDegraded";
 const DISABLED: &str = "DefragControllerDisabled";
-
-/// A loopback URL nothing listens on.
-fn dead_endpoint() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    let port = listener.local_addr().expect("its address").port();
-    format!("http://127.0.0.1:{port}")
-}
 
 /// How a scenario is set up.
 #[derive(Default)]
@@ -452,7 +444,9 @@ async fn an_automatic_maintenance_task_compacts_defragments_and_is_recorded(vers
 /// created although the members are over the thresholds; once the spec is fixed, maintenance
 /// goes ahead.
 async fn an_endpoint_that_does_not_answer_degrades_without_a_task(version: EtcdVersion) {
-    let dead = dead_endpoint();
+    // Held for the whole scenario: the etcd members started next pick free ports too.
+    let closed = groundskeeper_e2e::net::ClosedPort::new();
+    let dead = closed.url();
     let setup = Setup { extra_endpoint: Some(dead.clone()), ..Setup::default() };
     let Some(scenario) = Scenario::start(version, setup).await else {
         return;
