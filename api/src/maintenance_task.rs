@@ -73,7 +73,7 @@ const MAX_ENUM_LEN: usize = 64;
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete this MaintenanceTask and create a new one"))]
-#[x_kube(validation = Rule::new("self.type == 'Cleanup' ? self.target.kind == 'ScyllaCluster' : self.target.kind == 'EtcdCluster'").message("type Cleanup needs target kind ScyllaCluster; Compact, Defragment, Maintenance, Snapshot, Copy, Verify and Restore need EtcdCluster").field_path(".target.kind"))]
+#[x_kube(validation = Rule::new("self.type == 'Cleanup' ? self.target.kind == 'ScyllaCluster' : self.target.kind == 'EtcdCluster'").message("type Cleanup needs target kind ScyllaCluster; Compact, Defragment, Maintenance, Snapshot, Copy, Verify, Delta and Restore need EtcdCluster").field_path(".target.kind"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.cleanup) || self.type == 'Cleanup'").message("config.cleanup is only for type Cleanup: remove it, or set the config of this task's type").field_path(".config.cleanup"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.compact) || self.type == 'Compact'").message("config.compact is only for type Compact: remove it, or set the config of this task's type").field_path(".config.compact"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.defragment) || self.type == 'Defragment'").message("config.defragment is only for type Defragment: remove it, or set the config of this task's type").field_path(".config.defragment"))]
@@ -81,6 +81,7 @@ const MAX_ENUM_LEN: usize = 64;
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.snapshot) || self.type == 'Snapshot'").message("config.snapshot is only for type Snapshot: remove it, or set the config of this task's type").field_path(".config.snapshot"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.copy) || self.type == 'Copy'").message("config.copy is only for type Copy: remove it, or set the config of this task's type").field_path(".config.copy"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.verify) || self.type == 'Verify'").message("config.verify is only for type Verify: remove it, or set the config of this task's type").field_path(".config.verify"))]
+#[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.delta) || self.type == 'Delta'").message("config.delta is only for type Delta: remove it, or set the config of this task's type").field_path(".config.delta"))]
 #[x_kube(validation = Rule::new("!has(self.config) || !has(self.config.restore) || self.type == 'Restore'").message("config.restore is only for type Restore: remove it, or set the config of this task's type").field_path(".config.restore"))]
 #[x_kube(validation = Rule::new("self.type != 'Restore' || (has(self.config) && has(self.config.restore) && self.config.restore.confirm == true)").message("a Restore replaces the data of every member: confirm it with config.restore.confirm: true").field_path(".config.restore"))]
 #[serde(rename_all = "camelCase")]
@@ -226,6 +227,9 @@ open_enum! {
         Copy,
         /// EtcdCluster: prove that a snapshot restores, in a throwaway member.
         Verify,
+        /// EtcdCluster: save the changes since its newest snapshot or delta in a store (an
+        /// incremental snapshot) beside its full snapshots.
+        Delta,
         /// EtcdCluster run as a StatefulSet: restore every member from a snapshot after a lost
         /// quorum.
         Restore,
@@ -253,6 +257,7 @@ impl TaskType {
             | TaskType::Snapshot
             | TaskType::Copy
             | TaskType::Verify
+            | TaskType::Delta
             | TaskType::Restore => Some(TargetKind::EtcdCluster),
             TaskType::Unknown(_) => None,
         }
@@ -281,6 +286,7 @@ impl TaskType {
             TaskType::Snapshot => Some("snapshot"),
             TaskType::Copy => Some("copy"),
             TaskType::Verify => Some("verify"),
+            TaskType::Delta => Some("delta"),
             TaskType::Restore => Some("restore"),
             TaskType::Unknown(_) => None,
         }
@@ -312,6 +318,9 @@ pub struct TaskConfig {
     /// For type Verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyConfig>,
+    /// For type Delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaConfig>,
     /// For type Restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreConfig>,
@@ -332,6 +341,7 @@ impl TaskConfig {
             ("snapshot", self.snapshot.is_some()),
             ("copy", self.copy.is_some()),
             ("verify", self.verify.is_some()),
+            ("delta", self.delta.is_some()),
             ("restore", self.restore.is_some()),
         ]
         .into_iter()
@@ -527,6 +537,30 @@ pub struct VerifyConfig {
     pub file_name: Option<String>,
 }
 
+/// Save the changes an EtcdCluster made since its newest snapshot or delta in a store (an
+/// incremental snapshot, a delta): every put and delete from etcd's history, each transaction
+/// with its revision and leases, up to the cluster's revision when the Job starts, written beside
+/// the cluster's full snapshots (`{cluster}-{time}-{start}-{end}.delta`). A start that etcd has
+/// compacted away fails the task, naming the revision, and writes nothing: take a full snapshot.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeltaConfig {
+    /// Where the cluster's full snapshots are; the delta goes there too. Absent: the claim
+    /// `<target name>-snapshots`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<crate::snapshot_store::SnapshotStoreSpec>,
+    /// The file name template of the cluster's full snapshots (as for Snapshot). Absent:
+    /// `{cluster}-{time}.db`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
+    pub file_name: Option<String>,
+    /// The delta holds the changes after this revision. Absent: where the newest full snapshot
+    /// or delta of the cluster in that store ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub start_revision: Option<i64>,
+}
+
 /// Default `spec.config.restore.quorumLostForSeconds`.
 pub const DEFAULT_QUORUM_LOST_FOR_SECONDS: i64 = 300;
 
@@ -661,6 +695,9 @@ pub struct MaintenanceTaskStatus {
     /// Copy: what was copied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<CopyStatus>,
+    /// Delta: what the incremental snapshot holds and where it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaStatus>,
     /// Restore: its steps and where it stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<crate::restore::RestoreStatus>,
@@ -674,6 +711,42 @@ pub struct MaintenanceTaskStatus {
     /// trigger's, where the member is still over its thresholds) picks its members up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_for_next_window: Option<i32>,
+}
+
+/// What a Delta task wrote.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeltaStatus {
+    /// The store, as the Job saw it: the bucket's URL, or the folder the claim was mounted at.
+    pub store: String,
+    /// The delta's file or object name; absent when nothing was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// It holds the changes after this revision…
+    pub start_revision: i64,
+    /// …up to and including this one (the cluster's revision when the Job started).
+    pub end_revision: i64,
+    /// Where the start came from: `flag` (spec.config.delta.startRevision), or the name of the
+    /// newest full snapshot or delta in the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_from: Option<String>,
+    /// Transactions (revisions) in it.
+    pub transactions: i64,
+    /// Changes (puts and deletes) in it.
+    pub changes: i64,
+    /// Size of the delta in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+    /// For people, e.g. `0.12 MiB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// SHA-256 of the whole delta, hex (what `sha256sum FILE` prints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// When the start was compacted away: the revision etcd compacted to (nothing was written;
+    /// take a full snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_to: Option<i64>,
 }
 
 /// What a Copy task copied.

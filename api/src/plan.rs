@@ -443,6 +443,23 @@ pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<Tas
             steps.push(proof_step(&verify.from.display(), &which, cluster));
             format!("prove that {which} of EtcdCluster {target} in {} restores", verify.from.display())
         }
+        Work::Delta(delta) => {
+            let start = delta.start_revision.map_or_else(
+                || "where the newest snapshot or delta there ends".to_owned(),
+                |revision| format!("after revision {revision}"),
+            );
+            steps.push(PlanStep {
+                name: "cluster".to_owned(),
+                action: "Delta".to_owned(),
+                note: Some(format!(
+                    "read every change from etcd's history, starting {start}, up to the cluster's \
+                     revision when the Job starts, through any member; a start etcd compacted away \
+                     fails and writes nothing (take a full snapshot)"
+                )),
+                ..PlanStep::default()
+            });
+            format!("save EtcdCluster {target}'s changes as a delta to {}", store_words(&delta.to))
+        }
         Work::Restore(restore) => return restore_plan(restore, cluster, target),
         Work::Cleanup(_) => return Err("a Cleanup task cleans a ScyllaCluster".to_owned()),
     };

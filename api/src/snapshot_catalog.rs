@@ -23,6 +23,13 @@ pub struct SnapshotRecord {
     /// The highest revision the snapshot holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// Set for a delta (an incremental snapshot): it holds the changes after this revision up
+    /// to `revision`, and restores only on top of a full snapshot or delta ending here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_revision: Option<i64>,
+    /// A delta's changes (puts and deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<i64>,
     /// Keys at that revision, counted when the snapshot was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<i64>,
@@ -94,9 +101,20 @@ pub fn with_record(mut records: Vec<SnapshotRecord>, mut record: SnapshotRecord)
         }
     }
     records.push(record);
-    let excess = records.len().saturating_sub(MAX_CATALOG_ENTRIES);
-    records.drain(..excess);
+    // Deltas come every few minutes: over the limit the oldest deltas leave first, so that they
+    // never push the full snapshots they build on (and the proofs of those) out of the catalog.
+    while records.len() > MAX_CATALOG_ENTRIES {
+        let oldest_delta = records.iter().position(SnapshotRecord::is_delta);
+        records.remove(oldest_delta.unwrap_or(0));
+    }
     records
+}
+
+impl SnapshotRecord {
+    /// An incremental snapshot: the changes after `start_revision`, not a db of its own.
+    pub fn is_delta(&self) -> bool {
+        self.start_revision.is_some()
+    }
 }
 
 /// `records` with `proof` attached to its snapshot (added to the catalog when unknown there).
@@ -173,6 +191,31 @@ mod tests {
         }
         assert_eq!(records.len(), MAX_CATALOG_ENTRIES);
         assert_eq!(records[0].object, "5.db");
+    }
+
+    /// Deltas every few minutes never push the full snapshots out: over the limit the oldest
+    /// delta leaves first, and the fulls go only when no delta is left to go.
+    #[test]
+    fn deltas_leave_the_catalog_before_full_snapshots() {
+        let delta = |i: i64| SnapshotRecord {
+            start_revision: Some(i),
+            ..record("s3://b", &format!("{i}.delta"), i + 1, "d")
+        };
+        let mut records =
+            vec![record("s3://b", "full-1.db", 1, "f1"), record("s3://b", "full-2.db", 2, "f2")];
+        for i in 0..(MAX_CATALOG_ENTRIES as i64 * 2) {
+            records = with_record(records, delta(i));
+        }
+        assert_eq!(records.len(), MAX_CATALOG_ENTRIES);
+        let fulls: Vec<&str> = records.iter().filter(|r| !r.is_delta()).map(|r| r.object.as_str()).collect();
+        assert_eq!(fulls, ["full-1.db", "full-2.db"]);
+        let oldest_delta_kept = records.iter().find(|r| r.is_delta()).unwrap().object.clone();
+        assert_eq!(oldest_delta_kept, format!("{}.delta", MAX_CATALOG_ENTRIES as i64 + 2));
+        for i in 0..(MAX_CATALOG_ENTRIES as i64) {
+            records = with_record(records, record("s3://b", &format!("full-{}.db", i + 3), i + 3, "f"));
+        }
+        assert!(records.iter().all(|r| !r.is_delta()), "deltas go before any full snapshot");
+        assert_eq!(records[0].object, "full-3.db");
     }
 
     #[test]

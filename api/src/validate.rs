@@ -17,7 +17,9 @@ use crate::maintenance_task::{
     MAX_KEYSPACE_LEN, MAX_LIST_ITEMS, MAX_NAME_LEN, MAX_NODE_NAME_LEN, MaintenanceConfig, MaintenanceTask,
     MaintenanceTaskSpec, SNAPSHOT_FILE_NAME_PLACEHOLDERS, SnapshotConfig, TargetKind, TaskTarget, TaskType,
 };
-use crate::maintenance_task::{CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, RestoreConfig, VerifyConfig};
+use crate::maintenance_task::{
+    CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, DeltaConfig, RestoreConfig, VerifyConfig,
+};
 use crate::snapshot_store::{SnapshotStoreSpec, Store, check_bucket, check_store};
 
 /// One mistake in a task's spec.
@@ -70,7 +72,18 @@ pub enum Work {
     Snapshot(Snapshot),
     Copy(Copy),
     Verify(Verify),
+    Delta(Delta),
     Restore(Restore),
+}
+
+/// An incremental snapshot of a cluster, beside its full snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delta {
+    pub to: Store,
+    /// The template of the cluster's full snapshots.
+    pub file_name: String,
+    /// `None`: where the newest full snapshot or delta of the cluster there ends.
+    pub start_revision: Option<i64>,
 }
 
 /// A copy of a cluster's snapshots from one store to another.
@@ -326,6 +339,9 @@ fn check_work(check: &mut Check, spec: &MaintenanceTaskSpec) -> Option<Work> {
         }
         TaskType::Verify => {
             Work::Verify(check_verify(check, &spec.target.name, &config.verify.clone().unwrap_or_default())?)
+        }
+        TaskType::Delta => {
+            Work::Delta(check_delta(check, &spec.target.name, &config.delta.clone().unwrap_or_default())?)
         }
         TaskType::Restore => Work::Restore(check_restore(check, config.restore.as_ref())?),
         TaskType::Unknown(_) => return None,
@@ -631,6 +647,24 @@ fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> 
         file_name_or_default(check, "spec.config.verify.fileName", target_name, config.file_name.as_ref());
     check_object(check, "spec.config.verify.object", config.object.as_deref());
     Some(Verify { from: from?, object: config.object.clone(), file_name })
+}
+
+fn check_delta(check: &mut Check, target_name: &str, config: &DeltaConfig) -> Option<Delta> {
+    let default_claim =
+        SnapshotStoreSpec { persistent_volume_claim: Some(format!("{target_name}-snapshots")), bucket: None };
+    let to = checked_store(check, config.to.as_ref().unwrap_or(&default_claim), "spec.config.delta.to");
+    let file_name =
+        file_name_or_default(check, "spec.config.delta.fileName", target_name, config.file_name.as_ref());
+    if let Some(start) = config.start_revision.filter(|r| *r < 0) {
+        check.error(
+            "spec.config.delta.startRevision",
+            format!(
+                "{start} is negative: give a revision (0 for the whole history etcd still has), or \
+                 leave it out to start where the newest snapshot or delta ends"
+            ),
+        );
+    }
+    Some(Delta { to: to?, file_name, start_revision: config.start_revision })
 }
 
 fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Restore> {

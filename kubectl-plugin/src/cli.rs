@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(parse_task_type("Snapshot"), Ok(TaskType::Snapshot));
         let err = parse_task_type("defrag").unwrap_err();
         assert!(
-            err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot, Copy, Verify, Restore"),
+            err.contains("Cleanup, Compact, Defragment, Maintenance, Snapshot, Copy, Verify, Delta, Restore"),
             "{err}"
         );
         assert_eq!(parse_task_type("restore"), Ok(TaskType::Restore));

@@ -129,6 +129,7 @@ fn flags_of(task_type: &TaskType) -> &'static [&'static str] {
         TaskType::Snapshot => &["--to"],
         TaskType::Copy => &["--from", "--to"],
         TaskType::Verify => &["--from", "--object"],
+        TaskType::Delta => &["--to"],
         TaskType::Restore => &["--from", "--object", "--yes", "--override-quorum-check"],
         _ => &[],
     }
@@ -543,7 +544,7 @@ mod tests {
                 &["--from", "pvc/x"],
                 "--from is for Copy, Verify, Restore tasks, not Snapshot",
             ),
-            (TaskType::Verify, &["--to", "pvc/x"], "--to is for Snapshot, Copy tasks, not Verify"),
+            (TaskType::Verify, &["--to", "pvc/x"], "--to is for Snapshot, Copy, Delta tasks, not Verify"),
             (TaskType::Copy, &["--yes"], "--yes is for Restore tasks, not Copy"),
             (TaskType::Copy, &["--object", "a.db"], "--object is for Verify, Restore tasks, not Copy"),
             (TaskType::Verify, &["--override-quorum-check"], "--override-quorum-check is for Restore tasks"),

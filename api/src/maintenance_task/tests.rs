@@ -150,7 +150,17 @@ fn the_spec_schema_keeps_its_defaults_and_bounds() {
     assert_eq!(props["deadlineSeconds"]["minimum"], 1.0);
     assert_eq!(
         props["type"]["enum"],
-        json!(["Cleanup", "Compact", "Defragment", "Maintenance", "Snapshot", "Copy", "Verify", "Restore"])
+        json!([
+            "Cleanup",
+            "Compact",
+            "Defragment",
+            "Maintenance",
+            "Snapshot",
+            "Copy",
+            "Verify",
+            "Delta",
+            "Restore"
+        ])
     );
     assert_eq!(props["target"]["properties"]["kind"]["enum"], json!(["ScyllaCluster", "EtcdCluster"]));
     let percent = &props["config"]["properties"]["defragment"]["properties"]["maxFragmentedPercent"];

@@ -376,6 +376,21 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
     let Work::Verify(verify) = verify.work else { panic!("a verify") };
     assert_eq!(verify.from, Store::Claim("main-snapshots".into()));
 
+    let delta = validate(&etcd("Delta", json!({}))).unwrap();
+    let Work::Delta(delta) = delta.work else { panic!("a delta") };
+    assert_eq!(
+        delta,
+        Delta {
+            to: Store::Claim("main-snapshots".into()),
+            file_name: "{cluster}-{time}.db".into(),
+            start_revision: None
+        }
+    );
+    let delta =
+        validate(&etcd("Delta", json!({"delta": {"to": {"bucket": bucket}, "startRevision": 0}}))).unwrap();
+    let Work::Delta(delta) = delta.work else { panic!("a delta") };
+    assert_eq!((delta.to.display(), delta.start_revision), ("s3://backups/etcd".into(), Some(0)));
+
     let restore = validate(&etcd(
         "Restore",
         json!({"restore": {"confirm": true, "from": {"bucket": bucket}, "object": "main-1.db"}}),
@@ -385,7 +400,10 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
     assert_eq!(restore.quorum_lost_for, SignedDuration::from_secs(300));
     assert!(!restore.override_quorum_check);
 
-    let cases: [(&str, Value, &str, &str); 7] = [
+    let cases: [(&str, Value, &str, &str); 10] = [
+        ("Delta", json!({"delta": {"startRevision": -1}}), "spec.config.delta.startRevision", "is negative"),
+        ("Delta", json!({"delta": {"fileName": "a/{time}.db"}}), "spec.config.delta.fileName", "holds a '/'"),
+        ("Delta", json!({"delta": {"to": {}}}), "spec.config.delta.to", "names no store"),
         ("Restore", json!({}), "spec.config.restore", "confirm: true"),
         (
             "Restore",

@@ -218,7 +218,8 @@ impl ClusterSeries {
             };
             self.degraded.get_or_create(&series).set(i64::from(degraded.status == "True"));
         }
-        let written = status.snapshots.iter().filter_map(|s| s.written_at.as_ref());
+        // Full snapshots only: a delta restores only on top of one.
+        let written = status.snapshots.iter().filter(|s| !s.is_delta()).filter_map(|s| s.written_at.as_ref());
         let newest =
             status.last_snapshot.iter().map(|s| &s.time).chain(written).map(unix_seconds).reduce(f64::max);
         if let Some(newest) = newest {

@@ -10,7 +10,7 @@ use groundskeeper_api::snapshot_catalog::{
     SnapshotProof, SnapshotRecord, with_proof, with_record, without_deleted,
 };
 use groundskeeper_api::validate::Work;
-use groundskeeper_protocol::result::{CopyReport, ProveReport, SnapshotReport};
+use groundskeeper_protocol::result::{CopyReport, DeltaReport, ProveReport, SnapshotReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use jiff::Timestamp;
 
@@ -37,6 +37,9 @@ pub fn record_snapshot_work(
             }
             (Report::SnapshotProve(report), Work::Verify(verify)) => {
                 record_proof(&mut status, &verify.from.display(), task, result, report, now);
+            }
+            (Report::SnapshotDelta(report), Work::Delta(delta)) if result.outcome == Outcome::Succeeded => {
+                record_delta(&mut status, &delta.to.display(), task, report, now);
             }
             _ => {}
         }
@@ -65,7 +68,40 @@ fn record_snapshot(
             object,
             written_at: Some(now.into()),
             revision: report.revision,
+            start_revision: None,
+            changes: None,
             keys: report.keys,
+            size_bytes: i64::try_from(report.size_bytes).ok(),
+            size: Some(mib_text(report.size_bytes)),
+            sha256: report.sha256.clone(),
+            task: Some(task.to_owned()),
+            proof: None,
+        },
+    );
+}
+
+/// A delta written goes into the catalog with the revisions it spans; a run that found nothing
+/// to write (no object) leaves the catalog as it is.
+fn record_delta(
+    status: &mut EtcdClusterStatus,
+    store: &str,
+    task: &str,
+    report: &DeltaReport,
+    now: Timestamp,
+) {
+    let Some(object) = &report.object else {
+        return;
+    };
+    status.snapshots = with_record(
+        std::mem::take(&mut status.snapshots),
+        SnapshotRecord {
+            store: store.to_owned(),
+            object: object.clone(),
+            written_at: Some(now.into()),
+            revision: Some(report.end_revision),
+            start_revision: Some(report.start_revision),
+            changes: i64::try_from(report.events).ok(),
+            keys: None,
             size_bytes: i64::try_from(report.size_bytes).ok(),
             size: Some(mib_text(report.size_bytes)),
             sha256: report.sha256.clone(),
@@ -95,6 +131,8 @@ fn record_copy(
             object: copied.name.clone(),
             written_at: Some(now.into()),
             revision: copied.revision.or(known.as_ref().and_then(|k| k.revision)),
+            start_revision: known.as_ref().and_then(|k| k.start_revision),
+            changes: known.as_ref().and_then(|k| k.changes),
             keys: copied.keys.or(known.as_ref().and_then(|k| k.keys)),
             size_bytes: i64::try_from(copied.size_bytes).ok(),
             size: Some(mib_text(copied.size_bytes)),
@@ -191,6 +229,26 @@ pub fn task_copy(results: &[JobResult]) -> Option<groundskeeper_api::maintenance
             failed: report.failed.clone(),
             bytes_copied: i64::try_from(report.bytes_copied).ok(),
             size: Some(mib_text(report.bytes_copied)),
+        }),
+        _ => None,
+    })
+}
+
+/// A Delta's `status.delta`, once its Job reported (a compacted start too: it says to what).
+pub fn task_delta(results: &[JobResult]) -> Option<groundskeeper_api::maintenance_task::DeltaStatus> {
+    results.iter().find_map(|result| match &result.report {
+        Report::SnapshotDelta(report) => Some(groundskeeper_api::maintenance_task::DeltaStatus {
+            store: report.path.clone(),
+            object: report.object.clone(),
+            start_revision: report.start_revision,
+            end_revision: report.end_revision,
+            start_from: report.start_from.clone(),
+            transactions: i64::try_from(report.transactions).unwrap_or(i64::MAX),
+            changes: i64::try_from(report.events).unwrap_or(i64::MAX),
+            size_bytes: report.object.as_ref().and_then(|_| i64::try_from(report.size_bytes).ok()),
+            size: report.object.as_ref().map(|_| mib_text(report.size_bytes)),
+            sha256: report.sha256.clone(),
+            compacted_to: report.compact_revision,
         }),
         _ => None,
     })

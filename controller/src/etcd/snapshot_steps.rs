@@ -6,11 +6,11 @@
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::snapshot_catalog::SnapshotRecord;
 use groundskeeper_api::snapshot_store::{BucketSpec, Store};
-use groundskeeper_api::validate::{Copy, Snapshot, Verify};
+use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{
-    BucketLocation, CopyRequest, ProveRequest, SnapshotOutput, SnapshotRequest, SnapshotRetention,
-    SnapshotStore,
+    BucketLocation, CopyRequest, DeltaRequest, ProveRequest, SnapshotOutput, SnapshotRequest,
+    SnapshotRetention, SnapshotStore,
 };
 use groundskeeper_stores::etcd::retention::NameTemplate;
 use jiff::Timestamp;
@@ -148,6 +148,25 @@ pub(crate) fn copy_step(copy: &Copy, naming: &SnapshotNaming) -> Step {
     }
 }
 
+/// A Delta task's one step: through any member, into the store where the cluster's full
+/// snapshots are (mounted where a Snapshot task mounts it).
+pub(crate) fn delta_step(policy: &Policy, delta: &Delta, naming: &SnapshotNaming) -> Step {
+    let to = mounted(&delta.to, "to", SNAPSHOT_MOUNT_DIR);
+    Step {
+        operation: Operation::SnapshotDelta(DeltaRequest {
+            etcd: etcd_target(policy),
+            to: to.store,
+            file_name_template: delta.file_name.clone(),
+            cluster: naming.cluster.clone(),
+            start_revision: delta.start_revision,
+            end_revision: None,
+        }),
+        claims: to.claim.into_iter().collect(),
+        secret_folders: to.secret.into_iter().collect(),
+        scratch: None,
+    }
+}
+
 /// Which snapshot a proof restores, and what the catalog recorded of it.
 pub(crate) struct ProveTarget {
     /// `None`: the runner takes the newest in the store.
@@ -162,7 +181,11 @@ pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &Et
     let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
     let record = match &verify.object {
         Some(object) => catalog.iter().find(|r| r.store == store && &r.object == object).cloned(),
-        None => catalog.iter().filter(|r| r.store == store).max_by_key(|r| r.written_at.clone()).cloned(),
+        None => catalog
+            .iter()
+            .filter(|r| r.store == store && !r.is_delta())
+            .max_by_key(|r| r.written_at.clone())
+            .cloned(),
     };
     let object = verify.object.clone().or_else(|| record.as_ref().map(|r| r.object.clone()));
     prove_step(&verify.from, &verify.file_name, naming, &ProveTarget { object, record }, cluster)
@@ -261,6 +284,47 @@ mod tests {
             step.operation.to_args().join(" "),
             "snapshot-copy --from /snapshots-from --to /snapshots-to --file-name-template {cluster}-{time}.db \
              --cluster main"
+        );
+    }
+
+    #[test]
+    fn a_delta_goes_where_the_full_snapshots_are() {
+        let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T00:00:00Z".parse().unwrap() };
+        let spec: groundskeeper_api::etcd_cluster::EtcdClusterSpec =
+            serde_json::from_value(serde_json::json!({"endpoints": ["http://e-0:2379"]})).unwrap();
+        let policy = Policy::from_spec(&spec).unwrap();
+        let to_claim = Delta {
+            to: Store::Claim("snaps".into()),
+            file_name: "{cluster}-{time}.db".into(),
+            start_revision: None,
+        };
+        let step = delta_step(&policy, &to_claim, &naming);
+        let mounts: Vec<(&str, &str)> =
+            step.claims.iter().map(|c| (c.claim_name.as_str(), c.mount_path.as_str())).collect();
+        assert_eq!(mounts, [("snaps", SNAPSHOT_MOUNT_DIR)]);
+        let Operation::SnapshotDelta(request) = &step.operation else { panic!("a delta: {step:?}") };
+        assert_eq!(request.to, SnapshotStore::Folder(SNAPSHOT_MOUNT_DIR.into()));
+        assert_eq!((request.start_revision, request.end_revision), (None, None));
+        assert_eq!(request.cluster, "main");
+        let bucket = BucketSpec {
+            url: "s3://backups/etcd".into(),
+            endpoint: None,
+            region: Some("eu-1".into()),
+            options: BTreeMap::new(),
+            credentials_secret: Some("s3".into()),
+        };
+        let to_bucket = Delta { to: Store::Bucket(bucket), start_revision: Some(42), ..to_claim };
+        let step = delta_step(&policy, &to_bucket, &naming);
+        assert!(step.claims.is_empty());
+        let folders: Vec<(&str, &str)> =
+            step.secret_folders.iter().map(|f| (f.secret_name.as_str(), f.mount_path.as_str())).collect();
+        assert_eq!(folders, [("s3", "/var/run/groundskeeper/store-to")]);
+        let args = step.operation.to_args().join(" ");
+        assert!(args.starts_with("snapshot-delta "), "{args}");
+        assert!(args.contains("--to s3://backups/etcd --to-option region=eu-1 --to-credentials /var/run/groundskeeper/store-to"), "{args}");
+        assert!(
+            args.ends_with("--file-name-template {cluster}-{time}.db --cluster main --start-revision 42"),
+            "{args}"
         );
     }
 }

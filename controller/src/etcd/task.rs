@@ -67,6 +67,7 @@ pub fn steps(
         Work::Snapshot(snapshot) => snapshot_steps::snapshot_steps(policy, snapshot, naming, cluster),
         Work::Copy(copy) => Ok(vec![snapshot_steps::copy_step(copy, naming)]),
         Work::Verify(verify) => Ok(vec![snapshot_steps::verify_step(verify, naming, cluster)]),
+        Work::Delta(delta) => Ok(vec![snapshot_steps::delta_step(policy, delta, naming)]),
         Work::Restore(_) => Err("a Restore runs its own steps".into()),
         Work::Cleanup(_) => Err("a Cleanup task cleans a ScyllaCluster, not an EtcdCluster".into()),
     }
@@ -79,6 +80,7 @@ fn claims_of(work: &Work) -> Vec<String> {
         Work::Snapshot(snapshot) => vec![&snapshot.store],
         Work::Copy(copy) => vec![&copy.from, &copy.to],
         Work::Verify(verify) => vec![&verify.from],
+        Work::Delta(delta) => vec![&delta.to],
         Work::Restore(restore) => vec![&restore.from],
         _ => Vec::new(),
     };
@@ -240,6 +242,7 @@ impl ReadCluster {
                 now,
             );
             status.copy = super::snapshot_record::task_copy(&finished_results(&jobs));
+            status.delta = super::snapshot_record::task_delta(&finished_results(&jobs));
         }
         status.progress = progress_of(&status.nodes);
         let left = super::task_progress::left_for_next_window(&jobs);

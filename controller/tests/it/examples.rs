@@ -83,6 +83,7 @@ const TASK_EXAMPLES: &[(&str, TaskType)] = &[
     ("task-defragment.yaml", TaskType::Defragment),
     ("task-maintenance.yaml", TaskType::Maintenance),
     ("task-snapshot.yaml", TaskType::Snapshot),
+    ("task-delta.yaml", TaskType::Delta),
 ];
 
 /// A task example read through the CRD's types, every field of the file known to them.

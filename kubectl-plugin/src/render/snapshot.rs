@@ -60,8 +60,8 @@ pub fn list(cluster: &EtcdCluster, now: Timestamp) -> String {
     out.push('\n');
     if view.snapshots.is_empty() {
         out.push_str(&format!(
-            "\nNo snapshots recorded (status.snapshots lists what Snapshot, Copy and Verify tasks wrote, \
-             copied or proved): take one with `kubectl groundskeeper task create snapshot --target {name}`\n"
+            "\nNo snapshots recorded (status.snapshots lists what Snapshot, Delta, Copy and Verify tasks \
+             wrote, copied or proved): take one with `kubectl groundskeeper task create snapshot --target {name}`\n"
         ));
         return out;
     }
@@ -73,7 +73,7 @@ pub fn list(cluster: &EtcdCluster, now: Timestamp) -> String {
                 r.store.clone(),
                 r.object.clone(),
                 when(now, r.written_at.as_ref()),
-                number(r.revision),
+                revision_cell(r),
                 number(r.keys),
                 size(r.size_bytes),
                 r.sha256.as_deref().map_or("-".to_owned(), short_sha),
@@ -87,6 +87,15 @@ pub fn list(cluster: &EtcdCluster, now: Timestamp) -> String {
         &rows,
     ));
     out
+}
+
+/// A full snapshot's revision, or a delta's span: `1200→1450 (+380 changes)`.
+fn revision_cell(record: &SnapshotRecord) -> String {
+    match (record.start_revision, record.changes) {
+        (Some(start), Some(changes)) => format!("{start}→{} (+{changes} changes)", number(record.revision)),
+        (Some(start), None) => format!("{start}→{}", number(record.revision)),
+        _ => number(record.revision),
+    }
 }
 
 fn number(value: Option<i64>) -> String {
@@ -268,6 +277,24 @@ s3://backups/etcd    main-20261123T200000Z.db   2026-11-23T20:01:00Z (59m ago)  
 s3://backups/etcd    main-20261123T180000Z.db   2026-11-23T18:00:10Z (2h ago)    1100       320    12.0 MiB (12582912)   0123456789ab   proven 2026-11-23T18:05:00Z rev 1100
 "
         );
+    }
+
+    #[test]
+    fn a_delta_shows_its_span_and_changes() {
+        let c = cluster(json!({"snapshots": [
+            {"store": "pvc/main-snapshots", "object": "main-20261123T200000Z.db", "writtenAt": "2026-11-23T20:00:05Z",
+             "revision": 1200, "keys": 340, "sizeBytes": 13631488},
+            {"store": "pvc/main-snapshots",
+             "object": "main-20261123T205000Z-0000000000000001200-0000000000000001350.delta",
+             "writtenAt": "2026-11-23T20:50:02Z", "startRevision": 1200, "revision": 1350, "changes": 380,
+             "sizeBytes": 41943}
+        ]}));
+        let text = list(&c, now());
+        let delta = text.lines().find(|l| l.contains(".delta")).expect("the delta's row");
+        assert!(delta.contains("1200→1350 (+380 changes)"), "{text}");
+        assert!(delta.contains("(41943)"), "{text}");
+        let full = text.lines().find(|l| l.contains("T200000Z.db")).unwrap();
+        assert!(full.contains(" 1200 ") && full.contains(" 340 "), "{text}");
     }
 
     #[test]

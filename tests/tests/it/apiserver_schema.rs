@@ -91,9 +91,9 @@ async fn an_unsupported_value_is_refused_with_the_real_status() {
         status,
         json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
-            "message": "MaintenanceTask.groundskeeper.dev \"vacuum\" is invalid: [spec.type: Unsupported value: \"Vacuum\": supported values: \"Cleanup\", \"Compact\", \"Defragment\", \"Maintenance\", \"Snapshot\", \"Copy\", \"Verify\", \"Restore\", <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
+            "message": "MaintenanceTask.groundskeeper.dev \"vacuum\" is invalid: [spec.type: Unsupported value: \"Vacuum\": supported values: \"Cleanup\", \"Compact\", \"Defragment\", \"Maintenance\", \"Snapshot\", \"Copy\", \"Verify\", \"Delta\", \"Restore\", <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
             "details": { "name": "vacuum", "group": "groundskeeper.dev", "kind": "MaintenanceTask", "causes": [
-                { "reason": "FieldValueNotSupported", "field": "spec.type", "message": "Unsupported value: \"Vacuum\": supported values: \"Cleanup\", \"Compact\", \"Defragment\", \"Maintenance\", \"Snapshot\", \"Copy\", \"Verify\", \"Restore\"" },
+                { "reason": "FieldValueNotSupported", "field": "spec.type", "message": "Unsupported value: \"Vacuum\": supported values: \"Cleanup\", \"Compact\", \"Defragment\", \"Maintenance\", \"Snapshot\", \"Copy\", \"Verify\", \"Delta\", \"Restore\"" },
                 { "reason": "FieldValueInvalid", "field": "<nil>", "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation" },
             ]},
         })

@@ -3,8 +3,10 @@
 //! bucket by a Copy task (run twice: the second copies nothing), proven by a Verify task from the
 //! bucket (the EtcdCluster's catalog and condition `SnapshotRestorable` say so); then the copy in
 //! the bucket is damaged and the next Verify fails, which degrades the cluster, naming the
-//! snapshot. Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the
-//! test with a message, except under `CI=true`.
+//! snapshot. Delta tasks (incremental snapshots) follow the newest snapshot or delta on a claim
+//! and in a bucket, and fail, naming the revision, once someone else compacted their start away.
+//! Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the test with a
+//! message, except under `CI=true`.
 
 use groundskeeper_e2e::fixtures;
 use std::sync::Arc;
@@ -187,4 +189,86 @@ async fn a_snapshot_copied_offsite_is_proven_and_a_damaged_copy_degrades_the_clu
             restorable && degraded
         })
         .await;
+}
+
+/// Incremental snapshots as tasks: each Delta holds exactly the changes since the newest full
+/// snapshot or delta of its store (the catalog records its span, changes, size and checksum);
+/// one in a bucket starts from the full snapshot copied there; a start compacted away by someone
+/// else fails the task, naming the revision, and records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_follow_the_newest_snapshot_and_a_compacted_start_fails_naming_it() {
+    let _one = CLUSTER_TURNS.lock().await;
+    let Some(scenario) = Scenario::start().await else { return };
+    let mut client = scenario.etcd.client(None).await.expect("a client");
+    for i in 0..10 {
+        client.put(format!("kept/{i}"), "v", None).await.expect("a write");
+    }
+    let snapshot = completed(&scenario.run("full", "Snapshot", json!({})).await).snapshot.unwrap();
+    let full_revision = snapshot.revision.unwrap();
+
+    // 20 puts and 5 deletes since the snapshot: the delta holds those 25 changes.
+    for i in 0..20 {
+        client.put(format!("changed/{i}"), "w", None).await.expect("a write");
+    }
+    for i in 0..5 {
+        client.delete(format!("kept/{i}"), None).await.expect("a delete");
+    }
+    let revision = client.get("kept/9", None).await.expect("a read").header().unwrap().revision();
+    let delta = completed(&scenario.run("delta-1", "Delta", json!({})).await).delta.unwrap();
+    assert_eq!((delta.start_revision, delta.end_revision), (full_revision, revision), "{delta:?}");
+    assert_eq!((delta.transactions, delta.changes), (25, 25), "{delta:?}");
+    assert_eq!(delta.start_from.as_deref(), Some(snapshot.file.as_str()), "{delta:?}");
+    let object = delta.object.clone().expect("a delta written");
+    let file = scenario.jobs.claim_dir(NAMESPACE, CLAIM).join(&object);
+    let bytes = std::fs::read(&file).expect("the delta on the claim");
+    assert_eq!(Some(bytes.len() as i64), delta.size_bytes);
+    let catalog = scenario.cluster().status.unwrap().snapshots;
+    let entry = catalog.iter().find(|r| r.object == object).expect("the delta in the catalog");
+    assert!(entry.is_delta(), "{entry:?}");
+    assert_eq!(
+        (entry.store.as_str(), entry.start_revision, entry.revision, entry.changes),
+        ("pvc/main-snapshots", Some(full_revision), Some(revision), Some(25)),
+        "{entry:?}"
+    );
+    assert_eq!(entry.sha256, delta.sha256);
+
+    // The next one starts where that one ended.
+    client.put("changed/late", "x", None).await.expect("a write");
+    let next = completed(&scenario.run("delta-2", "Delta", json!({})).await).delta.unwrap();
+    assert_eq!(
+        (next.start_revision, next.end_revision, next.changes),
+        (revision, revision + 1, 1),
+        "{next:?}"
+    );
+    assert_eq!(next.start_from.as_deref(), Some(object.as_str()), "{next:?}");
+
+    // In a bucket: from the full snapshot copied there.
+    let copy = json!({ "from": { "persistentVolumeClaim": CLAIM }, "to": scenario.bucket(), "only": [snapshot.file] });
+    completed(&scenario.run("offsite", "Copy", copy).await);
+    let offsite =
+        completed(&scenario.run("delta-offsite", "Delta", json!({ "to": scenario.bucket() })).await)
+            .delta
+            .unwrap();
+    assert_eq!((offsite.start_revision, offsite.end_revision), (full_revision, revision + 1), "{offsite:?}");
+    assert_eq!(offsite.store, "s3://offsite/etcd/main");
+    let name = offsite.object.clone().unwrap();
+    let in_bucket = scenario.s3.object_file("offsite", &format!("etcd/main/{name}"));
+    assert_eq!(std::fs::metadata(in_bucket).unwrap().len() as i64, offsite.size_bytes.unwrap());
+
+    // Someone else compacts past where the claim's newest delta ended: the next fails, naming
+    // the revision, and the catalog keeps what it had.
+    for i in 0..5 {
+        client.put(format!("after/{i}"), "y", None).await.expect("a write");
+    }
+    let compacted = revision + 4;
+    client.compact(compacted, None).await.expect("a compaction");
+    let before = scenario.cluster().status.unwrap().snapshots;
+    let failed = scenario.run("delta-3", "Delta", json!({})).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.state, Some(TaskState::Failed), "{status:#?}");
+    let reported = status.delta.clone().expect("the delta's report");
+    assert_eq!((reported.object.as_deref(), reported.compacted_to), (None, Some(compacted)), "{reported:?}");
+    let why = status.last_errors.last().map(|e| e.description.clone()).unwrap_or_default();
+    assert!(why.contains(&compacted.to_string()), "names the compacted revision: {why}");
+    assert_eq!(scenario.cluster().status.unwrap().snapshots, before);
 }

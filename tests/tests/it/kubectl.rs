@@ -167,8 +167,8 @@ fn refusal(what: &'static str, object: Value, says: &[&str]) -> Refusal {
     Refusal { what, object, says: says.iter().map(|s| s.to_string()).collect() }
 }
 
-const TYPES: [&str; 8] =
-    ["Cleanup", "Compact", "Defragment", "Maintenance", "Snapshot", "Copy", "Verify", "Restore"];
+const TYPES: [&str; 9] =
+    ["Cleanup", "Compact", "Defragment", "Maintenance", "Snapshot", "Copy", "Verify", "Delta", "Restore"];
 
 /// The rules a task's spec has, the same in a schedule's `taskTemplate.spec` (at `base`).
 fn task_spec_refusals(good: &Value, base: &str, field: &str, out: &mut Vec<Refusal>) {

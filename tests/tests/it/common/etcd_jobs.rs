@@ -46,6 +46,12 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::snapshot::main(args))
         }
+        Command::SnapshotDelta(mut args) => {
+            paths.connection(&mut args.connection);
+            paths.to(&mut args.to);
+            args.result_file = result_file;
+            Box::new(move || groundskeeper_job::etcd::delta::main(args))
+        }
         Command::SnapshotCopy(mut args) => {
             paths.from(&mut args.from);
             paths.to(&mut args.to);
