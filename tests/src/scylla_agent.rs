@@ -339,6 +339,8 @@ struct State {
     served_bytes: u64,
     /// `describe_ring` answers so far.
     describe_ring_answers: usize,
+    /// While true, running cleanup tasks make no progress ([`ScyllaAgent::hold_cleanups`]).
+    held: bool,
 }
 
 /// A running stand-in. Stops when dropped.
@@ -384,6 +386,7 @@ impl ScyllaAgent {
             marked_clean: false,
             served_bytes: 0,
             describe_ring_answers: 0,
+            held: false,
         }));
         let server = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(tls)), state.clone()));
         Self { addr, ca_pem, state, server }
@@ -466,6 +469,13 @@ impl ScyllaAgent {
     /// then Scylla's 400 "task with id … not found"), and nothing it ran goes on.
     pub fn restart(&self) {
         self.lock().tasks.clear();
+    }
+
+    /// Holds every cleanup task of this node where it is (`true`) until released (`false`): a
+    /// scenario that needs a cleanup still running at a later step of its own says so, instead of
+    /// hoping the cleanup is slow enough.
+    pub fn hold_cleanups(&self, held: bool) {
+        self.lock().held = held;
     }
 
     pub fn set_ring(&self, ring: Vec<String>) {
@@ -877,7 +887,7 @@ fn task_status(state: &mut State, id: &str, polls: u32) -> Response<Body> {
         return scylla_error(StatusCode::BAD_REQUEST, &format!("task with id {id} not found"));
     };
     let mut finished_now = false;
-    if task.state == "running" && !task.stale {
+    if task.state == "running" && !task.stale && !state.held {
         task.polls = task.polls.saturating_add(polls);
         if task.polls > polls_until_done {
             finished_now = true;

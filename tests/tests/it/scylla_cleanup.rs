@@ -1002,7 +1002,10 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
     let (h3, h6) = (ring_hash_of(3), ring_hash_of(6));
     let all_nodes: Vec<String> = Scenario::old_nodes().into_iter().chain(Scenario::new_nodes()).collect();
 
-    // 3 → 6, and a manual task while scylla-operator's Jobs run.
+    // 3 → 6, and a manual task while scylla-operator's Jobs run: their cleanups are held until
+    // the task has been seen waiting for one.
+    let hold = |held: bool| scenario.agents.values().for_each(|agent| agent.hold_cleanups(held));
+    hold(true);
     scenario.scale_out();
     let operator_job_running = |s: &Scenario| {
         s.server.list(&jobs(), Some(NAMESPACE)).iter().any(|j| is_scylla_operators(j) && !job_finished(j))
@@ -1028,6 +1031,7 @@ async fn beside_scylla_operators_cleanup(seeding: Seeding) {
             })
         })
         .await;
+    hold(false);
     let phase_one_done = |s: &Scenario| {
         // Either way every node ends clean for the new ring: new nodes seeded or cleaned.
         all_nodes
