@@ -535,6 +535,13 @@ pub struct VerifyConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = MAX_FILE_NAME_LEN))]
     pub file_name: Option<String>,
+    /// Prove a restore to this revision (a point in time): the newest full snapshot of the store
+    /// at or before it (or `object`), and the cluster's deltas after it (Delta tasks) replayed up
+    /// to it in the throwaway member, each transaction at its original revision. Absent: prove
+    /// the snapshot alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub to_revision: Option<i64>,
 }
 
 /// Save the changes an EtcdCluster made since its newest snapshot or delta in a store (an
@@ -698,6 +705,10 @@ pub struct MaintenanceTaskStatus {
     /// Delta: what the incremental snapshot holds and where it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta: Option<DeltaStatus>,
+    /// Verify to a point in time (`toRevision`): the full snapshot and deltas replayed, and what
+    /// the throwaway member served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayStatus>,
     /// Restore: its steps and where it stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<crate::restore::RestoreStatus>,
@@ -711,6 +722,41 @@ pub struct MaintenanceTaskStatus {
     /// trigger's, where the member is still over its thresholds) picks its members up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_for_next_window: Option<i32>,
+}
+
+/// What a Verify to a point in time replayed, and what the member served at the end.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayStatus {
+    /// The store, as the Job saw it: the bucket's URL, or the folder the claim was mounted at.
+    pub store: String,
+    /// The full snapshot restored first.
+    pub snapshot: String,
+    /// The revision that full snapshot holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_revision: Option<i64>,
+    /// The deltas replayed on it, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deltas: Vec<String>,
+    /// The revision asked for.
+    pub to_revision: i64,
+    /// True: the member served that revision, every replayed transaction landed on its original
+    /// revision.
+    pub replayed: bool,
+    /// Transactions replayed.
+    pub transactions: i64,
+    /// Changes (puts and deletes) replayed.
+    pub changes: i64,
+    /// The revision the member served at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The keys it held at `toRevision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+    /// SHA-256 of its keyspace at `toRevision` (keys, values, create and mod revisions,
+    /// versions, leases), to compare with the cluster's at that revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_sha256: Option<String>,
 }
 
 /// What a Delta task wrote.

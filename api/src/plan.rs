@@ -16,7 +16,7 @@ use crate::etcd_cluster::EtcdMemberStatus;
 use crate::maintenance_window::WindowState;
 use crate::scylla::facts::{ClusterFacts, MemberFacts, sorted_members};
 use crate::snapshot_store::Store;
-use crate::validate::{Cleanup, Compact, Restore, Snapshot, Work};
+use crate::validate::{Cleanup, Compact, Restore, Snapshot, Verify, Work};
 use groundskeeper_protocol::keys;
 use groundskeeper_stores::etcd::leader_turn::{
     DEFAULT_IN_PLACE_BUDGET, LeaderTurnDecision, LeaderTurnFacts, MeasuredDefrag, RateFrom, TurnChoice,
@@ -437,6 +437,23 @@ pub fn etcd_plan(work: &Work, cluster: &EtcdCluster, target: &str) -> Result<Tas
                 copy.from.display(),
                 copy.to.display()
             )
+        }
+        Work::Verify(Verify { to_revision: Some(to), from, object, .. }) => {
+            let which = object
+                .clone()
+                .unwrap_or_else(|| format!("the newest full snapshot at or before revision {to}"));
+            steps.push(PlanStep {
+                name: "cluster".to_owned(),
+                action: "Replay".to_owned(),
+                note: Some(format!(
+                    "restore {which} from {} into a throwaway member inside the Job, replay the \
+                     cluster's deltas after it up to revision {to}, each transaction at its original \
+                     revision, and check that the member serves revision {to}",
+                    from.display()
+                )),
+                ..PlanStep::default()
+            });
+            format!("prove that EtcdCluster {target} restores to revision {to} from {}", from.display())
         }
         Work::Verify(verify) => {
             let which = verify.object.clone().unwrap_or_else(|| "the newest snapshot".to_owned());

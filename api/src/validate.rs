@@ -99,9 +99,11 @@ pub struct Copy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verify {
     pub from: Store,
-    /// `None`: the newest of the cluster's snapshots there.
+    /// `None`: the newest of the cluster's snapshots there (before `to_revision`, when given).
     pub object: Option<String>,
     pub file_name: String,
+    /// Prove a restore to this revision: the full snapshot and the deltas after it replayed.
+    pub to_revision: Option<i64>,
 }
 
 /// A restore of a cluster from a snapshot, confirmed.
@@ -646,7 +648,13 @@ fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> 
     let file_name =
         file_name_or_default(check, "spec.config.verify.fileName", target_name, config.file_name.as_ref());
     check_object(check, "spec.config.verify.object", config.object.as_deref());
-    Some(Verify { from: from?, object: config.object.clone(), file_name })
+    if let Some(revision) = config.to_revision.filter(|r| *r < 1) {
+        check.error(
+            "spec.config.verify.toRevision",
+            format!("{revision} is not a revision (they start at 1): give the revision to restore to, or leave it out"),
+        );
+    }
+    Some(Verify { from: from?, object: config.object.clone(), file_name, to_revision: config.to_revision })
 }
 
 fn check_delta(check: &mut Check, target_name: &str, config: &DeltaConfig) -> Option<Delta> {

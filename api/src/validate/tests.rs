@@ -400,7 +400,12 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
     assert_eq!(restore.quorum_lost_for, SignedDuration::from_secs(300));
     assert!(!restore.override_quorum_check);
 
-    let cases: [(&str, Value, &str, &str); 10] = [
+    let to_a_point = validate(&etcd("Verify", json!({"verify": {"toRevision": 1200}}))).unwrap();
+    let Work::Verify(to_a_point) = to_a_point.work else { panic!("a verify") };
+    assert_eq!(to_a_point.to_revision, Some(1200));
+
+    let cases: [(&str, Value, &str, &str); 11] = [
+        ("Verify", json!({"verify": {"toRevision": 0}}), "spec.config.verify.toRevision", "start at 1"),
         ("Delta", json!({"delta": {"startRevision": -1}}), "spec.config.delta.startRevision", "is negative"),
         ("Delta", json!({"delta": {"fileName": "a/{time}.db"}}), "spec.config.delta.fileName", "holds a '/'"),
         ("Delta", json!({"delta": {"to": {}}}), "spec.config.delta.to", "names no store"),

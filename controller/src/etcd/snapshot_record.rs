@@ -234,6 +234,26 @@ pub fn task_copy(results: &[JobResult]) -> Option<groundskeeper_api::maintenance
     })
 }
 
+/// A Verify to a point in time's `status.replay`, once its Job reported.
+pub fn task_replay(results: &[JobResult]) -> Option<groundskeeper_api::maintenance_task::ReplayStatus> {
+    results.iter().find_map(|result| match &result.report {
+        Report::SnapshotReplay(report) => Some(groundskeeper_api::maintenance_task::ReplayStatus {
+            store: report.path.clone(),
+            snapshot: report.object.clone(),
+            snapshot_revision: report.snapshot_revision,
+            deltas: report.deltas.clone(),
+            to_revision: report.to_revision,
+            replayed: report.replayed && result.outcome == Outcome::Succeeded,
+            transactions: i64::try_from(report.transactions).unwrap_or(i64::MAX),
+            changes: i64::try_from(report.events).unwrap_or(i64::MAX),
+            revision: report.revision,
+            keys: report.keys,
+            keys_sha256: report.keys_sha256.clone(),
+        }),
+        _ => None,
+    })
+}
+
 /// A Delta's `status.delta`, once its Job reported (a compacted start too: it says to what).
 pub fn task_delta(results: &[JobResult]) -> Option<groundskeeper_api::maintenance_task::DeltaStatus> {
     results.iter().find_map(|result| match &result.report {
@@ -368,8 +388,12 @@ mod tests {
 
     #[test]
     fn a_failed_proof_is_recorded_with_why() {
-        let verify =
-            Work::Verify(Verify { from: Store::Claim("snaps".into()), object: None, file_name: "x".into() });
+        let verify = Work::Verify(Verify {
+            from: Store::Claim("snaps".into()),
+            object: None,
+            file_name: "x".into(),
+            to_revision: None,
+        });
         let status = record_snapshot_work(
             &EtcdClusterStatus::default(),
             "v1",

@@ -9,7 +9,7 @@ use groundskeeper_api::snapshot_store::{BucketSpec, Store};
 use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{
-    BucketLocation, CopyRequest, DeltaRequest, ProveRequest, SnapshotOutput, SnapshotRequest,
+    BucketLocation, CopyRequest, DeltaRequest, ProveRequest, ReplayRequest, SnapshotOutput, SnapshotRequest,
     SnapshotRetention, SnapshotStore,
 };
 use groundskeeper_stores::etcd::retention::NameTemplate;
@@ -177,6 +177,9 @@ pub(crate) struct ProveTarget {
 /// A Verify task's one step: the snapshot it names, else the newest of that store the catalog
 /// knows (so that the recorded revision and keys are checked), else the runner's newest.
 pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &EtcdCluster) -> Step {
+    if let Some(to_revision) = verify.to_revision {
+        return replay_step(verify, to_revision, naming, cluster);
+    }
     let store = verify.from.display();
     let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
     let record = match &verify.object {
@@ -189,6 +192,36 @@ pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &Et
     };
     let object = verify.object.clone().or_else(|| record.as_ref().map(|r| r.object.clone()));
     prove_step(&verify.from, &verify.file_name, naming, &ProveTarget { object, record }, cluster)
+}
+
+/// A Verify to a point in time: the full snapshot it names, else the newest full snapshot of the
+/// store the catalog knows at or before the revision (the runner takes the store's newest when
+/// the catalog knows none), its deltas replayed up to the revision.
+fn replay_step(verify: &Verify, to_revision: i64, naming: &SnapshotNaming, cluster: &EtcdCluster) -> Step {
+    let store = verify.from.display();
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let record = match &verify.object {
+        Some(object) => catalog.iter().find(|r| r.store == store && &r.object == object),
+        None => catalog
+            .iter()
+            .filter(|r| r.store == store && !r.is_delta() && r.revision.is_some_and(|r| r <= to_revision))
+            .max_by_key(|r| (r.revision, r.written_at.clone())),
+    };
+    let from = mounted(&verify.from, "from", SNAPSHOT_MOUNT_DIR);
+    Step {
+        operation: Operation::SnapshotReplay(ReplayRequest {
+            from: from.store,
+            object: verify.object.clone().or_else(|| record.map(|r| r.object.clone())),
+            file_name_template: verify.file_name.clone(),
+            cluster: naming.cluster.clone(),
+            to_revision: Some(to_revision),
+            expect_keys: None,
+            scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
+        }),
+        claims: from.claim.into_iter().collect(),
+        secret_folders: from.secret.into_iter().collect(),
+        scratch: Some(scratch_for(cluster, record)),
+    }
 }
 
 /// A proof of one snapshot of `store`, told what was recorded of it when that is known.
@@ -285,6 +318,52 @@ mod tests {
             "snapshot-copy --from /snapshots-from --to /snapshots-to --file-name-template {cluster}-{time}.db \
              --cluster main"
         );
+    }
+
+    /// To a point in time: the newest full snapshot at or before the revision, never a delta,
+    /// never one after it.
+    #[test]
+    fn a_verify_to_a_revision_replays_from_the_newest_full_snapshot_before_it() {
+        let cluster: EtcdCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": "etcd"},
+            "spec": {"endpoints": ["http://e-0:2379"]},
+            "status": {"snapshots": [
+                {"store": "pvc/snaps", "object": "main-1.db", "revision": 100, "writtenAt": "2026-01-01T01:00:00Z"},
+                {"store": "pvc/snaps", "object": "main-2.db", "revision": 200, "writtenAt": "2026-01-01T02:00:00Z"},
+                {"store": "pvc/snaps", "object": "main-2-200-250.delta", "startRevision": 200, "revision": 250,
+                 "writtenAt": "2026-01-01T02:10:00Z"},
+                {"store": "pvc/snaps", "object": "main-3.db", "revision": 300, "writtenAt": "2026-01-01T03:00:00Z"},
+                {"store": "s3://other", "object": "main-9.db", "revision": 240, "writtenAt": "2026-01-01T02:30:00Z"},
+            ]},
+        }))
+        .unwrap();
+        let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T04:00:00Z".parse().unwrap() };
+        let verify = |to: i64, object: Option<&str>| Verify {
+            from: Store::Claim("snaps".into()),
+            object: object.map(str::to_owned),
+            file_name: "{cluster}-{time}.db".into(),
+            to_revision: Some(to),
+        };
+        let chosen = |step: Step| match step.operation {
+            Operation::SnapshotReplay(request) => (request.object, request.to_revision),
+            other => panic!("a replay: {other:?}"),
+        };
+        let cases = [
+            (250, None, Some("main-2.db")),
+            (200, None, Some("main-2.db")),
+            (299, None, Some("main-2.db")),
+            (300, None, Some("main-3.db")),
+            (150, None, Some("main-1.db")),
+            (50, None, None),
+            (250, Some("main-1.db"), Some("main-1.db")),
+        ];
+        for (to, object, wanted) in cases {
+            let step = verify_step(&verify(to, object), &naming, &cluster);
+            assert_eq!(step.claims.len(), 1);
+            assert!(step.scratch.is_some());
+            assert_eq!(chosen(step), (wanted.map(str::to_owned), Some(to)), "to {to}, object {object:?}");
+        }
     }
 
     #[test]

@@ -243,6 +243,7 @@ impl ReadCluster {
             );
             status.copy = super::snapshot_record::task_copy(&finished_results(&jobs));
             status.delta = super::snapshot_record::task_delta(&finished_results(&jobs));
+            status.replay = super::snapshot_record::task_replay(&finished_results(&jobs));
         }
         status.progress = progress_of(&status.nodes);
         let left = super::task_progress::left_for_next_window(&jobs);

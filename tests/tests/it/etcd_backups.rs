@@ -272,3 +272,47 @@ async fn deltas_follow_the_newest_snapshot_and_a_compacted_start_fails_naming_it
     assert!(why.contains(&compacted.to_string()), "names the compacted revision: {why}");
     assert_eq!(scenario.cluster().status.unwrap().snapshots, before);
 }
+
+/// A restore drill to a point in time: a Verify with `toRevision` restores the newest full
+/// snapshot before it and replays the deltas up to it in a throwaway member, which then holds
+/// exactly the keys the cluster had at that revision (counted before anything was compacted);
+/// a revision no delta reaches fails, naming what the store holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_to_a_revision_replays_the_deltas_up_to_it() {
+    let _one = CLUSTER_TURNS.lock().await;
+    let Some(scenario) = Scenario::start().await else { return };
+    let mut client = scenario.etcd.client(None).await.expect("a client");
+    for i in 0..10 {
+        client.put(format!("kept/{i}"), "v", None).await.expect("a write");
+    }
+    completed(&scenario.run("full", "Snapshot", json!({})).await);
+    for i in 0..8 {
+        client.put(format!("first/{i}"), "w", None).await.expect("a write");
+    }
+    client.delete("kept/0", None).await.expect("a delete");
+    let middle = client.get("kept/1", None).await.expect("a read").header().unwrap().revision();
+    let keys_at_middle = client
+        .get("", Some(etcd_client::GetOptions::new().with_all_keys().with_count_only().with_revision(middle)))
+        .await
+        .expect("a count")
+        .count();
+    for i in 0..6 {
+        client.put(format!("second/{i}"), "x", None).await.expect("a write");
+    }
+    completed(&scenario.run("delta", "Delta", json!({})).await);
+
+    let drill = json!({ "toRevision": middle });
+    let replay = completed(&scenario.run("drill", "Verify", drill).await).replay.expect("status.replay");
+    assert!(replay.replayed, "{replay:?}");
+    assert_eq!((replay.to_revision, replay.revision), (middle, Some(middle)), "{replay:?}");
+    assert_eq!(replay.keys, Some(keys_at_middle), "{replay:?}");
+    assert_eq!(replay.deltas.len(), 1, "{replay:?}");
+    assert_eq!(replay.changes, 9, "8 puts and a delete up to the middle: {replay:?}");
+
+    let beyond = json!({ "toRevision": middle + 1000 });
+    let failed = scenario.run("drill-beyond", "Verify", beyond).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.state, Some(TaskState::Failed), "{status:#?}");
+    let why = status.last_errors.last().map(|e| e.description.clone()).unwrap_or_default();
+    assert!(why.contains(&(middle + 1000).to_string()) && why.contains("delta"), "{why}");
+}

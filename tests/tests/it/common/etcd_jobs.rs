@@ -66,6 +66,14 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::prove::main(args))
         }
+        Command::SnapshotReplay(mut args) => {
+            paths.from(&mut args.from);
+            args.scratch_dir = paths.local(&args.scratch_dir);
+            args.tools.etcd = args.tools.etcd.or_else(|| find_etcd(EtcdVersion::V3_5).ok());
+            args.tools.etcdutl = args.tools.etcdutl.or_else(restore_tool);
+            args.result_file = result_file;
+            Box::new(move || groundskeeper_job::etcd::delta::replay::main(args))
+        }
         Command::RestoreMember(mut args) => {
             paths.from(&mut args.from);
             args.data_dir = paths.local(&args.data_dir);
