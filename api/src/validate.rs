@@ -640,11 +640,20 @@ fn check_copy(check: &mut Check, target_name: &str, config: &CopyConfig) -> Opti
     Some(Copy { from, to, file_name, only: config.only.clone() })
 }
 
-fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> Option<Verify> {
+/// A store field that may be left out: then the claim `<target name>-snapshots`.
+fn store_or_default_claim(
+    check: &mut Check,
+    spec: Option<&SnapshotStoreSpec>,
+    target_name: &str,
+    field: &str,
+) -> Option<Store> {
     let default_claim =
         SnapshotStoreSpec { persistent_volume_claim: Some(format!("{target_name}-snapshots")), bucket: None };
-    let from =
-        checked_store(check, config.from.as_ref().unwrap_or(&default_claim), "spec.config.verify.from");
+    checked_store(check, spec.unwrap_or(&default_claim), field)
+}
+
+fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> Option<Verify> {
+    let from = store_or_default_claim(check, config.from.as_ref(), target_name, "spec.config.verify.from");
     let file_name =
         file_name_or_default(check, "spec.config.verify.fileName", target_name, config.file_name.as_ref());
     check_object(check, "spec.config.verify.object", config.object.as_deref());
@@ -658,9 +667,7 @@ fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> 
 }
 
 fn check_delta(check: &mut Check, target_name: &str, config: &DeltaConfig) -> Option<Delta> {
-    let default_claim =
-        SnapshotStoreSpec { persistent_volume_claim: Some(format!("{target_name}-snapshots")), bucket: None };
-    let to = checked_store(check, config.to.as_ref().unwrap_or(&default_claim), "spec.config.delta.to");
+    let to = store_or_default_claim(check, config.to.as_ref(), target_name, "spec.config.delta.to");
     let file_name =
         file_name_or_default(check, "spec.config.delta.fileName", target_name, config.file_name.as_ref());
     if let Some(start) = config.start_revision.filter(|r| *r < 0) {

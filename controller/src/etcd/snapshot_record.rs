@@ -101,12 +101,11 @@ fn record_delta(
             revision: Some(report.end_revision),
             start_revision: Some(report.start_revision),
             changes: i64::try_from(report.events).ok(),
-            keys: None,
             size_bytes: i64::try_from(report.size_bytes).ok(),
             size: Some(mib_text(report.size_bytes)),
             sha256: report.sha256.clone(),
             task: Some(task.to_owned()),
-            proof: None,
+            ..SnapshotRecord::default()
         },
     );
 }

@@ -279,10 +279,8 @@ impl Sim {
     /// scylla-operator (1.10 – 1.21) seeding a node without last-cleaned with its current hash.
     fn operator_seeds(&mut self) {
         for member in self.members() {
-            if !member.annotations.contains_key(keys::LAST_CLEANED_UP_TOKEN_RING_HASH) {
-                let current = member.annotations[keys::CURRENT_TOKEN_RING_HASH].clone();
-                self.annotate(&member.service, keys::LAST_CLEANED_UP_TOKEN_RING_HASH, Some(current));
-            }
+            let endpoint = self.endpoint_of(&member.service);
+            self.operator_seeds_only(&endpoint);
         }
     }
 
