@@ -467,7 +467,7 @@ impl<'a> Joiners<'a> {
             .filter(|m| !matches!(current_record(m), RecordState::Present(_)))
             .filter(|m| m.current.is_some() || owned_now(snapshot, m.facts).is_ok())
             .count()
-            + unseen_in_ring(snapshot).len();
+            + unseen_in_ring(snapshot);
         let marked_together = members
             .iter()
             .filter(|m| m.last == LastCleaned::NeverCleanedUp)
@@ -486,7 +486,7 @@ impl<'a> Joiners<'a> {
     }
 }
 
-/// Nodes of this cluster's datacenters that the ring views list but no member Service of the
+/// How many nodes of this cluster's datacenters the ring views list but no member Service of the
 /// snapshot names. The Services are listed before the views are read: nodes that joined in
 /// between (a parallel bootstrap creates every Service, then the nodes join one right after
 /// another) are in the ring already. Each is a joiner without a record: a member that looks
@@ -495,9 +495,9 @@ impl<'a> Joiners<'a> {
 /// a node's datacenter, a cluster with `externalSeeds` cannot tell, and none are counted. A node
 /// that left the ring after its Service was deleted counts too, while the views still list it: a
 /// joiner next to it is then cleaned once rather than taken as holding nothing stale.
-fn unseen_in_ring(snapshot: &Snapshot) -> BTreeSet<&str> {
+fn unseen_in_ring(snapshot: &Snapshot) -> usize {
     let Ok(views) = &snapshot.ownership else {
-        return BTreeSet::new();
+        return 0;
     };
     let known: BTreeSet<&str> = snapshot.members.iter().filter_map(|m| m.address.as_deref()).collect();
     let datacenters: BTreeSet<&str> =
@@ -513,7 +513,7 @@ fn unseen_in_ring(snapshot: &Snapshot) -> BTreeSet<&str> {
         .collect();
     // A member whose address is not known yet (its pod has no IP) may be one of them.
     let without_address = snapshot.members.iter().filter(|m| m.address.is_none()).count();
-    unseen.into_iter().skip(without_address).collect()
+    unseen.len().saturating_sub(without_address)
 }
 
 /// `joiners`: the members that just joined, this one among them or not.
