@@ -57,6 +57,13 @@ pub struct EtcdClusterSpec {
     /// Bounds for the maintenance Jobs.
     #[serde(default)]
     pub job: EtcdJobLimits,
+    /// Backups on their own: a full snapshot every `fullEvery` and, between them, a delta (the
+    /// changes since the newest full snapshot or delta) every `deltaEvery`, as MaintenanceTasks
+    /// labelled `groundskeeper.dev/origin: backup-policy`. While deltas are on, groundskeeper's
+    /// own compaction (automatic and tasks) never compacts past the newest revision backed up.
+    /// Absent: no backup is taken unless asked for (Snapshot and Delta tasks, schedules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<EtcdBackupPolicy>,
     /// For one cluster of a fleet of partitioned etcd clusters (one Kubernetes API served by
     /// several etcd clusters): its place in the fleet. Absent: a cluster on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +154,41 @@ pub struct EtcdClientTls {
 
 /// Key of the CA certificate in the client TLS Secret.
 pub const TLS_CA_KEY: &str = "ca.crt";
+/// Default `spec.backup.fullEvery`.
+pub const DEFAULT_FULL_EVERY: &str = "6h";
+
+/// Backups on their own: full snapshots, and deltas between them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdBackupPolicy {
+    /// Where the snapshots and deltas go. Absent: the claim `<cluster name>-snapshots` (never
+    /// created for you).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<crate::snapshot_store::SnapshotStoreSpec>,
+    /// File name template of the full snapshots, as for a Snapshot task. Absent:
+    /// `{cluster}-{time}.db`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = crate::maintenance_task::MAX_FILE_NAME_LEN))]
+    pub file_name: Option<String>,
+    /// A full snapshot this often, as a duration (`6h`, `1d`: at least `10m`); and at once when
+    /// the store holds none, or history a delta needed was compacted away (a gap).
+    #[serde(default = "default_full_every")]
+    pub full_every: String,
+    /// A delta this often, as a duration (`30s`, `5m`: at least `5s`, less than `fullEvery`).
+    /// Absent: full snapshots only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_every: Option<String>,
+    /// Full snapshots of this cluster kept in the store, the newest included (as a Snapshot
+    /// task's `retain`). Absent: 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub retain: Option<i32>,
+}
+
+fn default_full_every() -> String {
+    DEFAULT_FULL_EVERY.to_owned()
+}
+
 /// Key of the client certificate in the client TLS Secret.
 pub const TLS_CERT_KEY: &str = "tls.crt";
 /// Key of the client key in the client TLS Secret.
@@ -391,6 +433,10 @@ pub struct EtcdClusterStatus {
     /// …"); a failed one sets condition `SnapshotRestorable` False and the controller Degraded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_snapshot_proof: Option<crate::snapshot_catalog::SnapshotProof>,
+    /// What the backup policy (`spec.backup`) has reached: the recovery point, a gap, what
+    /// compaction is held at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<EtcdBackupStatus>,
     /// Since when fewer than a majority of the members have been healthy (absent while the
     /// quorum is there): what a Restore task's admission reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,6 +458,52 @@ pub struct EtcdClusterStatus {
     /// any) and, for a `Partitioned` cluster, `ClockSkewed`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// Where `spec.backup` stands.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdBackupStatus {
+    /// The store (`pvc/NAME` or the bucket's URL).
+    pub store: String,
+    /// The recovery point: the newest revision a restore from that store reaches (the newest
+    /// full snapshot there and the deltas chained after it)…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point_revision: Option<i64>,
+    /// …and the last time the cluster was seen at that revision (its whole state in a backup):
+    /// writes after this time are in no backup yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point_time: Option<Time>,
+    /// The object that ends the chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<String>,
+    /// The backup task (Snapshot or Delta) queued or running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_task: Option<String>,
+    /// Set while groundskeeper's compaction is held back at the recovery point: the revision it
+    /// would have compacted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_held_from: Option<i64>,
+    /// History a delta needed was compacted away (by etcd's own `--auto-compaction-*` or another
+    /// client): changes after `afterRevision` up to `compactedTo` are in no backup. Cleared by
+    /// the next full snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<BackupGap>,
+}
+
+/// Changes no backup holds.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupGap {
+    /// The delta task that found it.
+    pub task: String,
+    /// When it was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_at: Option<Time>,
+    /// The delta was to hold the changes after this revision…
+    pub after_revision: i64,
+    /// …but etcd had compacted its history up to this one.
+    pub compacted_to: i64,
 }
 
 /// A member as the member list gave it.

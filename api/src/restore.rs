@@ -255,6 +255,7 @@ mod tests {
                 partition: None,
                 maintenance_windows: None,
                 stateful_set: None,
+                backup: None,
             },
         );
         cluster.status = Some(EtcdClusterStatus {

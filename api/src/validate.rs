@@ -598,6 +598,14 @@ fn check_file_name(check: &mut Check, field: &str, target_name: &str, template: 
     }
 }
 
+/// The mistakes of a snapshot file name template written in another object (an EtcdCluster's
+/// `spec.backup.fileName`), each as (field, message): the checks a task's template gets.
+pub fn file_name_errors(field: &str, target_name: &str, template: &str) -> Vec<(String, String)> {
+    let mut check = Check { object: String::new(), errors: Vec::new() };
+    check_file_name(&mut check, field, target_name, template);
+    check.errors.into_iter().map(|e| (e.field, e.message)).collect()
+}
+
 /// A store as [`check_store`] sees it, its mistakes reported; `None` when it has any.
 fn checked_store(check: &mut Check, spec: &SnapshotStoreSpec, field: &str) -> Option<Store> {
     match check_store(spec, field) {

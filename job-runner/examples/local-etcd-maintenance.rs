@@ -67,6 +67,7 @@ async fn demo(binary: &std::path::Path) -> Result<(), String> {
         min_defrag_bytes: MIN_DEFRAG_BYTES,
         max_fragmented_percent: MAX_FRAGMENTED_PERCENT,
         compact_retain_revisions: None,
+        compact_not_past: None,
         leader_turn: groundskeeper_protocol::operation::LeaderTurnPolicy::Auto,
         no_move_leader: false,
         leader_in_place_budget_seconds: None,

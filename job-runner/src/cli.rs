@@ -109,6 +109,7 @@ impl Command {
                 min_defrag_bytes: args.min_defrag_bytes,
                 max_fragmented_percent: args.max_fragmented_percent,
                 compact_retain_revisions: args.compact_retain_revisions,
+                compact_not_past: args.compact_not_past,
                 leader_turn: args.leader_turn_policy(),
                 leader_in_place_budget_seconds: args.leader_in_place_budget_seconds,
                 refuse_affected_versions: args.refuse_affected_versions,
@@ -132,6 +133,7 @@ impl Command {
                     (keep, None) => CompactTo::RetainRevisions(keep.unwrap_or_default()),
                 },
                 physical: args.physical,
+                not_past: args.not_past,
             })),
             Command::Snapshot(args) if args.check.is_some() => None,
             Command::Snapshot(args) => Some(Operation::Snapshot(SnapshotRequest {
@@ -374,6 +376,7 @@ mod tests {
                 min_defrag_bytes: 100_000_000,
                 max_fragmented_percent: 45.5,
                 compact_retain_revisions: Some(10_000),
+                compact_not_past: Some(9_000),
                 leader_turn: LeaderTurnPolicy::Never,
                 leader_in_place_budget_seconds: Some(8),
                 refuse_affected_versions: true,
@@ -388,11 +391,13 @@ mod tests {
                 etcd: etcd(true),
                 to: CompactTo::Revision(77),
                 physical: true,
+                not_past: Some(70),
             }),
             Operation::Compact(CompactRequest {
                 etcd: etcd(false),
                 to: CompactTo::RetainRevisions(0),
                 physical: false,
+                not_past: None,
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(true),

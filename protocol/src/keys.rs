@@ -68,6 +68,9 @@ pub const ORIGIN_LABEL: &str = "groundskeeper.dev/origin";
 pub const ORIGIN_AUTOMATIC: &str = "automatic";
 /// Value of [`ORIGIN_LABEL`] on tasks people create.
 pub const ORIGIN_MANUAL: &str = "manual";
+/// Value of [`ORIGIN_LABEL`] on the Snapshot and Delta tasks of an EtcdCluster's backup policy
+/// (`spec.backup`): they do not wait for maintenance windows.
+pub const ORIGIN_BACKUP_POLICY: &str = "backup-policy";
 /// Value of [`ORIGIN_LABEL`] on tasks a MaintenanceSchedule makes.
 pub const ORIGIN_SCHEDULE: &str = "schedule";
 /// Label on a Job run for a MaintenanceTask: the task's name (the task owns the Job too).

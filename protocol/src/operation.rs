@@ -111,6 +111,9 @@ pub struct DefragRequest {
     pub max_fragmented_percent: f64,
     /// Compact to current − N first.
     pub compact_retain_revisions: Option<i64>,
+    /// That compaction never goes past this revision (the newest one backed up, while
+    /// incremental backups are on).
+    pub compact_not_past: Option<i64>,
     /// Whether leadership moves before the leader's defrag.
     pub leader_turn: LeaderTurnPolicy,
     /// `Auto`: the leader is defragmented in place when its predicted defrag takes at most this
@@ -191,6 +194,9 @@ pub struct CompactRequest {
     pub to: CompactTo,
     /// Wait until the compaction reached the backend, so a defrag right after reclaims the pages.
     pub physical: bool,
+    /// Never compact past this revision (the newest one backed up, while incremental backups are
+    /// on): a target beyond it is held back to it.
+    pub not_past: Option<i64>,
 }
 
 /// Stream a snapshot of the keyspace from one healthy member (a follower when there is one) into
@@ -464,6 +470,9 @@ impl DefragRequest {
         if let Some(keep) = self.compact_retain_revisions {
             args.value("compact-retain-revisions", keep);
         }
+        if let Some(limit) = self.compact_not_past {
+            args.value("compact-not-past", limit);
+        }
         if let Some(not_after) = &self.not_after {
             args.value("not-after", not_after);
         }
@@ -483,6 +492,9 @@ impl CompactRequest {
         match self.to {
             CompactTo::RetainRevisions(keep) => args.value("retain-revisions", keep),
             CompactTo::Revision(revision) => args.value("revision", revision),
+        }
+        if let Some(limit) = self.not_past {
+            args.value("not-past", limit);
         }
     }
 }
@@ -630,10 +642,20 @@ mod tests {
             etcd: EtcdTarget { endpoints: vec!["http://a:2379".into(), "http://b:2379".into()], tls: None },
             to: CompactTo::Revision(42),
             physical: true,
+            not_past: Some(90),
         });
         assert_eq!(
             compact.to_args(),
-            ["compact", "--endpoints", "http://a:2379,http://b:2379", "--physical", "--revision", "42"]
+            [
+                "compact",
+                "--endpoints",
+                "http://a:2379,http://b:2379",
+                "--physical",
+                "--revision",
+                "42",
+                "--not-past",
+                "90"
+            ]
         );
         let cleanup = Operation::Cleanup(CleanupRequest {
             node_address: "n.ns.svc".into(),

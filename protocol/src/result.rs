@@ -133,6 +133,10 @@ pub struct DefragReport {
     /// Revision the keyspace was compacted to before defragmenting, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted_revision: Option<i64>,
+    /// The revision that compaction would have gone to, when it was held back at
+    /// `--compact-not-past` (the newest revision backed up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_held_back_from: Option<i64>,
     /// Member leadership was moved to before the leader was defragmented (set once etcd said
     /// the transfer happened, even when the run failed afterwards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,6 +312,10 @@ pub struct CompactReport {
     /// That revision had been compacted already: nothing to do, not an error.
     #[serde(default)]
     pub already_compacted: bool,
+    /// The revision the compaction would have gone to, when it was held back at `--not-past`
+    /// (the newest revision backed up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back_from: Option<i64>,
 }
 
 /// A snapshot taken (`groundskeeper-job snapshot`) or a file checked (`snapshot verify`).

@@ -52,25 +52,14 @@ pub async fn apply(
     }
     if let Some(planned) = &decision.submit {
         let task = automatic_task(cluster, planned)?;
-        let created = Api::<MaintenanceTask>::namespaced(ctx.client.clone(), &namespace)
-            .create(&PostParams::default(), &task)
-            .await;
-        match created {
-            Ok(_) => {
-                tracing::info!(task = %planned.name, cluster = %describe(cluster), "submitted a maintenance task")
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                // Another reconciliation (a second replica, or ours before a restart) decided the
-                // same on the same state: the task is theirs, the Event was theirs to publish.
-                tracing::info!(task = %planned.name, "maintenance task exists already");
-                decision.events.retain(|e| e.reason != "MaintenanceTaskCreated");
-            }
-            Err(err) => {
-                return Err(Error::kube(format!(
-                    "create MaintenanceTask {namespace}/{} for EtcdCluster {name}",
-                    planned.name
-                ))(err));
-            }
+        if !submit_task(ctx, cluster, planned, task).await? {
+            decision.events.retain(|e| e.reason != "MaintenanceTaskCreated");
+        }
+    }
+    if let Some(planned) = &decision.backup {
+        let task = backup_task(cluster, planned)?;
+        if !submit_task(ctx, cluster, planned, task).await? {
+            decision.events.retain(|e| e.reason != "BackupTaskCreated");
         }
     }
     if let Observed::Members(_) = observed {
@@ -79,6 +68,53 @@ pub async fn apply(
     ctx.metrics.family::<EtcdMetrics>().partition(&namespace, &name, status.partition.as_ref());
     ctx.publish_events(&cluster.object_ref(&()), "Maintain", &decision.events).await;
     Ok(Action::requeue(to_std(decision.requeue_after)))
+}
+
+/// Creates `task`; false when a task of that name exists already: another reconciliation (a
+/// second replica, or ours before a restart) decided the same on the same state, and the task and
+/// its Event were theirs.
+async fn submit_task(
+    ctx: &Context,
+    cluster: &EtcdCluster,
+    planned: &PlannedTask,
+    task: MaintenanceTask,
+) -> Result<bool> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let created = Api::<MaintenanceTask>::namespaced(ctx.client.clone(), &namespace)
+        .create(&PostParams::default(), &task)
+        .await;
+    match created {
+        Ok(_) => {
+            tracing::info!(task = %planned.name, cluster = %describe(cluster), "submitted a task");
+            Ok(true)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::info!(task = %planned.name, "the task exists already");
+            Ok(false)
+        }
+        Err(err) => Err(Error::kube(format!(
+            "create MaintenanceTask {namespace}/{} for EtcdCluster {}",
+            planned.name,
+            cluster.name_any()
+        ))(err)),
+    }
+}
+
+/// Finished Delta tasks of the backup policy are deleted after this long (seconds): one comes
+/// every `deltaEvery`, and the catalog keeps what they wrote.
+pub const DELTA_TASK_TTL_SECONDS: i64 = 600;
+
+/// The backup policy's task as an object: as [`automatic_task`], labelled
+/// `groundskeeper.dev/origin: backup-policy` (it does not wait for maintenance windows nor for an
+/// approval); a Delta task is deleted [`DELTA_TASK_TTL_SECONDS`] after it finished.
+pub fn backup_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<MaintenanceTask> {
+    let mut task = automatic_task(cluster, planned)?;
+    task.labels_mut().insert(keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_BACKUP_POLICY.to_owned());
+    task.spec.require_approval = false;
+    if task.spec.task_type == groundskeeper_api::maintenance_task::TaskType::Delta {
+        task.spec.ttl_seconds_after_finished = DELTA_TASK_TTL_SECONDS;
+    }
+    Ok(task)
 }
 
 /// The planned task as an object: labelled `groundskeeper.dev/origin: automatic`, owned by the

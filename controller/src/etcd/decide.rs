@@ -30,26 +30,32 @@ use groundskeeper_stores::etcd::versions::{
 };
 use jiff::{SignedDuration, Timestamp};
 
+use super::backups::{self, Attempts, RecoveryPoint};
 use super::model::{OUTCOME_FAILED, OUTCOME_SUCCEEDED, ObservedMember};
 use super::observe::cluster_revision;
 use super::partition::{self, CLOCK_SKEWED, Finding, RevisionCheck};
-use super::policy::{Compaction, Policy, SpecErrors};
+use super::policy::{Backup, Compaction, Policy, SpecErrors};
 use super::sampler::{self, LastCompaction};
 use crate::conditions::Condition;
 use crate::runtime::context::PlannedEvent;
 use crate::tasks::hold::automatic_hold;
-use groundskeeper_api::etcd_cluster::{EtcdClusterStatus, EtcdMemberStatus, RevisionScheme};
+use groundskeeper_api::etcd_cluster::{
+    EtcdBackupStatus, EtcdClusterStatus, EtcdMemberStatus, RevisionScheme,
+};
 use groundskeeper_api::maintenance_suspension::Suspension;
 use groundskeeper_api::maintenance_task::{
-    CompactConfig, DefragmentConfig, MaintenanceConfig, TaskConfig, TaskState, TaskType,
+    CompactConfig, DefragmentConfig, DeltaConfig, MaintenanceConfig, SnapshotConfig, TaskConfig, TaskState,
+    TaskType,
 };
 use groundskeeper_api::maintenance_window::Windows;
+use groundskeeper_api::snapshot_store::{SnapshotStoreSpec, Store};
 use groundskeeper_protocol::names::bounded_name;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as MetaCondition;
 
 /// Named here as well, where the decision's users have always found them.
 pub use super::model::{
-    ClusterTaskView, DEGRADED, DISABLED, Observed, PARTITION_ID_COLLISION, PROGRESSING, TLS_MOUNT_DIR,
-    VERSION_RISK,
+    BACKUP_GAP, BACKUP_HELD, COMPACTION_HELD_BACK, ClusterTaskView, DEGRADED, DISABLED, Observed,
+    PARTITION_ID_COLLISION, PROGRESSING, TLS_MOUNT_DIR, VERSION_RISK,
 };
 
 /// Shortest wait before the next reconciliation: the clock is never exact.
@@ -95,6 +101,9 @@ pub struct Decision {
     pub status: EtcdClusterStatus,
     pub conditions: Vec<Condition>,
     pub submit: Option<PlannedTask>,
+    /// The backup task of `spec.backup` to submit (label `groundskeeper.dev/origin:
+    /// backup-policy`), beside any maintenance task: backups have their own cadence.
+    pub backup: Option<PlannedTask>,
     pub events: Vec<PlannedEvent>,
     pub requeue_after: SignedDuration,
 }
@@ -125,8 +134,14 @@ pub fn check_due(
 ) -> Result<(), SignedDuration> {
     let spec_changed = previous.observed_generation != generation;
     let active = active_task(tasks);
-    let tasks_changed = active.map(|t| &t.name) != previous.active_task.as_ref()
-        || active.and_then(|t| t.waits_for.as_ref()) != previous.active_task_waits_for.as_ref();
+    let backup_task = tasks.iter().find(|t| t.backup_in_flight()).map(|t| &t.name);
+    // A gap the record stage wrote that no pass has answered yet: a full snapshot is due at once.
+    let gap_unanswered = previous.backup.as_ref().is_some_and(|b| b.gap.is_some())
+        && !previous.conditions.iter().any(|c| c.type_ == BACKUP_GAP && c.status == "True");
+    let tasks_changed = gap_unanswered
+        || active.map(|t| &t.name) != previous.active_task.as_ref()
+        || active.and_then(|t| t.waits_for.as_ref()) != previous.active_task_waits_for.as_ref()
+        || backup_task != previous.backup.as_ref().and_then(|b| b.active_task.as_ref());
     match &previous.next_check_time {
         Some(next) if !spec_changed && !tasks_changed && next.0 > now => Err(next.0.duration_since(now)),
         _ => Ok(()),
@@ -153,6 +168,7 @@ pub fn decide(input: &Input) -> Decision {
                 ),
                 status,
                 submit: None,
+                backup: None,
                 events,
                 requeue_after: INVALID_SPEC_REQUEUE,
             };
@@ -183,6 +199,7 @@ pub fn decide(input: &Input) -> Decision {
             ),
             status,
             submit: None,
+            backup: None,
             events,
             requeue_after: COLLISION_REQUEUE,
         };
@@ -212,15 +229,24 @@ pub fn decide(input: &Input) -> Decision {
     let clock_behind = revisions.as_ref().is_some_and(|c| matches!(c.finding, Finding::Behind { .. }));
 
     let mut requeue = requeue_for(policy, &status, input.now);
+    let backups = policy.backup.as_ref().map(|backup| backup_pass(input, backup, &status, revision));
+    if let Some(next) = backups.as_ref().and_then(|b| b.next_at) {
+        requeue = requeue.min(next.duration_since(input.now));
+    }
+    let compaction_limit = backups.as_ref().and_then(|b| b.compaction_limit);
     let unhealthy = unhealthy_message(input.observed);
     let mut submit = None;
     let mut held = None;
+    let mut held_back_from = None;
     let mut degraded = unhealthy.map(|m| ("MembersUnhealthy", m));
     if active.is_none() && degraded.is_none() && policy.enabled {
         match backoff_until(policy, &status) {
             Some(until) if until > input.now => requeue = requeue.min(until.duration_since(input.now)),
-            _ => match plan_task(input, policy, &status, members, revision, clock_behind) {
-                Ok(planned) => submit = planned,
+            _ => match plan_task(input, policy, &status, members, revision, clock_behind, compaction_limit) {
+                Ok((planned, held_from)) => {
+                    submit = planned;
+                    held_back_from = held_from;
+                }
                 Err(refusal) => degraded = Some(refusal),
             },
         }
@@ -267,12 +293,220 @@ pub fn decide(input: &Input) -> Decision {
     };
     let mut conditions = conditions(policy.enabled, progress, degraded);
     conditions.push(version_condition(policy, &status.members));
+    let backup = match backups {
+        Some(pass) => {
+            let (backup, backup_conditions, backup_events) = pass.finish(input, &mut status, held_back_from);
+            conditions.extend(backup_conditions);
+            events.extend(backup_events);
+            backup
+        }
+        None => {
+            status.backup = None;
+            conditions.extend(conditions_without_backup_policy(&input.previous.conditions));
+            None
+        }
+    };
     conditions.extend(super::quorum::proof_condition(&status));
     if let Some((condition, event)) = clock_condition(policy, revisions.as_ref(), input.previous) {
         conditions.push(condition);
         events.extend(event);
     }
-    Decision { conditions, status, submit, events, requeue_after }
+    Decision { conditions, status, submit, backup, events, requeue_after }
+}
+
+/// One pass of the backup policy: the recovery point of its store, the backup due (or held), and
+/// how far compaction may go.
+struct BackupPass {
+    store: String,
+    point: Option<RecoveryPoint>,
+    submit: Option<PlannedTask>,
+    /// The policy's task queued or running (or the one submitted now).
+    active: Option<String>,
+    held: Option<String>,
+    next_at: Option<Timestamp>,
+    compaction_limit: Option<i64>,
+}
+
+fn backup_pass(
+    input: &Input,
+    backup: &Backup,
+    status: &EtcdClusterStatus,
+    revision: Option<i64>,
+) -> BackupPass {
+    let store = backup.store(input.cluster).display();
+    let point = backups::recovery_point(&status.snapshots, &store);
+    let gap = status.backup.as_ref().filter(|b| b.store == store).and_then(|b| b.gap.as_ref());
+    let attempts = Attempts::of(input.tasks, |t| t.backup_policy);
+    let mut plan = backups::plan(backup, point.as_ref(), gap, attempts, revision, input.now);
+    let mut held = None;
+    if let Some((task_type, reason)) = &plan.due
+        && let Some((why, until)) = automatic_hold(input.suspensions, None, task_type, input.now)
+    {
+        held = Some(format!("{task_type} is due ({reason}) but held: {why}"));
+        let retry = backup.delta_every.unwrap_or(backups::FULL_RETRY);
+        plan.next_at = Some(until.filter(|u| *u > input.now).unwrap_or(input.now + retry));
+        plan.due = None;
+    }
+    let submit = plan.due.map(|(task_type, reason)| PlannedTask {
+        name: task_name(input.cluster, &task_type, input.now),
+        config: backup_config(backup, &task_type, input.cluster),
+        task_type,
+        reason,
+    });
+    let active = submit
+        .as_ref()
+        .map(|t| t.name.clone())
+        .or_else(|| input.tasks.iter().find(|t| t.backup_in_flight()).map(|t| t.name.clone()));
+    BackupPass {
+        compaction_limit: backup.delta_every.map(|_| point.as_ref().map_or(0, |p| p.revision)),
+        store,
+        point,
+        submit,
+        active,
+        held,
+        next_at: plan.next_at,
+    }
+}
+
+/// The Snapshot or Delta task's config: the policy's store, names and retention.
+fn backup_config(backup: &Backup, task_type: &TaskType, cluster: &str) -> TaskConfig {
+    let store = backup.store(cluster);
+    let spec = match &store {
+        Store::Claim(claim) => {
+            SnapshotStoreSpec { persistent_volume_claim: Some(claim.clone()), bucket: None }
+        }
+        Store::Bucket(bucket) => {
+            SnapshotStoreSpec { persistent_volume_claim: None, bucket: Some(bucket.clone()) }
+        }
+    };
+    match task_type {
+        TaskType::Delta => TaskConfig {
+            delta: Some(DeltaConfig {
+                to: Some(spec),
+                file_name: Some(backup.file_name.clone()),
+                start_revision: None,
+            }),
+            ..TaskConfig::default()
+        },
+        _ => TaskConfig {
+            snapshot: Some(SnapshotConfig {
+                persistent_volume_claim: spec.persistent_volume_claim,
+                bucket: spec.bucket,
+                file_name: backup.file_name.clone(),
+                retain: backup.retain,
+                verify: false,
+            }),
+            ..TaskConfig::default()
+        },
+    }
+}
+
+impl BackupPass {
+    /// `status.backup`, the conditions `BackupGap` and `CompactionHeldBack`, and the Events of a
+    /// gap found or closed; the task to submit.
+    fn finish(
+        self,
+        input: &Input,
+        status: &mut EtcdClusterStatus,
+        held_back_from: Option<i64>,
+    ) -> (Option<PlannedTask>, Vec<Condition>, Vec<PlannedEvent>) {
+        let previous = input.previous.backup.as_ref().filter(|b| b.store == self.store);
+        let recorded_gap = previous.and_then(|b| b.gap.clone());
+        let gap = recorded_gap.clone().filter(|g| backups::gap_open(Some(g), self.point.as_ref()));
+        let caught_up = |p: &RecoveryPoint| status.revision.is_some_and(|r| r <= p.revision);
+        let recovery_point_time = self.point.as_ref().and_then(|p| {
+            if caught_up(p) {
+                Some(input.now.into())
+            } else if previous.and_then(|b| b.recovery_point_revision) == Some(p.revision) {
+                previous.and_then(|b| b.recovery_point_time.clone()).or_else(|| p.at.map(Into::into))
+            } else {
+                p.at.map(Into::into)
+            }
+        });
+        let mut events = Vec::new();
+        let gap_condition = match &gap {
+            Some(g) => {
+                let message = format!(
+                    "history after revision {} was compacted to revision {} (not by groundskeeper: etcd's \
+                     --auto-compaction-* or another client) before delta {} read it: those changes are in \
+                     no backup; a full snapshot is taken at once",
+                    g.after_revision, g.compacted_to, g.task
+                );
+                let told =
+                    input.previous.conditions.iter().any(|c| c.type_ == BACKUP_GAP && c.status == "True");
+                if !told {
+                    events.push(PlannedEvent {
+                        warning: true,
+                        reason: BACKUP_GAP,
+                        note: message.clone(),
+                        related: None,
+                    });
+                }
+                Condition::new(BACKUP_GAP, true, "HistoryCompacted", message)
+            }
+            None => {
+                if let (Some(closed), Some(p)) = (&recorded_gap, &self.point) {
+                    events.push(PlannedEvent {
+                        warning: false,
+                        reason: "BackupGapClosed",
+                        note: format!(
+                            "full snapshot {} at revision {} covers the changes compacted after revision {}",
+                            p.full, p.full_revision, closed.after_revision
+                        ),
+                        related: None,
+                    });
+                }
+                Condition::new(
+                    BACKUP_GAP,
+                    false,
+                    "NoGap",
+                    "no history was compacted away before a delta read it",
+                )
+            }
+        };
+        let held_condition = match (held_back_from, self.compaction_limit) {
+            (Some(wanted), Some(limit)) => Condition::new(
+                COMPACTION_HELD_BACK,
+                true,
+                "BackupsBehind",
+                format!(
+                    "compaction to revision {wanted} is held at revision {limit}, the newest backed up in {} \
+                     (spec.backup.deltaEvery is set: compaction never passes the backups)",
+                    self.store
+                ),
+            ),
+            _ => Condition::new(
+                COMPACTION_HELD_BACK,
+                false,
+                "NotHeld",
+                "compaction is not held back by the backups",
+            ),
+        };
+        let mut conditions = vec![gap_condition, held_condition];
+        if let Some(why) = &self.held {
+            conditions.push(Condition::new(BACKUP_HELD, true, "Held", why.clone()));
+        } else if input.previous.conditions.iter().any(|c| c.type_ == BACKUP_HELD) {
+            conditions.push(Condition::new(BACKUP_HELD, false, "NotHeld", "backups are not held"));
+        }
+        status.backup = Some(EtcdBackupStatus {
+            store: self.store.clone(),
+            recovery_point_revision: self.point.as_ref().map(|p| p.revision),
+            recovery_point_time,
+            newest: self.point.as_ref().map(|p| p.newest.clone()),
+            active_task: self.active.clone(),
+            compaction_held_from: held_back_from.filter(|_| self.compaction_limit.is_some()),
+            gap,
+        });
+        if let Some(task) = &self.submit {
+            events.push(PlannedEvent {
+                warning: false,
+                reason: "BackupTaskCreated",
+                note: format!("MaintenanceTask {} ({}): {}", task.name, task.task_type, task.reason),
+                related: None,
+            });
+        }
+        (self.submit, conditions, events)
+    }
 }
 
 /// `DefragVersionRisk`: True while a member runs an etcd version whose defrag can corrupt data
@@ -306,6 +540,15 @@ pub(crate) fn version_condition(policy: &Policy, members: &[EtcdMemberStatus]) -
         DEFRAG_RACE_FIXED_3_6,
     );
     Condition::new(VERSION_RISK, true, "AffectedVersion", message)
+}
+
+/// The backup conditions a cluster had, False now that it has no backup policy.
+fn conditions_without_backup_policy(previous: &[MetaCondition]) -> Vec<Condition> {
+    [BACKUP_GAP, COMPACTION_HELD_BACK, BACKUP_HELD]
+        .into_iter()
+        .filter(|type_| previous.iter().any(|c| c.type_ == *type_))
+        .map(|type_| Condition::new(type_, false, "NoBackupPolicy", "spec.backup is not set"))
+        .collect()
 }
 
 fn partitioned(policy: &Policy) -> bool {
@@ -523,6 +766,10 @@ fn backoff_until(policy: &Policy, status: &EtcdClusterStatus) -> Option<Timestam
     Some(status.last_maintenance_time.as_ref()?.0 + policy.check_interval)
 }
 
+/// What [`plan_task`] found: the task to submit (if any), and the revision a compaction due would
+/// have gone to when the backups held it back.
+type Planned = (Option<PlannedTask>, Option<i64>);
+
 /// The task to submit now, `Ok(None)` when nothing is due, `Err` when something is due but a
 /// precondition keeps it from being done (reported as Degraded).
 fn plan_task(
@@ -532,7 +779,8 @@ fn plan_task(
     members: &[ObservedMember],
     revision: Option<i64>,
     clock_behind: bool,
-) -> Result<Option<PlannedTask>, (&'static str, String)> {
+    compaction_limit: Option<i64>,
+) -> Result<Planned, (&'static str, String)> {
     let last = LastCompaction {
         time: status.last_compaction_time.as_ref().map(|t| t.0),
         revision: status.last_compacted_revision,
@@ -548,6 +796,14 @@ fn plan_task(
         }
         _ => None,
     };
+    // While the backup policy takes deltas, compaction stops at the recovery point.
+    let (compact_to, mut held_back_from) = match (compact_to, compaction_limit) {
+        (Some((wanted, _)), Some(limit)) if wanted > limit => {
+            let last = status.last_compacted_revision.unwrap_or(0);
+            ((limit > last).then_some((limit, "held back at the newest revision backed up")), Some(wanted))
+        }
+        (compact_to, _) => (compact_to, None),
+    };
     let planned = |task_type: TaskType, config: TaskConfig, reason: String| PlannedTask {
         name: task_name(input.cluster, &task_type, input.now),
         task_type,
@@ -558,13 +814,22 @@ fn plan_task(
         let config =
             TaskConfig { compact: Some(physical_compaction(None, Some(revision))), ..TaskConfig::default() };
         let reason = format!("periodic compaction to revision {revision}, {how}");
-        return Ok(Some(planned(TaskType::Compact, config, reason)));
+        return Ok((Some(planned(TaskType::Compact, config, reason)), held_back_from));
     }
     let observations: Vec<MemberObservation> = members.iter().map(|m| m.member.clone()).collect();
     let over = over_thresholds(policy, &observations);
     let revision_compaction = match policy.compaction {
         Some(Compaction::Revision { keep }) => {
-            revision_compaction_due(policy, status, revision, keep, input.now)
+            let due = revision_compaction_due(policy, status, revision, keep, input.now);
+            // The Job holds its target at the limit too (`--not-past`); here it is not asked for
+            // when the limit leaves nothing to compact.
+            match (due, revision, compaction_limit) {
+                (Some(_), Some(current), Some(limit)) if current - keep > limit => {
+                    held_back_from = Some(current - keep);
+                    due.filter(|_| limit > status.last_compacted_revision.unwrap_or(0))
+                }
+                _ => due,
+            }
         }
         _ => None,
     };
@@ -575,7 +840,7 @@ fn plan_task(
             refuse_affected_versions: policy.refuse_affected_versions,
             ..PlanOptions::default()
         };
-        return match plan_defrag(&defrag_policy(policy), &options, &observations) {
+        let planned_defrag = match plan_defrag(&defrag_policy(policy), &options, &observations) {
             Ok(plan) if !plan.is_empty() => {
                 let thresholds = DefragmentConfig {
                     min_defrag_bytes: policy.min_defrag_bytes,
@@ -604,14 +869,15 @@ fn plan_task(
             Ok(_) => Ok(None),
             Err(refusal) => Err(refusal_condition(&refusal, &over)),
         };
+        return planned_defrag.map(|task| (task, held_back_from));
     }
     if let Some(keep) = revision_compaction {
         let config =
             TaskConfig { compact: Some(physical_compaction(Some(keep), None)), ..TaskConfig::default() };
         let reason = format!("compaction keeping the last {keep} revisions");
-        return Ok(Some(planned(TaskType::Compact, config, reason)));
+        return Ok((Some(planned(TaskType::Compact, config, reason)), held_back_from));
     }
-    Ok(None)
+    Ok((None, held_back_from))
 }
 
 /// A compaction that waits until the freed pages are visible, so that a defragmentation after

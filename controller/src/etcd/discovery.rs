@@ -97,6 +97,7 @@ pub(crate) fn desired_cluster(
             // Left to the user, as the policy is: discovery keeps only its own fields in step.
             maintenance_windows: None,
             stateful_set: None,
+            backup: None,
             partition: Some(EtcdPartition {
                 fleet: settings.fleet.clone(),
                 cluster_id,

@@ -117,19 +117,27 @@ pub fn etcd_target(policy: &Policy) -> EtcdTarget {
 }
 
 /// A compaction that waits until the freed pages are visible, so a defrag right after reclaims
-/// them.
-pub(crate) fn compact_operation(policy: &Policy, to: CompactTo) -> Operation {
-    Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true })
+/// them; never past `not_past` (the compaction guard of [`super::backups::compaction_limit`]).
+pub(crate) fn compact_operation(policy: &Policy, to: CompactTo, not_past: Option<i64>) -> Operation {
+    Operation::Compact(CompactRequest { etcd: etcd_target(policy), to, physical: true, not_past })
 }
 
-/// A defrag of the cluster with `thresholds`, compacting to current − `retain` first when given;
+/// How far a defrag's compaction goes: current − `retain` revisions, never past `not_past`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CompactFirst {
+    pub retain: Option<i64>,
+    pub not_past: Option<i64>,
+}
+
+/// A defrag of the cluster with `thresholds`, compacting first when `compact` says how far;
 /// leadership and single-member settings from the cluster's policy.
-pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, retain: Option<i64>) -> Operation {
+pub(crate) fn defrag_with(policy: &Policy, thresholds: &DefragPolicy, compact: CompactFirst) -> Operation {
     Operation::Defrag(DefragRequest {
         etcd: etcd_target(policy),
         min_defrag_bytes: thresholds.min_defrag_bytes,
         max_fragmented_percent: thresholds.max_fragmented_percent,
-        compact_retain_revisions: retain,
+        compact_retain_revisions: compact.retain,
+        compact_not_past: compact.retain.and(compact.not_past),
         leader_turn: policy.leader_turn,
         leader_in_place_budget_seconds: policy.leader_in_place_budget_seconds,
         refuse_affected_versions: policy.refuse_affected_versions,

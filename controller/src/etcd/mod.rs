@@ -6,7 +6,8 @@
 //! * [`model`]: what every stage shares (what was observed, the conditions, the outcomes); and
 //!   [`config`]: etcd's flags (the fleet bound, the two discoveries), with their checks;
 //! * the rules of this store, pure: [`policy`] (the spec, checked), [`sampler`] (compaction by
-//!   revision samples), [`partition`] (revisions that carry a cluster id and a time), [`fleet`]
+//!   revision samples), [`backups`] (the backup policy: recovery point, what is due, the
+//!   compaction guard), [`partition`] (revisions that carry a cluster id and a time), [`fleet`]
 //!   and [`fleet_slot`] (fleets of partitioned clusters), [`quorum`] (what the status keeps for a
 //!   restore); and [`metrics`];
 //! * the EtcdCluster controller's pass: [`observe`] (cheap `Status` calls on every member) →
@@ -26,6 +27,7 @@
 //!   it.
 
 pub mod apply;
+pub mod backups;
 pub mod config;
 pub mod controller;
 pub mod decide;

@@ -13,6 +13,13 @@ pub const DEGRADED: &str = "DefragControllerDegraded";
 pub const DISABLED: &str = "DefragControllerDisabled";
 /// True while a member runs an etcd version whose defrag can corrupt data beside a snapshot.
 pub const VERSION_RISK: &str = "DefragVersionRisk";
+/// True while history a delta needed was compacted away and no full snapshot covers it yet
+/// (reason `HistoryCompacted`; an Event of the same name when found).
+pub const BACKUP_GAP: &str = "BackupGap";
+/// True while groundskeeper's compaction is held back at the newest revision backed up.
+pub const COMPACTION_HELD_BACK: &str = "CompactionHeldBack";
+/// True while a backup of the policy is due but a suspension holds it.
+pub const BACKUP_HELD: &str = "BackupHeld";
 /// Degraded reason (and Event) of a cluster whose fleet id another cluster of the fleet claims.
 pub const PARTITION_ID_COLLISION: &str = "PartitionIdCollision";
 
@@ -64,6 +71,8 @@ pub struct ClusterTaskView {
     pub created: Timestamp,
     /// What it waits for while queued: the message of its `Queued` condition.
     pub waits_for: Option<String>,
+    /// Made by the cluster's backup policy (label `groundskeeper.dev/origin: backup-policy`).
+    pub backup_policy: bool,
 }
 
 impl ClusterTaskView {
@@ -80,7 +89,14 @@ impl ClusterTaskView {
                     .find(|c| c.type_ == groundskeeper_api::maintenance_task::QUEUED && c.status == "True")
                     .map(|c| c.message.clone())
             }),
+            backup_policy: task.labels().get(groundskeeper_protocol::keys::ORIGIN_LABEL).map(String::as_str)
+                == Some(groundskeeper_protocol::keys::ORIGIN_BACKUP_POLICY),
         }
+    }
+
+    /// A backup task of the cluster's policy not final yet.
+    pub(crate) fn backup_in_flight(&self) -> bool {
+        self.backup_policy && !self.state.is_final()
     }
 
     /// A maintenance task not final yet.

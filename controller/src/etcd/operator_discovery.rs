@@ -197,6 +197,7 @@ pub(crate) fn desired_cluster(
                 ..EtcdMaintenancePolicy::default()
             },
             job: Default::default(),
+            backup: None,
             partition: None,
             maintenance_windows: None,
             stateful_set: None,

@@ -5,9 +5,12 @@
 use jiff::SignedDuration;
 
 use groundskeeper_api::etcd_cluster::{
-    CompactionMode, EtcdClusterSpec, EtcdJobLimits, EtcdMaintenancePolicy, EtcdPartition, LeaderTurn,
-    RevisionScheme,
+    CompactionMode, EtcdBackupPolicy, EtcdClusterSpec, EtcdJobLimits, EtcdMaintenancePolicy, EtcdPartition,
+    LeaderTurn, RevisionScheme,
 };
+use groundskeeper_api::maintenance_task::{DEFAULT_SNAPSHOT_FILE_NAME, DEFAULT_SNAPSHOT_RETAIN};
+use groundskeeper_api::snapshot_store::{Store, check_store};
+use groundskeeper_api::validate::file_name_errors;
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 
 /// Shortest `checkInterval`: observing more often only loads the members.
@@ -34,7 +37,36 @@ pub struct Policy {
     pub job: EtcdJobLimits,
     /// Its place in a fleet of partitioned clusters, if any.
     pub partition: Option<EtcdPartition>,
+    /// Backups on their own (`spec.backup`).
+    pub backup: Option<Backup>,
 }
+
+/// `spec.backup`, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backup {
+    /// `None`: the claim `<cluster>-snapshots`.
+    pub to: Option<Store>,
+    /// Template of the full snapshots' names.
+    pub file_name: String,
+    pub full_every: SignedDuration,
+    /// `None`: full snapshots only (and compaction is not held back).
+    pub delta_every: Option<SignedDuration>,
+    /// Full snapshots kept.
+    pub retain: i32,
+}
+
+impl Backup {
+    /// The store, for the cluster named `cluster`.
+    pub fn store(&self, cluster: &str) -> Store {
+        self.to.clone().unwrap_or_else(|| Store::Claim(format!("{cluster}-snapshots")))
+    }
+}
+
+/// Shortest `spec.backup.fullEvery`: a full snapshot reads the whole db.
+pub(crate) const MIN_FULL_EVERY: SignedDuration = SignedDuration::from_mins(10);
+/// Shortest `spec.backup.deltaEvery`: every delta is a Job (a pod started); etcd-backup-restore's
+/// default is 20 s.
+pub(crate) const MIN_DELTA_EVERY: SignedDuration = SignedDuration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compaction {
@@ -73,6 +105,7 @@ impl Policy {
         let compaction =
             policy.compaction.as_ref().and_then(|c| check_compaction(c.mode, &c.retention, &mut errors));
         check_job_limits(&spec.job, &mut errors);
+        let backup = spec.backup.as_ref().and_then(|b| check_backup(b, compaction.as_ref(), &mut errors));
         if let Some(partition) = &spec.partition {
             check_partition(partition, compaction.as_ref(), &mut errors);
         }
@@ -99,6 +132,7 @@ impl Policy {
             compaction,
             job: spec.job.clone(),
             partition: spec.partition.clone(),
+            backup,
         })
     }
 }
@@ -165,6 +199,63 @@ fn check_compaction(mode: CompactionMode, retention: &str, errors: &mut Vec<Stri
             }
         },
     }
+}
+
+fn check_backup(
+    backup: &EtcdBackupPolicy,
+    compaction: Option<&Compaction>,
+    errors: &mut Vec<String>,
+) -> Option<Backup> {
+    let before = errors.len();
+    let to = backup.to.as_ref().and_then(|to| match check_store(to, "spec.backup.to") {
+        Ok(store) => Some(store),
+        Err(found) => {
+            errors.extend(found.into_iter().map(|(field, message)| format!("{field}: {message}")));
+            None
+        }
+    });
+    let file_name = backup.file_name.clone().unwrap_or_else(|| DEFAULT_SNAPSHOT_FILE_NAME.to_owned());
+    // The cluster's name is not known here: the name rendered for it is checked by the task.
+    for (field, message) in file_name_errors("spec.backup.fileName", "", &file_name) {
+        errors.push(format!("{field}: {message}"));
+    }
+    let full_every = parse_duration("spec.backup.fullEvery", &backup.full_every, MIN_FULL_EVERY, errors);
+    let delta_every = backup
+        .delta_every
+        .as_ref()
+        .map(|text| parse_duration("spec.backup.deltaEvery", text, MIN_DELTA_EVERY, errors));
+    if let (Some(full), Some(Some(delta))) = (full_every, delta_every)
+        && delta >= full
+    {
+        errors.push(format!(
+            "spec.backup.deltaEvery: {delta:#} is not shorter than spec.backup.fullEvery {full:#}: \
+             a full snapshot would come first every time; take deltas more often or leave deltaEvery out"
+        ));
+    }
+    if let (Some(Some(delta)), Some(Compaction::Periodic { retention })) = (delta_every, compaction)
+        && delta >= *retention
+    {
+        errors.push(format!(
+            "spec.backup.deltaEvery: {delta:#} is not shorter than spec.policy.compaction.retention \
+             {retention:#}: compaction would be held back at every turn (it never passes the newest \
+             backup); take deltas more often or keep history longer"
+        ));
+    }
+    if let Some(retain) = backup.retain.filter(|r| *r < 1) {
+        errors.push(format!(
+            "spec.backup.retain: {retain} keeps no full snapshot, and every delta needs one: keep 1 or more"
+        ));
+    }
+    if errors.len() > before {
+        return None;
+    }
+    Some(Backup {
+        to,
+        file_name,
+        full_every: full_every?,
+        delta_every: delta_every.flatten(),
+        retain: backup.retain.unwrap_or(DEFAULT_SNAPSHOT_RETAIN),
+    })
 }
 
 fn check_partition(partition: &EtcdPartition, compaction: Option<&Compaction>, errors: &mut Vec<String>) {

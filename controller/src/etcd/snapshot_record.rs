@@ -5,7 +5,7 @@
 //! Degraded. Recording twice changes nothing, so a controller that restarts between the record and
 //! the task's final status records safely again.
 
-use groundskeeper_api::etcd_cluster::EtcdClusterStatus;
+use groundskeeper_api::etcd_cluster::{BackupGap, EtcdClusterStatus};
 use groundskeeper_api::snapshot_catalog::{
     SnapshotProof, SnapshotRecord, with_proof, with_record, without_deleted,
 };
@@ -40,6 +40,9 @@ pub fn record_snapshot_work(
             }
             (Report::SnapshotDelta(report), Work::Delta(delta)) if result.outcome == Outcome::Succeeded => {
                 record_delta(&mut status, &delta.to.display(), task, report, now);
+            }
+            (Report::SnapshotDelta(report), Work::Delta(delta)) => {
+                record_gap(&mut status, &delta.to.display(), task, report, now);
             }
             _ => {}
         }
@@ -108,6 +111,27 @@ fn record_delta(
             ..SnapshotRecord::default()
         },
     );
+}
+
+/// A delta that found its start compacted away: a gap in the backups of the backup policy's store
+/// (`status.backup`, which the EtcdCluster controller keeps for `spec.backup`), which the next
+/// pass answers with a full snapshot. Other stores have no policy to answer: the task's own
+/// failure says it.
+fn record_gap(status: &mut EtcdClusterStatus, store: &str, task: &str, report: &DeltaReport, now: Timestamp) {
+    let (Some(compacted_to), Some(backup)) =
+        (report.compact_revision, status.backup.as_mut().filter(|b| b.store == store))
+    else {
+        return;
+    };
+    if backup.gap.as_ref().is_some_and(|g| g.task == task) {
+        return;
+    }
+    backup.gap = Some(BackupGap {
+        task: task.to_owned(),
+        found_at: Some(now.into()),
+        after_revision: report.start_revision,
+        compacted_to,
+    });
 }
 
 /// Each snapshot copied goes into the catalog under the destination, with what the copy checked

@@ -20,7 +20,7 @@ use groundskeeper_protocol::{Operation, keys};
 use groundskeeper_stores::etcd::plan::CompactTarget;
 
 use super::fleet_slot::{self, FleetTask};
-use super::job::{Step, compact_operation, create_step_job, defrag_with};
+use super::job::{CompactFirst, Step, compact_operation, create_step_job, defrag_with};
 use super::model::is_maintenance;
 use super::observe::all_clusters;
 use super::policy::Policy;
@@ -53,16 +53,23 @@ pub fn steps(
     naming: &SnapshotNaming,
     cluster: &EtcdCluster,
 ) -> Result<Vec<Step>, String> {
+    // While the backup policy takes deltas, no compaction passes the newest revision backed up.
+    let not_past = super::backups::compaction_limit(policy, cluster);
     match work {
-        Work::Compact(compact) => Ok(vec![compaction(policy, compact).into()]),
-        Work::Defragment(thresholds) => Ok(vec![defrag_with(policy, thresholds, None).into()]),
+        Work::Compact(compact) => Ok(vec![compaction(policy, compact, not_past).into()]),
+        Work::Defragment(thresholds) => {
+            Ok(vec![defrag_with(policy, thresholds, CompactFirst::default()).into()])
+        }
         // The runner compacts before defragmenting when told how many revisions to keep; an
         // exact revision is a step of its own.
         Work::Maintenance { compact, defragment } => Ok(match compact.target {
-            CompactTarget::RetainRevisions(keep) => vec![defrag_with(policy, defragment, Some(keep)).into()],
-            CompactTarget::Revision(_) => {
-                vec![compaction(policy, compact).into(), defrag_with(policy, defragment, None).into()]
+            CompactTarget::RetainRevisions(keep) => {
+                vec![defrag_with(policy, defragment, CompactFirst { retain: Some(keep), not_past }).into()]
             }
+            CompactTarget::Revision(_) => vec![
+                compaction(policy, compact, not_past).into(),
+                defrag_with(policy, defragment, CompactFirst::default()).into(),
+            ],
         }),
         Work::Snapshot(snapshot) => snapshot_steps::snapshot_steps(policy, snapshot, naming, cluster),
         Work::Copy(copy) => Ok(vec![snapshot_steps::copy_step(copy, naming)]),
@@ -104,12 +111,12 @@ pub(crate) fn missing_claim_reason(namespace: &str, claim: &str) -> String {
     )
 }
 
-fn compaction(policy: &Policy, compact: &Compact) -> Operation {
+fn compaction(policy: &Policy, compact: &Compact, not_past: Option<i64>) -> Operation {
     let to = match compact.target {
         CompactTarget::RetainRevisions(keep) => CompactTo::RetainRevisions(keep),
         CompactTarget::Revision(revision) => CompactTo::Revision(revision),
     };
-    match compact_operation(policy, to) {
+    match compact_operation(policy, to, not_past) {
         Operation::Compact(request) => {
             Operation::Compact(CompactRequest { physical: compact.physical || request.physical, ..request })
         }

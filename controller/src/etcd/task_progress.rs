@@ -462,6 +462,7 @@ mod tests {
             compacted_revision: 90,
             physical: true,
             already_compacted: false,
+            held_back_from: None,
         };
         let result = JobResult::new(Report::Compact(report), Outcome::Succeeded, "t".into(), 1);
         let nodes = member_progress(&result, "j", "main", None);

@@ -84,6 +84,7 @@ fn task(name: &str, task_type: TaskType, state: TaskState, minutes_ago: i64) -> 
         state,
         created: now() - SignedDuration::from_mins(minutes_ago),
         waits_for: None,
+        backup_policy: false,
     }
 }
 

@@ -361,6 +361,7 @@ async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() 
                 etcd: EtcdTarget::default(),
                 to: CompactTo::Revision(1),
                 physical: true,
+                not_past: None,
             }),
             tls_secret: policy.tls_secret.clone(),
             labels: BTreeMap::new(),

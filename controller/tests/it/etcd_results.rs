@@ -45,6 +45,7 @@ fn compact_result(compacted_revision: i64, already_compacted: bool) -> JobResult
             compacted_revision,
             physical: true,
             already_compacted,
+            held_back_from: None,
         }),
         Outcome::Succeeded,
         "2026-03-01T11:59:00Z".into(),

@@ -30,6 +30,7 @@ fn plan() -> MaintenanceJob {
             etcd: EtcdTarget::default(),
             to: CompactTo::Revision(1),
             physical: false,
+            not_past: None,
         }),
         target: "main".into(),
         image: "img".into(),

@@ -239,7 +239,7 @@ fn stages(store: &str) -> &'static [(&'static str, &'static [&'static str])] {
     match store {
         "etcd" => &[
             ("model", &["model", "config", "restore/model"]),
-            ("rules", &["policy", "sampler", "partition", "fleet", "fleet_slot", "quorum"]),
+            ("rules", &["policy", "sampler", "backups", "partition", "fleet", "fleet_slot", "quorum"]),
             ("metrics", &["metrics"]),
             ("observe", &["observe", "restore/observe"]),
             ("decide", &["decide", "restore/decide"]),

@@ -31,6 +31,10 @@ pub struct CompactArgs {
     /// Compact to exactly this revision.
     #[arg(long)]
     pub revision: Option<i64>,
+    /// Never compact past this revision (the newest one backed up, while incremental backups are
+    /// on): a target beyond it is held back to it, and the result says so.
+    #[arg(long)]
+    pub not_past: Option<i64>,
     /// Wait until the compaction has been applied to the backend (the freed pages are then
     /// visible to a defrag).
     #[arg(long)]
@@ -65,6 +69,16 @@ pub fn target_revision(target: CompactTarget, current: i64) -> Result<Option<i64
             Err(Failure::bad_input(format!("revision {r} is a future revision (the store is at {current})")))
         }
         CompactTarget::Revision(r) => Ok(Some(r)),
+    }
+}
+
+/// `target` held back at `not_past` (the newest revision backed up): the revision to compact to
+/// (`None`: none, as nothing at or after revision 1 is backed up), and the one it was held back
+/// from when it was.
+pub fn held_at(target: Option<i64>, not_past: Option<i64>) -> (Option<i64>, Option<i64>) {
+    match (target, not_past) {
+        (Some(wanted), Some(limit)) if wanted > limit => (Some(limit).filter(|l| *l >= 1), Some(wanted)),
+        _ => (target, None),
     }
 }
 
@@ -110,14 +124,21 @@ pub async fn compact_to(client: &mut Client, revision: i64, physical: bool) -> R
 
 /// Runs one compaction against the cluster behind `connection`.
 pub async fn run_compact(connection: &Connection, target: CompactTarget, physical: bool) -> JobResult {
-    run_compact_until(connection, target, physical, &StopSignal::never()).await
+    run_compact_until(connection, Limits { target, not_past: None }, physical, &StopSignal::never()).await
+}
+
+/// How far a compaction goes: its target, held back at `not_past` when given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub target: CompactTarget,
+    pub not_past: Option<i64>,
 }
 
 /// Runs one compaction; after a stop, the calls in flight are waited for until the stop's
 /// deadline. A compaction is one call: there is nothing smaller to stop.
 pub async fn run_compact_until(
     connection: &Connection,
-    target: CompactTarget,
+    limits: Limits,
     physical: bool,
     stop: &StopSignal,
 ) -> JobResult {
@@ -125,7 +146,7 @@ pub async fn run_compact_until(
     let mut report = CompactReport { physical, ..CompactReport::default() };
     let lock = Mutex::new(None);
     let outcome = tokio::select! {
-        outcome = compact_with(connection, target, physical, &mut report, &lock) => outcome,
+        outcome = compact_with(connection, limits, physical, &mut report, &lock) => outcome,
         given_up = stop.deadline_passed() => Err(given_up.failure(
             "the grace period was ending with the compaction call in flight; whether it took effect is unknown",
         )),
@@ -146,9 +167,19 @@ pub async fn run_compact_until(
     }
     if result.message.is_none() {
         result.message = Some(match outcome {
+            Outcome::Skipped if report.held_back_from.is_some() => format!(
+                "compaction to revision {} held back: nothing is backed up yet (--not-past {})",
+                report.held_back_from.unwrap_or_default(),
+                limits.not_past.unwrap_or_default()
+            ),
             Outcome::Skipped => {
                 format!("history is only {} revisions long: nothing to compact", report.current_revision)
             }
+            _ if report.held_back_from.is_some() => format!(
+                "compacted to revision {}, held back from {}: it never passes the newest revision backed up",
+                report.compacted_revision,
+                report.held_back_from.unwrap_or_default()
+            ),
             _ if report.already_compacted => {
                 format!("revision {} was already compacted", report.compacted_revision)
             }
@@ -160,7 +191,7 @@ pub async fn run_compact_until(
 
 async fn compact_with(
     connection: &Connection,
-    target: CompactTarget,
+    limits: Limits,
     physical: bool,
     report: &mut CompactReport,
     lock: &Mutex<Option<DefragLock>>,
@@ -176,17 +207,20 @@ async fn compact_with(
             tracing::warn!(%why, "the cluster takes no write: compacting without the lock")
         }
     }
-    compact_once(&mut client, target, physical, report).await
+    compact_once(&mut client, limits, physical, report).await
 }
 
 async fn compact_once(
     client: &mut Client,
-    target: CompactTarget,
+    limits: Limits,
     physical: bool,
     report: &mut CompactReport,
 ) -> Result<Outcome, Failure> {
     report.current_revision = current_revision(client).await?;
-    let Some(revision) = target_revision(target, report.current_revision)? else {
+    let wanted = target_revision(limits.target, report.current_revision)?;
+    let (target, held_back_from) = held_at(wanted, limits.not_past);
+    report.held_back_from = held_back_from;
+    let Some(revision) = target else {
         return Ok(Outcome::Skipped);
     };
     report.compacted_revision = revision;
@@ -242,14 +276,17 @@ async fn status_via(connection: &Connection, endpoint: &str) -> Result<(Client, 
 pub fn main(args: CompactArgs) -> i32 {
     let clock = RunClock::start();
     let prepared = args.target().and_then(|target| {
+        if let Some(limit) = args.not_past.filter(|l| *l < 0) {
+            return Err(Failure::bad_input(format!("--not-past {limit}: must be 0 or more")));
+        }
         let grace =
             run::check_wait("--grace-period-seconds", Duration::from_secs(args.grace_period_seconds))?;
-        Ok((target, args.connection.connection()?, grace))
+        Ok((Limits { target, not_past: args.not_past }, args.connection.connection()?, grace))
     });
     let result = match prepared {
-        Ok((target, connection, grace)) => runtime().block_on(async {
+        Ok((limits, connection, grace)) => runtime().block_on(async {
             let stop = StopSignal::listen_or_warn(grace);
-            run_compact_until(&connection, target, args.physical, &stop).await
+            run_compact_until(&connection, limits, args.physical, &stop).await
         }),
         Err(failure) => {
             clock.finish(Report::Compact(CompactReport::default()), Outcome::Failed, Some(failure))
@@ -307,12 +344,30 @@ mod tests {
         }
     }
 
+    /// The newest revision backed up bounds the target; below it, or without it, nothing changes;
+    /// nothing backed up (0) means no compaction at all.
+    #[test]
+    fn a_target_past_the_newest_backup_is_held_back_to_it() {
+        let cases = [
+            (Some(500), Some(400), (Some(400), Some(500))),
+            (Some(400), Some(400), (Some(400), None)),
+            (Some(300), Some(400), (Some(300), None)),
+            (Some(500), None, (Some(500), None)),
+            (None, Some(400), (None, None)),
+            (Some(500), Some(0), (None, Some(500))),
+        ];
+        for (target, not_past, want) in cases {
+            assert_eq!(held_at(target, not_past), want, "{target:?} not past {not_past:?}");
+        }
+    }
+
     #[test]
     fn flags_are_checked() {
         let args = |retain: Option<i64>, revision: Option<i64>| CompactArgs {
             connection: EndpointArgs::default(),
             retain_revisions: retain,
             revision,
+            not_past: None,
             physical: false,
             result_file: "/dev/null".into(),
             grace_period_seconds: 60,

@@ -140,6 +140,10 @@ pub struct DefragArgs {
     /// Compact to current − N first (the thresholds are judged after the compaction).
     #[arg(long)]
     pub compact_retain_revisions: Option<i64>,
+    /// That compaction never goes past this revision (the newest one backed up): a target
+    /// beyond it is held back to it.
+    #[arg(long, requires = "compact_retain_revisions")]
+    pub compact_not_past: Option<i64>,
     /// Whether leadership moves before the leader's defrag: `auto` (in place when its defrag,
     /// predicted from this run's followers, takes at most --leader-in-place-budget-seconds; else
     /// moved first), `always` or `never`.
@@ -204,6 +208,8 @@ pub struct DefragOptions {
     pub policy: DefragPolicy,
     pub plan: PlanOptions,
     pub compact_retain_revisions: Option<i64>,
+    /// `--compact-not-past`.
+    pub compact_not_past: Option<i64>,
     pub dry_run: bool,
     /// `--not-after` and `--expected-rate`: the window members must fit in.
     pub window: Option<WindowEnd>,
@@ -255,6 +261,7 @@ impl DefragArgs {
                 refuse_affected_versions: self.refuse_affected_versions,
             },
             compact_retain_revisions: self.compact_retain_revisions,
+            compact_not_past: self.compact_not_past,
             dry_run: self.dry_run,
             window: window_of(self)?,
             defrag_call_timeout: run::check_wait(
@@ -635,10 +642,14 @@ impl Run<'_> {
             .client_of(leader.unwrap_or_default())
             .map_err(|e| Failure::retryable(format!("cannot reach the leader to compact: {e}")))?;
         let current = compact::current_revision(&mut client).await?;
-        let Some(revision) =
-            compact::target_revision(compact::CompactTarget::RetainRevisions(retain), current)?
-        else {
-            return Ok(()); // history shorter than what is kept
+        let wanted = compact::target_revision(compact::CompactTarget::RetainRevisions(retain), current)?;
+        let (target, held_back_from) = compact::held_at(wanted, self.options.compact_not_past);
+        self.report.borrow_mut().compaction_held_back_from = held_back_from;
+        if let Some(from) = held_back_from {
+            tracing::info!(from, not_past = ?self.options.compact_not_past, "compaction held back at the newest revision backed up");
+        }
+        let Some(revision) = target else {
+            return Ok(()); // history shorter than what is kept, or nothing backed up yet
         };
         if self.options.dry_run {
             // The plan below is judged on the sizes before this compaction.
@@ -1412,6 +1423,7 @@ mod tests {
             min_defrag_bytes: plan::DEFAULT_MIN_DEFRAG_BYTES,
             max_fragmented_percent: plan::DEFAULT_MAX_FRAGMENTED_PERCENT,
             compact_retain_revisions: None,
+            compact_not_past: None,
             leader_turn: LeaderTurnPolicy::Auto,
             no_move_leader: false,
             leader_in_place_budget_seconds: None,

@@ -5,7 +5,8 @@
 //! the bucket is damaged and the next Verify fails, which degrades the cluster, naming the
 //! snapshot. Delta tasks (incremental snapshots) follow the newest snapshot or delta on a claim
 //! and in a bucket, and fail, naming the revision, once someone else compacted their start away.
-//! Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the test with a
+//! A backup policy (`spec.backup`) takes fulls and deltas on its own, holds compaction back at
+//! them and answers a gap with a full snapshot. Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the test with a
 //! message, except under `CI=true`.
 
 use groundskeeper_e2e::fixtures;
@@ -15,8 +16,8 @@ use std::time::Duration;
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::maintenance_task::{MaintenanceTask, TaskState};
 use groundskeeper_controller::runtime::context::ControllerConfig;
-use groundskeeper_e2e::apiserver::ApiServer;
 use groundskeeper_e2e::apiserver::rbac::controller_grants;
+use groundskeeper_e2e::apiserver::{ApiServer, PatchFormat, ResourceId};
 use groundskeeper_e2e::etcd_cluster::{
     self, CLUSTER_TURNS, ClusterOptions, EtcdVersion, etcd_or_skip, restore_tool_or_skip,
 };
@@ -315,4 +316,130 @@ async fn a_verify_to_a_revision_replays_the_deltas_up_to_it() {
     assert_eq!(status.state, Some(TaskState::Failed), "{status:#?}");
     let why = status.last_errors.last().map(|e| e.description.clone()).unwrap_or_default();
     assert!(why.contains(&(middle + 1000).to_string()) && why.contains("delta"), "{why}");
+}
+
+/// The backup policy on its own (`spec.backup`, deltas every 5 s) beside automatic compaction that
+/// keeps one revision: a full snapshot first, then deltas chained from it while a workload
+/// writes; groundskeeper's compaction never passes the newest revision backed up (condition
+/// `CompactionHeldBack`); a compaction by another client past that point is found by the next
+/// delta (condition and Event `BackupGap`, the failed task naming the revision) and answered by a
+/// full snapshot at once, which closes the gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_policy_chains_deltas_holds_compaction_back_and_answers_a_gap_with_a_full_snapshot() {
+    let _one = CLUSTER_TURNS.lock().await;
+    let Some(scenario) = Scenario::start().await else { return };
+    let mut client = scenario.etcd.client(None).await.expect("a client");
+    let spec = json!({ "spec": {
+        "policy": { "enabled": true, "checkInterval": "10s", "compaction": { "mode": "revision", "retention": "1" } },
+        "backup": { "fullEvery": "6h", "deltaEvery": "5s" },
+    }});
+    scenario
+        .server
+        .patch(&etcd_clusters(), Some(NAMESPACE), CLUSTER, PatchFormat::Merge, &spec, false)
+        .expect("the backup policy");
+    let backup = |s: &Scenario| s.cluster().status.and_then(|st| st.backup);
+    scenario
+        .wait_for("the policy's first full snapshot", |s| {
+            backup(s).is_some_and(|b| b.recovery_point_revision.is_some())
+        })
+        .await;
+    let first = backup(&scenario).unwrap();
+    let full_revision = first.recovery_point_revision.unwrap();
+    assert_eq!(first.store, "pvc/main-snapshots");
+    let made_by_policy = |s: &Scenario, task_type: &str| {
+        s.server
+            .list(&maintenance_tasks(), Some(NAMESPACE))
+            .into_iter()
+            .filter(|t| t["metadata"]["labels"]["groundskeeper.dev/origin"] == "backup-policy")
+            .filter(|t| t["spec"]["type"] == task_type)
+            .count()
+    };
+    assert!(made_by_policy(&scenario, "Snapshot") >= 1);
+
+    // A workload writes; deltas follow it, each chained to the one before.
+    let mut last = 0;
+    for i in 0..30 {
+        last =
+            client.put(format!("work/{i}"), "v", None).await.expect("a write").header().unwrap().revision();
+    }
+    scenario
+        .wait_for("a delta reaching the last write", |s| {
+            backup(s).and_then(|b| b.recovery_point_revision).is_some_and(|r| r >= last)
+        })
+        .await;
+    let status = scenario.cluster().status.unwrap();
+    let deltas: Vec<_> = status.snapshots.iter().filter(|r| r.is_delta()).collect();
+    assert!(!deltas.is_empty(), "{:#?}", status.snapshots);
+    assert!(
+        deltas.iter().any(|d| d.start_revision == Some(full_revision)),
+        "the first delta starts at the full: {deltas:#?}"
+    );
+    assert!(made_by_policy(&scenario, "Delta") >= 1);
+
+    // Compaction keeps one revision, but never passes what the backups hold.
+    scenario
+        .wait_for("an automatic compaction", |s| {
+            s.cluster().status.and_then(|st| st.last_compacted_revision).is_some()
+        })
+        .await;
+    let status = scenario.cluster().status.unwrap();
+    let point = status.backup.as_ref().and_then(|b| b.recovery_point_revision).unwrap();
+    let compacted = status.last_compacted_revision.unwrap();
+    assert!(compacted <= point, "compacted to {compacted}, past the recovery point {point}");
+
+    // While the backups are behind (writes not yet in a delta), compaction is held at them: the
+    // condition says so when it happens. Someone else compacts past the chain's end instead.
+    for i in 0..5 {
+        client.put(format!("late/{i}"), "w", None).await.expect("a write");
+    }
+    let current = client.get("late/4", None).await.expect("a read").header().unwrap().revision();
+    client.compact(current, None).await.expect("a compaction by another client");
+    scenario
+        .wait_for("the gap found, or closed by a full snapshot already", |s| {
+            s.condition("BackupGap").is_some_and(|(status, _, _)| status == "True")
+                || backup(s).is_some_and(|b| {
+                    b.recovery_point_revision.is_some_and(|r| r >= current)
+                        && b.gap.is_none()
+                        && s.cluster()
+                            .status
+                            .unwrap()
+                            .snapshots
+                            .iter()
+                            .any(|r| !r.is_delta() && r.revision >= Some(current))
+                })
+        })
+        .await;
+    scenario
+        .wait_for("a full snapshot past the compaction closing the gap", |s| {
+            let status = s.cluster().status.unwrap();
+            status.snapshots.iter().any(|r| !r.is_delta() && r.revision.is_some_and(|r| r >= current))
+                && s.condition("BackupGap")
+                    .is_some_and(|(status, reason, _)| status == "False" && reason == "NoGap")
+        })
+        .await;
+    let failed: Vec<MaintenanceTask> = scenario
+        .server
+        .list(&maintenance_tasks(), Some(NAMESPACE))
+        .into_iter()
+        .map(|t| serde_json::from_value(t).unwrap())
+        .filter(|t: &MaintenanceTask| t.status.as_ref().is_some_and(|s| s.state == Some(TaskState::Failed)))
+        .collect();
+    let gap_task = failed
+        .iter()
+        .find(|t| {
+            t.status.as_ref().and_then(|s| s.delta.as_ref()).and_then(|d| d.compacted_to) == Some(current)
+        })
+        .unwrap_or_else(|| panic!("the delta that found the gap: {failed:#?}"));
+    let events = scenario.server.list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE));
+    let gap_event = events.iter().find(|e| e["reason"] == "BackupGap").expect("a BackupGap Event");
+    let note = gap_event["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains(&current.to_string()) && note.contains(&gap_task.metadata.name.clone().unwrap()),
+        "{gap_event:#}"
+    );
+    assert!(events.iter().any(|e| e["reason"] == "BackupGapClosed"), "{events:#?}");
+    let status = scenario.cluster().status.unwrap();
+    assert!(
+        status.last_compacted_revision.unwrap() <= status.backup.unwrap().recovery_point_revision.unwrap()
+    );
 }

@@ -28,6 +28,7 @@ fn cluster(quorum_lost_at: Option<i64>) -> EtcdCluster {
             job: Default::default(),
             partition: None,
             maintenance_windows: None,
+            backup: None,
             stateful_set: Some(EtcdStatefulSet {
                 name: "etcd".into(),
                 data_volume_claim_template: Some("data".into()),

@@ -234,6 +234,7 @@ mod window {
             etcd: Default::default(),
             to: groundskeeper_protocol::operation::CompactTo::Revision(5),
             physical: false,
+            not_past: None,
         })
         .into();
         assert_eq!(within_window(&compact, &task("automatic", false), &cluster(), inside), compact);

@@ -28,6 +28,7 @@ pub fn defrag_args(
         min_defrag_bytes,
         max_fragmented_percent,
         compact_retain_revisions: None,
+        compact_not_past: None,
         leader_turn: groundskeeper_protocol::operation::LeaderTurnPolicy::Auto,
         no_move_leader: false,
         leader_in_place_budget_seconds: None,
