@@ -489,6 +489,9 @@ pub struct EtcdBackupStatus {
     /// the next full snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap: Option<BackupGap>,
+    /// The last gap found, kept once closed (what alert `GroundskeeperEtcdBackupGap` reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_gap: Option<BackupGap>,
 }
 
 /// Changes no backup holds.

@@ -158,8 +158,11 @@ fn sample_scraped(metrics: &runtime::metrics::Metrics) {
         "status": {"lastScheduleTime": "2026-01-02T02:30:00Z", "lastSuccessfulTime": "2026-01-01T02:31:00Z",
                    "lastSkipped": {"scheduledTime": "2026-01-02T02:30:00Z", "reason": "ConcurrencyForbid", "message": ""}}}));
     let cluster: EtcdCluster = sample(serde_json::json!({"metadata": metadata("main"),
-        "spec": {"endpoints": ["http://etcd-0:2379"], "policy": {"quotaBackendBytes": 2147483648_i64}},
-        "status": {"conditions": [{"type": "DefragControllerDegraded", "status": "False", "reason": "AsExpected",
+        "spec": {"endpoints": ["http://etcd-0:2379"], "policy": {"quotaBackendBytes": 2147483648_i64},
+                 "backup": {"fullEvery": "6h", "deltaEvery": "30s"}},
+        "status": {"backup": {"store": "pvc/backups", "recoveryPointRevision": 10,
+                              "recoveryPointTime": "2026-01-01T00:00:00Z"},
+                   "conditions": [{"type": "DefragControllerDegraded", "status": "False", "reason": "AsExpected",
                                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
                    "snapshots": [{"store": "pvc/backups", "object": "a.db", "writtenAt": "2026-01-01T00:00:00Z"}],
                    "lastSnapshotProof": {"store": "pvc/backups", "object": "a.db", "proven": true, "message": "",

@@ -495,6 +495,7 @@ impl BackupPass {
             newest: self.point.as_ref().map(|p| p.newest.clone()),
             active_task: self.active.clone(),
             compaction_held_from: held_back_from.filter(|_| self.compaction_limit.is_some()),
+            last_gap: recorded_gap.clone().or_else(|| previous.and_then(|b| b.last_gap.clone())),
             gap,
         });
         if let Some(task) = &self.submit {

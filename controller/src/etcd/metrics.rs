@@ -190,6 +190,10 @@ struct ClusterSeries {
     last_snapshot: Family<ClusterLabels, FloatGauge>,
     proof_passed: Family<ClusterLabels, Gauge>,
     proof_time: Family<ClusterLabels, FloatGauge>,
+    backup_interval: Family<ClusterLabels, FloatGauge>,
+    recovery_point: Family<ClusterLabels, FloatGauge>,
+    last_gap: Family<ClusterLabels, FloatGauge>,
+    compaction_held: Family<ClusterLabels, Gauge>,
 }
 
 fn unix_seconds(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
@@ -231,6 +235,24 @@ impl ClusterSeries {
                 self.proof_time.get_or_create(&labels).set(unix_seconds(at));
             }
         }
+        self.add_backup(cluster, &labels);
+    }
+
+    /// The backup policy's series, for a cluster that has one.
+    fn add_backup(&self, cluster: &EtcdCluster, labels: &ClusterLabels) {
+        let Some(policy) = &cluster.spec.backup else { return };
+        let every = policy.delta_every.as_deref().unwrap_or(&policy.full_every);
+        if let Ok(every) = every.trim().parse::<jiff::SignedDuration>() {
+            self.backup_interval.get_or_create(labels).set(every.as_secs_f64());
+        }
+        let Some(backup) = cluster.status.as_ref().and_then(|s| s.backup.as_ref()) else { return };
+        if let Some(time) = &backup.recovery_point_time {
+            self.recovery_point.get_or_create(labels).set(unix_seconds(time));
+        }
+        // 0: never; a gap's time stays after a full snapshot closed it.
+        let last_gap = backup.last_gap.as_ref().and_then(|g| g.found_at.as_ref()).map_or(0.0, unix_seconds);
+        self.last_gap.get_or_create(labels).set(last_gap);
+        self.compaction_held.get_or_create(labels).set(i64::from(backup.compaction_held_from.is_some()));
     }
 
     fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
@@ -248,7 +270,15 @@ impl ClusterSeries {
         let help = "1 when the last proof that an EtcdCluster's snapshot restores passed, 0 when it failed";
         encode_family(encoder, "etcd_snapshot_proof_passed", help, &self.proof_passed)?;
         let help = "When that last proof ended, Unix seconds";
-        encode_family(encoder, "etcd_snapshot_proof_timestamp_seconds", help, &self.proof_time)
+        encode_family(encoder, "etcd_snapshot_proof_timestamp_seconds", help, &self.proof_time)?;
+        let help = "How often an EtcdCluster's backup policy backs up (spec.backup.deltaEvery, else fullEvery), seconds";
+        encode_family(encoder, "etcd_backup_interval_seconds", help, &self.backup_interval)?;
+        let help = "The last time an EtcdCluster's whole state was seen in its backups (status.backup.recoveryPointTime), Unix seconds";
+        encode_family(encoder, "etcd_backup_recovery_point_timestamp_seconds", help, &self.recovery_point)?;
+        let help = "When a delta last found history compacted away before it read it (a gap), Unix seconds; 0: never";
+        encode_family(encoder, "etcd_backup_last_gap_timestamp_seconds", help, &self.last_gap)?;
+        let help = "1 while groundskeeper's compaction of an EtcdCluster is held back at the newest revision backed up";
+        encode_family(encoder, "etcd_backup_compaction_held_back", help, &self.compaction_held)
     }
 }
 

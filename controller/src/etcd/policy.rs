@@ -337,6 +337,60 @@ mod tests {
         serde_json::from_value(serde_json::json!({"endpoints": ["http://etcd-0:2379"]})).unwrap()
     }
 
+    /// Every mistake of `spec.backup` named by its field, all at once.
+    #[test]
+    fn a_backup_policy_that_cannot_work_is_refused_naming_the_field() {
+        let with = |backup: serde_json::Value, compaction: serde_json::Value| {
+            let mut spec = spec();
+            spec.backup = Some(serde_json::from_value(backup).unwrap());
+            spec.policy.compaction = serde_json::from_value(compaction).unwrap();
+            Policy::from_spec(&spec)
+        };
+        let periodic = serde_json::json!({"mode": "periodic", "retention": "10m"});
+        let cases = [
+            (
+                serde_json::json!({"deltaEvery": "15m"}),
+                periodic.clone(),
+                "spec.backup.deltaEvery: 15m is not shorter than spec.policy.compaction.retention 10m",
+            ),
+            (
+                serde_json::json!({"fullEvery": "1h", "deltaEvery": "2h"}),
+                serde_json::Value::Null,
+                "spec.backup.deltaEvery: 2h is not shorter than spec.backup.fullEvery 1h",
+            ),
+            (
+                serde_json::json!({"deltaEvery": "1s"}),
+                serde_json::Value::Null,
+                "spec.backup.deltaEvery: \"1s\" is shorter than the minimum 5s",
+            ),
+            (
+                serde_json::json!({"fullEvery": "often"}),
+                serde_json::Value::Null,
+                "spec.backup.fullEvery: \"often\" is not a duration",
+            ),
+            (
+                serde_json::json!({"retain": 0}),
+                serde_json::Value::Null,
+                "spec.backup.retain: 0 keeps no full snapshot",
+            ),
+            (serde_json::json!({"to": {}}), serde_json::Value::Null, "spec.backup.to: names no store"),
+            (
+                serde_json::json!({"fileName": "a/{time}.db"}),
+                serde_json::Value::Null,
+                "spec.backup.fileName: ",
+            ),
+        ];
+        for (backup, compaction, want) in cases {
+            let errors = with(backup.clone(), compaction).expect_err(want).to_string();
+            assert!(errors.contains(want), "{backup}: {errors}");
+        }
+        let fine = with(serde_json::json!({"deltaEvery": "30s"}), periodic).unwrap().backup.unwrap();
+        assert_eq!(
+            (fine.delta_every, fine.full_every, fine.retain),
+            (Some(SignedDuration::from_secs(30)), SignedDuration::from_hours(6), 5)
+        );
+    }
+
     #[test]
     fn a_partition_names_its_fleet_an_id_in_range_and_keeps_history_by_time() {
         let with =

@@ -374,6 +374,48 @@ mod tests {
         result
     }
 
+    /// A delta that found its start compacted records a gap in the backup policy's store, once;
+    /// in another store (no policy answers there) nothing.
+    #[test]
+    fn a_compacted_start_is_a_gap_in_the_policys_store_only() {
+        use groundskeeper_api::etcd_cluster::EtcdBackupStatus;
+        use groundskeeper_api::validate::Delta;
+        use groundskeeper_protocol::result::DeltaFailureReason;
+        let work = |claim: &str| {
+            Work::Delta(Delta {
+                to: Store::Claim(claim.into()),
+                file_name: "{cluster}-{time}.db".into(),
+                start_revision: None,
+            })
+        };
+        let compacted = result(
+            Report::SnapshotDelta(DeltaReport {
+                start_revision: 150,
+                failure_reason: Some(DeltaFailureReason::HistoryCompacted),
+                compact_revision: Some(180),
+                ..DeltaReport::default()
+            }),
+            Outcome::Failed,
+        );
+        let previous = EtcdClusterStatus {
+            backup: Some(EtcdBackupStatus { store: "pvc/snaps".into(), ..EtcdBackupStatus::default() }),
+            ..EtcdClusterStatus::default()
+        };
+        let status =
+            record_snapshot_work(&previous, "main-delta-9", &work("snaps"), &[compacted.clone()], now())
+                .expect("a gap recorded");
+        let gap = status.backup.as_ref().and_then(|b| b.gap.clone()).unwrap();
+        assert_eq!((gap.task.as_str(), gap.after_revision, gap.compacted_to), ("main-delta-9", 150, 180));
+        assert_eq!(
+            record_snapshot_work(&status, "main-delta-9", &work("snaps"), &[compacted.clone()], now()),
+            None
+        );
+        assert_eq!(
+            record_snapshot_work(&previous, "main-delta-9", &work("other"), &[compacted], now()),
+            None
+        );
+    }
+
     #[test]
     fn a_snapshot_and_its_proof_enter_the_catalog_and_retention_leaves_it() {
         let status = EtcdClusterStatus::default();

@@ -8,7 +8,8 @@
 //!   a person does once they know why (or its `ttlSecondsAfterFinished` does), the alert
 //!   resolves. The rule has no `for:`, so the real file is loaded unchanged;
 //! - an etcd cluster (real etcd 3.5, one member) observed by the etcd controller with a policy
-//!   stating its quota; two Defragment tasks one after the other (the second once Prometheus has
+//!   stating its quota and a backup policy (a full snapshot every 6 hours: its first at once);
+//!   two Defragment tasks one after the other (the second once Prometheus has
 //!   scraped the first, so the duration histograms grow between two scrapes and their quantiles
 //!   answer); a MaintenanceSchedule of Snapshots on a clock of its own, whose first run is missed
 //!   (`MissedDeadline`) and second makes a Snapshot task onto a claim; a Verify task proving that
@@ -370,7 +371,7 @@ impl Scenario {
                 "quotaBackendBytes": 2147483648_i64, "checkInterval": "10s",
                 // One member: its defragmentation blocks it for a moment, which it accepts.
                 "allowSingleMember": true,
-            } },
+            }, "backup": { "fullEvery": "6h" } },
         });
         self.server.create(&etcd_clusters(), Some(ETCD_NAMESPACE), cluster).expect("the EtcdCluster");
         let claim: PersistentVolumeClaim = serde_json::from_value(json!({
