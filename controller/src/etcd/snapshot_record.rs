@@ -401,9 +401,14 @@ mod tests {
             backup: Some(EtcdBackupStatus { store: "pvc/snaps".into(), ..EtcdBackupStatus::default() }),
             ..EtcdClusterStatus::default()
         };
-        let status =
-            record_snapshot_work(&previous, "main-delta-9", &work("snaps"), &[compacted.clone()], now())
-                .expect("a gap recorded");
+        let status = record_snapshot_work(
+            &previous,
+            "main-delta-9",
+            &work("snaps"),
+            std::slice::from_ref(&compacted),
+            now(),
+        )
+        .expect("a gap recorded");
         let gap = status.backup.as_ref().and_then(|b| b.gap.clone()).unwrap();
         assert_eq!((gap.task.as_str(), gap.after_revision, gap.compacted_to), ("main-delta-9", 150, 180));
         assert_eq!(
