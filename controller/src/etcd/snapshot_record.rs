@@ -412,7 +412,13 @@ mod tests {
         let gap = status.backup.as_ref().and_then(|b| b.gap.clone()).unwrap();
         assert_eq!((gap.task.as_str(), gap.after_revision, gap.compacted_to), ("main-delta-9", 150, 180));
         assert_eq!(
-            record_snapshot_work(&status, "main-delta-9", &work("snaps"), &[compacted.clone()], now()),
+            record_snapshot_work(
+                &status,
+                "main-delta-9",
+                &work("snaps"),
+                std::slice::from_ref(&compacted),
+                now()
+            ),
             None
         );
         assert_eq!(
