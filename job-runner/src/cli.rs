@@ -184,6 +184,7 @@ impl Command {
                 to_revision: args.to_revision,
                 expect_keys: args.expect_keys,
                 scratch_dir: path_text(&args.scratch_dir),
+                save_as: args.save_as.clone(),
             })),
             Command::RestoreMember(args) => Some(Operation::RestoreMember(RestoreMemberRequest {
                 from: args.from.store(),
@@ -527,6 +528,7 @@ mod tests {
                 to_revision: None,
                 expect_keys: None,
                 scratch_dir: "/scratch".into(),
+                save_as: Some("main-20260101T000000Z.db".into()),
             }),
             Operation::SnapshotReplay(ReplayRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
@@ -540,6 +542,7 @@ mod tests {
                 to_revision: Some(1234),
                 expect_keys: Some(0),
                 scratch_dir: "/scratch".into(),
+                save_as: None,
             }),
             Operation::RestoreMember(RestoreMemberRequest {
                 from: SnapshotStore::Bucket(BucketLocation {

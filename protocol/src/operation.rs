@@ -358,6 +358,9 @@ pub struct ReplayRequest {
     pub expect_keys: Option<i64>,
     /// A writable scratch folder (an `emptyDir`) for the downloads and the throwaway member.
     pub scratch_dir: String,
+    /// Once proven, the replayed member's snapshot is saved in the store under this name (a
+    /// full snapshot at the target revision: what a Restore to a point in time restores).
+    pub save_as: Option<String>,
 }
 
 /// Which files in a snapshot folder are snapshots of one cluster, and how many of them to keep.
@@ -603,6 +606,9 @@ impl ReplayRequest {
             args.value("expect-keys", keys);
         }
         args.value("scratch-dir", &self.scratch_dir);
+        if let Some(name) = &self.save_as {
+            args.value("save-as", name);
+        }
     }
 }
 

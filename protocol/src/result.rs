@@ -547,6 +547,19 @@ pub struct DeltaReport {
     pub removed_partial_files: Vec<String>,
 }
 
+/// A snapshot a run saved beside the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedSnapshot {
+    pub object: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+}
+
 /// A full snapshot and its deltas replayed into a throwaway member (`groundskeeper-job
 /// snapshot-replay`), up to a target revision, and what that member then served.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -594,6 +607,10 @@ pub struct ReplayReport {
     pub restore_ms: u64,
     #[serde(default)]
     pub replay_ms: u64,
+    /// With `--save-as`: the replayed member's snapshot saved in the store (its name, size,
+    /// SHA-256 of the whole file and the revision it holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved: Option<SavedSnapshot>,
 }
 
 fn is_zero(n: &u32) -> bool {

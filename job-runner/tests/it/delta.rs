@@ -239,6 +239,49 @@ async fn fulls_and_deltas_replay_to_the_keyspace_of_every_revision(version: Etcd
     let (_, result, _) =
         replay(&Store::Folder(folder.clone()), &tools, &scratch, f2.end_revision, &result_file).await;
     assert!(replay_report(&result).leases_granted >= 1, "{result:?}");
+    // Saved as a full snapshot of its own (what a Restore to a point in time restores): replayed
+    // from alone, it serves that revision with exactly the keyspace the cluster had there.
+    for store in [Store::Folder(folder.clone()), Store::Bucket(&bucket)] {
+        let to = (f1.start_revision + f1.end_revision) / 2;
+        let mut args = strings(&["snapshot-replay"]);
+        args.extend(store.flags("from"));
+        args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main", "--scratch-dir"]));
+        args.push(path(&scratch));
+        args.extend(strings(&["--to-revision", &to.to_string(), "--save-as", "pit.db"]));
+        args.extend(tools.flags());
+        let (code, result, stderr) = run(&args, &[], &result_file).await;
+        assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+        let saved = replay_report(&result).saved.clone().expect("the snapshot saved");
+        assert_eq!((saved.object.as_str(), saved.revision), ("pit.db", Some(to)), "{saved:?}");
+        assert!(saved.sha256.len() == 64 && saved.size_bytes > 0, "{saved:?}");
+        let mut args = strings(&["snapshot-replay"]);
+        args.extend(store.flags("from"));
+        args.extend(strings(&["--object", "pit.db", "--file-name-template", TEMPLATE, "--cluster", "main"]));
+        args.extend(strings(&["--scratch-dir", &path(&scratch), "--to-revision", &to.to_string()]));
+        args.extend(tools.flags());
+        let (code, result, stderr) = run(&args, &[], &result_file).await;
+        assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+        let again = replay_report(&result);
+        let (keys, sha256) = keyspace_digest(&mut client, to).await.unwrap();
+        assert_eq!((again.snapshot_revision, again.deltas.len()), (Some(to), 0), "{again:?}");
+        assert_eq!((again.keys, again.keys_sha256.as_deref()), (Some(keys), Some(sha256.as_str())));
+    }
+    // A name that is not a plain file name is refused before anything is read.
+    let mut args = strings(&["snapshot-replay", "--from", &path(&folder)]);
+    args.extend(strings(&[
+        "--file-name-template",
+        TEMPLATE,
+        "--cluster",
+        "main",
+        "--scratch-dir",
+        &path(&scratch),
+    ]));
+    args.extend(strings(&["--save-as", "../escape.db"]));
+    args.extend(tools.flags());
+    let (code, result, _) = run(&args, &[], &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(result.message.unwrap_or_default().contains("--save-as"));
+
     // Past what the deltas hold: bad input naming the missing revision.
     let (code, result, _) =
         replay(&Store::Folder(folder.clone()), &tools, &scratch, f2.end_revision + 1_000, &result_file).await;

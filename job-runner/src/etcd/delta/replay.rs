@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, GetOptions, LeaseGrantOptions, PutOptions, TxnOp};
 use groundskeeper_protocol::operation::SnapshotStore;
-use groundskeeper_protocol::result::ReplayReport;
+use groundskeeper_protocol::result::{ReplayReport, SavedSnapshot};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
+use groundskeeper_stores::etcd::connect::Connection;
 use groundskeeper_stores::etcd::retention::NameTemplate;
 use sha2::{Digest, Sha256};
 
@@ -40,6 +41,7 @@ use super::{Store, check_delta_file};
 use crate::etcd::compact::runtime;
 use crate::etcd::etcd_tools::{self, FromArgs, RestoreFlags, ToolArgs, WorkDir};
 use crate::etcd::prove::{MEMBER, Member, STOP_GRACE, free_ports, start_timeout};
+use crate::etcd::snapshot::{Destination, run_snapshot};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// TTL of a lease granted for replayed keys.
@@ -77,6 +79,11 @@ pub struct ReplayArgs {
     /// puts there is removed when it ends.
     #[arg(long)]
     pub scratch_dir: PathBuf,
+    /// Once proven, save the replayed member's snapshot in the store under this name (a full
+    /// snapshot at the target revision), written as a Snapshot run writes one: nothing under the
+    /// name until it is whole and checked.
+    #[arg(long)]
+    pub save_as: Option<String>,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Where to write the result JSON.
@@ -98,6 +105,7 @@ pub(crate) struct Replay {
     pub to_revision: Option<i64>,
     pub expect_keys: Option<i64>,
     pub scratch: PathBuf,
+    pub save_as: Option<String>,
     pub etcd: etcd_tools::EtcdBinary,
     pub tool: etcd_tools::RestoreTool,
 }
@@ -113,6 +121,13 @@ impl ReplayArgs {
         if let Some(keys) = self.expect_keys.filter(|k| *k < 0) {
             return Err(Failure::bad_input(format!("--expect-keys {keys}: cannot be negative")));
         }
+        if let Some(name) = &self.save_as
+            && (name.is_empty() || name.contains('/') || name.starts_with('.') || name.ends_with(".delta"))
+        {
+            return Err(Failure::bad_input(format!(
+                "--save-as {name:?}: give a plain file name (no '/', not hidden, not a delta's)"
+            )));
+        }
         if !self.scratch_dir.is_absolute() {
             return Err(Failure::bad_input(format!(
                 "--scratch-dir {}: give an absolute path",
@@ -127,6 +142,7 @@ impl ReplayArgs {
             to_revision: self.to_revision,
             expect_keys: self.expect_keys,
             scratch: self.scratch_dir.clone(),
+            save_as: self.save_as.clone(),
             etcd: etcd_tools::find_etcd(self.tools.etcd.as_deref())?,
             tool: etcd_tools::find_restore_tool(self.tools.etcdutl.as_deref())?,
         })
@@ -221,22 +237,32 @@ pub(crate) async fn run_replay(replay: &Replay, stop: &StopSignal) -> JobResult 
         result.stopped_by = stop.get().map(|s| s.signal.to_owned());
     }
     if result.message.is_none() {
-        result.message = Some(format!(
-            "{} (revision {}) and {} delta(s) replayed to revision {} in {} ms: {} transaction(s), {} \
+        result.message = Some(
+            format!(
+                "{} (revision {}) and {} delta(s) replayed to revision {} in {} ms: {} transaction(s), {} \
              change(s), each at its original revision; etcd {} serves revision {} with {} keys \
              (keyspace sha256 {})",
-            report.object,
-            report.snapshot_revision.unwrap_or_default(),
-            report.deltas.len(),
-            report.to_revision,
-            report.replay_ms,
-            report.transactions,
-            report.events,
-            report.etcd_version.as_deref().unwrap_or_default(),
-            report.revision.unwrap_or_default(),
-            report.keys.unwrap_or_default(),
-            report.keys_sha256.as_deref().unwrap_or_default(),
-        ));
+                report.object,
+                report.snapshot_revision.unwrap_or_default(),
+                report.deltas.len(),
+                report.to_revision,
+                report.replay_ms,
+                report.transactions,
+                report.events,
+                report.etcd_version.as_deref().unwrap_or_default(),
+                report.revision.unwrap_or_default(),
+                report.keys.unwrap_or_default(),
+                report.keys_sha256.as_deref().unwrap_or_default(),
+            ) + &report.saved.as_ref().map_or_else(String::new, |saved| {
+                format!(
+                    "; saved as {} ({} bytes, {:.2} MiB, sha256 {})",
+                    saved.object,
+                    saved.size_bytes,
+                    saved.size_bytes as f64 / (1024.0 * 1024.0),
+                    saved.sha256
+                )
+            }),
+        );
     }
     result
 }
@@ -313,10 +339,46 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
         Member::start(&replay.etcd, &data, &work, start_timeout(fetched.checked.size), MEMBER_FLAGS).await?;
     report.restore_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(replay.etcd.version.clone());
-    let outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), report).await;
+    let mut outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), report).await;
+    if outcome.is_ok()
+        && let Some(name) = &replay.save_as
+    {
+        outcome = save(&replay.store, name, &member).await.map(|saved| report.saved = Some(saved));
+    }
     let stopped = member.process.stop(STOP_GRACE).await;
     tracing::info!(by_sigterm = stopped, "the throwaway member stopped");
     outcome
+}
+
+/// The proven member's snapshot, saved in `store` as `name` by the Snapshot run's own writer
+/// (streamed, checked, then in place under its name).
+async fn save(store: &SnapshotStore, name: &str, member: &Member) -> Result<SavedSnapshot, Failure> {
+    let connection =
+        Connection::new(std::slice::from_ref(&member.url), None, None, &|piece| piece.to_owned())?;
+    let destination = match store {
+        SnapshotStore::Folder(folder) => Destination::File(Path::new(folder).join(name)),
+        SnapshotStore::Bucket(bucket) => {
+            Destination::Object { bucket: bucket.clone(), name: name.to_owned() }
+        }
+    };
+    tracing::info!(to = %destination.describe(), "saving the replayed member's snapshot");
+    let result = run_snapshot(&connection, &destination, None, &StopSignal::never()).await;
+    let Report::Snapshot(taken) = &result.report else {
+        return Err(Failure::retryable("the snapshot of the replayed member reported nothing"));
+    };
+    if let Some(error) = &result.error {
+        return Err(Failure::retryable(format!(
+            "the replayed member's snapshot could not be saved as {name}: {}",
+            error.message
+        )));
+    }
+    Ok(SavedSnapshot {
+        object: name.to_owned(),
+        size_bytes: taken.size_bytes,
+        sha256: taken.sha256.clone().unwrap_or_default(),
+        revision: taken.revision,
+        keys: taken.keys,
+    })
 }
 
 async fn replay_deltas(
