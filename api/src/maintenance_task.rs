@@ -595,6 +595,13 @@ pub struct RestoreConfig {
     /// Restore although the quorum is not lost (say, to go back to a snapshot on purpose).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub override_quorum_check: bool,
+    /// Restore to this revision (a point in time): the newest full snapshot of the store at or
+    /// before it (or `object`), and the cluster's deltas after it replayed up to it in a
+    /// throwaway member, which must serve it; that member's snapshot is saved in the store
+    /// (under the default name template, at the task's time) and restored as any snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub to_revision: Option<i64>,
 }
 
 fn default_quorum_lost_for_seconds() -> i64 {

@@ -524,6 +524,61 @@ fn proof_step(store: &str, which: &str, cluster: &EtcdCluster) -> PlanStep {
     }
 }
 
+/// The deltas of `store` in the catalog that chain from revision `from` up to `to`, in order
+/// (each starting where the one before ended): what a replay to `to` will apply, as far as the
+/// catalog knows; the runner reads the store itself.
+pub fn deltas_up_to<'a>(
+    catalog: &'a [crate::snapshot_catalog::SnapshotRecord],
+    store: &str,
+    from: i64,
+    to: i64,
+) -> Vec<&'a crate::snapshot_catalog::SnapshotRecord> {
+    let mut chain = Vec::new();
+    let mut at = from;
+    while at < to {
+        let next = catalog
+            .iter()
+            .filter(|r| {
+                r.store == store && r.start_revision == Some(at) && r.revision.is_some_and(|e| e > at)
+            })
+            .max_by_key(|r| r.revision);
+        let Some(next) = next else { break };
+        at = next.revision.unwrap_or(at);
+        chain.push(next);
+    }
+    chain
+}
+
+/// The first step of a Restore to a point in time: the full snapshot and its deltas replayed up to
+/// the revision in a throwaway member, which is checked and whose snapshot is saved.
+fn replay_plan_step(store: &str, full: &str, from: Option<i64>, to: i64, cluster: &EtcdCluster) -> PlanStep {
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let deltas = from.map(|from| deltas_up_to(catalog, store, from, to)).unwrap_or_default();
+    let reached = deltas.last().and_then(|d| d.revision).or(from).unwrap_or_default();
+    let changes: i64 = deltas.iter().filter_map(|d| d.changes).sum();
+    let named: Vec<&str> = deltas.iter().map(|d| d.object.as_str()).collect();
+    let reach = if reached >= to {
+        format!("recovery point: revision {to}")
+    } else {
+        format!(
+            "the catalog's deltas reach revision {reached} only: the replay reads the store, and fails \
+             naming the first revision no delta holds"
+        )
+    };
+    let mut step = proof_step(store, full, cluster);
+    step.action = "Replay".to_owned();
+    step.note = Some(format!(
+        "restore {full} (revision {}) from {store} into a throwaway member inside the Job, replay {} \
+         delta(s) on it up to revision {to} ({changes} change(s){}), check it serves revision {to}, and \
+         save its snapshot in {store} as the cluster's newest full snapshot; {reach}; the cluster is \
+         not touched",
+        from.map_or_else(|| "?".to_owned(), |r| r.to_string()),
+        deltas.len(),
+        if named.is_empty() { String::new() } else { format!(": {}", named.join(", ")) },
+    ));
+    step
+}
+
 /// A Restore's steps, as far as the status tells them before it starts.
 fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Result<TaskPlan, String> {
     let Some(sts) = &cluster.spec.stateful_set else {
@@ -534,10 +589,26 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
     };
     let template = sts.data_volume_claim_template.clone().unwrap_or_else(|| "<data template>".to_owned());
     let store = restore.from.display();
-    let resolved =
-        crate::restore::resolve_restore(cluster, &store, restore.object.as_deref(), &sts.name, &template)?;
-    let revision = resolved.record.as_ref().and_then(|r| r.revision);
-    let mut steps = vec![proof_step(&store, &resolved.object, cluster)];
+    let resolved = crate::restore::resolve_restore(
+        cluster,
+        &store,
+        restore.object.as_deref(),
+        restore.to_revision,
+        &sts.name,
+        &template,
+    )?;
+    let full_revision = resolved.record.as_ref().and_then(|r| r.revision);
+    let first = match restore.to_revision {
+        Some(to_revision) => replay_plan_step(&store, &resolved.object, full_revision, to_revision, cluster),
+        None => proof_step(&store, &resolved.object, cluster),
+    };
+    // To a point in time the members get the snapshot the replay saves, at that revision.
+    let revision = restore.to_revision.or(full_revision);
+    let restored = match restore.to_revision {
+        Some(to) => format!("the snapshot the replay saves at revision {to}"),
+        None => resolved.object.clone(),
+    };
+    let mut steps = vec![first];
     steps.push(PlanStep {
         name: sts.name.clone(),
         action: "ScaleDown".to_owned(),
@@ -551,7 +622,7 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
             note: Some(format!(
                 "on claim {}: move the data aside (kept, not deleted), restore {} as member {} at {} \
                  with a new cluster token",
-                member.claim, resolved.object, member.name, member.peer_url
+                member.claim, restored, member.name, member.peer_url
             )),
             ..PlanStep::default()
         });
@@ -571,7 +642,11 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
         )),
         ..PlanStep::default()
     });
-    let lost = match resolved.lost_revisions() {
+    let lost_revisions = match restore.to_revision {
+        Some(to) => resolved.last_revision_with_quorum.map(|last| (last - to).max(0)),
+        None => resolved.lost_revisions(),
+    };
+    let lost = match lost_revisions {
         Some(lost) => format!("; the {lost} revision(s) written after it are lost"),
         None => "; writes after the snapshot are lost".to_owned(),
     };
@@ -579,7 +654,10 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
         "restore EtcdCluster {target} ({} members of StatefulSet {}) from {} in {}{}{lost}",
         resolved.members.len(),
         sts.name,
-        resolved.object,
+        match restore.to_revision {
+            Some(_) => format!("{} and its deltas", resolved.object),
+            None => resolved.object.clone(),
+        },
         store,
         revision.map(|r| format!(" (revision {r})")).unwrap_or_default()
     );

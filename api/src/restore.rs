@@ -68,8 +68,18 @@ pub struct RestoreStatus {
     pub phase: RestorePhase,
     /// The store of the snapshot: `pvc/NAME` or the bucket's URL.
     pub store: String,
-    /// The snapshot's file or object name in that store.
+    /// The snapshot's file or object name in that store. To a point in time: the full snapshot
+    /// the replay starts from, then the snapshot the replay saved.
     pub object: String,
+    /// To a point in time: the revision asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_revision: Option<i64>,
+    /// To a point in time: the full snapshot the replay started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_from: Option<String>,
+    /// To a point in time: the deltas replayed on it, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deltas: Vec<String>,
     /// SHA-256 of the whole snapshot file, hex: as the catalog recorded it, then as the proof
     /// found it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,21 +181,46 @@ pub fn resolve_restore(
     cluster: &crate::EtcdCluster,
     store: &str,
     object: Option<&str>,
+    to_revision: Option<i64>,
     stateful_set: &str,
     claim_template: &str,
 ) -> Result<ResolvedRestore, String> {
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let status = cluster.status.clone().unwrap_or_default();
-    let record = match object {
-        Some(object) => status.snapshots.iter().find(|r| r.store == store && r.object == object).cloned(),
-        None => Some(crate::snapshot_catalog::newest_proven(&status.snapshots, store).cloned().ok_or_else(
-            || {
+    let record = match (object, to_revision) {
+        (Some(object), _) => {
+            status.snapshots.iter().find(|r| r.store == store && r.object == object).cloned()
+        }
+        (None, Some(revision)) => {
+            Some(full_at_or_before(&status.snapshots, store, revision).cloned().ok_or_else(|| {
+                let oldest = status
+                    .snapshots
+                    .iter()
+                    .filter(|r| r.store == store && !r.is_delta())
+                    .filter_map(|r| r.revision)
+                    .min();
+                match oldest {
+                    Some(oldest) => format!(
+                        "spec.config.restore.toRevision {revision} is before the oldest full snapshot of \
+                         EtcdCluster {name} in {store} (revision {oldest}): nothing restores to it; give \
+                         a later revision"
+                    ),
+                    None => format!(
+                        "EtcdCluster {name} has no full snapshot in {store} (status.snapshots): nothing \
+                         restores to revision {revision}; take one first, or name one in \
+                         spec.config.restore.object"
+                    ),
+                }
+            })?)
+        }
+        (None, None) => Some(
+            crate::snapshot_catalog::newest_proven(&status.snapshots, store).cloned().ok_or_else(|| {
                 format!(
                     "EtcdCluster {name} has no snapshot in {store} proven to restore (status.snapshots): \
                      name one in spec.config.restore.object, or prove one first with a Verify task"
                 )
-            },
-        )?),
+            })?,
+        ),
     };
     let object =
         object.map(str::to_owned).or_else(|| record.as_ref().map(|r| r.object.clone())).unwrap_or_default();
@@ -197,6 +232,19 @@ pub fn resolve_restore(
         members,
         last_revision_with_quorum: status.last_revision_with_quorum,
     })
+}
+
+/// The newest full snapshot of `store` at or before `revision` in the catalog: where a replay to
+/// that revision starts.
+pub fn full_at_or_before<'a>(
+    catalog: &'a [crate::snapshot_catalog::SnapshotRecord],
+    store: &str,
+    revision: i64,
+) -> Option<&'a crate::snapshot_catalog::SnapshotRecord> {
+    catalog
+        .iter()
+        .filter(|r| r.store == store && !r.is_delta() && r.revision.is_some_and(|r| r <= revision))
+        .max_by_key(|r| (r.revision, r.written_at.as_ref().map(|t| t.0)))
 }
 
 /// Each member of `membership` as a pod of `stateful_set` (`<stateful_set>-<ordinal>`).
@@ -288,7 +336,7 @@ mod tests {
     fn the_newest_proven_snapshot_and_the_recorded_membership_are_used() {
         let members = [("etcd-1", "http://etcd-1.etcd:2380"), ("etcd-0", "http://etcd-0.etcd:2380")];
         let c = cluster(&members, vec![proven("a", 100, true), proven("b", 120, false)]);
-        let resolved = resolve_restore(&c, "s3://b", None, "etcd", "data").unwrap();
+        let resolved = resolve_restore(&c, "s3://b", None, None, "etcd", "data").unwrap();
         assert_eq!(resolved.object, "a");
         assert_eq!(resolved.lost_revisions(), Some(50));
         let names: Vec<_> = resolved.members.iter().map(|m| (m.name.as_str(), m.claim.as_str())).collect();
@@ -299,16 +347,16 @@ mod tests {
     fn what_cannot_be_resolved_says_what_to_do() {
         let members = [("etcd-0", "http://etcd-0.etcd:2380")];
         let none_proven = cluster(&members, vec![proven("b", 120, false)]);
-        let why = resolve_restore(&none_proven, "s3://b", None, "etcd", "data").unwrap_err();
+        let why = resolve_restore(&none_proven, "s3://b", None, None, "etcd", "data").unwrap_err();
         assert!(why.contains("Verify"), "{why}");
-        let named = resolve_restore(&none_proven, "s3://b", Some("x.db"), "etcd", "data").unwrap();
+        let named = resolve_restore(&none_proven, "s3://b", Some("x.db"), None, "etcd", "data").unwrap();
         assert_eq!((named.object.as_str(), named.record), ("x.db", None));
         let strangers = cluster(&[("node-a", "http://a:2380")], vec![]);
-        let why = resolve_restore(&strangers, "s3://b", Some("x.db"), "etcd", "data").unwrap_err();
+        let why = resolve_restore(&strangers, "s3://b", Some("x.db"), None, "etcd", "data").unwrap_err();
         assert!(why.contains("not a pod of StatefulSet etcd"), "{why}");
         let unknown = cluster(&[], vec![]);
         assert!(
-            resolve_restore(&unknown, "s3://b", Some("x"), "etcd", "data")
+            resolve_restore(&unknown, "s3://b", Some("x"), None, "etcd", "data")
                 .unwrap_err()
                 .contains("membership")
         );

@@ -114,6 +114,8 @@ pub struct Restore {
     pub object: Option<String>,
     pub quorum_lost_for: SignedDuration,
     pub override_quorum_check: bool,
+    /// A point in time: the revision the full snapshot and its deltas are replayed to.
+    pub to_revision: Option<i64>,
 }
 
 /// A cleanup of a ScyllaCluster.
@@ -710,12 +712,16 @@ fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Re
         check.error("spec.config.restore.quorumLostForSeconds", "is negative: give 0 or more");
     }
     check_object(check, "spec.config.restore.object", config.object.as_deref());
+    if let Some(revision) = config.to_revision.filter(|r| *r < 1) {
+        check.error("spec.config.restore.toRevision", format!("{revision}: revisions start at 1"));
+    }
     let from = checked_store(check, &config.from, "spec.config.restore.from")?;
     Some(Restore {
         from,
         object: config.object.clone(),
         quorum_lost_for: SignedDuration::from_secs(config.quorum_lost_for_seconds.max(0)),
         override_quorum_check: config.override_quorum_check,
+        to_revision: config.to_revision,
     })
 }
 

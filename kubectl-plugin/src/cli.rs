@@ -225,6 +225,10 @@ pub struct StoreArgs {
     /// Restore although the quorum is not lost (to go back to a snapshot on purpose).
     #[arg(long)]
     pub override_quorum_check: bool,
+    /// Restore to this revision (a point in time): the newest full snapshot at or before it and
+    /// the deltas after it, replayed up to it.
+    #[arg(long, value_name = "REVISION")]
+    pub to_revision: Option<i64>,
 }
 
 #[derive(Args, Debug)]

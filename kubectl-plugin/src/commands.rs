@@ -333,6 +333,7 @@ pub fn restore_proposal(
         store: &store,
         object: restore.object.as_deref(),
         override_quorum_check: restore.override_quorum_check,
+        to_revision: restore.to_revision,
         plan: &plan,
     };
     Ok(render::restore::proposal(&proposal, now))
@@ -347,7 +348,12 @@ pub fn pin_snapshot(task: &mut MaintenanceTask, cluster: &EtcdCluster) {
         return;
     }
     let snapshots = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
-    let newest = newest_proven(snapshots, &valid.from.display());
+    let newest = match valid.to_revision {
+        Some(revision) => {
+            groundskeeper_api::restore::full_at_or_before(snapshots, &valid.from.display(), revision)
+        }
+        None => newest_proven(snapshots, &valid.from.display()),
+    };
     if let (Some(newest), Some(restore)) = (newest, task.spec.config.restore.as_mut()) {
         restore.object = Some(newest.object.clone());
     }
@@ -1050,6 +1056,53 @@ mod tests {
                 .unwrap();
         let err = restore_proposal(&elsewhere, &restorable_cluster(true), now).unwrap_err().to_string();
         assert!(err.contains("no snapshot in pvc/other proven to restore"), "{err}");
+    }
+
+    /// To a point in time: the proposal shows the full snapshot, the deltas the replay applies and
+    /// the recovery point, counts the revisions lost from it, and pins the full snapshot; a
+    /// revision before the oldest full snapshot is refused, naming the field.
+    #[test]
+    fn a_restore_to_a_point_in_time_shows_its_chain_and_pins_its_full_snapshot() {
+        let now: Timestamp = "2026-11-23T21:00:00Z".parse().unwrap();
+        let mut cluster = restorable_cluster(true);
+        let delta = |start: i64, end: i64| {
+            serde_json::from_value(
+                json!({"store": "s3://b/etcd", "object": format!("main-{start}-{end}.delta"),
+                                          "startRevision": start, "revision": end, "changes": 50}),
+            )
+            .unwrap()
+        };
+        let catalog = &mut cluster.status.as_mut().unwrap().snapshots;
+        catalog.push(delta(1100, 1200));
+        catalog.push(delta(1200, 1300));
+        let args = |to: &str| {
+            new_task(
+                &create_args(&["restore", "--target", "main", "--from", "s3://b/etcd", "--to-revision", to]),
+                "etcd",
+                None,
+            )
+            .unwrap()
+        };
+        let mut task = args("1250");
+        assert_eq!(task.spec.config.restore.as_ref().unwrap().to_revision, Some(1250));
+        let text = restore_proposal(&task, &cluster, now).unwrap();
+        for wanted in [
+            "  Point in time:  revision 1250: the full snapshot (revision 1100) and 2 delta(s) 1100→1200, 1200→1300; recovery point revision 1250\n",
+            "  Revisions lost: 100 (the snapshot is at revision 1250; the last revision seen with quorum was 1350)\n",
+            "Replay",
+            "replay 2 delta(s) on it up to revision 1250 (100 change(s): main-1100-1200.delta, main-1200-1300.delta)",
+        ] {
+            assert!(text.contains(wanted), "missing {wanted:?} in\n{text}");
+        }
+        pin_snapshot(&mut task, &cluster);
+        assert_eq!(task.spec.config.restore.as_ref().unwrap().object.as_deref(), Some("main-1.db"));
+        let beyond = restore_proposal(&args("1400"), &cluster, now).unwrap();
+        assert!(beyond.contains("reach revision 1300 only"), "{beyond}");
+        let err = restore_proposal(&args("1000"), &cluster, now).unwrap_err().to_string();
+        assert!(
+            err.contains("spec.config.restore.toRevision 1000 is before the oldest full snapshot"),
+            "{err}"
+        );
     }
 
     /// The snapshot shown is the one the task names once confirmed; one named by hand stays.

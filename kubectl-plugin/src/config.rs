@@ -130,7 +130,7 @@ fn flags_of(task_type: &TaskType) -> &'static [&'static str] {
         TaskType::Copy => &["--from", "--to"],
         TaskType::Verify => &["--from", "--object"],
         TaskType::Delta => &["--to"],
-        TaskType::Restore => &["--from", "--object", "--yes", "--override-quorum-check"],
+        TaskType::Restore => &["--from", "--object", "--yes", "--override-quorum-check", "--to-revision"],
         _ => &[],
     }
 }
@@ -146,6 +146,7 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
         ("--object", args.object.is_some()),
         ("--yes", args.yes),
         ("--override-quorum-check", args.override_quorum_check),
+        ("--to-revision", args.to_revision.is_some()),
     ];
     let taken = flags_of(task_type);
     if let Some((flag, _)) = given.iter().find(|(flag, set)| *set && !taken.contains(flag)) {
@@ -194,6 +195,9 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
     }
     if args.override_quorum_check {
         fields.insert("overrideQuorumCheck".to_owned(), json!(true));
+    }
+    if let Some(revision) = args.to_revision {
+        fields.insert("toRevision".to_owned(), json!(revision));
     }
     Ok(fields)
 }

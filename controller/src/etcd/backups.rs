@@ -2,13 +2,15 @@
 //! due, and how far groundskeeper's compaction may go while deltas are on.
 //!
 //! **The recovery point** is the newest revision a restore from the store reaches: the newest
-//! full snapshot there, then the deltas that chain from it (each starting where the one before
-//! ended), as the catalog (`status.snapshots`) records them. A delta that does not chain (its
+//! full snapshot there (by the time it was written), then the deltas written after it that chain
+//! from it (each starting where the one before ended), as the catalog (`status.snapshots`)
+//! records them. A delta that does not chain (its
 //! start is not the end of the chain) extends nothing.
 //!
 //! **What is due**, in order: nothing while a backup task of the policy is queued or running; a
-//! full snapshot when the store holds none, when history a delta needed was compacted away (a
-//! gap: only a full snapshot covers it), or when the newest is `fullEvery` old; else a delta once
+//! full snapshot when the store holds none, when the cluster's revision is behind the recovery
+//! point (it was restored, or replaced: a new timeline), when history a delta needed was
+//! compacted away (a gap: only a full snapshot covers it), or when the newest is `fullEvery` old; else a delta once
 //! `deltaEvery` passed since the chain's end was written and the cluster has changes the chain
 //! does not hold (an idle cluster gets no Job). A run that ended without moving the chain (a
 //! retryable failure) is tried again after the same interval, counted from its task's creation.
@@ -52,9 +54,11 @@ pub struct RecoveryPoint {
 /// when it holds no full snapshot with a known revision.
 pub fn recovery_point(catalog: &[SnapshotRecord], store: &str) -> Option<RecoveryPoint> {
     let in_store = || catalog.iter().filter(move |r| r.store == store);
+    // The newest by time, not by revision: after a restore to an older point the cluster's
+    // revisions start again below those of the snapshots taken before it.
     let full = in_store()
         .filter(|r| !r.is_delta() && r.revision.is_some())
-        .max_by_key(|r| (r.revision, r.written_at.as_ref().map(|t| t.0)))?;
+        .max_by_key(|r| (r.written_at.as_ref().map(|t| t.0), r.revision))?;
     let full_revision = full.revision?;
     let mut point = RecoveryPoint {
         full: full.object.clone(),
@@ -136,6 +140,13 @@ pub fn plan(
     };
     let at_once = match point {
         None => Some("the store holds no full snapshot of the cluster".to_owned()),
+        Some(p) if cluster_revision.is_some_and(|r| r < p.revision) => Some(format!(
+            "the cluster is at revision {}, before its backups' {} ({}): it was restored or replaced, and \
+             deltas continue only from a full snapshot of it",
+            cluster_revision.unwrap_or_default(),
+            p.revision,
+            p.newest
+        )),
         Some(p) => gap.filter(|_| gap_open(gap, point)).map(|g| {
             format!(
                 "history after revision {} was compacted (to {}) before a delta read it: a full \

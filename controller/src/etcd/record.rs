@@ -319,8 +319,10 @@ pub(crate) async fn record_task(
     if task.spec.target.kind != TargetKind::EtcdCluster {
         return Ok(());
     }
-    if matches!(task.spec.task_type, TaskType::Snapshot | TaskType::Copy | TaskType::Verify | TaskType::Delta)
-    {
+    if matches!(
+        task.spec.task_type,
+        TaskType::Snapshot | TaskType::Copy | TaskType::Verify | TaskType::Delta | TaskType::Restore
+    ) {
         record_catalog(ctx, task, status, jobs, now).await?;
     }
     if task.spec.task_type == TaskType::Snapshot {

@@ -10,7 +10,7 @@ use groundskeeper_api::snapshot_catalog::{
     SnapshotProof, SnapshotRecord, with_proof, with_record, without_deleted,
 };
 use groundskeeper_api::validate::Work;
-use groundskeeper_protocol::result::{CopyReport, DeltaReport, ProveReport, SnapshotReport};
+use groundskeeper_protocol::result::{CopyReport, DeltaReport, ProveReport, ReplayReport, SnapshotReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use jiff::Timestamp;
 
@@ -43,6 +43,9 @@ pub fn record_snapshot_work(
             }
             (Report::SnapshotDelta(report), Work::Delta(delta)) => {
                 record_gap(&mut status, &delta.to.display(), task, report, now);
+            }
+            (Report::SnapshotReplay(report), Work::Restore(restore)) => {
+                record_saved(&mut status, &restore.from.display(), task, report, now);
             }
             _ => {}
         }
@@ -107,6 +110,35 @@ fn record_delta(
             size_bytes: i64::try_from(report.size_bytes).ok(),
             size: Some(mib_text(report.size_bytes)),
             sha256: report.sha256.clone(),
+            task: Some(task.to_owned()),
+            ..SnapshotRecord::default()
+        },
+    );
+}
+
+/// The full snapshot a Restore to a point in time saved (its replay's member at the revision
+/// asked for) goes into the catalog as any full snapshot.
+fn record_saved(
+    status: &mut EtcdClusterStatus,
+    store: &str,
+    task: &str,
+    report: &ReplayReport,
+    now: Timestamp,
+) {
+    let Some(saved) = &report.saved else {
+        return;
+    };
+    status.snapshots = with_record(
+        std::mem::take(&mut status.snapshots),
+        SnapshotRecord {
+            store: store.to_owned(),
+            object: saved.object.clone(),
+            written_at: Some(now.into()),
+            revision: saved.revision,
+            keys: saved.keys,
+            size_bytes: i64::try_from(saved.size_bytes).ok(),
+            size: Some(mib_text(saved.size_bytes)),
+            sha256: Some(saved.sha256.clone()),
             task: Some(task.to_owned()),
             ..SnapshotRecord::default()
         },

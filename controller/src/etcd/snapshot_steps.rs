@@ -4,6 +4,7 @@
 //! the cluster's catalog in, the Jobs' requests out.
 
 use groundskeeper_api::EtcdCluster;
+use groundskeeper_api::restore::full_at_or_before;
 use groundskeeper_api::snapshot_catalog::SnapshotRecord;
 use groundskeeper_api::snapshot_store::{BucketSpec, Store};
 use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
@@ -198,25 +199,45 @@ pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &Et
 /// store the catalog knows at or before the revision (the runner takes the store's newest when
 /// the catalog knows none), its deltas replayed up to the revision.
 fn replay_step(verify: &Verify, to_revision: i64, naming: &SnapshotNaming, cluster: &EtcdCluster) -> Step {
-    let store = verify.from.display();
+    let target = ReplayTarget { object: verify.object.clone(), to_revision, save_as: None };
+    replay_to(&verify.from, &verify.file_name, &target, naming, cluster)
+}
+
+/// What a replay restores and to where.
+pub(crate) struct ReplayTarget {
+    /// The full snapshot to start from; `None`: the newest at or before the revision.
+    pub object: Option<String>,
+    pub to_revision: i64,
+    /// Save the proven member's snapshot in the store under this name.
+    pub save_as: Option<String>,
+}
+
+/// The replay of `store`'s full snapshot and deltas up to `target.to_revision` in a throwaway
+/// member (a Verify to a point in time; the first step of a Restore to one).
+pub(crate) fn replay_to(
+    store: &Store,
+    template: &str,
+    target: &ReplayTarget,
+    naming: &SnapshotNaming,
+    cluster: &EtcdCluster,
+) -> Step {
     let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
-    let record = match &verify.object {
-        Some(object) => catalog.iter().find(|r| r.store == store && &r.object == object),
-        None => catalog
-            .iter()
-            .filter(|r| r.store == store && !r.is_delta() && r.revision.is_some_and(|r| r <= to_revision))
-            .max_by_key(|r| (r.revision, r.written_at.clone())),
+    let display = store.display();
+    let record = match &target.object {
+        Some(object) => catalog.iter().find(|r| r.store == display && &r.object == object),
+        None => full_at_or_before(catalog, &display, target.to_revision),
     };
-    let from = mounted(&verify.from, "from", SNAPSHOT_MOUNT_DIR);
+    let from = mounted(store, "from", SNAPSHOT_MOUNT_DIR);
     Step {
         operation: Operation::SnapshotReplay(ReplayRequest {
             from: from.store,
-            object: verify.object.clone().or_else(|| record.map(|r| r.object.clone())),
-            file_name_template: verify.file_name.clone(),
+            object: target.object.clone().or_else(|| record.map(|r| r.object.clone())),
+            file_name_template: template.to_owned(),
             cluster: naming.cluster.clone(),
-            to_revision: Some(to_revision),
+            to_revision: Some(target.to_revision),
             expect_keys: None,
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
+            save_as: target.save_as.clone(),
         }),
         claims: from.claim.into_iter().collect(),
         secret_folders: from.secret.into_iter().collect(),

@@ -7,7 +7,8 @@ use kube::ResourceExt;
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::plan::TaskPlan;
-use groundskeeper_api::restore::{RestoreStatus, RestoreStep};
+use groundskeeper_api::plan::deltas_up_to;
+use groundskeeper_api::restore::{RestoreStatus, RestoreStep, full_at_or_before};
 use groundskeeper_api::snapshot_catalog::{SnapshotRecord, newest_proven};
 
 use super::snapshot::{proof_cell, quorum_state, short_sha};
@@ -21,28 +22,70 @@ pub struct Proposal<'a> {
     pub store: &'a str,
     pub object: Option<&'a str>,
     pub override_quorum_check: bool,
+    /// To a point in time: the revision.
+    pub to_revision: Option<i64>,
     pub plan: &'a TaskPlan,
 }
 
-/// The snapshot the restore takes, as the catalog knows it.
-fn chosen<'a>(cluster: &'a EtcdCluster, store: &str, object: Option<&str>) -> Option<&'a SnapshotRecord> {
+/// The snapshot the restore takes (to a point in time: the full snapshot its replay starts
+/// from), as the catalog knows it.
+fn chosen<'a>(
+    cluster: &'a EtcdCluster,
+    store: &str,
+    object: Option<&str>,
+    to_revision: Option<i64>,
+) -> Option<&'a SnapshotRecord> {
     let snapshots = &cluster.status.as_ref()?.snapshots;
-    match object {
-        Some(object) => snapshots.iter().find(|r| r.store == store && r.object == object),
-        None => newest_proven(snapshots, store),
+    match (object, to_revision) {
+        (Some(object), _) => snapshots.iter().find(|r| r.store == store && r.object == object),
+        (None, Some(revision)) => full_at_or_before(snapshots, store, revision),
+        (None, None) => newest_proven(snapshots, store),
+    }
+}
+
+/// To a point in time: the chain the replay applies and the recovery point it reaches, as the
+/// catalog knows them.
+fn point_in_time(cluster: &EtcdCluster, store: &str, full: Option<&SnapshotRecord>, to: i64) -> String {
+    let Some(from) = full.and_then(|f| f.revision) else {
+        return format!("revision {to}: the full snapshot's revision is not recorded; the replay reads it");
+    };
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let deltas = deltas_up_to(catalog, store, from, to);
+    let reached = deltas.last().and_then(|d| d.revision).unwrap_or(from);
+    let spans: Vec<String> = deltas
+        .iter()
+        .map(|d| format!("{}→{}", d.start_revision.unwrap_or_default(), d.revision.unwrap_or_default()))
+        .collect();
+    let chain = if spans.is_empty() {
+        "no delta".to_owned()
+    } else {
+        format!("{} delta(s) {}", spans.len(), spans.join(", "))
+    };
+    if reached >= to {
+        format!(
+            "revision {to}: the full snapshot (revision {from}) and {chain}; recovery point revision {to}"
+        )
+    } else {
+        format!(
+            "revision {to}: the full snapshot (revision {from}) and {chain} reach revision {reached} only (as \
+             the catalog knows them): the replay fails unless the store holds the rest"
+        )
     }
 }
 
 /// The block shown before the confirmation.
 pub fn proposal(p: &Proposal, now: Timestamp) -> String {
     let status = p.cluster.status.clone().unwrap_or_default();
-    let record = chosen(p.cluster, p.store, p.object);
+    let record = chosen(p.cluster, p.store, p.object, p.to_revision);
     let namespace = p.cluster.namespace().unwrap_or_default();
     let mut out = format!("Restore of EtcdCluster {namespace}/{}\n", p.cluster.name_any());
     let mut field =
         |name: &str, value: String| out.push_str(&format!("  {:<16}{value}\n", format!("{name}:")));
     let object = p.object.map(str::to_owned).or_else(|| record.map(|r| r.object.clone()));
     field("Snapshot", format!("{} in {}", object.as_deref().unwrap_or("?"), p.store));
+    if let Some(to) = p.to_revision {
+        field("Point in time", point_in_time(p.cluster, p.store, record, to));
+    }
     match record {
         Some(r) => {
             let mut what = vec![
@@ -82,7 +125,8 @@ pub fn proposal(p: &Proposal, now: Timestamp) -> String {
             ),
         },
     );
-    let lost = match (record.and_then(|r| r.revision), status.last_revision_with_quorum) {
+    let restored_revision = p.to_revision.or(record.and_then(|r| r.revision));
+    let lost = match (restored_revision, status.last_revision_with_quorum) {
         (Some(snapshot), Some(last)) => format!(
             "{} (the snapshot is at revision {snapshot}; the last revision seen with quorum was {last})",
             (last - snapshot).max(0)
@@ -256,6 +300,7 @@ mod tests {
                     store: "s3://b",
                     object: None,
                     override_quorum_check: false,
+                    to_revision: None,
                     plan: &plan,
                 },
                 &[
@@ -276,6 +321,7 @@ mod tests {
                     store: "s3://b",
                     object: Some("b.db"),
                     override_quorum_check: false,
+                    to_revision: None,
                     plan: &plan,
                 },
                 &[
@@ -292,6 +338,7 @@ mod tests {
                     store: "pvc/s",
                     object: Some("x.db"),
                     override_quorum_check: true,
+                    to_revision: None,
                     plan: &plan,
                 },
                 &[

@@ -149,6 +149,13 @@ fn what_is_due_and_when() {
         },
         Case { deltas: None, ..case("fulls only: the next full", 200, Some(300), None, Some(6 * 3600)) },
         case("no member answered: nothing, an interval on", 130, None, None, Some(160)),
+        case(
+            "the cluster behind its backups (restored): a full at once",
+            110,
+            Some(120),
+            Some(TaskType::Snapshot),
+            None,
+        ),
     ];
     for c in cases {
         let plan =

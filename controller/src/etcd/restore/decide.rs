@@ -5,7 +5,6 @@ use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::restore::{RestorePhase, RestoreStatus, RestoreStep, resolve_restore};
 use groundskeeper_api::validate::Restore;
 use groundskeeper_protocol::Report;
-use groundskeeper_protocol::result::ProveReport;
 use jiff::{SignedDuration, Timestamp};
 
 use super::model::{Admission, ReadyPods, RestoreAction, RestoreFacts, StepJob};
@@ -100,14 +99,16 @@ pub(crate) fn start(
     cluster: &EtcdCluster,
     task: &str,
     task_uid: &str,
-    store: &str,
-    object: Option<&str>,
+    restore: &Restore,
     claim_template: &str,
     now: Timestamp,
 ) -> Result<RestoreStatus, String> {
     let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
     let sts = cluster.spec.stateful_set.as_ref().ok_or("no spec.statefulSet")?;
-    let resolved = resolve_restore(cluster, store, object, &sts.name, claim_template)?;
+    let to_revision = restore.to_revision;
+    let store = restore.from.display();
+    let resolved =
+        resolve_restore(cluster, &store, restore.object.as_deref(), to_revision, &sts.name, claim_template)?;
     let record = resolved.record.as_ref();
     let mut status = RestoreStatus {
         phase: RestorePhase::CheckingSnapshot,
@@ -122,9 +123,19 @@ pub(crate) fn start(
         cluster_token: format!("{cluster_name}-restored-{task}-{}", uid_part(task_uid)),
         old_data_suffix: format!(".pre-restore-{task}-{}", uid_part(task_uid)),
         last_revision_before_loss: resolved.last_revision_with_quorum,
+        to_revision,
+        replayed_from: to_revision.map(|_| resolved.object.clone()),
         ..RestoreStatus::default()
     };
-    enter(&mut status, RestorePhase::CheckingSnapshot, now, "fetching the snapshot and proving it restores");
+    let doing = match to_revision {
+        Some(revision) => format!(
+            "replaying {} and the deltas after it to revision {revision} in a throwaway member, and saving \
+             its snapshot",
+            resolved.object
+        ),
+        None => "fetching the snapshot and proving it restores".to_owned(),
+    };
+    enter(&mut status, RestorePhase::CheckingSnapshot, now, &doing);
     Ok(status)
 }
 
@@ -151,6 +162,37 @@ pub(crate) fn decide(
     }
 }
 
+/// What the first step proved, into the status: the snapshot's revision, keys and checksum as
+/// the throwaway member found them; to a point in time, the snapshot the replay saved (restored
+/// from then on) and the deltas replayed. `Err` when it did not prove what was asked.
+fn take_proof(status: &mut RestoreStatus, report: Option<&Report>) -> Result<(), String> {
+    match (report, status.to_revision) {
+        (Some(Report::SnapshotReplay(replay)), Some(to_revision)) => {
+            let saved = replay.saved.as_ref().filter(|_| replay.replayed && replay.revisions_exact);
+            let Some(saved) = saved.filter(|_| replay.revision == Some(to_revision)) else {
+                return Err(format!(
+                    "the replay to revision {to_revision} reported no saved snapshot serving it (revision \
+                     served: {:?})",
+                    replay.revision
+                ));
+            };
+            status.object = saved.object.clone();
+            status.sha256 = Some(saved.sha256.clone());
+            status.revision = Some(to_revision);
+            status.keys = replay.keys;
+            status.deltas = replay.deltas.clone();
+            Ok(())
+        }
+        (Some(Report::SnapshotProve(proven)), None) if proven.proven => {
+            status.revision = proven.revision.or(status.revision);
+            status.keys = proven.keys.or(status.keys);
+            status.sha256 = proven.sha256.clone().or(status.sha256.take());
+            Ok(())
+        }
+        _ => Err("the proof of the snapshot reported no success".to_owned()),
+    }
+}
+
 /// `None`: the phase changed, decide again in the same pass.
 fn check_snapshot(
     status: &mut RestoreStatus,
@@ -170,21 +212,9 @@ fn check_snapshot(
                 .to_owned(),
         )),
         Some(StepJob::Succeeded(report)) => {
-            let proven = match report.as_deref() {
-                Some(Report::SnapshotProve(report)) => report.clone(),
-                _ => ProveReport::default(),
-            };
-            if !proven.proven {
-                return Some(fail(
-                    status,
-                    now,
-                    "the proof of the snapshot reported no success".to_owned(),
-                    "nothing of the cluster was touched".to_owned(),
-                ));
+            if let Err(why) = take_proof(status, report.as_deref()) {
+                return Some(fail(status, now, why, "nothing of the cluster was touched".to_owned()));
             }
-            status.revision = proven.revision.or(status.revision);
-            status.keys = proven.keys.or(status.keys);
-            status.sha256 = proven.sha256.clone().or(status.sha256.take());
             let Some(replicas) = facts.replicas else {
                 return Some(fail(
                     status,

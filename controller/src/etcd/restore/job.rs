@@ -7,9 +7,22 @@ use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::RestoreMemberRequest;
 
 use super::super::job::Step;
-use super::super::snapshot_steps::{ProveTarget, SCRATCH_MOUNT_DIR, SnapshotNaming, prove_step, scratch_for};
+use super::super::snapshot_steps::{
+    ProveTarget, ReplayTarget, SCRATCH_MOUNT_DIR, SnapshotNaming, prove_step, replay_to, scratch_for,
+};
 use super::model::MEMBER_VOLUME_DIR;
 use crate::jobs::ClaimVolume;
+use groundskeeper_api::maintenance_task::DEFAULT_SNAPSHOT_FILE_NAME;
+use groundskeeper_stores::etcd::retention::NameTemplate;
+
+/// The name the replay of a Restore to a point in time saves its snapshot under: the default
+/// template at the task's time, so that it is the cluster's newest full snapshot in the store
+/// (deltas taken after the restore continue from it, retention counts it).
+pub(crate) fn saved_name(naming: &SnapshotNaming) -> String {
+    NameTemplate::parse(DEFAULT_SNAPSHOT_FILE_NAME, &naming.cluster)
+        .map(|template| template.render(naming.time))
+        .unwrap_or_else(|_| format!("{}-restored.db", naming.cluster))
+}
 
 /// The Job of `step`: 0 proves the snapshot, 1..=N restores member N−1 on its claim.
 pub(crate) fn step_of_restore(
@@ -25,13 +38,26 @@ pub(crate) fn step_of_restore(
     });
     let proof = prove_step(
         store,
-        groundskeeper_api::maintenance_task::DEFAULT_SNAPSHOT_FILE_NAME,
+        DEFAULT_SNAPSHOT_FILE_NAME,
         naming,
         &ProveTarget { object: Some(status.object.clone()), record: record.clone() },
         cluster,
     );
     if step == 0 {
-        return Some(proof);
+        return Some(match status.to_revision {
+            Some(to_revision) => replay_to(
+                store,
+                DEFAULT_SNAPSHOT_FILE_NAME,
+                &ReplayTarget {
+                    object: status.replayed_from.clone(),
+                    to_revision,
+                    save_as: Some(saved_name(naming)),
+                },
+                naming,
+                cluster,
+            ),
+            None => proof,
+        });
     }
     let member = status.members.get(step - 1)?;
     let Operation::SnapshotProve(request) = &proof.operation else {

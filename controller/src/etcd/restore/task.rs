@@ -41,18 +41,12 @@ pub(crate) async fn advance(
     };
     let restore_status = match status.restore.clone() {
         Some(started) => started,
-        None => match start(
-            cluster,
-            &task.name_any(),
-            &task.uid().unwrap_or_default(),
-            &restore.from.display(),
-            restore.object.as_deref(),
-            &template,
-            now,
-        ) {
-            Ok(started) => started,
-            Err(why) => return Ok(fail_task(status, RESTORE_FAILED, &why, generation, now)),
-        },
+        None => {
+            match start(cluster, &task.name_any(), &task.uid().unwrap_or_default(), restore, &template, now) {
+                Ok(started) => started,
+                Err(why) => return Ok(fail_task(status, RESTORE_FAILED, &why, generation, now)),
+            }
+        }
     };
     let jobs = task_jobs(ctx, task).await?;
     let states: Vec<(usize, StepJob)> = jobs

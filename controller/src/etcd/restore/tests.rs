@@ -69,6 +69,7 @@ fn restore(override_quorum_check: bool) -> Restore {
         object: None,
         quorum_lost_for: SignedDuration::from_secs(300),
         override_quorum_check,
+        to_revision: None,
     }
 }
 
@@ -109,7 +110,7 @@ fn admission_needs_a_stateful_set_and_a_quorum_lost_long_enough() {
 }
 
 fn started() -> RestoreStatus {
-    start(&cluster(Some(0)), "r1", "0f1e2d3c-aaaa-bbbb", "s3://b", None, "data", at(0)).unwrap()
+    start(&cluster(Some(0)), "r1", "0f1e2d3c-aaaa-bbbb", &restore(false), "data", at(0)).unwrap()
 }
 
 fn one_of_three() -> ReadyPods {
@@ -385,5 +386,75 @@ fn members_are_restored_only_while_stopped_and_from_a_claim_one_at_a_time() {
     for (jobs, wanted) in passes {
         let (_, action) = decide(from_claim.clone(), &jobs, &facts(0, 0), at(1));
         assert_eq!(action, wanted, "{jobs:?}");
+    }
+}
+
+/// To a point in time: the start picks the newest full snapshot at or before the revision (a
+/// delta never), refuses a revision before the oldest, naming the field; the replay's saved
+/// snapshot becomes what the members are restored from, and a replay that saved nothing, or
+/// served another revision, stops it before anything is touched.
+#[test]
+fn a_restore_to_a_point_in_time_restores_the_snapshot_its_replay_saved() {
+    use groundskeeper_protocol::result::{ReplayReport, SavedSnapshot};
+    let mut cluster = cluster(Some(0));
+    let catalog = &mut cluster.status.as_mut().unwrap().snapshots;
+    let record = |object: &str, start: Option<i64>, revision: i64| SnapshotRecord {
+        store: "s3://b".into(),
+        object: object.into(),
+        revision: Some(revision),
+        start_revision: start,
+        ..SnapshotRecord::default()
+    };
+    catalog.push(record("main-2.db", None, 200));
+    catalog.push(record("main-3-200-260.delta", Some(200), 260));
+    let start_at = |revision| {
+        start(
+            &cluster,
+            "r1",
+            "0f1e",
+            &Restore { to_revision: Some(revision), ..restore(false) },
+            "data",
+            at(0),
+        )
+    };
+    let status = start_at(250).unwrap();
+    assert_eq!((status.object.as_str(), status.replayed_from.as_deref()), ("main-2.db", Some("main-2.db")));
+    assert_eq!(start_at(150).unwrap().object, "main-1.db", "the older full holds revision 150's base");
+    let why = start_at(50).unwrap_err();
+    assert!(why.contains("spec.config.restore.toRevision 50 is before the oldest full snapshot"), "{why}");
+    assert!(why.contains("revision 100"), "{why}");
+
+    let replayed = |revision: i64, saved: bool| {
+        StepJob::Succeeded(Some(Box::new(Report::SnapshotReplay(ReplayReport {
+            object: "main-2.db".into(),
+            deltas: vec!["main-3-200-260.delta".into()],
+            to_revision: 250,
+            replayed: true,
+            revisions_exact: true,
+            revision: Some(revision),
+            keys: Some(33),
+            saved: saved.then(|| SavedSnapshot {
+                object: "main-20260101T000000Z.db".into(),
+                size_bytes: 4096,
+                sha256: "feed".into(),
+                revision: Some(revision),
+                keys: Some(33),
+            }),
+            ..ReplayReport::default()
+        }))))
+    };
+    let (next, action) = decide(status.clone(), &[(0, replayed(250, true))], &facts(3, 3), at(10));
+    assert_eq!((action, next.phase), (RestoreAction::Wait, RestorePhase::ScalingDown), "{next:#?}");
+    assert_eq!(
+        (next.object.as_str(), next.sha256.as_deref(), next.revision, next.keys),
+        ("main-20260101T000000Z.db", Some("feed"), Some(250), Some(33))
+    );
+    assert_eq!(next.deltas, ["main-3-200-260.delta"]);
+    for (job, what) in
+        [(replayed(250, false), "saved nothing"), (replayed(249, true), "served another revision")]
+    {
+        let (failed, action) = decide(status.clone(), &[(0, job)], &facts(3, 3), at(10));
+        assert!(matches!(action, RestoreAction::Fail(_)), "{what}: {action:?}");
+        assert_eq!(failed.object, "main-2.db", "{what}: nothing taken from it");
     }
 }
