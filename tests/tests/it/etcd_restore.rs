@@ -7,8 +7,10 @@
 //! quorum is there, or without confirmation, is Rejected; then two of three members lose their
 //! data for good, and a Restore task brings the cluster back from the proven snapshot, the task
 //! controller restarted in the middle of every step: the keys written before the snapshot are
-//! there, those written after it are gone and counted, every member's old data is kept. A
-//! missing etcd 3.5, etcdutl or s3s-fs skips the test with a message, except under `CI=true`.
+//! there, those written after it are gone and counted, every member's old data is kept. A Restore
+//! to a point in time replays a full snapshot and a delta up to a revision between them and brings
+//! back exactly the keyspace of that revision. A missing etcd 3.5, etcdutl or s3s-fs skips the
+//! test with a message, except under `CI=true`.
 
 use groundskeeper_e2e::fixtures;
 use std::collections::BTreeMap;
@@ -309,4 +311,87 @@ async fn a_restore_task_brings_back_a_cluster_that_lost_its_quorum_for_good() {
         .filter(|n| n.starts_with("restore-"))
         .collect();
     assert_eq!(jobs, ["restore-0", "restore-1", "restore-2", "restore-3"]);
+}
+
+/// Every key and value at `revision` (a range at that revision, read before anything compacts).
+async fn keyspace_at(client: &mut Client, revision: i64) -> BTreeMap<String, String> {
+    let options = GetOptions::new().with_all_keys().with_revision(revision);
+    let response = client.get(Vec::<u8>::new(), Some(options)).await.expect("a range at the revision");
+    response
+        .kvs()
+        .iter()
+        .map(|kv| (kv.key_str().unwrap().to_owned(), kv.value_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// A Restore to a point in time: a full snapshot and a delta in the bucket, writes and deletes
+/// before and after the revision asked for; after the quorum is lost for good, the Restore with
+/// `toRevision` replays the full snapshot and the delta up to that revision, saves that member's
+/// snapshot (recorded in the catalog) and restores every member from it: the cluster holds exactly
+/// the keys and values it had at that revision, nothing of the writes after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_to_a_point_in_time_brings_back_exactly_the_keyspace_of_that_revision() {
+    let _one = CLUSTER_TURNS.lock().await;
+    let Some(scenario) = Scenario::start().await else { return };
+    scenario.wait_for("three members Ready", |s| s.ready_pods() == 3).await;
+    let mut client = scenario.client(0).await;
+    for i in 0..20 {
+        client.put(format!("base/{i:02}"), "full", None).await.expect("a write");
+    }
+    scenario.create_task("full", "Snapshot", json!({ "bucket": scenario.bucket() }));
+    assert_eq!(scenario.finished("full").await.status.unwrap().state, Some(TaskState::Completed));
+
+    // Changes the delta holds, before and after the point in time.
+    for i in 0..10 {
+        client.put(format!("mid/{i:02}"), "delta", None).await.expect("a write");
+    }
+    client.delete("base/0", Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("deletes");
+    client.put("base/15", "changed", None).await.expect("a write");
+    let point = client.get("base/15", None).await.unwrap().header().unwrap().revision();
+    let expected = keyspace_at(&mut client, point).await;
+    for i in 0..10 {
+        client.put(format!("late/{i:02}"), "after", None).await.expect("a write");
+    }
+    client.delete("mid/0", Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("deletes");
+    scenario.create_task("delta", "Delta", json!({ "to": { "bucket": scenario.bucket() } }));
+    let delta = scenario.finished("delta").await.status.unwrap();
+    assert_eq!(delta.state, Some(TaskState::Completed), "{delta:#?}");
+    let last = delta.delta.as_ref().unwrap().end_revision;
+    assert!(last > point, "the delta reaches past the point: {delta:#?}");
+    scenario
+        .wait_for("the last revision with quorum seen", |s| {
+            s.cluster().status.and_then(|st| st.last_revision_with_quorum).is_some_and(|r| r >= last)
+        })
+        .await;
+
+    for ordinal in [1, 2] {
+        scenario.set.lose_member(ordinal).expect("the member's data lost");
+    }
+    scenario
+        .wait_for("the quorum loss recorded", |s| {
+            s.cluster().status.is_some_and(|st| st.quorum_lost_since.is_some())
+        })
+        .await;
+    let restore = json!({ "confirm": true, "from": { "bucket": scenario.bucket() }, "quorumLostForSeconds": 0,
+                          "toRevision": point });
+    scenario.create_task("to-the-point", "Restore", restore);
+    let status = scenario.finished("to-the-point").await.status.unwrap();
+    assert_eq!(status.state, Some(TaskState::Completed), "{status:#?}\n{}", scenario.set.logs());
+    let restored = status.restore.unwrap();
+    assert_eq!((restored.to_revision, restored.revision), (Some(point), Some(point)), "{restored:#?}");
+    assert_eq!(restored.replayed_from.as_deref().map(|o| o.ends_with(".db")), Some(true), "{restored:#?}");
+    assert_eq!(restored.deltas.len(), 1, "{restored:#?}");
+    assert_ne!(Some(&restored.object), restored.replayed_from.as_ref(), "the saved snapshot is restored");
+    assert_eq!(restored.lost_revisions, Some(last - point), "{restored:#?}");
+    let catalog = scenario.cluster().status.unwrap().snapshots;
+    let saved =
+        catalog.iter().find(|r| r.object == restored.object).expect("the saved snapshot in the catalog");
+    assert_eq!((saved.revision, saved.is_delta()), (Some(point), false), "{saved:?}");
+
+    scenario.wait_for("three members Ready", |s| s.ready_pods() == 3).await;
+    let mut client = scenario.client(2).await;
+    let now = client.get("base/15", None).await.unwrap().header().unwrap().revision();
+    assert_eq!(now, point, "the restored cluster serves the point's revision");
+    assert_eq!(keyspace_at(&mut client, point).await, expected, "exactly the keyspace of revision {point}");
+    client.put("after-restore", "written", None).await.expect("a write with quorum");
 }
