@@ -229,20 +229,16 @@ impl Store {
 /// newest delta, whichever is later, and which one that is.
 async fn start_from_store(store: &Store, request: &DeltaRequest) -> Result<(i64, String), Failure> {
     let names = store.names("--to").await?;
-    let mut start: Option<(i64, String)> = None;
-    if let Some(full) = etcd_tools::newest(&request.template, &names) {
-        match store.full_snapshot_revision(&full).await? {
-            Some(revision) => start = Some((revision, full)),
-            None => tracing::warn!(snapshot = %full, "the newest full snapshot says no revision: not used"),
+    let mut full = None;
+    if let Some(name) = etcd_tools::newest(&request.template, &names) {
+        match store.full_snapshot_revision(&name).await? {
+            Some(revision) => {
+                full = Some(NewestFull { revision, time: request.template.time_of(&name), name })
+            }
+            None => tracing::warn!(snapshot = %name, "the newest full snapshot says no revision: not used"),
         }
     }
-    if let Some((delta, name)) =
-        name::deltas_of(&request.cluster, &names).into_iter().max_by_key(|(d, _)| d.end_revision)
-        && start.as_ref().is_none_or(|(revision, _)| delta.end_revision > *revision)
-    {
-        start = Some((delta.end_revision, name));
-    }
-    start.ok_or_else(|| {
+    chain_end(full, name::deltas_of(&request.cluster, &names)).ok_or_else(|| {
         Failure::bad_input(format!(
             "--to {}: no full snapshot (named by --file-name-template) nor delta of cluster {} there \
              to start from; take a full snapshot first, or give --start-revision",
@@ -250,6 +246,32 @@ async fn start_from_store(store: &Store, request: &DeltaRequest) -> Result<(i64,
             request.cluster
         ))
     })
+}
+
+/// The newest full snapshot of a store: its revision, the time in its name, its name.
+struct NewestFull {
+    revision: i64,
+    time: Option<jiff::Timestamp>,
+    name: String,
+}
+
+/// Where the chain of a store ends: the newest full snapshot's revision, or the end of the
+/// furthest delta written at or after it. A delta written before the newest full snapshot is of
+/// another timeline when the cluster was restored to an older point since (its revisions may be
+/// past the restored cluster's), so it is never continued from.
+fn chain_end(full: Option<NewestFull>, deltas: Vec<(DeltaName, String)>) -> Option<(i64, String)> {
+    let since = full.as_ref().and_then(|f| f.time);
+    let furthest = deltas
+        .into_iter()
+        .filter(|(delta, _)| since.is_none_or(|time| delta.time >= time))
+        .max_by_key(|(delta, _)| delta.end_revision);
+    match (full, furthest) {
+        (Some(full), Some((delta, name))) if delta.end_revision > full.revision => {
+            Some((delta.end_revision, name))
+        }
+        (Some(full), _) => Some((full.revision, full.name)),
+        (None, delta) => delta.map(|(delta, name)| (delta.end_revision, name)),
+    }
 }
 
 /// Why reading history stopped short.
@@ -841,6 +863,27 @@ pub fn main(args: DeltaArgs) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    /// A delta continues the newest full snapshot, or the furthest delta written since it; a
+    /// delta older than the newest full snapshot (the timeline before a restore) never.
+    #[test]
+    fn the_chain_ends_at_the_newest_full_snapshot_or_a_delta_written_after_it() {
+        let at = |s: i64| jiff::Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let delta = |time: i64, start: i64, end: i64| {
+            (DeltaName { time: at(time), start_revision: start, end_revision: end }, format!("d{time}"))
+        };
+        let full =
+            |revision: i64, time: i64| Some(NewestFull { revision, time: Some(at(time)), name: "f".into() });
+        let end = chain_end;
+        assert_eq!(
+            end(full(100, 0), vec![delta(10, 100, 150), delta(20, 150, 170)]),
+            Some((170, "d20".into()))
+        );
+        assert_eq!(end(full(100, 50), vec![delta(10, 100, 900)]), Some((100, "f".into())), "restored since");
+        assert_eq!(end(full(100, 0), vec![delta(10, 50, 90)]), Some((100, "f".into())));
+        assert_eq!(end(None, vec![delta(10, 50, 90)]), Some((90, "d10".into())));
+        assert_eq!(end(None, vec![]), None);
+    }
+
     use super::*;
 
     #[test]

@@ -125,6 +125,12 @@ impl NameTemplate {
             .collect()
     }
 
+    /// The time `name` was rendered at; `None` when it is not this template's or the template
+    /// holds no `{time}`.
+    pub fn time_of(&self, name: &str) -> Option<Timestamp> {
+        self.matches(name).flatten()
+    }
+
     /// Whether `name` is this template rendered at some time.
     pub fn is_snapshot_name(&self, name: &str) -> bool {
         self.matches(name).is_some()

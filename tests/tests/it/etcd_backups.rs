@@ -430,14 +430,20 @@ async fn a_backup_policy_chains_deltas_holds_compaction_back_and_answers_a_gap_w
             t.status.as_ref().and_then(|s| s.delta.as_ref()).and_then(|d| d.compacted_to) == Some(current)
         })
         .unwrap_or_else(|| panic!("the delta that found the gap: {failed:#?}"));
-    let events = scenario.server.list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE));
+    // The Events follow the status write that closed the gap.
+    let events = || scenario.server.list(&ResourceId::new("events.k8s.io", "v1", "events"), Some(NAMESPACE));
+    scenario
+        .wait_for("the Event of the gap closed", |_| {
+            events().iter().any(|e| e["reason"] == "BackupGapClosed")
+        })
+        .await;
+    let events = events();
     let gap_event = events.iter().find(|e| e["reason"] == "BackupGap").expect("a BackupGap Event");
     let note = gap_event["note"].as_str().unwrap_or_default();
     assert!(
         note.contains(&current.to_string()) && note.contains(&gap_task.metadata.name.clone().unwrap()),
         "{gap_event:#}"
     );
-    assert!(events.iter().any(|e| e["reason"] == "BackupGapClosed"), "{events:#?}");
     let status = scenario.cluster().status.unwrap();
     assert!(
         status.last_compacted_revision.unwrap() <= status.backup.unwrap().recovery_point_revision.unwrap()

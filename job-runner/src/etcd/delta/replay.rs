@@ -294,7 +294,13 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
         )));
     }
     let names = store.names("--from").await?;
-    let deltas = name::deltas_of(&replay.cluster, &names);
+    // Deltas written before the full snapshot are of another timeline when the cluster was
+    // restored to an older point since: never replayed on it.
+    let since = replay.template.time_of(&fetched.object);
+    let deltas: Vec<(DeltaName, String)> = name::deltas_of(&replay.cluster, &names)
+        .into_iter()
+        .filter(|(delta, _)| since.is_none_or(|time| delta.time >= time))
+        .collect();
     let (chosen, to) = chain(&deltas, from, replay.to_revision).map_err(|missing| {
         Failure::bad_input(format!(
             "--to-revision {}: no delta of cluster {} in {} holds revision {missing} (the full snapshot \
