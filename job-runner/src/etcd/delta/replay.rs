@@ -187,9 +187,18 @@ pub async fn keyspace_digest(
     let mut hash = Sha256::new();
     let mut keys = 0i64;
     let mut from = vec![0u8];
+    let mut limit = PAGE;
     loop {
-        let options = GetOptions::new().with_range(vec![0u8]).with_revision(revision).with_limit(PAGE);
-        let page = client.get(from.clone(), Some(options)).await?;
+        let options = GetOptions::new().with_range(vec![0u8]).with_revision(revision).with_limit(limit);
+        let page = match client.get(from.clone(), Some(options)).await {
+            Ok(page) => page,
+            // A page of large values can pass a gRPC message's 4 MiB: read smaller pages.
+            Err(e) if limit > 1 && e.to_string().contains("message length too large") => {
+                limit = (limit / 2).max(1);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         for kv in page.kvs() {
             hash.update((kv.key().len() as u32).to_be_bytes());
             hash.update(kv.key());
