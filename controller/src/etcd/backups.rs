@@ -134,18 +134,16 @@ pub fn plan(
     if attempts.in_flight {
         return BackupPlan { due: None, next_at: None };
     }
-    let retry = backup.delta_every.unwrap_or(FULL_RETRY);
-    let after = |base: Option<Timestamp>, attempt: Option<Timestamp>, wait: SignedDuration| {
-        base.into_iter().chain(attempt).max().map(|t| t + wait)
+    let retry = retry_after(backup);
+    let Some(revision) = cluster_revision else {
+        return BackupPlan { due: None, next_at: Some(now + retry) };
     };
     let at_once = match point {
         None => Some("the store holds no full snapshot of the cluster".to_owned()),
-        Some(p) if cluster_revision.is_some_and(|r| r < p.revision) => Some(format!(
-            "the cluster is at revision {}, before its backups' {} ({}): it was restored or replaced, and \
-             deltas continue only from a full snapshot of it",
-            cluster_revision.unwrap_or_default(),
-            p.revision,
-            p.newest
+        Some(p) if revision < p.revision => Some(format!(
+            "the cluster is at revision {revision}, before its backups' {} ({}): it was restored or \
+             replaced, and deltas continue only from a full snapshot of it",
+            p.revision, p.newest
         )),
         Some(p) => gap.filter(|_| gap_open(gap, point)).map(|g| {
             format!(
@@ -175,15 +173,12 @@ pub fn plan(
             )
         })
     };
-    let Some(_) = cluster_revision else {
-        return BackupPlan { due: None, next_at: Some(now + retry) };
-    };
     if full_due_at <= now {
         return BackupPlan { due: Some((TaskType::Snapshot, full_reason())), next_at: None };
     }
     let delta_due_at = match (backup.delta_every, point) {
-        (Some(every), Some(p)) if cluster_revision.is_some_and(|r| r > p.revision) => {
-            after(p.at, attempts.last_delta, every)
+        (Some(every), Some(p)) if revision > p.revision => {
+            p.at.into_iter().chain(attempts.last_delta).max().map(|t| t + every)
         }
         // Nothing new since the chain's end: look again an interval from now.
         (Some(every), Some(_)) => Some(now + every),
@@ -192,7 +187,7 @@ pub fn plan(
     if let (Some(due_at), Some(p)) = (delta_due_at, point)
         && due_at <= now
     {
-        let behind = cluster_revision.unwrap_or_default() - p.revision;
+        let behind = revision - p.revision;
         let reason = format!(
             "{behind} revision(s) after {} ({}) are in no backup (spec.backup.deltaEvery {:#})",
             p.revision,
@@ -205,19 +200,25 @@ pub fn plan(
     BackupPlan { due: None, next_at }
 }
 
-/// How far groundskeeper may compact `cluster` now: while `spec.backup` takes deltas, never past
-/// the recovery point of its store (0 while the store holds no full snapshot: no compaction at
-/// all); `None` when nothing holds compaction back.
-pub fn compaction_limit(policy: &Policy, cluster: &EtcdCluster) -> Option<i64> {
-    let backup = policy.backup.as_ref().filter(|b| b.delta_every.is_some())?;
-    let name = cluster.metadata.name.as_deref().unwrap_or_default();
-    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
-    Some(limit_at(backup, name, catalog))
+/// How long after an attempt that did not move the chain the next is asked for: the delta
+/// interval, else [`FULL_RETRY`].
+pub fn retry_after(backup: &Backup) -> SignedDuration {
+    backup.delta_every.unwrap_or(FULL_RETRY)
 }
 
-/// [`compaction_limit`] of the backup policy of the cluster named `name`, from its catalog.
-pub fn limit_at(backup: &Backup, name: &str, catalog: &[SnapshotRecord]) -> i64 {
-    recovery_point(catalog, &backup.store(name).display()).map_or(0, |p| p.revision)
+/// How far groundskeeper may compact `cluster` now (see [`limit_of`]), from its catalog.
+pub fn compaction_limit(policy: &Policy, cluster: &EtcdCluster) -> Option<i64> {
+    let backup = policy.backup.as_ref()?;
+    let name = cluster.metadata.name.as_deref().unwrap_or_default();
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    limit_of(backup, recovery_point(catalog, &backup.store(name).display()).as_ref())
+}
+
+/// While `backup` takes deltas, the recovery point `point` of its store bounds compaction (0
+/// while the store holds no full snapshot: no compaction at all); `None` when nothing holds
+/// compaction back.
+pub fn limit_of(backup: &Backup, point: Option<&RecoveryPoint>) -> Option<i64> {
+    backup.delta_every.map(|_| point.map_or(0, |p| p.revision))
 }
 
 #[cfg(test)]

@@ -343,7 +343,7 @@ fn backup_pass(
         && let Some((why, until)) = automatic_hold(input.suspensions, None, task_type, input.now)
     {
         held = Some(format!("{task_type} is due ({reason}) but held: {why}"));
-        let retry = backup.delta_every.unwrap_or(backups::FULL_RETRY);
+        let retry = backups::retry_after(backup);
         plan.next_at = Some(until.filter(|u| *u > input.now).unwrap_or(input.now + retry));
         plan.due = None;
     }
@@ -358,7 +358,7 @@ fn backup_pass(
         .map(|t| t.name.clone())
         .or_else(|| input.tasks.iter().find(|t| t.backup_in_flight()).map(|t| t.name.clone()));
     BackupPass {
-        compaction_limit: backup.delta_every.map(|_| point.as_ref().map_or(0, |p| p.revision)),
+        compaction_limit: backups::limit_of(backup, point.as_ref()),
         store,
         point,
         submit,
@@ -494,7 +494,7 @@ impl BackupPass {
             recovery_point_time,
             newest: self.point.as_ref().map(|p| p.newest.clone()),
             active_task: self.active.clone(),
-            compaction_held_from: held_back_from.filter(|_| self.compaction_limit.is_some()),
+            compaction_held_from: held_back_from,
             last_gap: recorded_gap.clone().or_else(|| previous.and_then(|b| b.last_gap.clone())),
             gap,
         });

@@ -183,8 +183,9 @@ fn a_gap_names_the_revisions_lost_and_the_delta_says_how_far_behind() {
 #[test]
 fn compaction_is_limited_to_the_recovery_point_only_while_deltas_are_on() {
     let catalog = vec![full("a.db", 100, 0), delta(100, 150, 100)];
-    assert_eq!(limit_at(&backup(Some(30)), "main", &catalog), 150);
-    assert_eq!(limit_at(&backup(Some(30)), "main", &[]), 0, "nothing backed up: no compaction");
+    assert_eq!(limit_of(&backup(Some(30)), recovery_point(&catalog, STORE).as_ref()), Some(150));
+    assert_eq!(limit_of(&backup(Some(30)), None), Some(0), "nothing backed up: no compaction");
+    assert_eq!(limit_of(&backup(None), recovery_point(&catalog, STORE).as_ref()), None, "fulls only");
     let mut cluster = EtcdCluster::new(
         "main",
         serde_json::from_value(serde_json::json!({
