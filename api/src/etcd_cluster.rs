@@ -183,6 +183,10 @@ pub struct EtcdBackupPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub retain: Option<i32>,
+    /// Retention beyond `retain`, as a Snapshot task's: by age, by tiers, of deltas (by whole
+    /// chains) and by total size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::maintenance_task::RetentionPolicy>,
 }
 
 fn default_full_every() -> String {

@@ -476,6 +476,10 @@ pub struct SnapshotConfig {
     #[serde(default = "default_snapshot_retain")]
     #[schemars(range(min = 1))]
     pub retain: i32,
+    /// Retention beyond `retain`: by age, by tiers, of deltas and by total size. Each rule keeps
+    /// what it names and the rules add up; deltas go only with their whole chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionPolicy>,
     /// Write the snapshot to this bucket (an object under its prefix) instead of a claim; the
     /// same retention applies to this cluster's objects there, and nothing else in the bucket is
     /// touched.
@@ -493,10 +497,54 @@ impl Default for SnapshotConfig {
             persistent_volume_claim: None,
             file_name: default_snapshot_file_name(),
             retain: DEFAULT_SNAPSHOT_RETAIN,
+            retention: None,
             bucket: None,
             verify: false,
         }
     }
+}
+
+/// What to keep of a cluster's backups in a store beyond the newest `retain` full snapshots.
+/// Applied when a full snapshot is written; a full snapshot kept by any rule stays. A delta
+/// restores only with the full snapshot before it and every delta between (its chain): deltas go
+/// by whole chains, never leaving one that cannot be replayed. Needs `{time}` in the file name.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionPolicy {
+    /// Also keep every full snapshot written this recently, as a duration (`12h`, `2d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub keep_within: Option<String>,
+    /// Also keep, per tier, the newest full snapshot of each `every`-long period (aligned on the
+    /// Unix epoch, UTC) for `for`: `{every: 1h, for: 7d}` and `{every: 1d, for: 30d}` keep hourly
+    /// snapshots for a week and dailies for a month.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub tiers: Vec<RetentionTier>,
+    /// Keep the deltas that restore any point in time this recent (`1d`), with the full
+    /// snapshots they follow; older deltas go. Absent: the deltas of every full snapshot kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub keep_deltas_for: Option<String>,
+    /// The most this cluster's full snapshots and deltas in the store may weigh, as a quantity
+    /// (`50Gi`): the oldest full snapshots go first, with their deltas; never the newest and its
+    /// deltas (the task's result says when those alone weigh more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub max_total_size: Option<String>,
+}
+
+/// One retention tier: the newest full snapshot of each `every`-long period, for `for`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionTier {
+    /// The period, as a duration (`1h`, `1d`, `1w`).
+    #[schemars(length(min = 1, max = 32))]
+    pub every: String,
+    /// How long the tier keeps them, as a duration longer than `every` (`7d`, `4w`).
+    #[serde(rename = "for")]
+    #[schemars(length(min = 1, max = 32))]
+    pub keep_for: String,
 }
 
 /// Copy a cluster's snapshots from one store to another.
@@ -875,6 +923,16 @@ pub struct SnapshotStatus {
     /// How many retention deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted_count: Option<i64>,
+    /// How many of this cluster's deltas retention deleted (whole chains no rule keeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_deltas_count: Option<i64>,
+    /// Bytes of this cluster's full snapshots and deltas left in the store after retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_bytes: Option<i64>,
+    /// Set when the newest full snapshot and its deltas alone weigh more than
+    /// `retention.maxTotalSize`: their bytes (nothing more may be deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_limit_bytes: Option<i64>,
     /// Files retention could not delete, with why: delete them by hand.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retention_errors: Vec<String>,

@@ -18,7 +18,7 @@ use crate::maintenance_task::{
     MaintenanceTaskSpec, SNAPSHOT_FILE_NAME_PLACEHOLDERS, SnapshotConfig, TargetKind, TaskTarget, TaskType,
 };
 use crate::maintenance_task::{
-    CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, DeltaConfig, RestoreConfig, VerifyConfig,
+    CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, DeltaConfig, RestoreConfig, RetentionPolicy, VerifyConfig,
 };
 use crate::snapshot_store::{SnapshotStoreSpec, Store, check_bucket, check_store};
 
@@ -171,6 +171,18 @@ pub struct Snapshot {
     /// The template, `{cluster}` and `{time}` not yet replaced.
     pub file_name: String,
     pub retain: u32,
+    /// `retention`, checked.
+    pub rules: RetentionRules,
+}
+
+/// A retention policy beyond the count, checked, as the runner's flags take it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionRules {
+    pub keep_within: Option<String>,
+    /// `EVERY:FOR`.
+    pub tiers: Vec<String>,
+    pub keep_deltas_for: Option<String>,
+    pub max_total_bytes: Option<u64>,
 }
 
 /// `MaintenanceTask <namespace>/<name>`, as errors and messages name a task.
@@ -560,13 +572,89 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
             format!("{} is not positive: give 1 or more (the snapshot just taken counts)", config.retain),
         );
     }
+    let (rules, errors) =
+        retention_rules("spec.config.snapshot", config.retain, config.retention.as_ref(), &config.file_name);
+    for (field, message) in errors {
+        check.error(field, message);
+    }
     Snapshot {
         persistent_volume_claim,
         store,
         verify: config.verify,
         file_name: config.file_name.clone(),
         retain: u32::try_from(config.retain).unwrap_or(0),
+        rules,
     }
+}
+
+/// `retention` of a snapshot config or backup policy at `field` (`spec.config.snapshot`,
+/// `spec.backup`), with its `retain` and file name template: the rules as the runner takes them,
+/// and each mistake as (field, message). `retain` below 1 is the caller's to report.
+pub fn retention_rules(
+    field: &str,
+    retain: i32,
+    retention: Option<&RetentionPolicy>,
+    template: &str,
+) -> (RetentionRules, Vec<(String, String)>) {
+    use groundskeeper_stores::duration;
+    use groundskeeper_stores::etcd::retention::policy::{Policy, Tier, parse_size};
+    let Some(retention) = retention else {
+        return (RetentionRules::default(), Vec::new());
+    };
+    let mut errors = Vec::new();
+    let at = format!("{field}.retention");
+    let mut parsed = |name: String, text: &str| match duration::parse(text) {
+        Ok(d) => Some(d),
+        Err(why) => {
+            errors.push((name, why));
+            None
+        }
+    };
+    let keep_within = retention.keep_within.as_deref().map(|t| parsed(format!("{at}.keepWithin"), t));
+    let keep_deltas_for =
+        retention.keep_deltas_for.as_deref().map(|t| parsed(format!("{at}.keepDeltasFor"), t));
+    let tiers: Vec<Option<Tier>> = retention
+        .tiers
+        .iter()
+        .enumerate()
+        .map(|(n, tier)| {
+            let every = parsed(format!("{at}.tiers[{n}].every"), &tier.every);
+            let keep_for = parsed(format!("{at}.tiers[{n}].for"), &tier.keep_for);
+            Some(Tier { every: every?, keep_for: keep_for? })
+        })
+        .collect();
+    let max_total_bytes = retention
+        .max_total_size
+        .as_deref()
+        .map(|text| parse_size(text).map_err(|why| errors.push((format!("{at}.maxTotalSize"), why))).ok());
+    if !template.contains(groundskeeper_stores::etcd::retention::TIME) {
+        errors.push((
+            at.clone(),
+            format!(
+                "needs {{time}} in {field}.fileName {template:?}: without it every snapshot has the \
+                 same name and there is no time to keep them by"
+            ),
+        ));
+    }
+    if errors.is_empty() {
+        let policy = Policy {
+            keep_last: u32::try_from(retain).unwrap_or(1).max(1),
+            keep_within: keep_within.flatten(),
+            tiers: tiers.into_iter().flatten().collect(),
+            keep_deltas_for: keep_deltas_for.flatten(),
+            max_total_bytes: max_total_bytes.flatten(),
+        };
+        if let Err((rule, why)) = policy.check() {
+            errors.push((format!("{at}.{rule}"), why));
+        }
+    }
+    let rules = RetentionRules {
+        keep_within: retention.keep_within.clone(),
+        tiers: retention.tiers.iter().map(|t| format!("{}:{}", t.every.trim(), t.keep_for.trim())).collect(),
+        keep_deltas_for: retention.keep_deltas_for.clone(),
+        max_total_bytes: retention.max_total_size.as_deref().and_then(|t| parse_size(t).ok()),
+    };
+    (rules, errors)
 }
 
 fn check_file_name(check: &mut Check, field: &str, target_name: &str, template: &str) {

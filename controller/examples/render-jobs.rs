@@ -141,6 +141,9 @@ async fn main() {
                     retain: 5,
                     file_name_template: "{cluster}-{time}.db".into(),
                     cluster: "main".into(),
+                    tiers: vec!["1d:30d".into()],
+                    keep_deltas_for: Some("1d".into()),
+                    ..SnapshotRetention::default()
                 }),
             }),
             tls_secret: Some("etcd-client-tls".into()),

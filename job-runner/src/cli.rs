@@ -147,6 +147,10 @@ impl Command {
                         retain,
                         file_name_template: template.clone(),
                         cluster: cluster.clone(),
+                        keep_within: args.keep_within.clone(),
+                        tiers: args.keep_tiers.clone(),
+                        keep_deltas_for: args.keep_deltas_for.clone(),
+                        max_total_bytes: args.max_total_bytes,
                     }),
                     _ => None,
                 },
@@ -417,6 +421,7 @@ mod tests {
                     retain: 3,
                     file_name_template: "{cluster}-{time}.db".into(),
                     cluster: "main".into(),
+                    ..SnapshotRetention::default()
                 }),
             }),
             Operation::Snapshot(SnapshotRequest {
@@ -437,6 +442,10 @@ mod tests {
                     retain: 7,
                     file_name_template: "{cluster}-{time}.db".into(),
                     cluster: "main".into(),
+                    keep_within: Some("2d".into()),
+                    tiers: vec!["1h:7d".into(), "1d:30d".into()],
+                    keep_deltas_for: Some("1d".into()),
+                    max_total_bytes: Some(50 << 30),
                 }),
             }),
             Operation::Snapshot(SnapshotRequest {

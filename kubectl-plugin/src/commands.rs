@@ -97,9 +97,8 @@ pub fn new_suspension(
     let target = suspension_target(&args.target)?;
     let until = match (&args.duration, &args.until) {
         (Some(text), _) => {
-            let duration: jiff::SignedDuration = text.parse().map_err(|e| {
-                Error::Invalid(format!("--for {text:?}: not a duration like 2h, 30m or 1h30m ({e})"))
-            })?;
+            let duration = groundskeeper_stores::duration::parse(text)
+                .map_err(|why| Error::Invalid(format!("--for: {why}")))?;
             if !duration.is_positive() {
                 return Err(Error::Invalid(format!("--for {text:?}: must be more than zero")));
             }

@@ -363,8 +363,9 @@ pub struct ReplayRequest {
     pub save_as: Option<String>,
 }
 
-/// Which files in a snapshot folder are snapshots of one cluster, and how many of them to keep.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which files in a snapshot folder are snapshots of one cluster, and which of them and of its
+/// deltas to keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnapshotRetention {
     /// Snapshots of the cluster to keep, the new one included (at least 1).
     pub retain: u32,
@@ -372,6 +373,15 @@ pub struct SnapshotRetention {
     pub file_name_template: String,
     /// The value of `{cluster}`.
     pub cluster: String,
+    /// Also keep every full snapshot written this recently (a duration as specs write it, `2d`).
+    pub keep_within: Option<String>,
+    /// `EVERY:FOR` (`1h:7d`): the newest full snapshot of each EVERY-long period, for FOR.
+    pub tiers: Vec<String>,
+    /// Keep the deltas that restore a point in time this recent (with their full snapshots);
+    /// `None`: the deltas of every full snapshot kept.
+    pub keep_deltas_for: Option<String>,
+    /// The most the cluster's backups in the store may weigh: the oldest go first.
+    pub max_total_bytes: Option<u64>,
 }
 
 impl Operation {
@@ -516,6 +526,18 @@ impl SnapshotRequest {
             args.value("retain", retention.retain);
             args.value("file-name-template", &retention.file_name_template);
             args.value("cluster", &retention.cluster);
+            if let Some(within) = &retention.keep_within {
+                args.value("keep-within", within);
+            }
+            for tier in &retention.tiers {
+                args.value("keep-tier", tier);
+            }
+            if let Some(within) = &retention.keep_deltas_for {
+                args.value("keep-deltas-for", within);
+            }
+            if let Some(bytes) = retention.max_total_bytes {
+                args.value("max-total-bytes", bytes);
+            }
         }
     }
 }

@@ -375,6 +375,19 @@ pub struct SnapshotReport {
     /// message).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub deleted_count: u32,
+    /// Deltas of the same cluster deleted by retention (chains no rule keeps), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted_deltas: Vec<String>,
+    /// How many deltas were deleted (stays right when `deletedDeltas` is shortened).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_deltas_count: u32,
+    /// Bytes of the cluster's full snapshots and deltas left in the store after retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_bytes: Option<u64>,
+    /// Set when the newest full snapshot and its deltas alone weigh more than the store's size
+    /// limit (nothing more may be deleted): their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_limit_bytes: Option<u64>,
     /// Temporary files of this cluster's interrupted runs that were removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_partial_files: Vec<String>,
@@ -694,6 +707,7 @@ impl Report {
             }),
             Report::Snapshot(r) => {
                 drop_worth(&mut r.removed_partial_files, excess, |_| 0)
+                    || drop_worth(&mut r.deleted_deltas, excess, |_| 0)
                     || drop_worth(&mut r.deleted, excess, |_| 0)
                     || drop_worth(&mut r.retention_errors, excess, |_| 0)
             }

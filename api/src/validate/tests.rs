@@ -61,6 +61,7 @@ fn every_type_with_its_defaults_is_valid() {
                 verify: false,
                 file_name: "{cluster}-{time}.db".into(),
                 retain: 5,
+                rules: Default::default(),
             }),
         ),
     ];
@@ -128,7 +129,8 @@ fn settings_given_are_carried_over() {
             store: Store::Claim("backups".into()),
             verify: false,
             file_name: "etcd-{time}.db".into(),
-            retain: 1
+            retain: 1,
+            rules: Default::default(),
         })
     );
 }
@@ -284,6 +286,33 @@ fn every_mistake_names_the_task_the_field_and_what_to_do() {
         (
             etcd("Snapshot", json!({"snapshot": {"retain": 0}})),
             "spec.config.snapshot.retain: 0 is not positive",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"retention": {"tiers": [{"every": "1d", "for": "12h"}]}}})),
+            "spec.config.snapshot.retention.tiers[0].for: 12h is not longer than every 24h",
+        ),
+        (
+            etcd(
+                "Snapshot",
+                json!({"snapshot": {"retention": {"tiers": [{"every": "hourly", "for": "7d"}]}}}),
+            ),
+            "spec.config.snapshot.retention.tiers[0].every: \"hourly\" is not a duration",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"retention": {"keepWithin": "1mo"}}})),
+            "spec.config.snapshot.retention.keepWithin: \"1mo\" counts months or years",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"retention": {"keepDeltasFor": "0s"}}})),
+            "spec.config.snapshot.retention.keepDeltasFor: 0s is not positive",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"retention": {"maxTotalSize": "50GB"}}})),
+            "spec.config.snapshot.retention.maxTotalSize: \"50GB\" is not a size",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"fileName": "etcd.db", "retention": {"keepWithin": "1d"}}})),
+            "spec.config.snapshot.retention: needs {time} in spec.config.snapshot.fileName \"etcd.db\"",
         ),
     ];
     for (task, wanted) in cases {
@@ -454,4 +483,26 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
             "{task_type} {config}: {errors:?}"
         );
     }
+}
+
+#[test]
+fn a_retention_policy_reaches_the_work_as_the_runner_takes_it() {
+    let task = etcd(
+        "Snapshot",
+        json!({"snapshot": {"retain": 3, "retention": {
+            "keepWithin": "2d", "keepDeltasFor": "1d", "maxTotalSize": "50Gi",
+            "tiers": [{"every": "1h", "for": "7d"}, {"every": " 1d", "for": "30d "}]
+        }}}),
+    );
+    let valid = validate(&task).unwrap_or_else(|e| panic!("{}", describe_errors(&e)));
+    let Work::Snapshot(snapshot) = valid.work else { panic!("{:?}", valid.work) };
+    assert_eq!(
+        snapshot.rules,
+        RetentionRules {
+            keep_within: Some("2d".into()),
+            tiers: vec!["1h:7d".into(), "1d:30d".into()],
+            keep_deltas_for: Some("1d".into()),
+            max_total_bytes: Some(50 << 30),
+        }
+    );
 }

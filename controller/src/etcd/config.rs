@@ -167,12 +167,11 @@ impl EtcdOperatorDiscovery {
 /// or an error naming the flag.
 fn check_retention_flag(flag: &str, retention: &str) -> Result<()> {
     let min = MIN_PERIODIC_RETENTION;
-    match retention.trim().parse::<jiff::SignedDuration>() {
-        Ok(d) if d >= min => Ok(()),
-        _ => Err(Error::Config(format!(
+    groundskeeper_stores::duration::parse_at_least(retention, min).map(|_| ()).map_err(|_| {
+        Error::Config(format!(
             "{flag}: {retention:?} is not a duration of at least {min:#} (write e.g. \"1h\")"
-        ))),
-    }
+        ))
+    })
 }
 
 #[cfg(test)]

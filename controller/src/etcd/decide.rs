@@ -394,6 +394,7 @@ fn backup_config(backup: &Backup, task_type: &TaskType, cluster: &str) -> TaskCo
                 bucket: spec.bucket,
                 file_name: backup.file_name.clone(),
                 retain: backup.retain,
+                retention: backup.retention.clone(),
                 verify: false,
             }),
             ..TaskConfig::default()

@@ -242,7 +242,7 @@ impl ClusterSeries {
     fn add_backup(&self, cluster: &EtcdCluster, labels: &ClusterLabels) {
         let Some(policy) = &cluster.spec.backup else { return };
         let every = policy.delta_every.as_deref().unwrap_or(&policy.full_every);
-        if let Ok(every) = every.trim().parse::<jiff::SignedDuration>() {
+        if let Ok(every) = groundskeeper_stores::duration::parse(every) {
             self.backup_interval.get_or_create(labels).set(every.as_secs_f64());
         }
         let Some(backup) = cluster.status.as_ref().and_then(|s| s.backup.as_ref()) else { return };

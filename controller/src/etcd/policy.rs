@@ -53,6 +53,8 @@ pub struct Backup {
     pub delta_every: Option<SignedDuration>,
     /// Full snapshots kept.
     pub retain: i32,
+    /// Retention beyond `retain` (checked).
+    pub retention: Option<groundskeeper_api::maintenance_task::RetentionPolicy>,
 }
 
 impl Backup {
@@ -246,6 +248,22 @@ fn check_backup(
             "spec.backup.retain: {retain} keeps no full snapshot, and every delta needs one: keep 1 or more"
         ));
     }
+    let retain = backup.retain.unwrap_or(DEFAULT_SNAPSHOT_RETAIN);
+    let (_, retention_errors) = groundskeeper_api::validate::retention_rules(
+        "spec.backup",
+        retain,
+        backup.retention.as_ref(),
+        &file_name,
+    );
+    errors.extend(retention_errors.into_iter().map(|(field, message)| format!("{field}: {message}")));
+    if backup.delta_every.is_none() && backup.retention.as_ref().is_some_and(|r| r.keep_deltas_for.is_some())
+    {
+        errors.push(
+            "spec.backup.retention.keepDeltasFor: set, but spec.backup.deltaEvery is not: no delta is \
+             taken; give deltaEvery, or leave keepDeltasFor out"
+                .into(),
+        );
+    }
     if errors.len() > before {
         return None;
     }
@@ -254,7 +272,8 @@ fn check_backup(
         file_name,
         full_every: full_every?,
         delta_every: delta_every.flatten(),
-        retain: backup.retain.unwrap_or(DEFAULT_SNAPSHOT_RETAIN),
+        retain,
+        retention: backup.retention.clone(),
     })
 }
 
@@ -308,21 +327,18 @@ fn check_job_limits(job: &EtcdJobLimits, errors: &mut Vec<String>) {
     }
 }
 
-/// A duration as people write it (`10m`, `1h30m`, `90s`, or ISO 8601 `PT1H`), at least `min`.
+/// A duration as people write it (`10m`, `1h30m`, `1d`, or ISO 8601 `PT1H`), at least `min`: the
+/// one parser of every duration groundskeeper reads.
 fn parse_duration(
     field: &str,
     text: &str,
     min: SignedDuration,
     errors: &mut Vec<String>,
 ) -> Option<SignedDuration> {
-    match text.trim().parse::<SignedDuration>() {
-        Ok(duration) if duration >= min => Some(duration),
-        Ok(_) => {
-            errors.push(format!("{field}: {text:?} is shorter than the minimum {min:#}"));
-            None
-        }
-        Err(_) => {
-            errors.push(format!("{field}: {text:?} is not a duration (write e.g. \"10m\", \"1h30m\")"));
+    match groundskeeper_stores::duration::parse_at_least(text, min) {
+        Ok(duration) => Some(duration),
+        Err(why) => {
+            errors.push(format!("{field}: {why}"));
             None
         }
     }
@@ -379,6 +395,21 @@ mod tests {
                 serde_json::Value::Null,
                 "spec.backup.fileName: ",
             ),
+            (
+                serde_json::json!({"retention": {"keepDeltasFor": "1d"}}),
+                serde_json::Value::Null,
+                "spec.backup.retention.keepDeltasFor: set, but spec.backup.deltaEvery is not",
+            ),
+            (
+                serde_json::json!({"retention": {"tiers": [{"every": "1w", "for": "5d"}]}}),
+                serde_json::Value::Null,
+                "spec.backup.retention.tiers[0].for: 120h is not longer than every 168h",
+            ),
+            (
+                serde_json::json!({"fileName": "etcd.db", "retention": {"maxTotalSize": "1Gi"}}),
+                serde_json::Value::Null,
+                "spec.backup.retention: needs {time} in spec.backup.fileName",
+            ),
         ];
         for (backup, compaction, want) in cases {
             let errors = with(backup.clone(), compaction).expect_err(want).to_string();
@@ -389,6 +420,10 @@ mod tests {
             (fine.delta_every, fine.full_every, fine.retain),
             (Some(SignedDuration::from_secs(30)), SignedDuration::from_hours(6), 5)
         );
+        // Days, as the field's documentation shows them.
+        let daily =
+            with(serde_json::json!({"fullEvery": "1d"}), serde_json::Value::Null).unwrap().backup.unwrap();
+        assert_eq!(daily.full_every, SignedDuration::from_hours(24));
     }
 
     #[test]

@@ -66,7 +66,8 @@ fn record_snapshot(
 ) {
     let object = report.path.rsplit('/').next().unwrap_or(&report.path).to_owned();
     let catalog = std::mem::take(&mut status.snapshots);
-    let catalog = without_deleted(catalog, store, &report.deleted);
+    let deleted: Vec<String> = report.deleted.iter().chain(&report.deleted_deltas).cloned().collect();
+    let catalog = without_deleted(catalog, store, &deleted);
     status.snapshots = with_record(
         catalog,
         SnapshotRecord {
@@ -364,6 +365,7 @@ mod tests {
             verify,
             file_name: "{cluster}-{time}.db".into(),
             retain: 2,
+            rules: Default::default(),
         })
     }
 
@@ -492,6 +494,26 @@ mod tests {
         let names: Vec<&str> = second.snapshots.iter().map(|r| r.object.as_str()).collect();
         assert_eq!(names, ["b.db"], "retention deleted a.db");
         assert!(second.last_snapshot_proof.is_some(), "the last proof stays until another");
+    }
+
+    #[test]
+    fn deltas_retention_deleted_leave_the_catalog_and_the_others_stay() {
+        let delta = |object: &str, start: i64| SnapshotRecord {
+            store: "pvc/snaps".into(),
+            object: object.into(),
+            start_revision: Some(start),
+            revision: Some(start + 1),
+            ..SnapshotRecord::default()
+        };
+        let mut status = EtcdClusterStatus {
+            snapshots: vec![delta("old.delta", 5), delta("kept.delta", 9)],
+            ..EtcdClusterStatus::default()
+        };
+        let Report::Snapshot(mut report) = taken("b.db", 20, &[]).report else { unreachable!() };
+        report.deleted_deltas = vec!["old.delta".into()];
+        record_snapshot(&mut status, "pvc/snaps", "t3", &report, now());
+        let names: Vec<&str> = status.snapshots.iter().map(|r| r.object.as_str()).collect();
+        assert_eq!(names, ["kept.delta", "b.db"]);
     }
 
     #[test]

@@ -106,10 +106,15 @@ pub(crate) fn snapshot_steps(
     cluster: &EtcdCluster,
 ) -> Result<Vec<Step>, String> {
     let name = snapshot_file_name(snapshot, naming)?;
+    let rules = &snapshot.rules;
     let retention = Some(SnapshotRetention {
         retain: snapshot.retain,
         file_name_template: snapshot.file_name.clone(),
         cluster: naming.cluster.clone(),
+        keep_within: rules.keep_within.clone(),
+        tiers: rules.tiers.clone(),
+        keep_deltas_for: rules.keep_deltas_for.clone(),
+        max_total_bytes: rules.max_total_bytes,
     });
     let to = mounted(&snapshot.store, "to", SNAPSHOT_MOUNT_DIR);
     let output = match &to.store {

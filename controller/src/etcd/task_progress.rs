@@ -155,7 +155,7 @@ pub fn snapshot_status(
     };
     let bytes = i64::try_from(report.size_bytes).unwrap_or(i64::MAX);
     status.size_bytes = Some(bytes);
-    status.size = Some(format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0)));
+    status.size = Some(mib_text(bytes));
     status.revision = report.revision;
     status.keys = report.keys;
     status.member = report.member.clone();
@@ -166,8 +166,17 @@ pub fn snapshot_status(
     status.deleted = report.deleted.clone();
     status.deleted_count =
         (report.retain.is_some()).then(|| i64::from(report.deleted_count).max(report.deleted.len() as i64));
+    status.deleted_deltas_count =
+        (report.deleted_deltas_count > 0).then(|| i64::from(report.deleted_deltas_count));
+    status.kept_bytes = report.kept_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
+    status.over_limit_bytes = report.over_limit_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
     status.retention_errors = report.retention_errors.clone();
     status
+}
+
+/// `12.34 MiB`.
+fn mib_text(bytes: i64) -> String {
+    format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// One line for a Snapshot task's `lastOperation`: the file, its size, revision and checksum,
@@ -195,6 +204,19 @@ pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
             "; retention deleted {count} older snapshot(s): {}{}",
             named.join(", "),
             if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+    if let Some(deltas) = snapshot.deleted_deltas_count {
+        line.push_str(&format!("; retention deleted {deltas} delta(s) no rule keeps"));
+    }
+    if let Some(bytes) = snapshot.kept_bytes {
+        line.push_str(&format!("; {} ({bytes} bytes) of backups kept", mib_text(bytes)));
+    }
+    if let Some(bytes) = snapshot.over_limit_bytes {
+        line.push_str(&format!(
+            "; the newest full snapshot and its deltas alone weigh {} ({bytes} bytes), over \
+             retention.maxTotalSize: raise it, or take full snapshots more often",
+            mib_text(bytes)
         ));
     }
     if !snapshot.retention_errors.is_empty() {

@@ -34,7 +34,10 @@ use crate::run::{self, Failure, RunClock, StopSignal};
 use groundskeeper_protocol::operation::BucketLocation;
 use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
 use groundskeeper_stores::etcd::plan::MemberObservation;
+use groundskeeper_stores::etcd::retention::policy::{Policy, Selection, Tier};
 use groundskeeper_stores::etcd::retention::{self, NameTemplate};
+
+use crate::etcd::delta::name::DeltaName;
 
 pub(crate) mod to_bucket;
 
@@ -94,6 +97,22 @@ pub struct SnapshotArgs {
     /// The cluster's name, as `{cluster}` in --file-name-template.
     #[arg(long, requires = "retain")]
     pub cluster: Option<String>,
+    /// Retention: also keep every full snapshot of the cluster written this recently (`12h`, `2d`).
+    #[arg(long, value_name = "DURATION", requires = "retain")]
+    pub keep_within: Option<String>,
+    /// Retention tier `EVERY:FOR` (`1h:7d`): also keep the newest full snapshot of each
+    /// EVERY-long period (aligned on the Unix epoch, UTC) of the last FOR. Repeatable.
+    #[arg(long = "keep-tier", value_name = "EVERY:FOR", requires = "retain")]
+    pub keep_tiers: Vec<String>,
+    /// Retention of the cluster's deltas: keep the chains (a full snapshot and the deltas after
+    /// it) that restore a point in time this recent, with their full snapshots. Absent: the
+    /// deltas of every full snapshot kept. A delta goes only with its whole chain.
+    #[arg(long, value_name = "DURATION", requires = "retain")]
+    pub keep_deltas_for: Option<String>,
+    /// Retention: the most the cluster's full snapshots and deltas in the store may weigh; the
+    /// oldest full snapshots go first, with their deltas (never the newest and its deltas).
+    #[arg(long, value_name = "BYTES", requires = "retain")]
+    pub max_total_bytes: Option<u64>,
     /// Where to write the result JSON.
     #[arg(long, default_value = run::DEFAULT_RESULT_FILE)]
     pub result_file: PathBuf,
@@ -379,14 +398,99 @@ impl Drop for Partial {
     }
 }
 
-/// Retention as a run was asked for it: how many of the cluster's snapshots to keep, and which
-/// files are the cluster's snapshots.
+/// Retention as a run was asked for it: what to keep of the cluster's snapshots and deltas,
+/// and which files are the cluster's snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retention {
     pub retain: u32,
     pub template: NameTemplate,
     /// The value of `{cluster}`, also recorded in a bucket object's metadata.
     pub cluster: String,
+    pub policy: Policy,
+}
+
+impl Retention {
+    /// What decides the cluster's backups in a store at `now` (deltas by their names).
+    pub(crate) fn select(
+        &self,
+        listed: &[(String, u64)],
+        keep: &str,
+        now: jiff::Timestamp,
+    ) -> (Selection, Vec<String>) {
+        let delta_time = self.delta_time();
+        let scope =
+            retention::Scope { template: &self.template, delta_time: &delta_time, policy: &self.policy, now };
+        scope.select(listed, keep)
+    }
+
+    /// The time of one of the cluster's deltas, by its name; `None` for any other name.
+    fn delta_time(&self) -> impl Fn(&str) -> Option<jiff::Timestamp> + '_ {
+        |name: &str| DeltaName::parse(&self.cluster, name).map(|delta| delta.time)
+    }
+
+    /// The policy's rules in a few words, e.g. `keep 5, tiers 1h:7d, deltas for 1d`.
+    pub(crate) fn describe(&self) -> String {
+        let policy = &self.policy;
+        let mut words = vec![format!("keep {}", policy.keep_last)];
+        if let Some(within) = policy.keep_within {
+            words.push(format!("every one of the last {within:#}"));
+        }
+        for tier in &policy.tiers {
+            words.push(format!("one per {:#} for {:#}", tier.every, tier.keep_for));
+        }
+        if let Some(within) = policy.keep_deltas_for {
+            words.push(format!("deltas for {within:#}"));
+        }
+        if let Some(bytes) = policy.max_total_bytes {
+            words.push(format!("at most {}", bytes_and_mib(bytes)));
+        }
+        words.join(", ")
+    }
+}
+
+/// `N bytes (M MiB)`.
+fn bytes_and_mib(bytes: u64) -> String {
+    format!("{bytes} bytes ({:.2} MiB)", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The retention flags beyond `--retain` as a policy, each checked: `Err` names the flag.
+fn retention_policy(args: &SnapshotArgs, retain: u32) -> Result<Policy, Failure> {
+    let duration = |flag: &str, text: &str| {
+        groundskeeper_stores::duration::parse(text)
+            .map_err(|why| Failure::bad_input(format!("{flag}: {why}")))
+    };
+    let tiers = args
+        .keep_tiers
+        .iter()
+        .map(|tier| {
+            let (every, keep_for) = tier.split_once(':').ok_or_else(|| {
+                Failure::bad_input(format!("--keep-tier {tier:?} is not EVERY:FOR (e.g. 1h:7d)"))
+            })?;
+            Ok(Tier { every: duration("--keep-tier", every)?, keep_for: duration("--keep-tier", keep_for)? })
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    let policy = Policy {
+        keep_last: retain,
+        keep_within: args.keep_within.as_deref().map(|t| duration("--keep-within", t)).transpose()?,
+        tiers,
+        keep_deltas_for: args
+            .keep_deltas_for
+            .as_deref()
+            .map(|t| duration("--keep-deltas-for", t))
+            .transpose()?,
+        max_total_bytes: args.max_total_bytes,
+    };
+    policy.check().map_err(|(rule, why)| {
+        let flag = match rule.as_str() {
+            "keepLast" => "--retain",
+            "keepWithin" => "--keep-within",
+            "keepDeltasFor" => "--keep-deltas-for",
+            "maxTotalSize" => "--max-total-bytes",
+            _ => "--keep-tier",
+        };
+        Failure::bad_input(format!("{flag}: {why}"))
+    })?;
+    Ok(policy)
 }
 
 /// Where a snapshot goes.
@@ -487,7 +591,15 @@ impl SnapshotArgs {
                 self.file_name_template.as_deref().unwrap_or_default(),
             )));
         }
-        Ok(Some(Retention { retain, template, cluster: cluster.clone() }))
+        let policy = retention_policy(self, retain)?;
+        if policy != Policy::keep_last(retain) && !template.has_time() {
+            return Err(Failure::bad_input(format!(
+                "--keep-within, --keep-tier, --keep-deltas-for and --max-total-bytes need {{time}} in \
+                 --file-name-template {:?}: without it the snapshots have no time to keep them by",
+                self.file_name_template.as_deref().unwrap_or_default()
+            )));
+        }
+        Ok(Some(Retention { retain, template, cluster: cluster.clone(), policy }))
     }
 }
 
@@ -551,7 +663,7 @@ pub async fn run_snapshot(
                     Some(keys) => format!("{keys} keys"),
                     None => "keys not counted".to_owned(),
                 },
-            ) + &describe_retention(&report),
+            ) + &describe_retention(&report, retention),
         );
     }
     result
@@ -563,37 +675,53 @@ fn apply_retention(output: &Path, retention: &Retention, report: &mut SnapshotRe
         _ => Path::new("."),
     };
     let keep = output.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let applied = retention::apply(folder, &retention.template, keep, retention.retain);
-    for name in &applied.deleted {
-        tracing::info!(file = %name, retain = retention.retain, "deleted an old snapshot of the cluster");
+    let delta_time = retention.delta_time();
+    let scope = retention::Scope {
+        template: &retention.template,
+        delta_time: &delta_time,
+        policy: &retention.policy,
+        now: jiff::Timestamp::now(),
+    };
+    let applied = retention::apply(folder, &scope, keep);
+    for name in applied.deleted.iter().chain(&applied.deleted_deltas) {
+        tracing::info!(file = %name, retention = %retention.describe(), "deleted an old backup of the cluster");
     }
     for error in &applied.errors {
         tracing::warn!("retention: {error}");
     }
     report.deleted_count = applied.deleted.len() as u32;
     report.deleted = applied.deleted;
+    report.deleted_deltas_count = applied.deleted_deltas.len() as u32;
+    report.deleted_deltas = applied.deleted_deltas;
+    report.kept_bytes = Some(applied.kept_bytes);
+    report.over_limit_bytes = applied.over_limit;
     report.removed_partial_files = applied.removed_partials;
     report.retention_errors = applied.errors;
 }
 
-/// `; retention (keep N): deleted …`, or nothing when the run was not asked to delete.
-fn describe_retention(report: &SnapshotReport) -> String {
-    let Some(retain) = report.retain else {
+/// `; retention (keep N, …): deleted …, N MiB kept`, or nothing when the run was not asked to
+/// delete.
+fn describe_retention(report: &SnapshotReport, retention: Option<&Retention>) -> String {
+    let Some(retention) = retention else {
         return String::new();
     };
-    // A few names in the line; all of them are in `deleted`.
-    const NAMED: usize = 5;
-    let deleted = match report.deleted.as_slice() {
-        [] => "nothing to delete".to_owned(),
-        names if names.len() <= NAMED => {
-            format!("deleted {} older snapshot(s): {}", names.len(), names.join(", "))
-        }
-        names => format!(
-            "deleted {} older snapshot(s): {} and {} more",
-            names.len(),
-            names[..NAMED].join(", "),
-            names.len() - NAMED
+    let deleted = match (report.deleted_count, report.deleted_deltas_count) {
+        (0, 0) => "nothing to delete".to_owned(),
+        (fulls, 0) => format!("deleted {fulls} older snapshot(s): {}", a_few(&report.deleted, fulls)),
+        (fulls, deltas) => format!(
+            "deleted {fulls} older snapshot(s){} and {deltas} delta(s) no rule keeps: {}",
+            if fulls == 0 { String::new() } else { format!(" ({})", a_few(&report.deleted, fulls)) },
+            a_few(&report.deleted_deltas, deltas)
         ),
+    };
+    let kept = report.kept_bytes.map(|bytes| format!("; {} kept", bytes_and_mib(bytes))).unwrap_or_default();
+    let over = match report.over_limit_bytes {
+        Some(bytes) => format!(
+            "; the newest full snapshot and its deltas alone weigh {}, over the limit: raise it, or \
+             take full snapshots more often so that chains are shorter",
+            bytes_and_mib(bytes)
+        ),
+        None => String::new(),
     };
     let partials = match report.removed_partial_files.len() {
         0 => String::new(),
@@ -603,7 +731,17 @@ fn describe_retention(report: &SnapshotReport) -> String {
         [] => String::new(),
         errors => format!("; could not delete: {} (delete them by hand)", errors.join("; ")),
     };
-    format!("; retention (keep {retain}): {deleted}{partials}{errors}")
+    format!("; retention ({}): {deleted}{partials}{kept}{over}{errors}", retention.describe())
+}
+
+/// A few of `names` (all of them are in the report), and how many more.
+fn a_few(names: &[String], count: u32) -> String {
+    const NAMED: usize = 5;
+    let shown = &names[..names.len().min(NAMED)];
+    match (count as usize).saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
 }
 
 /// A snapshot stream opened on the chosen member.

@@ -10,11 +10,15 @@
 //! their mtime, which a copy or a restore from backup changes). A template without `{time}` names
 //! every snapshot of a cluster alike: each one replaces the last, and there is nothing to delete.
 //!
-//! [`select`] is pure; [`apply`] lists the folder, deletes what it selected and says what it did.
+//! [`select`] orders and counts a cluster's snapshots; [`policy`] decides what a retention policy
+//! keeps of its snapshots and deltas; [`apply`] lists a folder, deletes what the policy selected
+//! and says what it did.
 
 use std::path::Path;
 
 use jiff::Timestamp;
+
+pub mod policy;
 
 /// The placeholders a template may hold.
 pub const CLUSTER: &str = "{cluster}";
@@ -225,18 +229,61 @@ pub fn select(template: &NameTemplate, files: &[String], keep: &str, retain: u32
     Selection { delete, partials }
 }
 
+/// The cluster's backups in one store and what decides them: which names are its full snapshots
+/// (the template), which are its deltas (`delta_time`: the time a delta's name holds), the
+/// policy, and the time it is applied at.
+pub struct Scope<'a> {
+    pub template: &'a NameTemplate,
+    pub delta_time: &'a dyn Fn(&str) -> Option<Timestamp>,
+    pub policy: &'a policy::Policy,
+    pub now: Timestamp,
+}
+
+impl Scope<'_> {
+    /// Of a store's listing (name, size), what the policy deletes (`keep`, the full snapshot
+    /// just written, stays) and the temporary files of the cluster's interrupted runs. Names that
+    /// are neither the cluster's snapshots nor its deltas are never selected.
+    pub fn select(&self, listed: &[(String, u64)], keep: &str) -> (policy::Selection, Vec<String>) {
+        let backups: Vec<policy::Backup> = listed
+            .iter()
+            .filter_map(|(name, size)| {
+                let (time, kind) = match (self.delta_time)(name) {
+                    Some(time) => (Some(time), policy::Kind::Delta),
+                    None => (self.template.matches(name)?, policy::Kind::Full),
+                };
+                Some(policy::Backup { name: name.clone(), time, size: *size, kind })
+            })
+            .collect();
+        let mut partials: Vec<String> = listed
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| self.template.matches_partial(name))
+            .cloned()
+            .collect();
+        partials.sort();
+        (policy::select(&backups, keep, self.policy, self.now), partials)
+    }
+}
+
 /// What [`apply`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
+    /// Full snapshots deleted, oldest first.
     pub deleted: Vec<String>,
+    /// Deltas deleted, oldest first.
+    pub deleted_deltas: Vec<String>,
     pub removed_partials: Vec<String>,
+    /// Bytes of the cluster's backups left (what could not be deleted included).
+    pub kept_bytes: u64,
+    /// See [`policy::Selection::over_limit`].
+    pub over_limit: Option<u64>,
     /// `<file>: <why>` for each file that could not be deleted.
     pub errors: Vec<String>,
 }
 
 /// Lists `folder`'s regular files (symbolic links and folders are left alone), deletes what
-/// [`select`] chooses, and fsyncs the folder so the deletions last.
-pub fn apply(folder: &Path, template: &NameTemplate, keep: &str, retain: u32) -> Applied {
+/// `scope` selects, and fsyncs the folder so the deletions last.
+pub fn apply(folder: &Path, scope: &Scope, keep: &str) -> Applied {
     let mut applied = Applied::default();
     let entries = match std::fs::read_dir(folder) {
         Ok(entries) => entries,
@@ -245,31 +292,43 @@ pub fn apply(folder: &Path, template: &NameTemplate, keep: &str, retain: u32) ->
             return applied;
         }
     };
-    let files: Vec<String> = entries
+    let listed: Vec<(String, u64)> = entries
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter_map(|entry| {
+            let meta = entry.metadata().ok().filter(|m| m.is_file())?;
+            Some((entry.file_name().into_string().ok()?, meta.len()))
+        })
         .collect();
-    let selection = select(template, &files, keep, retain);
+    let (selection, partials) = scope.select(&listed, keep);
+    let mut left_bytes = 0;
     let mut remove = |name: &String, done: &mut Vec<String>| match std::fs::remove_file(folder.join(name)) {
         Ok(()) => done.push(name.clone()),
         // Gone already (deleted by hand meanwhile): nothing left to do.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => applied.errors.push(format!("{name}: {e}")),
+        Err(e) => {
+            left_bytes += listed.iter().find(|(n, _)| n == name).map_or(0, |(_, size)| *size);
+            applied.errors.push(format!("{name}: {e}"));
+        }
     };
-    let mut deleted = Vec::new();
-    let mut partials = Vec::new();
-    for name in &selection.delete {
+    let (mut deleted, mut deltas, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+    for name in &selection.delete_full {
         remove(name, &mut deleted);
     }
-    for name in &selection.partials {
-        remove(name, &mut partials);
+    for name in &selection.delete_deltas {
+        remove(name, &mut deltas);
     }
+    for name in &partials {
+        remove(name, &mut removed);
+    }
+    applied.kept_bytes = selection.kept_bytes + left_bytes;
+    applied.over_limit = selection.over_limit;
     applied.deleted = deleted;
-    applied.removed_partials = partials;
-    if (!applied.deleted.is_empty() || !applied.removed_partials.is_empty())
-        && let Err(e) = std::fs::File::open(folder).and_then(|d| d.sync_all())
-    {
+    applied.deleted_deltas = deltas;
+    applied.removed_partials = removed;
+    let changed = !applied.deleted.is_empty()
+        || !applied.deleted_deltas.is_empty()
+        || !applied.removed_partials.is_empty();
+    if changed && let Err(e) = std::fs::File::open(folder).and_then(|d| d.sync_all()) {
         applied.errors.push(format!("{}: cannot fsync the folder: {e}", folder.display()));
     }
     applied
@@ -455,7 +514,15 @@ mod tests {
         }
         // A folder with a matching name is not a snapshot: left alone.
         std::fs::create_dir(dir.path().join("main-20250101T000000Z.db")).unwrap();
-        let applied = apply(dir.path(), &template, "main-20260103T000000Z.db", 2);
+        let policy = policy::Policy::keep_last(2);
+        let not_deltas = |_: &str| None;
+        let scope = Scope {
+            template: &template,
+            delta_time: &not_deltas,
+            policy: &policy,
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let applied = apply(dir.path(), &scope, "main-20260103T000000Z.db");
         assert_eq!(applied.deleted, ["main-20260101T000000Z.db"]);
         assert_eq!(applied.removed_partials, [".main-20260102T000000Z.db.partial"]);
         assert!(applied.errors.is_empty(), "{:?}", applied.errors);

@@ -32,6 +32,7 @@ fn backup(delta_every: Option<i64>) -> Backup {
         full_every: SignedDuration::from_hours(6),
         delta_every: delta_every.map(SignedDuration::from_secs),
         retain: 5,
+        retention: None,
     }
 }
 

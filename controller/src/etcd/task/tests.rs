@@ -95,6 +95,7 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
             verify: false,
             file_name: template.into(),
             retain: 3,
+            rules: Default::default(),
         });
         let planned = steps(&work, &policy(), &naming(), &cluster(json!({}))).unwrap();
         assert_eq!(planned.len(), 1, "{template}");
@@ -121,6 +122,7 @@ fn a_snapshot_name_that_is_no_plain_file_name_is_refused() {
             verify: false,
             file_name: template.into(),
             retain: 1,
+            rules: Default::default(),
         };
         let why = snapshot_file_name(&work, &naming()).unwrap_err();
         assert!(why.contains(says), "{template}: {why}");
@@ -258,6 +260,12 @@ fn a_snapshot_to_a_bucket_then_its_proof() {
         verify: true,
         file_name: "{cluster}-{time}.db".into(),
         retain: 2,
+        rules: groundskeeper_api::validate::RetentionRules {
+            keep_within: None,
+            tiers: vec!["1h:7d".into()],
+            keep_deltas_for: Some("1d".into()),
+            max_total_bytes: Some(1 << 30),
+        },
     });
     let planned = steps(&work, &policy(), &naming(), &cluster(json!({}))).unwrap();
     assert_eq!(planned.len(), 2);
@@ -267,7 +275,8 @@ fn a_snapshot_to_a_bucket_then_its_proof() {
         format!(
             "snapshot --endpoints http://e-0:2379,http://e-1:2379,http://e-2:2379 --to s3://backups/etcd \
              --to-option endpoint=http://127.0.0.1:9000 --to-option allow_http=true --to-credentials {creds}-to \
-             --object main-20260102T150405Z.db --retain 2 --file-name-template {{cluster}}-{{time}}.db --cluster main"
+             --object main-20260102T150405Z.db --retain 2 --file-name-template {{cluster}}-{{time}}.db --cluster main \
+             --keep-tier 1h:7d --keep-deltas-for 1d --max-total-bytes 1073741824"
         )
     );
     assert!(planned[0].claims.is_empty());

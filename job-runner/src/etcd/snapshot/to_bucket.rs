@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use groundskeeper_protocol::operation::BucketLocation;
 use groundskeeper_protocol::result::{SnapshotReport, mib};
 use groundskeeper_stores::etcd::connect::Connection;
-use groundskeeper_stores::etcd::retention;
 
 use super::{Retention, Source, TrailerCheck, open_stream};
 use crate::etcd::bolt_stream::RevisionScan;
@@ -149,10 +148,10 @@ async fn abort(upload: Upload<'_>, stop: &StopSignal) {
     }
 }
 
-/// Deletes the cluster's older snapshots under the prefix beyond `retain` (the new one counts),
-/// and the staging objects its killed runs left more than [`STALE_STAGING`] ago; other objects
-/// are never touched. What could not be deleted is listed, the snapshot counts as taken all the
-/// same.
+/// Deletes what the retention policy keeps not of the cluster's snapshots and deltas under the
+/// prefix (the new one stays), and the staging objects its killed runs left more than
+/// [`STALE_STAGING`] ago; other objects are never touched. What could not be deleted is listed,
+/// the snapshot counts as taken all the same.
 async fn apply_retention(bucket: &Bucket, keep: &str, retention: &Retention, report: &mut SnapshotReport) {
     let objects = match bucket.list_names().await {
         Ok(objects) => objects,
@@ -161,30 +160,40 @@ async fn apply_retention(bucket: &Bucket, keep: &str, retention: &Retention, rep
             return;
         }
     };
-    let names: Vec<String> = objects.iter().map(|(name, _, _)| name.clone()).collect();
-    let selection = retention::select(&retention.template, &names, keep, retention.retain);
+    let listed: Vec<(String, u64)> = objects.iter().map(|(name, size, _)| (name.clone(), *size)).collect();
+    let now = jiff::Timestamp::now();
+    let (selection, partials) = retention.select(&listed, keep, now);
     // A younger staging object may be another run's, between its upload and its publication.
-    let stale_before = jiff::Timestamp::now() - STALE_STAGING;
-    let stale = objects
-        .iter()
-        .filter(|(name, _, modified)| *modified < stale_before && selection.partials.contains(name));
+    let stale_before = now - STALE_STAGING;
+    let stale =
+        objects.iter().filter(|(name, _, modified)| *modified < stale_before && partials.contains(name));
     for (name, _, _) in stale {
         match bucket.delete(name).await {
             Ok(()) => report.removed_partial_files.push(name.clone()),
             Err(failure) => report.retention_errors.push(format!("{name}: {}", failure.message)),
         }
     }
-    for name in selection.delete {
-        match bucket.delete(&name).await {
+    let mut left_bytes = 0;
+    for (name, is_delta) in selection
+        .delete_full
+        .iter()
+        .map(|n| (n, false))
+        .chain(selection.delete_deltas.iter().map(|n| (n, true)))
+    {
+        match bucket.delete(name).await {
             Ok(()) => {
-                tracing::info!(object = %name, retain = retention.retain, "deleted an old snapshot of the cluster");
-                report.deleted.push(name);
+                tracing::info!(object = %name, retention = %retention.describe(), "deleted an old backup of the cluster");
+                if is_delta { &mut report.deleted_deltas } else { &mut report.deleted }.push(name.clone());
             }
             Err(failure) => {
                 tracing::warn!("retention: {name}: {}", failure.message);
+                left_bytes += listed.iter().find(|(n, _)| n == name).map_or(0, |(_, size)| *size);
                 report.retention_errors.push(format!("{name}: {}", failure.message));
             }
         }
     }
     report.deleted_count = report.deleted.len() as u32;
+    report.deleted_deltas_count = report.deleted_deltas.len() as u32;
+    report.kept_bytes = Some(selection.kept_bytes + left_bytes);
+    report.over_limit_bytes = selection.over_limit;
 }
