@@ -679,13 +679,33 @@ fn snapshot_step(snapshot: &Snapshot, cluster: &EtcdCluster) -> PlanStep {
         expected_seconds: Some(estimate.seconds),
         estimate: Some(estimate.from),
         note: Some(format!(
-            "stream the db from a healthy follower to {} in {}, keep the newest {}",
+            "stream the db from a healthy follower to {} in {}, keep the newest {}{}",
             snapshot.file_name,
             store_words(&snapshot.store),
-            snapshot.retain
+            snapshot.retain,
+            retention_words(&snapshot.rules)
         )),
         ..PlanStep::default()
     }
+}
+
+/// `, one per 1h for 7d, deltas for 1d, at most 53687091200 bytes`: the rules beyond the count.
+fn retention_words(rules: &crate::validate::RetentionRules) -> String {
+    let mut words = String::new();
+    if let Some(within) = &rules.keep_within {
+        words.push_str(&format!(", every one of the last {within}"));
+    }
+    for tier in &rules.tiers {
+        let (every, keep_for) = tier.split_once(':').unwrap_or((tier, ""));
+        words.push_str(&format!(", one per {every} for {keep_for}"));
+    }
+    if let Some(within) = &rules.keep_deltas_for {
+        words.push_str(&format!(", deltas for {within}"));
+    }
+    if let Some(bytes) = rules.max_total_bytes {
+        words.push_str(&format!(", at most {bytes} bytes ({:.2} MiB)", bytes as f64 / (1024.0 * 1024.0)));
+    }
+    words
 }
 
 /// The defragmentation's steps (the runner's own rule, [`plan_defrag`], on the observed sizes),

@@ -146,6 +146,7 @@ fn name(day: u32) -> String {
 groundskeeper_e2e::for_each_etcd_version!(
     a_snapshot_under_writes_is_uploaded_with_its_metadata,
     retention_on_a_shared_bucket_deletes_only_the_clusters_oldest,
+    tiered_retention_keeps_whole_chains_in_a_bucket_and_a_size_limit_in_a_folder,
 );
 
 async fn a_snapshot_under_writes_is_uploaded_with_its_metadata(version: EtcdVersion) {
@@ -240,6 +241,155 @@ async fn retention_on_a_shared_bucket_deletes_only_the_clusters_oldest(version: 
         "objects under a deeper prefix are not the cluster's"
     );
     assert!(result.message.unwrap().contains("deleted 2 older snapshot(s)"));
+}
+
+/// `main-{time}.db` at `at`.
+fn full_at(at: jiff::Timestamp) -> String {
+    format!("main-{}.db", at.strftime("%Y%m%dT%H%M%SZ"))
+}
+
+/// The name the runner gives a delta of `cluster` written at `at` (revisions after `start` up to
+/// `end`).
+fn delta_at(cluster: &str, at: jiff::Timestamp, start: i64, end: i64) -> String {
+    format!("{cluster}-{}-{start:019}-{end:019}.delta", at.strftime("%Y%m%dT%H%M%SZ"))
+}
+
+/// Ten days of history under the prefix (a full snapshot every 6 hours, 1000 bytes, three deltas
+/// after each, 100 bytes; a delta older than all of them; another cluster's backups), then a real
+/// snapshot with a tiered policy: of the full snapshots, the newest two, and per UTC day of the
+/// last 3 days the newest stay; of the deltas, the chains that restore any point of the last 8
+/// hours, with their full snapshots. Whole chains only: every delta left follows a full snapshot
+/// that is left, with every delta between. Then in a folder, a size limit the new snapshot alone
+/// passes: everything older goes and the result says so.
+async fn tiered_retention_keeps_whole_chains_in_a_bucket_and_a_size_limit_in_a_folder(version: EtcdVersion) {
+    const HOUR: i64 = 3_600;
+    let Some(stand) = stand(version).await else { return };
+    let prefix = stand.s3.object_file("snapshots", "etcd");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let now = jiff::Timestamp::now();
+    // 30 minutes off the 6-hour steps: no rule's boundary falls within seconds of a backup.
+    let full_time = |k: i64| now - jiff::SignedDuration::from_secs(k * 6 * HOUR - HOUR / 2);
+    let mut fulls = Vec::new();
+    let mut deltas = Vec::new();
+    for k in 1..=40 {
+        let at = full_time(k);
+        fulls.push((k, at, full_at(at)));
+        for d in 1..=3 {
+            let revision = 1_000 * (41 - k) + 10 * d;
+            deltas.push((
+                k,
+                delta_at("main", at + jiff::SignedDuration::from_secs(d * HOUR), revision, revision + 10),
+            ));
+        }
+    }
+    let orphan = delta_at("main", full_time(41), 1, 5);
+    let others = [delta_at("main-2", full_time(30), 1, 5), "main-2-20260101T000000Z.db".to_owned()];
+    for (_, _, name) in &fulls {
+        std::fs::write(prefix.join(name), vec![b'f'; 1000]).unwrap();
+    }
+    for (_, name) in &deltas {
+        std::fs::write(prefix.join(name), vec![b'd'; 100]).unwrap();
+    }
+    for name in others.iter().chain([&orphan]) {
+        std::fs::write(prefix.join(name), b"x").unwrap();
+    }
+
+    let new_at = jiff::Timestamp::now();
+    let new_name = full_at(new_at);
+    let mut args = stand.snapshot_args("s3://snapshots/etcd", &new_name, Some(2));
+    args.extend(["--keep-tier", "1d:3d", "--keep-deltas-for", "8h"].map(String::from));
+    let (code, result, _) = run(&args, &stand.result_file()).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = snapshot_report(&result).clone();
+    assert!(report.retention_errors.is_empty(), "{:?}", report.retention_errors);
+
+    // What the policy promises, from the history written.
+    let day = |t: jiff::Timestamp| t.as_second().div_euclid(86_400);
+    let mut newest_of_day: BTreeMap<i64, String> = BTreeMap::new();
+    // Oldest first, the new one last: each day ends with its newest.
+    for (_, at, name) in fulls.iter().rev() {
+        if *at >= now - jiff::SignedDuration::from_hours(72) {
+            newest_of_day.insert(day(*at), name.clone());
+        }
+    }
+    newest_of_day.insert(day(new_at), new_name.clone());
+    // Chains reaching into the last 8 hours: those of k = 1 (followed by the new one) and k = 2
+    // (followed by k = 1, 5h30m ago).
+    let chained = [1, 2];
+    let mut want: Vec<String> = vec![new_name.clone(), fulls[0].2.clone()];
+    want.extend(newest_of_day.values().cloned());
+    want.extend(fulls.iter().filter(|(k, _, _)| chained.contains(k)).map(|(_, _, n)| n.clone()));
+    want.extend(deltas.iter().filter(|(k, _)| chained.contains(k)).map(|(_, n)| n.clone()));
+    want.extend(others.iter().cloned());
+    want.sort();
+    want.dedup();
+    let mut left = listing(&prefix);
+    left.retain(|n| !n.starts_with('.'));
+    assert_eq!(left, want);
+    assert_eq!(
+        report.deleted_deltas_count as usize,
+        deltas.len() - 6 + 1,
+        "every delta but two chains, and the orphan"
+    );
+    // (The names may be shortened to fit the termination message; the count stays.)
+    assert!(!prefix.join(&orphan).exists(), "a delta older than every full snapshot replays on none");
+    let kept_bytes: u64 = left
+        .iter()
+        .filter(|n| !others.contains(n))
+        .map(|n| std::fs::metadata(prefix.join(n)).unwrap().len())
+        .sum();
+    assert_eq!(report.kept_bytes, Some(kept_bytes));
+    let message = result.message.unwrap();
+    assert!(
+        message.contains("one per 24h for 72h, deltas for 8h") && message.contains("delta(s) no rule keeps"),
+        "{message}"
+    );
+
+    // A folder whose limit the new snapshot alone passes.
+    let folder = stand.dir.path().join("folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for (_, _, name) in fulls.iter().take(3) {
+        std::fs::write(folder.join(name), vec![b'f'; 1000]).unwrap();
+    }
+    let new_name = full_at(jiff::Timestamp::now());
+    let args: Vec<String> = [
+        "snapshot",
+        "--endpoints",
+        &stand.cluster.endpoints_flag(),
+        "--output",
+        &folder.join(&new_name).display().to_string(),
+        "--retain",
+        "5",
+        "--file-name-template",
+        TEMPLATE,
+        "--cluster",
+        "main",
+        "--max-total-bytes",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (code, result, _) = run(&args, &stand.result_file()).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = snapshot_report(&result);
+    assert_eq!(listing(&folder), [new_name]);
+    assert_eq!(report.deleted_count, 3);
+    assert_eq!(report.over_limit_bytes, Some(report.size_bytes));
+    assert!(result.message.unwrap().contains("over the limit"));
+
+    // Rules that keep less than they seem to, or cannot be read: bad input, naming the flag.
+    for (extra, says) in [
+        (&["--keep-tier", "1d"][..], "--keep-tier \"1d\" is not EVERY:FOR"),
+        (&["--keep-tier", "1d:12h"], "--keep-tier: 12h is not longer than every 24h"),
+        (&["--keep-deltas-for", "soon"], "--keep-deltas-for: \"soon\" is not a duration"),
+    ] {
+        let mut args = args.clone();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (code, result, _) = run(&args, &stand.result_file()).await;
+        assert_eq!(code, exit::BAD_INPUT, "{extra:?}: {result:?}");
+        let message = result.message.unwrap_or_default();
+        assert!(message.contains(says), "{extra:?}: {message}");
+    }
 }
 
 /// A run killed outright (SIGKILL) while its upload is under way: nothing appears under the

@@ -331,7 +331,10 @@ async fn a_backup_policy_chains_deltas_holds_compaction_back_and_answers_a_gap_w
     let mut client = scenario.etcd.client(None).await.expect("a client");
     let spec = json!({ "spec": {
         "policy": { "enabled": true, "checkInterval": "10s", "compaction": { "mode": "revision", "retention": "1" } },
-        "backup": { "fullEvery": "6h", "deltaEvery": "5s" },
+        "backup": {
+            "fullEvery": "6h", "deltaEvery": "5s",
+            "retention": { "keepDeltasFor": "1d", "tiers": [{ "every": "1d", "for": "1w" }] },
+        },
     }});
     scenario
         .server
@@ -448,4 +451,25 @@ async fn a_backup_policy_chains_deltas_holds_compaction_back_and_answers_a_gap_w
     assert!(
         status.last_compacted_revision.unwrap() <= status.backup.unwrap().recovery_point_revision.unwrap()
     );
+
+    // The policy's retention reached the full snapshots' Jobs: each said what the store keeps
+    // (a day of deltas keeps every one written here).
+    let fulls: Vec<MaintenanceTask> = scenario
+        .server
+        .list(&maintenance_tasks(), Some(NAMESPACE))
+        .into_iter()
+        .map(|t| serde_json::from_value(t).unwrap())
+        .filter(|t: &MaintenanceTask| {
+            t.status.as_ref().is_some_and(|s| s.state == Some(TaskState::Completed))
+        })
+        .filter(|t: &MaintenanceTask| t.spec.config.snapshot.is_some())
+        .collect();
+    assert!(fulls.len() >= 2, "{fulls:#?}");
+    for full in &fulls {
+        let retention = full.spec.config.snapshot.as_ref().and_then(|s| s.retention.clone()).unwrap();
+        assert_eq!(retention.keep_deltas_for.as_deref(), Some("1d"));
+        let snapshot = full.status.as_ref().and_then(|s| s.snapshot.clone()).unwrap();
+        assert!(snapshot.kept_bytes.is_some_and(|b| b > 0), "{snapshot:#?}");
+        assert_eq!(snapshot.deleted_deltas_count, None, "{snapshot:#?}");
+    }
 }
