@@ -187,7 +187,17 @@ pub struct EtcdBackupPolicy {
     /// chains) and by total size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<crate::maintenance_task::RetentionPolicy>,
+    /// Failed tasks of the policy kept to find out why (the newest; older ones are deleted, and
+    /// each goes a week after it failed at the latest). Succeeded ones go by their
+    /// `ttlSecondsAfterFinished`: Delta tasks after 10 minutes, Snapshot tasks after an hour.
+    /// Absent: 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub failed_history_limit: Option<i32>,
 }
+
+/// Default `spec.backup.failedHistoryLimit`.
+pub const DEFAULT_FAILED_HISTORY_LIMIT: i32 = 3;
 
 fn default_full_every() -> String {
     DEFAULT_FULL_EVERY.to_owned()

@@ -106,6 +106,11 @@ pub struct MaintenanceTaskSpec {
     #[serde(default = "default_ttl_seconds_after_finished")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: i64,
+    /// A Failed task is deleted this long after it failed instead (seconds): failures kept longer
+    /// than successes, to find out why. Absent: `ttlSecondsAfterFinished`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_failed: Option<i64>,
     /// The task fails (`DeadlineExceeded`) if it has not finished this long after it was created
     /// (seconds), queueing included; its Jobs are then stopped. Absent: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]

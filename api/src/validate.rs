@@ -201,6 +201,12 @@ pub fn validate(task: &MaintenanceTask) -> Result<ValidTask, Vec<FieldError>> {
     check_target(&mut check, &spec.target, &spec.task_type);
     check_config_union(&mut check, spec);
     let ttl = check_ttl(&mut check, spec.ttl_seconds_after_finished);
+    if let Some(seconds) = spec.ttl_seconds_after_failed.filter(|s| *s < 0) {
+        check.error(
+            "spec.ttlSecondsAfterFailed",
+            format!("{seconds} is negative: give 0 (delete as soon as failed) or more"),
+        );
+    }
     let deadline = check_deadline(&mut check, spec.deadline_seconds);
     let work = check_work(&mut check, spec);
     match (work, check.errors.is_empty()) {

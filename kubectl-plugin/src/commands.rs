@@ -264,6 +264,7 @@ pub fn new_task(
             task_type: args.task_type.clone(),
             config,
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            ttl_seconds_after_failed: None,
             deadline_seconds: args.deadline,
             wait_for_window: args.wait_for_window,
             require_approval: args.require_approval,

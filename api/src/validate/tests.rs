@@ -189,6 +189,10 @@ fn every_mistake_names_the_task_the_field_and_what_to_do() {
             "MaintenanceTask etcd/t1: spec.ttlSecondsAfterFinished: -1 is negative: give 0",
         ),
         (
+            with(etcd("Compact", json!({})), |s| s.ttl_seconds_after_failed = Some(-5)),
+            "MaintenanceTask etcd/t1: spec.ttlSecondsAfterFailed: -5 is negative: give 0",
+        ),
+        (
             with(etcd("Compact", json!({})), |s| s.deadline_seconds = Some(0)),
             "MaintenanceTask etcd/t1: spec.deadlineSeconds: 0 is not positive: give 1 or more",
         ),

@@ -62,6 +62,7 @@ pub async fn apply(
             decision.events.retain(|e| e.reason != "BackupTaskCreated");
         }
     }
+    delete_failed_history(ctx, &namespace, &decision.delete_tasks).await;
     if let Observed::Members(_) = observed {
         ctx.metrics.family::<EtcdMetrics>().observed(&namespace, &name, &status.members, &previous.members);
     }
@@ -100,6 +101,27 @@ async fn submit_task(
     }
 }
 
+/// Deletes the backup policy's Failed tasks beyond its history limit; one already gone is
+/// fine, and one that cannot be deleted now is tried again at the next pass.
+async fn delete_failed_history(ctx: &Context, namespace: &str, names: &[String]) {
+    let tasks: Api<MaintenanceTask> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in names {
+        match tasks.delete(name, &kube::api::DeleteParams::background()).await {
+            Ok(_) => {
+                tracing::info!(task = %name, "deleted a failed backup task beyond spec.backup.failedHistoryLimit")
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => {
+                tracing::warn!(task = %name, "could not delete a failed backup task beyond the history limit: {err}")
+            }
+        }
+    }
+}
+
+/// A Failed task of the backup policy is deleted a week after it failed at the latest (seconds):
+/// `spec.backup.failedHistoryLimit` keeps the newest few until then.
+pub const FAILED_BACKUP_TASK_TTL_SECONDS: i64 = 7 * 24 * 3600;
+
 /// Finished Delta tasks of the backup policy are deleted after this long (seconds): one comes
 /// every `deltaEvery`, and the catalog keeps what they wrote.
 pub const DELTA_TASK_TTL_SECONDS: i64 = 600;
@@ -111,6 +133,7 @@ pub fn backup_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<Maint
     let mut task = automatic_task(cluster, planned)?;
     task.labels_mut().insert(keys::ORIGIN_LABEL.to_owned(), keys::ORIGIN_BACKUP_POLICY.to_owned());
     task.spec.require_approval = false;
+    task.spec.ttl_seconds_after_failed = Some(FAILED_BACKUP_TASK_TTL_SECONDS);
     if task.spec.task_type == groundskeeper_api::maintenance_task::TaskType::Delta {
         task.spec.ttl_seconds_after_finished = DELTA_TASK_TTL_SECONDS;
     }
@@ -141,6 +164,7 @@ pub fn automatic_task(cluster: &EtcdCluster, planned: &PlannedTask) -> Result<Ma
             task_type: planned.task_type.clone(),
             config: planned.config.clone(),
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            ttl_seconds_after_failed: None,
             deadline_seconds: None,
             // Automatic: it waits for the target's maintenance windows whatever this says.
             wait_for_window: false,

@@ -24,7 +24,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use groundskeeper_api::etcd_cluster::{BackupGap, EtcdCluster};
-use groundskeeper_api::maintenance_task::TaskType;
+use groundskeeper_api::maintenance_task::{TaskState, TaskType};
 use groundskeeper_api::snapshot_catalog::SnapshotRecord;
 
 use super::model::ClusterTaskView;
@@ -202,6 +202,16 @@ pub fn plan(
 
 /// How long after an attempt that did not move the chain the next is asked for: the delta
 /// interval, else [`FULL_RETRY`].
+/// The policy's Failed tasks beyond the newest `failed_history_limit`, to delete: a policy that
+/// fails every 30 s would otherwise fill the namespace until each one's TTL ran out.
+pub fn failed_beyond_limit(tasks: &[ClusterTaskView], backup: &Backup) -> Vec<String> {
+    let mut failed: Vec<&ClusterTaskView> =
+        tasks.iter().filter(|t| t.backup_policy && t.state == TaskState::Failed).collect();
+    // Newest first (names for a stable answer between equal times).
+    failed.sort_by(|a, b| (b.created, &b.name).cmp(&(a.created, &a.name)));
+    failed.into_iter().skip(backup.failed_history_limit).map(|t| t.name.clone()).collect()
+}
+
 pub fn retry_after(backup: &Backup) -> SignedDuration {
     backup.delta_every.unwrap_or(FULL_RETRY)
 }

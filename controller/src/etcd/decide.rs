@@ -104,6 +104,8 @@ pub struct Decision {
     /// The backup task of `spec.backup` to submit (label `groundskeeper.dev/origin:
     /// backup-policy`), beside any maintenance task: backups have their own cadence.
     pub backup: Option<PlannedTask>,
+    /// The backup policy's Failed tasks beyond `spec.backup.failedHistoryLimit`, to delete.
+    pub delete_tasks: Vec<String>,
     pub events: Vec<PlannedEvent>,
     pub requeue_after: SignedDuration,
 }
@@ -169,6 +171,7 @@ pub fn decide(input: &Input) -> Decision {
                 status,
                 submit: None,
                 backup: None,
+                delete_tasks: Vec::new(),
                 events,
                 requeue_after: INVALID_SPEC_REQUEUE,
             };
@@ -200,6 +203,7 @@ pub fn decide(input: &Input) -> Decision {
             status,
             submit: None,
             backup: None,
+            delete_tasks: Vec::new(),
             events,
             requeue_after: COLLISION_REQUEUE,
         };
@@ -311,7 +315,12 @@ pub fn decide(input: &Input) -> Decision {
         conditions.push(condition);
         events.extend(event);
     }
-    Decision { conditions, status, submit, backup, events, requeue_after }
+    let delete_tasks = policy
+        .backup
+        .as_ref()
+        .map(|backup| backups::failed_beyond_limit(input.tasks, backup))
+        .unwrap_or_default();
+    Decision { conditions, status, submit, backup, delete_tasks, events, requeue_after }
 }
 
 /// One pass of the backup policy: the recovery point of its store, the backup due (or held), and

@@ -55,6 +55,8 @@ pub struct Backup {
     pub retain: i32,
     /// Retention beyond `retain` (checked).
     pub retention: Option<groundskeeper_api::maintenance_task::RetentionPolicy>,
+    /// Failed tasks of the policy kept.
+    pub failed_history_limit: usize,
 }
 
 impl Backup {
@@ -243,6 +245,9 @@ fn check_backup(
              backup); take deltas more often or keep history longer"
         ));
     }
+    if let Some(limit) = backup.failed_history_limit.filter(|l| !(0..=100).contains(l)) {
+        errors.push(format!("spec.backup.failedHistoryLimit: {limit} is out of range: give 0 to 100"));
+    }
     if let Some(retain) = backup.retain.filter(|r| *r < 1) {
         errors.push(format!(
             "spec.backup.retain: {retain} keeps no full snapshot, and every delta needs one: keep 1 or more"
@@ -274,6 +279,12 @@ fn check_backup(
         delta_every: delta_every.flatten(),
         retain,
         retention: backup.retention.clone(),
+        failed_history_limit: usize::try_from(
+            backup
+                .failed_history_limit
+                .unwrap_or(groundskeeper_api::etcd_cluster::DEFAULT_FAILED_HISTORY_LIMIT),
+        )
+        .unwrap_or(0),
     })
 }
 
@@ -394,6 +405,11 @@ mod tests {
                 serde_json::json!({"fileName": "a/{time}.db"}),
                 serde_json::Value::Null,
                 "spec.backup.fileName: ",
+            ),
+            (
+                serde_json::json!({"failedHistoryLimit": -1}),
+                serde_json::Value::Null,
+                "spec.backup.failedHistoryLimit: -1 is out of range",
             ),
             (
                 serde_json::json!({"retention": {"keepDeltasFor": "1d"}}),

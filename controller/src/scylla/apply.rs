@@ -145,6 +145,7 @@ pub(crate) fn cleanup_task(
                 ..TaskConfig::default()
             },
             ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            ttl_seconds_after_failed: None,
             deadline_seconds: None,
             // Automatic: it waits for the target's maintenance windows whatever this says.
             wait_for_window: false,

@@ -73,6 +73,8 @@ pub struct TaskView {
     pub completed_at: Option<Timestamp>,
     pub deadline_seconds: Option<i64>,
     pub ttl_seconds_after_finished: i64,
+    /// `spec.ttlSecondsAfterFailed`: a Failed task's instead.
+    pub ttl_seconds_after_failed: Option<i64>,
     /// What [`validate`] said of the spec.
     pub validation: Result<(), Vec<FieldError>>,
     /// Starts only inside the target's maintenance windows: an automatic task, or one whose spec
@@ -144,6 +146,7 @@ impl TaskView {
             completed_at: time(status.and_then(|s| s.completed_at.as_ref())),
             deadline_seconds: task.spec.deadline_seconds,
             ttl_seconds_after_finished: task.spec.ttl_seconds_after_finished,
+            ttl_seconds_after_failed: task.spec.ttl_seconds_after_failed,
             validation,
             waits_for_window: waits_for_window(task),
             approval: Approval::of(task),
@@ -540,10 +543,10 @@ fn due_at(task: &TaskView, decision: &Decision, now: Timestamp) -> Option<Timest
         Decision::Delete => None,
         Decision::Nothing => expiry_of(task),
         // Final from now on: its time to live starts now.
-        Decision::Reject { .. }
-        | Decision::FailDeadline { .. }
-        | Decision::FailTargetGone { .. }
-        | Decision::FailSuspended { .. } => after(now, task.ttl_seconds_after_finished.max(0)),
+        Decision::Reject { .. } => after(now, task.ttl_seconds_after_finished.max(0)),
+        Decision::FailDeadline { .. } | Decision::FailTargetGone { .. } | Decision::FailSuspended { .. } => {
+            after(now, ttl_when(task, TaskState::Failed))
+        }
         // A suspension that ends by itself: look again then.
         Decision::Wait { reason: WaitReason::Suspended { until: Some(until), .. } } => {
             Some(deadline_of(task).map_or(*until, |deadline| deadline.min(*until)))
@@ -565,7 +568,18 @@ pub(crate) fn deadline_of(task: &TaskView) -> Option<Timestamp> {
 /// negative TTL, which validation refuses, counts as 0).
 pub(crate) fn expiry_of(task: &TaskView) -> Option<Timestamp> {
     let finished = task.completed_at.unwrap_or(task.created);
-    after(finished, task.ttl_seconds_after_finished.max(0))
+    after(finished, ttl_when(task, task.state))
+}
+
+/// The task's time to live once it is in final state `state`: `ttlSecondsAfterFailed` for a
+/// Failed one when given, else `ttlSecondsAfterFinished` (a negative one, which validation
+/// refuses, counts as 0).
+fn ttl_when(task: &TaskView, state: TaskState) -> i64 {
+    match (state, task.ttl_seconds_after_failed) {
+        (TaskState::Failed, Some(seconds)) => seconds,
+        _ => task.ttl_seconds_after_finished,
+    }
+    .max(0)
 }
 
 /// `time` plus `seconds`; `None` past the end of time (a deadline too far away to matter).

@@ -387,3 +387,65 @@ async fn a_tasks_etcd_job_takes_the_clusters_limits_and_mounts_its_tls_secret() 
     let volumes = pod["volumes"].as_array().unwrap();
     assert!(volumes.iter().all(|v| v.get("secret").is_none() || v["secret"]["secretName"] == "etcd-client"));
 }
+
+/// The backup policy's Failed tasks beyond `failedHistoryLimit` are deleted, the newest kept,
+/// one already gone taken as done; tasks made by hand and tasks not failed are never touched.
+#[tokio::test]
+async fn failed_backup_tasks_beyond_the_history_limit_are_deleted() {
+    use groundskeeper_api::maintenance_task::{TaskState, TaskType};
+    use groundskeeper_controller::etcd::model::ClusterTaskView;
+    let mut spec = tls_spec();
+    spec["backup"] = json!({"fullEvery": "1h", "failedHistoryLimit": 1});
+    let cluster = cluster(spec, None);
+    let view = |name: &str, minutes_ago: i64, state: TaskState, backup_policy: bool| ClusterTaskView {
+        name: name.into(),
+        task_type: TaskType::Snapshot,
+        state,
+        created: now() - jiff::SignedDuration::from_mins(minutes_ago),
+        waits_for: None,
+        backup_policy,
+    };
+    let tasks = [
+        view("newest-failed", 1, TaskState::Failed, true),
+        view("older-failed", 5, TaskState::Failed, true),
+        view("oldest-failed", 9, TaskState::Failed, true),
+        view("completed", 10, TaskState::Completed, true),
+        view("by-hand", 20, TaskState::Failed, false),
+    ];
+    let gone =
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"});
+    let deleted = json!({"kind": "Status", "apiVersion": "v1", "status": "Success"});
+    let observed = Observed::Members(vec![member(1, 1_000_000, 1_000_000)]);
+    let policy = Policy::from_spec(&cluster.spec);
+    let decision = decide(&Input {
+        cluster: "main",
+        generation: Some(2),
+        policy: policy.as_ref(),
+        enabled: true,
+        observed: &observed,
+        tasks: &tasks,
+        previous: &EtcdClusterStatus::default(),
+        collisions: &[],
+        suspensions: &[],
+        windows: None,
+        now: now(),
+    });
+    assert_eq!(decision.delete_tasks, ["older-failed", "oldest-failed"]);
+    let (ctx, server) = scripted(vec![
+        exchange(Method::PATCH, STATUS_PATH, StatusCode::OK, cluster_json()),
+        exchange(Method::POST, TASKS_PATH, StatusCode::CREATED, task_created("main-snapshot")),
+        exchange(Method::DELETE, &format!("{TASKS_PATH}/older-failed"), StatusCode::OK, deleted),
+        exchange(Method::DELETE, &format!("{TASKS_PATH}/oldest-failed"), StatusCode::NOT_FOUND, gone),
+        exchange(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/etcd/events",
+            StatusCode::CREATED,
+            event_created(),
+        ),
+    ]);
+    apply(&cluster, &ctx, &observed, decision, now()).await.unwrap();
+    let seen = assert_no_more_requests(ctx, server).await;
+    let task = &seen[1].body;
+    assert_eq!(task["spec"]["type"], "Snapshot");
+    assert_eq!(task["spec"]["ttlSecondsAfterFailed"], 604_800, "failures are kept a week at the latest");
+}

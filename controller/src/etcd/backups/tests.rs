@@ -33,6 +33,7 @@ fn backup(delta_every: Option<i64>) -> Backup {
         delta_every: delta_every.map(SignedDuration::from_secs),
         retain: 5,
         retention: None,
+        failed_history_limit: 3,
     }
 }
 
@@ -202,4 +203,32 @@ fn compaction_is_limited_to_the_recovery_point_only_while_deltas_are_on() {
     cluster.spec.backup.as_mut().unwrap().delta_every = None;
     let fulls_only = Policy::from_spec(&cluster.spec).unwrap();
     assert_eq!(compaction_limit(&fulls_only, &cluster), None, "fulls only hold nothing back");
+}
+
+/// Failed tasks of the policy beyond the limit go, newest kept; other tasks are never touched.
+#[test]
+fn failed_policy_tasks_beyond_the_history_limit_are_deleted_newest_kept() {
+    let view = |name: &str, second: i64, state: TaskState, backup_policy: bool| ClusterTaskView {
+        name: name.into(),
+        task_type: TaskType::Delta,
+        state,
+        created: Timestamp::from_second(1_780_000_000 + second).unwrap(),
+        waits_for: None,
+        backup_policy,
+    };
+    let tasks = vec![
+        view("f1", 1, TaskState::Failed, true),
+        view("f4", 4, TaskState::Failed, true),
+        view("ok", 5, TaskState::Completed, true),
+        view("f2", 2, TaskState::Failed, true),
+        view("by-hand", 0, TaskState::Failed, false),
+        view("f3", 3, TaskState::Failed, true),
+        view("running", 6, TaskState::InProgress, true),
+    ];
+    for (limit, deleted) in
+        [(3, vec!["f1"]), (1, vec!["f3", "f2", "f1"]), (0, vec!["f4", "f3", "f2", "f1"]), (9, vec![])]
+    {
+        let policy = Backup { failed_history_limit: limit, ..backup(Some(30)) };
+        assert_eq!(failed_beyond_limit(&tasks, &policy), deleted, "limit {limit}");
+    }
 }

@@ -29,6 +29,7 @@ fn task(name: &str, second: i64, task_type: TaskType) -> TaskView {
         completed_at: None,
         deadline_seconds: None,
         ttl_seconds_after_finished: 3600,
+        ttl_seconds_after_failed: None,
         validation: Ok(()),
         waits_for_window: false,
         approval: Approval::NotRequired,
@@ -302,6 +303,28 @@ fn decisions_per_rule() {
             "TTL 0 deletes a finished task at once",
             ready(vec![ttl(ended(task("done", 0, Compact), TaskState::Failed, NOW), 0)]),
             vec![("done", Decision::Delete)],
+        ),
+        (
+            "a Failed task with ttlSecondsAfterFailed outlives its TTL; a Completed one beside it does not",
+            ready(vec![
+                TaskView {
+                    ttl_seconds_after_failed: Some(7200),
+                    ..ended(task("failed", 0, Compact), TaskState::Failed, NOW - 3600)
+                },
+                TaskView {
+                    ttl_seconds_after_failed: Some(7200),
+                    ..ended(task("done", 1, Compact), TaskState::Completed, NOW - 3600)
+                },
+                TaskView {
+                    ttl_seconds_after_failed: Some(7200),
+                    ..ended(task("failed-long-ago", 2, Compact), TaskState::Failed, NOW - 7200)
+                },
+            ]),
+            vec![
+                ("failed", Decision::Nothing),
+                ("done", Decision::Delete),
+                ("failed-long-ago", Decision::Delete),
+            ],
         ),
         (
             "a finished task with no finish time counts its TTL from its creation",
