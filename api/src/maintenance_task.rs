@@ -627,7 +627,8 @@ pub const DEFAULT_QUORUM_LOST_FOR_SECONDS: i64 = 300;
 /// Bring an etcd cluster run as a StatefulSet back from a snapshot after it lost its quorum for
 /// good. Every member's data is replaced (the old data is moved aside on each volume, never
 /// deleted); writes after the snapshot are lost.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("!has(self.toRevision) || !has(self.toTime)").message("give one of toRevision and toTime, not both"))]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreConfig {
     /// Must be true: a person confirms that every member's data is replaced by the snapshot's.
@@ -655,6 +656,13 @@ pub struct RestoreConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub to_revision: Option<i64>,
+    /// Restore to the cluster as of this time (RFC 3339, `2026-11-29T10:30:00Z`): the revision of
+    /// the newest backup of the store written at or before it (a full snapshot, or a delta of its
+    /// chain), then as `toRevision`. Writes after that backup and before the time are in no
+    /// backup: the recovery point is the delta interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub to_time: Option<String>,
 }
 
 fn default_quorum_lost_for_seconds() -> i64 {

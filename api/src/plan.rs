@@ -589,22 +589,25 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
     };
     let template = sts.data_volume_claim_template.clone().unwrap_or_else(|| "<data template>".to_owned());
     let store = restore.from.display();
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    // A time in the future is refused when the task starts; the plan shows what it resolves to.
+    let to_revision = crate::restore::target_revision(restore, catalog, jiff::Timestamp::MAX)?;
     let resolved = crate::restore::resolve_restore(
         cluster,
         &store,
         restore.object.as_deref(),
-        restore.to_revision,
+        to_revision,
         &sts.name,
         &template,
     )?;
     let full_revision = resolved.record.as_ref().and_then(|r| r.revision);
-    let first = match restore.to_revision {
+    let first = match to_revision {
         Some(to_revision) => replay_plan_step(&store, &resolved.object, full_revision, to_revision, cluster),
         None => proof_step(&store, &resolved.object, cluster),
     };
     // To a point in time the members get the snapshot the replay saves, at that revision.
-    let revision = restore.to_revision.or(full_revision);
-    let restored = match restore.to_revision {
+    let revision = to_revision.or(full_revision);
+    let restored = match to_revision {
         Some(to) => format!("the snapshot the replay saves at revision {to}"),
         None => resolved.object.clone(),
     };
@@ -642,7 +645,7 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
         )),
         ..PlanStep::default()
     });
-    let lost_revisions = match restore.to_revision {
+    let lost_revisions = match to_revision {
         Some(to) => resolved.last_revision_with_quorum.map(|last| (last - to).max(0)),
         None => resolved.lost_revisions(),
     };
@@ -654,7 +657,7 @@ fn restore_plan(restore: &Restore, cluster: &EtcdCluster, target: &str) -> Resul
         "restore EtcdCluster {target} ({} members of StatefulSet {}) from {} in {}{}{lost}",
         resolved.members.len(),
         sts.name,
-        match restore.to_revision {
+        match to_revision {
             Some(_) => format!("{} and its deltas", resolved.object),
             None => resolved.object.clone(),
         },

@@ -234,6 +234,67 @@ pub fn resolve_restore(
     })
 }
 
+/// The revision a Restore goes to: `toRevision`, or for `toTime` the revision of the newest
+/// backup of `store` written at or before that time ([`revision_at`]); `None`: the snapshot's own.
+pub fn target_revision(
+    restore: &crate::validate::Restore,
+    catalog: &[crate::snapshot_catalog::SnapshotRecord],
+    now: jiff::Timestamp,
+) -> Result<Option<i64>, String> {
+    match (restore.to_revision, restore.to_time) {
+        (Some(revision), _) => Ok(Some(revision)),
+        (None, Some(time)) if time > now => Err(format!(
+            "spec.config.restore.toTime {time} is in the future (now {now}): give the time to go back to"
+        )),
+        (None, Some(time)) => revision_at(catalog, &restore.from.display(), time).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The revision of the newest backup of `store` written at or before `time`, by the catalog: the
+/// newest full snapshot written by then, followed by the deltas of its chain written by then (each
+/// starting where the one before ended). `Err` says why the time cannot be resolved: no full
+/// snapshot that old, or deltas the catalog no longer lists (it keeps the newest entries only).
+pub fn revision_at(
+    catalog: &[crate::snapshot_catalog::SnapshotRecord],
+    store: &str,
+    time: jiff::Timestamp,
+) -> Result<i64, String> {
+    let written = |r: &crate::snapshot_catalog::SnapshotRecord| r.written_at.as_ref().map(|t| t.0);
+    let in_store =
+        || catalog.iter().filter(|r| r.store == store && r.revision.is_some() && written(r).is_some());
+    let full = in_store()
+        .filter(|r| !r.is_delta() && written(r) <= Some(time))
+        .max_by_key(|r| (written(r), r.revision))
+        .ok_or_else(|| match in_store().filter(|r| !r.is_delta()).filter_map(written).min() {
+            Some(oldest) => format!(
+                "spec.config.restore.toTime {time} is before the oldest full snapshot in {store} (written \
+                 {oldest}): nothing restores to that time; give a later one"
+            ),
+            None => format!("no full snapshot of {store} is in the catalog: nothing restores to {time}"),
+        })?;
+    let since = written(full);
+    let mut deltas: Vec<_> =
+        in_store().filter(|r| r.is_delta() && written(r) >= since && written(r) <= Some(time)).collect();
+    deltas.sort_by_key(|d| (d.start_revision, d.revision));
+    let mut end = full.revision.unwrap_or_default();
+    for delta in deltas {
+        match delta.start_revision {
+            Some(start) if start == end => end = delta.revision.unwrap_or(end),
+            Some(start) if start > end => {
+                return Err(format!(
+                    "the catalog no longer lists the deltas of {store} between revisions {end} and {start} \
+                     (it keeps the newest entries): spec.config.restore.toTime cannot be resolved; give \
+                     toRevision instead (kubectl groundskeeper snapshot list shows the revisions)"
+                ));
+            }
+            // A delta of another timeline (written after a restore to an older point): not ours.
+            _ => {}
+        }
+    }
+    Ok(end)
+}
+
 /// The newest full snapshot of `store` at or before `revision` in the catalog: where a replay to
 /// that revision starts.
 pub fn full_at_or_before<'a>(
@@ -360,5 +421,42 @@ mod tests {
                 .unwrap_err()
                 .contains("membership")
         );
+    }
+
+    /// The revision of a time: the newest full snapshot written by then and its chain's deltas
+    /// written by then; a time before every full snapshot, or deltas the catalog no longer lists,
+    /// refused saying why.
+    #[test]
+    fn a_time_resolves_to_the_newest_backup_written_by_then() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let t = |second: i64| jiff::Timestamp::from_second(1_780_000_000 + second).unwrap();
+        let record = |object: &str, start: Option<i64>, revision: i64, second: i64| SnapshotRecord {
+            store: "s3://b".into(),
+            object: object.into(),
+            start_revision: start,
+            revision: Some(revision),
+            written_at: Some(Time(t(second))),
+            ..SnapshotRecord::default()
+        };
+        let catalog = vec![
+            record("f1.db", None, 100, 0),
+            record("d1", Some(100), 120, 30),
+            record("d2", Some(120), 150, 60),
+            record("f2.db", None, 180, 90),
+            record("d3", Some(180), 200, 120),
+            SnapshotRecord { store: "pvc/other".into(), ..record("elsewhere", Some(200), 900, 125) },
+        ];
+        for (second, revision) in [(0, 100), (29, 100), (30, 120), (75, 150), (90, 180), (500, 200)] {
+            assert_eq!(revision_at(&catalog, "s3://b", t(second)), Ok(revision), "at {second}");
+        }
+        let before = revision_at(&catalog, "s3://b", t(-1)).unwrap_err();
+        assert!(before.contains("before the oldest full snapshot"), "{before}");
+        let gap: Vec<SnapshotRecord> = catalog.iter().filter(|r| r.object != "d1").cloned().collect();
+        let missing = revision_at(&gap, "s3://b", t(70)).unwrap_err();
+        assert!(
+            missing.contains("between revisions 100 and 120") && missing.contains("toRevision"),
+            "{missing}"
+        );
+        assert_eq!(revision_at(&gap, "s3://b", t(95)), Ok(180), "a newer full snapshot needs no old delta");
     }
 }

@@ -116,6 +116,9 @@ pub struct Restore {
     pub override_quorum_check: bool,
     /// A point in time: the revision the full snapshot and its deltas are replayed to.
     pub to_revision: Option<i64>,
+    /// A point in time as a time: resolved to the revision of the newest backup written at or
+    /// before it (see [`crate::restore::revision_at`]).
+    pub to_time: Option<jiff::Timestamp>,
 }
 
 /// A cleanup of a ScyllaCluster.
@@ -809,6 +812,22 @@ fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Re
     if let Some(revision) = config.to_revision.filter(|r| *r < 1) {
         check.error("spec.config.restore.toRevision", format!("{revision}: revisions start at 1"));
     }
+    let to_time = config.to_time.as_deref().and_then(|text| match text.trim().parse::<jiff::Timestamp>() {
+        Ok(time) => Some(time),
+        Err(_) => {
+            check.error(
+                "spec.config.restore.toTime",
+                format!("{text:?} is not a time: write it as RFC 3339, e.g. 2026-11-29T10:30:00Z"),
+            );
+            None
+        }
+    });
+    if config.to_revision.is_some() && config.to_time.is_some() {
+        check.error(
+            "spec.config.restore",
+            "sets both toRevision and toTime: give the one point in time to restore to",
+        );
+    }
     let from = checked_store(check, &config.from, "spec.config.restore.from")?;
     Some(Restore {
         from,
@@ -816,6 +835,7 @@ fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Re
         quorum_lost_for: SignedDuration::from_secs(config.quorum_lost_for_seconds.max(0)),
         override_quorum_check: config.override_quorum_check,
         to_revision: config.to_revision,
+        to_time,
     })
 }
 

@@ -227,8 +227,12 @@ pub struct StoreArgs {
     pub override_quorum_check: bool,
     /// Restore to this revision (a point in time): the newest full snapshot at or before it and
     /// the deltas after it, replayed up to it.
-    #[arg(long, value_name = "REVISION")]
+    #[arg(long, value_name = "REVISION", conflicts_with = "to_time")]
     pub to_revision: Option<i64>,
+    /// Restore to the cluster as of this time (RFC 3339, 2026-11-29T10:30:00Z): the revision of
+    /// the newest backup written at or before it, shown before you confirm.
+    #[arg(long, value_name = "TIME")]
+    pub to_time: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -328,12 +328,17 @@ pub fn restore_proposal(
         Error::Invalid(format!("no restore plan can be made, so nothing was created: {why}"))
     })?;
     let store = restore.from.display();
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let to_revision = groundskeeper_api::restore::target_revision(restore, catalog, now).map_err(|why| {
+        Error::Invalid(format!("no restore plan can be made, so nothing was created: {why}"))
+    })?;
     let proposal = Proposal {
         cluster,
         store: &store,
         object: restore.object.as_deref(),
         override_quorum_check: restore.override_quorum_check,
-        to_revision: restore.to_revision,
+        to_revision,
+        to_time: restore.to_time,
         plan: &plan,
     };
     Ok(render::restore::proposal(&proposal, now))
@@ -348,7 +353,9 @@ pub fn pin_snapshot(task: &mut MaintenanceTask, cluster: &EtcdCluster) {
         return;
     }
     let snapshots = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
-    let newest = match valid.to_revision {
+    let to_revision =
+        groundskeeper_api::restore::target_revision(&valid, snapshots, jiff::Timestamp::MAX).ok().flatten();
+    let newest = match to_revision {
         Some(revision) => {
             groundskeeper_api::restore::full_at_or_before(snapshots, &valid.from.display(), revision)
         }
@@ -1103,6 +1110,63 @@ mod tests {
             err.contains("spec.config.restore.toRevision 1000 is before the oldest full snapshot"),
             "{err}"
         );
+    }
+
+    /// `--to-time`: the proposal names the time and the revision of the newest backup written by
+    /// then, and pins that backup's full snapshot; a time to come is refused before anything is
+    /// created, and `--to-revision` beside it is refused by the flags.
+    #[test]
+    fn a_restore_to_a_time_shows_the_revision_it_resolves_to() {
+        let now: Timestamp = "2026-11-23T21:00:00Z".parse().unwrap();
+        let mut cluster = restorable_cluster(true);
+        let catalog = &mut cluster.status.as_mut().unwrap().snapshots;
+        catalog[0].written_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-23T20:00:00Z".parse().unwrap(),
+        ));
+        catalog.push(
+            serde_json::from_value(json!({"store": "s3://b/etcd", "object": "main-1100-1200.delta",
+                "startRevision": 1100, "revision": 1200, "writtenAt": "2026-11-23T20:10:00Z"}))
+            .unwrap(),
+        );
+        catalog.push(
+            serde_json::from_value(json!({"store": "s3://b/etcd", "object": "main-1200-1300.delta",
+                "startRevision": 1200, "revision": 1300, "writtenAt": "2026-11-23T20:20:00Z"}))
+            .unwrap(),
+        );
+        let args = |time: &str| {
+            new_task(
+                &create_args(&["restore", "--target", "main", "--from", "s3://b/etcd", "--to-time", time]),
+                "etcd",
+                None,
+            )
+            .unwrap()
+        };
+        let mut task = args("2026-11-23T20:15:00Z");
+        assert_eq!(
+            task.spec.config.restore.as_ref().unwrap().to_time.as_deref(),
+            Some("2026-11-23T20:15:00Z")
+        );
+        let text = restore_proposal(&task, &cluster, now).unwrap();
+        let wanted =
+            "  Point in time:  as of 2026-11-23T20:15:00Z, the newest backup written by then: revision 1200";
+        assert!(text.contains(wanted), "missing {wanted:?} in\n{text}");
+        pin_snapshot(&mut task, &cluster);
+        assert_eq!(task.spec.config.restore.as_ref().unwrap().object.as_deref(), Some("main-1.db"));
+        let future = restore_proposal(&args("2026-11-24T00:00:00Z"), &cluster, now).unwrap_err().to_string();
+        assert!(future.contains("is in the future"), "{future}");
+        let both = [
+            "kubectl-groundskeeper",
+            "task",
+            "create",
+            "restore",
+            "--target",
+            "main",
+            "--from",
+            "s3://b/etcd",
+        ]
+        .into_iter()
+        .chain(["--to-time", "2026-11-23T20:15:00Z", "--to-revision", "1200"]);
+        assert!(Cli::try_parse_from(both).is_err(), "one point in time");
     }
 
     /// The snapshot shown is the one the task names once confirmed; one named by hand stays.

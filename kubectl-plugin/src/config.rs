@@ -130,7 +130,9 @@ fn flags_of(task_type: &TaskType) -> &'static [&'static str] {
         TaskType::Copy => &["--from", "--to"],
         TaskType::Verify => &["--from", "--object"],
         TaskType::Delta => &["--to"],
-        TaskType::Restore => &["--from", "--object", "--yes", "--override-quorum-check", "--to-revision"],
+        TaskType::Restore => {
+            &["--from", "--object", "--yes", "--override-quorum-check", "--to-revision", "--to-time"]
+        }
         _ => &[],
     }
 }
@@ -147,6 +149,7 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
         ("--yes", args.yes),
         ("--override-quorum-check", args.override_quorum_check),
         ("--to-revision", args.to_revision.is_some()),
+        ("--to-time", args.to_time.is_some()),
     ];
     let taken = flags_of(task_type);
     if let Some((flag, _)) = given.iter().find(|(flag, set)| *set && !taken.contains(flag)) {
@@ -198,6 +201,9 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
     }
     if let Some(revision) = args.to_revision {
         fields.insert("toRevision".to_owned(), json!(revision));
+    }
+    if let Some(time) = &args.to_time {
+        fields.insert("toTime".to_owned(), json!(time));
     }
     Ok(fields)
 }

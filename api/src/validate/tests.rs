@@ -437,8 +437,20 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
     let Work::Verify(to_a_point) = to_a_point.work else { panic!("a verify") };
     assert_eq!(to_a_point.to_revision, Some(1200));
 
-    let cases: [(&str, Value, &str, &str); 11] = [
+    let cases: [(&str, Value, &str, &str); 13] = [
         ("Verify", json!({"verify": {"toRevision": 0}}), "spec.config.verify.toRevision", "start at 1"),
+        (
+            "Restore",
+            json!({"restore": {"confirm": true, "from": {"persistentVolumeClaim": "s"}, "toTime": "yesterday"}}),
+            "spec.config.restore.toTime",
+            "write it as RFC 3339",
+        ),
+        (
+            "Restore",
+            json!({"restore": {"confirm": true, "from": {"persistentVolumeClaim": "s"}, "toTime": "2026-11-29T10:00:00Z", "toRevision": 5}}),
+            "spec.config.restore",
+            "sets both toRevision and toTime",
+        ),
         ("Delta", json!({"delta": {"startRevision": -1}}), "spec.config.delta.startRevision", "is negative"),
         ("Delta", json!({"delta": {"fileName": "a/{time}.db"}}), "spec.config.delta.fileName", "holds a '/'"),
         ("Delta", json!({"delta": {"to": {}}}), "spec.config.delta.to", "names no store"),

@@ -24,6 +24,8 @@ pub struct Proposal<'a> {
     pub override_quorum_check: bool,
     /// To a point in time: the revision.
     pub to_revision: Option<i64>,
+    /// The time asked for, when the point was given as one (resolved to `to_revision`).
+    pub to_time: Option<Timestamp>,
     pub plan: &'a TaskPlan,
 }
 
@@ -84,7 +86,11 @@ pub fn proposal(p: &Proposal, now: Timestamp) -> String {
     let object = p.object.map(str::to_owned).or_else(|| record.map(|r| r.object.clone()));
     field("Snapshot", format!("{} in {}", object.as_deref().unwrap_or("?"), p.store));
     if let Some(to) = p.to_revision {
-        field("Point in time", point_in_time(p.cluster, p.store, record, to));
+        let asked = match p.to_time {
+            Some(time) => format!("as of {time}, the newest backup written by then: "),
+            None => String::new(),
+        };
+        field("Point in time", asked + &point_in_time(p.cluster, p.store, record, to));
     }
     match record {
         Some(r) => {
@@ -301,6 +307,7 @@ mod tests {
                     object: None,
                     override_quorum_check: false,
                     to_revision: None,
+                    to_time: None,
                     plan: &plan,
                 },
                 &[
@@ -322,6 +329,7 @@ mod tests {
                     object: Some("b.db"),
                     override_quorum_check: false,
                     to_revision: None,
+                    to_time: None,
                     plan: &plan,
                 },
                 &[
@@ -339,6 +347,7 @@ mod tests {
                     object: Some("x.db"),
                     override_quorum_check: true,
                     to_revision: None,
+                    to_time: None,
                     plan: &plan,
                 },
                 &[

@@ -105,7 +105,8 @@ pub(crate) fn start(
 ) -> Result<RestoreStatus, String> {
     let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
     let sts = cluster.spec.stateful_set.as_ref().ok_or("no spec.statefulSet")?;
-    let to_revision = restore.to_revision;
+    let catalog = cluster.status.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+    let to_revision = groundskeeper_api::restore::target_revision(restore, catalog, now)?;
     let store = restore.from.display();
     let resolved =
         resolve_restore(cluster, &store, restore.object.as_deref(), to_revision, &sts.name, claim_template)?;

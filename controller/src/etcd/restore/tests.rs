@@ -70,6 +70,7 @@ fn restore(override_quorum_check: bool) -> Restore {
         quorum_lost_for: SignedDuration::from_secs(300),
         override_quorum_check,
         to_revision: None,
+        to_time: None,
     }
 }
 
@@ -457,4 +458,36 @@ fn a_restore_to_a_point_in_time_restores_the_snapshot_its_replay_saved() {
         assert!(matches!(action, RestoreAction::Fail(_)), "{what}: {action:?}");
         assert_eq!(failed.object, "main-2.db", "{what}: nothing taken from it");
     }
+}
+
+/// A Restore to a time goes to the revision of the newest backup written by then, and a time
+/// still to come is refused.
+#[test]
+fn a_restore_to_a_time_goes_to_the_newest_backup_written_by_then() {
+    let mut cluster = cluster(Some(0));
+    let written = |second: i64| Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(second)));
+    let catalog = &mut cluster.status.as_mut().unwrap().snapshots;
+    catalog.push(SnapshotRecord {
+        store: "s3://b".into(),
+        object: "main-2.db".into(),
+        revision: Some(200),
+        written_at: written(100),
+        ..SnapshotRecord::default()
+    });
+    catalog.push(SnapshotRecord {
+        store: "s3://b".into(),
+        object: "main-3-200-260.delta".into(),
+        start_revision: Some(200),
+        revision: Some(260),
+        written_at: written(130),
+        ..SnapshotRecord::default()
+    });
+    let start_at = |time: i64, now: i64| {
+        start(&cluster, "r1", "0f1e", &Restore { to_time: Some(at(time)), ..restore(false) }, "data", at(now))
+    };
+    let status = start_at(140, 200).unwrap();
+    assert_eq!((status.to_revision, status.replayed_from.as_deref()), (Some(260), Some("main-2.db")));
+    assert_eq!(start_at(120, 200).unwrap().to_revision, Some(200), "the delta was written after 120");
+    let why = start_at(300, 200).unwrap_err();
+    assert!(why.contains("spec.config.restore.toTime") && why.contains("is in the future"), "{why}");
 }
