@@ -19,7 +19,9 @@
 //! * restore time to a point in time (`snapshot-replay` of the full and every delta up to the
 //!   last revision) against a restore of the full snapshot alone (`snapshot-prove`: fetch,
 //!   restore, start, check), `GROUNDSKEEPER_BENCH_ROUNDS` rounds (default 3), alternating,
-//!   medians.
+//!   medians;
+//! * the runner's own peak memory (`VmHWM`, which it logs when it ends) in each kind of run: the
+//!   delta and replay runs must stay bounded as the full snapshot's does, whatever the db size.
 //!
 //! etcd 3.5 and etcdutl are found where `cargo xtask test` put them (`target/tools/`), or through
 //! `GROUNDSKEEPER_ETCD_3_5`.
@@ -29,7 +31,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
-use groundskeeper_e2e::measure::{flush_disk, run_measured};
+use groundskeeper_e2e::measure::{flush_disk, run_measured, runner_peak_bytes};
 use groundskeeper_protocol::{JobResult, Report};
 
 const TEMPLATE: &str = "{cluster}-{time}.db";
@@ -57,9 +59,18 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Runs the runner with `args` to its end; its wall time and result. Panics when it fails.
-fn run(work: &Path, args: &[String]) -> (Duration, JobResult) {
+/// One run of the runner: its wall time, its own peak memory (`VmHWM`, bytes; a replay's or a
+/// proof's etcd member not included) and its result.
+struct Run {
+    wall: Duration,
+    peak_bytes: u64,
+    result: JobResult,
+}
+
+/// Runs the runner with `args` to its end. Panics when it fails.
+fn run(work: &Path, args: &[String]) -> Run {
     let result_file = work.join("result.json");
+    let log = work.join("runner.log");
     let measured = run_measured(
         Command::new(runner())
             .args(args)
@@ -67,13 +78,15 @@ fn run(work: &Path, args: &[String]) -> (Duration, JobResult) {
             .arg(&result_file)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+            .stderr(std::fs::File::create(&log).expect("a log file")),
     )
     .expect("the runner runs");
     let result =
         JobResult::parse(&std::fs::read_to_string(&result_file).expect("a result")).expect("a result");
     assert_eq!(measured.exit_code, 0, "{args:?}: {:?}", result.message);
-    (measured.wall, result)
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let peak_bytes = runner_peak_bytes(&text).expect("the runner logs its peak memory when it finishes");
+    Run { wall: measured.wall, peak_bytes, result }
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
@@ -111,7 +124,7 @@ fn main() {
     ];
 
     let full_path = folder.join(FULL);
-    let (full_wall, _) = run(
+    let Run { wall: full_wall, peak_bytes: full_peak, .. } = run(
         work.path(),
         &strings(&[
             "snapshot",
@@ -130,6 +143,7 @@ fn main() {
     let mut delta_bytes = Vec::new();
     let mut end_revision = 0;
     let mut written = 0u64;
+    let mut delta_peak = 0;
     for _ in 0..deltas {
         runtime.block_on(async {
             for _ in 0..per_step {
@@ -140,8 +154,9 @@ fn main() {
         let mut args =
             strings(&["snapshot-delta", "--endpoints", &cluster.endpoints_flag(), "--to", &folder_arg]);
         args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main"]));
-        let (wall, result) = run(work.path(), &args);
+        let Run { wall, peak_bytes, result } = run(work.path(), &args);
         let Report::SnapshotDelta(report) = &result.report else { panic!("a delta report") };
+        delta_peak = delta_peak.max(peak_bytes);
         delta_walls.push(wall.as_secs_f64());
         delta_bytes.push(report.size_bytes as f64);
         end_revision = report.end_revision;
@@ -149,6 +164,7 @@ fn main() {
 
     let mut replay_walls = Vec::new();
     let mut full_restore_walls = Vec::new();
+    let (mut replay_peak, mut prove_peak) = (0, 0);
     for round in 0..rounds {
         for k in 0..2 {
             flush_disk();
@@ -158,16 +174,18 @@ fn main() {
                 args.extend(strings(&["--scratch-dir", &scratch.display().to_string()]));
                 args.extend(strings(&["--to-revision", &end_revision.to_string()]));
                 args.extend(tools.clone());
-                let (wall, result) = run(work.path(), &args);
+                let Run { wall, peak_bytes, result } = run(work.path(), &args);
                 let Report::SnapshotReplay(report) = &result.report else { panic!("a replay report") };
                 assert_eq!(report.revision, Some(end_revision), "{report:?}");
+                replay_peak = replay_peak.max(peak_bytes);
                 replay_walls.push(wall.as_secs_f64());
             } else {
                 let mut args = strings(&["snapshot-prove", "--from", &folder_arg, "--object", FULL]);
                 args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main"]));
                 args.extend(strings(&["--scratch-dir", &scratch.display().to_string()]));
                 args.extend(tools.clone());
-                let (wall, _) = run(work.path(), &args);
+                let Run { wall, peak_bytes, .. } = run(work.path(), &args);
+                prove_peak = prove_peak.max(peak_bytes);
                 full_restore_walls.push(wall.as_secs_f64());
             }
         }
@@ -204,5 +222,13 @@ fn main() {
         median(&mut replay_walls.clone()),
         full_restore_walls.iter().map(|w| (w * 100.0).round() / 100.0).collect::<Vec<_>>(),
         median(&mut full_restore_walls.clone()),
+    );
+    println!(
+        "runner peak memory (its own VmHWM, the most of its runs; a member it starts not included): \
+         full snapshot {}; delta {}; replay of {deltas} deltas {}; proof of the full snapshot {}",
+        mib(full_peak),
+        mib(delta_peak),
+        mib(replay_peak),
+        mib(prove_peak)
     );
 }

@@ -189,7 +189,8 @@ impl Bench<'_> {
             assert_eq!(copy.copied.len(), 1, "{copy:?}");
         }
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let peak = own_peak_bytes(&text).expect("the runner logs its peak memory when it finishes");
+        let peak = groundskeeper_e2e::measure::runner_peak_bytes(&text)
+            .expect("the runner logs its peak memory when it finishes");
         (measured.wall, (peak / 1024) as i64)
     }
 
@@ -299,13 +300,6 @@ impl Bench<'_> {
         let _ = std::fs::remove_file(self.work.join(name(round)));
         let _ = std::fs::remove_file(self.work.join(format!("copy-{}", name(round))));
     }
-}
-
-/// The bytes in `peak_memory=… MiB (N bytes)` of the runner's last "run finished" line.
-fn own_peak_bytes(log: &str) -> Option<u64> {
-    let line = log.lines().rev().find(|l| l.contains("run finished") && l.contains("peak_memory"))?;
-    let before = &line[..line.find(" bytes)")?];
-    before[before.rfind('(')? + 1..].parse().ok()
 }
 
 fn median(values: &[Duration]) -> Duration {

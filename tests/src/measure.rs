@@ -41,3 +41,12 @@ pub fn flush_disk() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
 }
+
+/// The bytes in `peak_memory=… MiB (N bytes)` of `groundskeeper-job`'s last "run finished" log
+/// line: the runner's own `VmHWM` (a child's `ru_maxrss` is not used for it: on Linux it starts
+/// from the peak of the process that spawned it).
+pub fn runner_peak_bytes(log: &str) -> Option<u64> {
+    let line = log.lines().rev().find(|l| l.contains("run finished") && l.contains("peak_memory"))?;
+    let before = &line[..line.find(" bytes)")?];
+    before[before.rfind('(')? + 1..].parse().ok()
+}
