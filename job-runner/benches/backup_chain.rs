@@ -27,12 +27,10 @@
 //! `GROUNDSKEEPER_ETCD_3_5`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
-use groundskeeper_e2e::measure::{flush_disk, run_measured, runner_peak_bytes};
-use groundskeeper_protocol::{JobResult, Report};
+use groundskeeper_e2e::measure::{JobRun, flush_disk, run_job};
+use groundskeeper_protocol::Report;
 
 const TEMPLATE: &str = "{cluster}-{time}.db";
 const FULL: &str = "main-20260101T000000Z.db";
@@ -59,34 +57,9 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// One run of the runner: its wall time, its own peak memory (`VmHWM`, bytes; a replay's or a
-/// proof's etcd member not included) and its result.
-struct Run {
-    wall: Duration,
-    peak_bytes: u64,
-    result: JobResult,
-}
-
 /// Runs the runner with `args` to its end. Panics when it fails.
-fn run(work: &Path, args: &[String]) -> Run {
-    let result_file = work.join("result.json");
-    let log = work.join("runner.log");
-    let measured = run_measured(
-        Command::new(runner())
-            .args(args)
-            .arg("--result-file")
-            .arg(&result_file)
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("a log file")),
-    )
-    .expect("the runner runs");
-    let result =
-        JobResult::parse(&std::fs::read_to_string(&result_file).expect("a result")).expect("a result");
-    assert_eq!(measured.exit_code, 0, "{args:?}: {:?}", result.message);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let peak_bytes = runner_peak_bytes(&text).expect("the runner logs its peak memory when it finishes");
-    Run { wall: measured.wall, peak_bytes, result }
+fn run(work: &Path, args: &[String]) -> JobRun {
+    run_job(&runner(), work, args)
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
@@ -124,7 +97,7 @@ fn main() {
     ];
 
     let full_path = folder.join(FULL);
-    let Run { wall: full_wall, peak_bytes: full_peak, .. } = run(
+    let JobRun { wall: full_wall, peak_bytes: full_peak, .. } = run(
         work.path(),
         &strings(&[
             "snapshot",
@@ -154,7 +127,7 @@ fn main() {
         let mut args =
             strings(&["snapshot-delta", "--endpoints", &cluster.endpoints_flag(), "--to", &folder_arg]);
         args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main"]));
-        let Run { wall, peak_bytes, result } = run(work.path(), &args);
+        let JobRun { wall, peak_bytes, result } = run(work.path(), &args);
         let Report::SnapshotDelta(report) = &result.report else { panic!("a delta report") };
         delta_peak = delta_peak.max(peak_bytes);
         delta_walls.push(wall.as_secs_f64());
@@ -174,7 +147,7 @@ fn main() {
                 args.extend(strings(&["--scratch-dir", &scratch.display().to_string()]));
                 args.extend(strings(&["--to-revision", &end_revision.to_string()]));
                 args.extend(tools.clone());
-                let Run { wall, peak_bytes, result } = run(work.path(), &args);
+                let JobRun { wall, peak_bytes, result } = run(work.path(), &args);
                 let Report::SnapshotReplay(report) = &result.report else { panic!("a replay report") };
                 assert_eq!(report.revision, Some(end_revision), "{report:?}");
                 replay_peak = replay_peak.max(peak_bytes);
@@ -184,7 +157,7 @@ fn main() {
                 args.extend(strings(&["--file-name-template", TEMPLATE, "--cluster", "main"]));
                 args.extend(strings(&["--scratch-dir", &scratch.display().to_string()]));
                 args.extend(tools.clone());
-                let Run { wall, peak_bytes, .. } = run(work.path(), &args);
+                let JobRun { wall, peak_bytes, .. } = run(work.path(), &args);
                 prove_peak = prove_peak.max(peak_bytes);
                 full_restore_walls.push(wall.as_secs_f64());
             }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
 use groundskeeper_e2e::measure::{flush_disk, run_measured};
 use groundskeeper_e2e::s3_server::{S3Server, find_s3s_fs};
-use groundskeeper_protocol::{JobResult, Report};
+use groundskeeper_protocol::Report;
 
 const UPLOAD_RATIO_GOAL: f64 = 1.5;
 const PEAK_RSS_GOAL_MIB: f64 = 64.0;
@@ -170,28 +170,11 @@ impl Bench<'_> {
     /// `VmHWM` (the child's `ru_maxrss` is not used: on Linux it starts from the bench process's
     /// own peak, which an in-process contender raises). Panics when it fails.
     fn run_runner(&self, args: &[String]) -> (Duration, i64) {
-        let result_file = self.work.join("result.json");
-        let log = self.work.join("runner.log");
-        let measured = run_measured(
-            Command::new(Self::runner())
-                .args(args)
-                .arg("--result-file")
-                .arg(&result_file)
-                .env("NO_COLOR", "1")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).expect("a log file")),
-        )
-        .expect("the runner runs");
-        let result =
-            JobResult::parse(&std::fs::read_to_string(&result_file).expect("a result")).expect("a result");
-        assert_eq!(measured.exit_code, 0, "{args:?}: {:?}", result.message);
-        if let Report::SnapshotCopy(copy) = &result.report {
+        let run = groundskeeper_e2e::measure::run_job(&Self::runner(), &self.work, args);
+        if let Report::SnapshotCopy(copy) = &run.result.report {
             assert_eq!(copy.copied.len(), 1, "{copy:?}");
         }
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let peak = groundskeeper_e2e::measure::runner_peak_bytes(&text)
-            .expect("the runner logs its peak memory when it finishes");
-        (measured.wall, (peak / 1024) as i64)
+        (run.wall, (run.peak_bytes / 1024) as i64)
     }
 
     fn once(&self, contender: Contender, source: &Path, round: usize) -> (Duration, i64) {

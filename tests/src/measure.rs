@@ -42,10 +42,42 @@ pub fn flush_disk() {
     unsafe { libc::sync() };
 }
 
+/// One measured run of `groundskeeper-job`: its wall time, its own peak memory and its result.
+pub struct JobRun {
+    pub wall: Duration,
+    /// The runner's own `VmHWM`, bytes, as it logs it when it ends (a child's `ru_maxrss` is not
+    /// used for it: on Linux it starts from the peak of the process that spawned it); a member it
+    /// starts is not included.
+    pub peak_bytes: u64,
+    pub result: groundskeeper_protocol::JobResult,
+}
+
+/// Runs `binary` (a `groundskeeper-job`) with `args` to its end, its result in
+/// `work/result.json` and its log in `work/runner.log`. Panics when it fails.
+pub fn run_job(binary: &str, work: &std::path::Path, args: &[String]) -> JobRun {
+    let result_file = work.join("result.json");
+    let log = work.join("runner.log");
+    let measured = run_measured(
+        Command::new(binary)
+            .args(args)
+            .arg("--result-file")
+            .arg(&result_file)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("a log file")),
+    )
+    .expect("the runner runs");
+    let text = std::fs::read_to_string(&result_file).expect("a result");
+    let result = groundskeeper_protocol::JobResult::parse(&text).expect("a result");
+    assert_eq!(measured.exit_code, 0, "{args:?}: {:?}", result.message);
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    let peak_bytes = runner_peak_bytes(&log).expect("the runner logs its peak memory when it finishes");
+    JobRun { wall: measured.wall, peak_bytes, result }
+}
+
 /// The bytes in `peak_memory=… MiB (N bytes)` of `groundskeeper-job`'s last "run finished" log
-/// line: the runner's own `VmHWM` (a child's `ru_maxrss` is not used for it: on Linux it starts
-/// from the peak of the process that spawned it).
-pub fn runner_peak_bytes(log: &str) -> Option<u64> {
+/// line.
+fn runner_peak_bytes(log: &str) -> Option<u64> {
     let line = log.lines().rev().find(|l| l.contains("run finished") && l.contains("peak_memory"))?;
     let before = &line[..line.find(" bytes)")?];
     before[before.rfind('(')? + 1..].parse().ok()

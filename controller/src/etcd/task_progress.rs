@@ -155,7 +155,7 @@ pub fn snapshot_status(
     };
     let bytes = i64::try_from(report.size_bytes).unwrap_or(i64::MAX);
     status.size_bytes = Some(bytes);
-    status.size = Some(mib_text(bytes));
+    status.size = Some(mib(report.size_bytes));
     status.revision = report.revision;
     status.keys = report.keys;
     status.member = report.member.clone();
@@ -172,11 +172,6 @@ pub fn snapshot_status(
     status.over_limit_bytes = report.over_limit_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
     status.retention_errors = report.retention_errors.clone();
     status
-}
-
-/// `12.34 MiB`.
-fn mib_text(bytes: i64) -> String {
-    format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// One line for a Snapshot task's `lastOperation`: the file, its size, revision and checksum,
@@ -210,13 +205,13 @@ pub fn snapshot_summary(snapshot: &SnapshotStatus) -> String {
         line.push_str(&format!("; retention deleted {deltas} delta(s) no rule keeps"));
     }
     if let Some(bytes) = snapshot.kept_bytes {
-        line.push_str(&format!("; {} ({bytes} bytes) of backups kept", mib_text(bytes)));
+        line.push_str(&format!("; {} ({bytes} bytes) of backups kept", mib(bytes.max(0) as u64)));
     }
     if let Some(bytes) = snapshot.over_limit_bytes {
         line.push_str(&format!(
             "; the newest full snapshot and its deltas alone weigh {} ({bytes} bytes), over \
              retention.maxTotalSize: raise it, or take full snapshots more often",
-            mib_text(bytes)
+            mib(bytes.max(0) as u64)
         ));
     }
     if !snapshot.retention_errors.is_empty() {

@@ -418,9 +418,21 @@ impl Retention {
         now: jiff::Timestamp,
     ) -> (Selection, Vec<String>) {
         let delta_time = self.delta_time();
-        let scope =
-            retention::Scope { template: &self.template, delta_time: &delta_time, policy: &self.policy, now };
-        scope.select(listed, keep)
+        self.scope(&delta_time, now).select(listed, keep)
+    }
+
+    /// Lists `folder`, deletes what the policy keeps not (`keep` stays) and says what it did.
+    fn apply_in(&self, folder: &Path, keep: &str, now: jiff::Timestamp) -> retention::Applied {
+        let delta_time = self.delta_time();
+        retention::apply(folder, &self.scope(&delta_time, now), keep)
+    }
+
+    fn scope<'a>(
+        &'a self,
+        delta_time: &'a dyn Fn(&str) -> Option<jiff::Timestamp>,
+        now: jiff::Timestamp,
+    ) -> retention::Scope<'a> {
+        retention::Scope { template: &self.template, delta_time, policy: &self.policy, now }
     }
 
     /// The time of one of the cluster's deltas, by its name; `None` for any other name.
@@ -450,7 +462,7 @@ impl Retention {
 
 /// `N bytes (M MiB)`.
 fn bytes_and_mib(bytes: u64) -> String {
-    format!("{bytes} bytes ({:.2} MiB)", bytes as f64 / (1024.0 * 1024.0))
+    format!("{bytes} bytes ({:.2} MiB)", mib(bytes))
 }
 
 /// The retention flags beyond `--retain` as a policy, each checked: `Err` names the flag.
@@ -675,16 +687,10 @@ fn apply_retention(output: &Path, retention: &Retention, report: &mut SnapshotRe
         _ => Path::new("."),
     };
     let keep = output.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let delta_time = retention.delta_time();
-    let scope = retention::Scope {
-        template: &retention.template,
-        delta_time: &delta_time,
-        policy: &retention.policy,
-        now: jiff::Timestamp::now(),
-    };
-    let applied = retention::apply(folder, &scope, keep);
+    let applied = retention.apply_in(folder, keep, jiff::Timestamp::now());
+    let rules = retention.describe();
     for name in applied.deleted.iter().chain(&applied.deleted_deltas) {
-        tracing::info!(file = %name, retention = %retention.describe(), "deleted an old backup of the cluster");
+        tracing::info!(file = %name, retention = %rules, "deleted an old backup of the cluster");
     }
     for error in &applied.errors {
         tracing::warn!("retention: {error}");

@@ -301,24 +301,29 @@ pub fn apply(folder: &Path, scope: &Scope, keep: &str) -> Applied {
         .collect();
     let (selection, partials) = scope.select(&listed, keep);
     let mut left_bytes = 0;
-    let mut remove = |name: &String, done: &mut Vec<String>| match std::fs::remove_file(folder.join(name)) {
-        Ok(()) => done.push(name.clone()),
-        // Gone already (deleted by hand meanwhile): nothing left to do.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            left_bytes += listed.iter().find(|(n, _)| n == name).map_or(0, |(_, size)| *size);
-            applied.errors.push(format!("{name}: {e}"));
-        }
-    };
+    // `backup`: a snapshot or delta, whose bytes stay counted when it cannot be deleted (a
+    // temporary file is no backup).
+    let mut remove =
+        |name: &String, done: &mut Vec<String>, backup: bool| match std::fs::remove_file(folder.join(name)) {
+            Ok(()) => done.push(name.clone()),
+            // Gone already (deleted by hand meanwhile): nothing left to do.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                if backup {
+                    left_bytes += listed.iter().find(|(n, _)| n == name).map_or(0, |(_, size)| *size);
+                }
+                applied.errors.push(format!("{name}: {e}"));
+            }
+        };
     let (mut deleted, mut deltas, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     for name in &selection.delete_full {
-        remove(name, &mut deleted);
+        remove(name, &mut deleted, true);
     }
     for name in &selection.delete_deltas {
-        remove(name, &mut deltas);
+        remove(name, &mut deltas, true);
     }
     for name in &partials {
-        remove(name, &mut removed);
+        remove(name, &mut removed, false);
     }
     applied.kept_bytes = selection.kept_bytes + left_bytes;
     applied.over_limit = selection.over_limit;

@@ -174,6 +174,7 @@ async fn apply_retention(bucket: &Bucket, keep: &str, retention: &Retention, rep
         }
     }
     let mut left_bytes = 0;
+    let rules = retention.describe();
     for (name, is_delta) in selection
         .delete_full
         .iter()
@@ -182,7 +183,7 @@ async fn apply_retention(bucket: &Bucket, keep: &str, retention: &Retention, rep
     {
         match bucket.delete(name).await {
             Ok(()) => {
-                tracing::info!(object = %name, retention = %retention.describe(), "deleted an old backup of the cluster");
+                tracing::info!(object = %name, retention = %rules, "deleted an old backup of the cluster");
                 if is_delta { &mut report.deleted_deltas } else { &mut report.deleted }.push(name.clone());
             }
             Err(failure) => {
