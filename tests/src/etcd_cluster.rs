@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::net::free_ports;
 use crate::peer_network::PeerNetwork;
 use etcd_client::{Certificate, Client, CompactionOptions, ConnectOptions, Identity, TlsOptions, Txn, TxnOp};
 
@@ -751,16 +752,6 @@ pub(crate) fn send_signal(child: &Child, signal: libc::c_int) {
     }
 }
 
-/// `n` distinct free loopback ports. The listeners are held until all are picked, so no port is
-/// picked twice; they are closed before etcd binds.
-pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>, String> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot pick a free port: {e}"))?;
-    listeners.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
-}
-
 /// A CA, a serving certificate for 127.0.0.1/localhost and a client certificate, as PEM files.
 fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
     use rcgen::{
@@ -812,10 +803,12 @@ fn write_tls(dir: &Path) -> Result<ClusterTls, String> {
 pub static CLUSTER_TURNS: ClusterTurns = ClusterTurns;
 
 /// How many etcd clusters (three members each, most of them) the tests run at once. nextest's
-/// `etcd-cluster` test group has the same bound. Two, with nextest's two tests at a time on two
-/// cores: the suite took 540–592 s with one (docs/benchmarks.md). (A hang once blamed on two at
-/// once was a failed test whose background writes never yielded: see [`crate::etcd_writes`].)
-pub const CLUSTERS_AT_ONCE: usize = 2;
+/// `etcd-cluster` test group has the same bound. Four, with three tests per core: the tests that
+/// run a cluster spend most of their time waiting (on elections, Jobs, a controller's next pass:
+/// 340 CPU-seconds in 843 test-seconds), and at two at once their chain alone was the suite's
+/// length (docs/benchmarks.md). (A hang once blamed on two at once was a failed test whose
+/// background writes never yielded: see [`crate::etcd_writes`].)
+pub const CLUSTERS_AT_ONCE: usize = 4;
 
 /// Turns at running a cluster: an exclusive `flock` on one of [`CLUSTERS_AT_ONCE`] files in the
 /// temp folder, shared by every test process of the machine. `flock` locks belong to an open

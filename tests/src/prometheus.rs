@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -130,7 +130,7 @@ impl Prometheus {
             std::fs::write(&config, configuration(target, rule_files))
                 .map_err(|e| format!("{}: {e}", config.display()))?;
             let log = dir.path().join("prometheus.log");
-            let port = free_port()?;
+            let port = crate::net::free_ports(1)?[0];
             let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
             let child = Command::new(binary)
                 .arg(format!("--config.file={}", config.display()))
@@ -326,11 +326,6 @@ pub fn check_metrics(promtool: &Path, exposition: &str) -> Result<Vec<String>, S
     let said =
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     Ok(said.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

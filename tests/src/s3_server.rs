@@ -10,7 +10,7 @@
 //! The binary is found through `GROUNDSKEEPER_S3S_FS`, then where `cargo xtask test` builds it
 //! (`target/tools/s3s-fs/bin/s3s-fs`), then `s3s-fs` on `PATH`.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ impl S3Server {
             let root = dir.path().join("data");
             std::fs::create_dir(&root).map_err(|e| format!("{}: {e}", root.display()))?;
             let log = dir.path().join("s3s-fs.log");
-            let port = free_port()?;
+            let port = crate::net::free_ports(1)?[0];
             // A secret of the run's own: nothing else signs for this server.
             let secret_key = format!("secret-{}-{}", std::process::id(), port);
             let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -258,11 +258,6 @@ pub fn write_credentials(dir: &Path, access_key: &str, secret_key: &str) -> Resu
 fn base64_url(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

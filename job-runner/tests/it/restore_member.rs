@@ -79,8 +79,8 @@ struct NewMember {
 
 /// A new cluster's members on free loopback ports, and its `--initial-cluster`.
 fn new_cluster(n: usize) -> (Vec<NewMember>, String) {
-    let listeners: Vec<_> = (0..2 * n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let port = |i: usize| listeners[i].local_addr().unwrap().port();
+    let ports = groundskeeper_e2e::net::free_ports(2 * n).unwrap();
+    let port = |i: usize| ports[i];
     let members: Vec<NewMember> = (0..n)
         .map(|i| NewMember {
             name: format!("m{i}"),
