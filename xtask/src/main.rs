@@ -137,15 +137,12 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| project_root().join("target"), PathBuf::from)
 }
 
-/// `nextest run` where cargo-nextest is installed (every test in a process of its own, the
-/// binaries' tests side by side: about half the time of `cargo test`, which runs one binary after
-/// the other), else `test`; the same tests either way (the workspace has no doctests).
-/// `GROUNDSKEEPER_TEST_RUNNER=cargo-test` asks for `cargo test`.
+/// The runner that takes `--test-threads`.
 const NEXTEST: &[&str] = &["nextest", "run"];
 
 /// Tests at a time under nextest, unless the caller chose (`-j`, `--test-threads`,
 /// `NEXTEST_TEST_THREADS`): three per core. Most tests wait (on etcd, on Jobs, on a controller's
-/// next pass); at one per core the suite used 120 % of two cores' 200 % (docs/benchmarks.md).
+/// next pass): at one per core the tests kept two cores busy 55 % of the time (docs/benchmarks.md).
 /// Tests that run an etcd cluster stay bounded by their own test group.
 fn nextest_threads(extra: &[String]) -> Option<usize> {
     let chosen = std::env::var_os("NEXTEST_TEST_THREADS").is_some()
@@ -157,6 +154,10 @@ fn nextest_threads(extra: &[String]) -> Option<usize> {
     Some(3 * cores)
 }
 
+/// `nextest run` where cargo-nextest is installed (every test in a process of its own, the
+/// binaries' tests side by side: about half the time of `cargo test`, which runs one binary after
+/// the other), else `test`; the same tests either way (the workspace has no doctests).
+/// `GROUNDSKEEPER_TEST_RUNNER=cargo-test` asks for `cargo test`.
 fn test_runner() -> &'static [&'static str] {
     let asked_plain = std::env::var("GROUNDSKEEPER_TEST_RUNNER").is_ok_and(|r| r == "cargo-test");
     let nextest = !asked_plain

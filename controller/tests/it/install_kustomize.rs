@@ -154,22 +154,32 @@ fn kubectl_or_skip() -> Option<&'static str> {
     }
 }
 
+/// A folder `kubectl apply -k` is given, and the scratch folder it was written in, if any
+/// (removed when dropped).
+struct Kustomization {
+    path: PathBuf,
+    _scratch: Option<tempfile::TempDir>,
+}
+
 /// The folder `kubectl apply -k` is given for `variant`: an overlay of `manifests/install/` as
-/// it is, or a kustomization written as docs/install.md shows (beside a link to `manifests/`).
-fn kustomization_of(variant: &Variant) -> PathBuf {
+/// it is, or a kustomization written as docs/install.md shows (beside a link to `manifests/`), in
+/// a scratch folder of its own (tests run side by side, each writing the same variants).
+fn kustomization_of(variant: &Variant) -> Kustomization {
     let manifests = manifests_dir();
     match variant.mode {
         Mode::ClusterWide if variant.components.is_empty() && variant.namespace.is_none() => {
-            return manifests.join("install/cluster-wide");
+            return Kustomization { path: manifests.join("install/cluster-wide"), _scratch: None };
         }
         Mode::Namespaced if variant.components.is_empty() && variant.namespace.is_none() => {
-            return manifests.join("install/namespaced");
+            return Kustomization { path: manifests.join("install/namespaced"), _scratch: None };
         }
         _ => {}
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("install-kustomize").join(variant.name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("install-kustomize-{}-", variant.name))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let dir = scratch.path().to_owned();
     std::os::unix::fs::symlink(&manifests, dir.join("manifests")).unwrap();
     let mut resources = Vec::new();
     match variant.mode {
@@ -196,7 +206,7 @@ fn kustomization_of(variant: &Variant) -> PathBuf {
         }
     }
     std::fs::write(dir.join("kustomization.yaml"), text).unwrap();
-    dir
+    Kustomization { path: dir, _scratch: Some(scratch) }
 }
 
 fn run(kubectl: &str, args: &[&str], dir: &Path) -> String {
@@ -244,7 +254,7 @@ fn kind_of(object: &Value) -> &'static (&'static str, &'static str, &'static str
 fn every_variant_renders_what_the_files_say() {
     let Some(kubectl) = kubectl_or_skip() else { return };
     for variant in VARIANTS {
-        let rendered = render(kubectl, &kustomization_of(variant));
+        let rendered = render(kubectl, &kustomization_of(variant).path);
         check_kinds_and_wildcards(variant, &rendered);
         check_namespaces(variant, &rendered);
         check_same_objects(variant, &rendered);
@@ -584,7 +594,8 @@ async fn apply(kubectl: &str, server: &ApiServer, dir: &Path, extra: &[&str]) ->
 async fn every_variant_applies_with_kubectl() {
     let Some(kubectl) = kubectl_or_skip() else { return };
     for variant in VARIANTS {
-        let dir = kustomization_of(variant);
+        let kustomization = kustomization_of(variant);
+        let dir = kustomization.path.clone();
         let rendered = render(kubectl, &dir);
         let server = install_target().await;
         let names = apply(kubectl, &server, &dir, &["--dry-run=client", "-o", "name"]).await;

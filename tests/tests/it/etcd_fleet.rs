@@ -324,6 +324,8 @@ async fn a_fleet_is_maintained_one_cluster_at_a_time_and_a_new_cluster_is_picked
         })
     })
     .await;
+    // The watch reads the changes behind the API: the last ones may still be on their way.
+    wait_for("the watch saw every cluster's Jobs", || watched.lock().unwrap().clusters_seen.len() == 3).await;
     let seen = watched.lock().unwrap();
     assert_eq!(
         seen.clusters_seen,

@@ -263,6 +263,12 @@ async fn scaling_to_zero_stops_every_member_and_scaling_back_brings_the_same_clu
     };
     stand.set.scale(0).expect("scale to 0");
     stand.wait_no_pods().await;
+    // The recorder reads the changes behind the API: the last ones may still be on their way.
+    stand
+        .wait_for("the recorder saw every pod go", |_| {
+            order.lock().unwrap().1.iter().collect::<BTreeSet<_>>().len() >= 3
+        })
+        .await;
     recorder.abort();
     let (deletions, gone) = order.lock().unwrap().clone();
     assert_eq!(
