@@ -145,6 +145,7 @@ async fn main() {
                     keep_deltas_for: Some("1d".into()),
                     ..SnapshotRetention::default()
                 }),
+                encoding: Default::default(),
             }),
             tls_secret: Some("etcd-client-tls".into()),
             labels: BTreeMap::from([

@@ -154,6 +154,7 @@ impl Command {
                     }),
                     _ => None,
                 },
+                encoding: args.encoding.operation(),
             })),
             Command::SnapshotCopy(args) => Some(Operation::SnapshotCopy(CopyRequest {
                 from: args.from.store(),
@@ -171,6 +172,7 @@ impl Command {
                 expect_keys: args.expect_keys,
                 expect_sha256: args.expect_sha256.clone(),
                 scratch_dir: path_text(&args.scratch_dir),
+                encryption_key_file: args.key.file(),
             })),
             Command::SnapshotDelta(args) => Some(Operation::SnapshotDelta(DeltaRequest {
                 etcd: etcd_target(&args.connection),
@@ -179,6 +181,7 @@ impl Command {
                 cluster: args.cluster.clone(),
                 start_revision: args.start_revision,
                 end_revision: args.end_revision,
+                encoding: args.encoding.operation(),
             })),
             Command::SnapshotReplay(args) => Some(Operation::SnapshotReplay(ReplayRequest {
                 from: args.from.store(),
@@ -189,6 +192,7 @@ impl Command {
                 expect_keys: args.expect_keys,
                 scratch_dir: path_text(&args.scratch_dir),
                 save_as: args.save_as.clone(),
+                encoding: args.encoding.operation(),
             })),
             Command::RestoreMember(args) => Some(Operation::RestoreMember(RestoreMemberRequest {
                 from: args.from.store(),
@@ -201,6 +205,7 @@ impl Command {
                 initial_cluster_token: args.initial_cluster_token.clone(),
                 keep_old_suffix: args.keep_old_suffix.clone(),
                 scratch_dir: path_text(&args.scratch_dir),
+                encryption_key_file: args.key.file(),
             })),
         }
     }

@@ -210,6 +210,42 @@ pub struct SnapshotRequest {
     /// Old snapshots of the same cluster to delete from the output's folder or bucket prefix once
     /// the new one is complete and checked; `None`: delete nothing.
     pub retention: Option<SnapshotRetention>,
+    /// Compressed, encrypted, both or neither.
+    pub encoding: ObjectEncoding,
+}
+
+/// How a writer stores the snapshots and deltas it writes, and the key readers open encrypted
+/// ones with. Readers tell each object's encoding from its first bytes, so a store may hold plain,
+/// compressed and encrypted objects side by side.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectEncoding {
+    /// zstd's level (1–19, 3 by default): `--compression zstd [--compression-level N]`;
+    /// `None`: not compressed.
+    pub zstd_level: Option<i32>,
+    /// The key's file (from a mounted Secret): what is written is encrypted with it (AES-256-GCM)
+    /// and what is read is opened with it: `--encryption-key FILE`.
+    pub encryption_key_file: Option<String>,
+}
+
+/// zstd's level when none is given.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+impl ObjectEncoding {
+    fn render(&self, args: &mut Args) {
+        if let Some(level) = self.zstd_level {
+            args.value("compression", "zstd");
+            if level != DEFAULT_ZSTD_LEVEL {
+                args.value("compression-level", level);
+            }
+        }
+        render_key(self.encryption_key_file.as_deref(), args);
+    }
+}
+
+fn render_key(file: Option<&str>, args: &mut Args) {
+    if let Some(file) = file {
+        args.value("encryption-key", file);
+    }
 }
 
 /// Where one snapshot is written.
@@ -294,6 +330,8 @@ pub struct ProveRequest {
     pub expect_sha256: Option<String>,
     /// A writable scratch folder (an `emptyDir`) for the download and the throwaway member.
     pub scratch_dir: String,
+    /// The key an encrypted snapshot is opened with (its file).
+    pub encryption_key_file: Option<String>,
 }
 
 /// Restore one member's data from a snapshot, on its own data volume, while the cluster is
@@ -322,6 +360,8 @@ pub struct RestoreMemberRequest {
     pub keep_old_suffix: String,
     /// A writable scratch folder for the download (on the member's volume, or an `emptyDir`).
     pub scratch_dir: String,
+    /// The key an encrypted snapshot is opened with (its file).
+    pub encryption_key_file: Option<String>,
 }
 
 /// Take an incremental snapshot (a delta) of a cluster: every change after `start_revision` up to
@@ -340,6 +380,8 @@ pub struct DeltaRequest {
     pub start_revision: Option<i64>,
     /// The last revision it holds; `None`: the cluster's revision when the run starts.
     pub end_revision: Option<i64>,
+    /// How the delta is stored; its key also opens the store's encrypted snapshots.
+    pub encoding: ObjectEncoding,
 }
 
 /// Restore a cluster's full snapshot into a throwaway member inside the Job and replay its deltas
@@ -361,6 +403,8 @@ pub struct ReplayRequest {
     /// Once proven, the replayed member's snapshot is saved in the store under this name (a
     /// full snapshot at the target revision: what a Restore to a point in time restores).
     pub save_as: Option<String>,
+    /// The key opens the store's encrypted objects; the saved snapshot is stored so.
+    pub encoding: ObjectEncoding,
 }
 
 /// Which files in a snapshot folder are snapshots of one cluster, and which of them and of its
@@ -539,6 +583,7 @@ impl SnapshotRequest {
                 args.value("max-total-bytes", bytes);
             }
         }
+        self.encoding.render(args);
     }
 }
 
@@ -595,6 +640,7 @@ impl ProveRequest {
             args.value("expect-sha256", sha);
         }
         args.value("scratch-dir", &self.scratch_dir);
+        render_key(self.encryption_key_file.as_deref(), args);
     }
 }
 
@@ -610,6 +656,7 @@ impl DeltaRequest {
         if let Some(end) = self.end_revision {
             args.value("end-revision", end);
         }
+        self.encoding.render(args);
     }
 }
 
@@ -631,6 +678,7 @@ impl ReplayRequest {
         if let Some(name) = &self.save_as {
             args.value("save-as", name);
         }
+        self.encoding.render(args);
     }
 }
 
@@ -648,6 +696,7 @@ impl RestoreMemberRequest {
         args.value("initial-cluster-token", &self.initial_cluster_token);
         args.value("keep-old-suffix", &self.keep_old_suffix);
         args.value("scratch-dir", &self.scratch_dir);
+        render_key(self.encryption_key_file.as_deref(), args);
     }
 }
 

@@ -318,6 +318,32 @@ pub struct CompactReport {
     pub held_back_from: Option<i64>,
 }
 
+/// How an object is stored when it is not stored as it is (compressed, encrypted): beside its
+/// size and SHA-256, which are of the bytes stored, the content's (the snapshot or delta as etcd's
+/// tools and the runner read it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredAs {
+    /// `zstd`, `aes-256-gcm` or `zstd+aes-256-gcm`; absent: stored as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// The id of the key it is encrypted with (never the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Size and SHA-256 (hex) of the content, when it is encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
+}
+
+impl StoredAs {
+    /// Whether the object is stored as it is.
+    pub fn is_plain(&self) -> bool {
+        self.encoding.is_none()
+    }
+}
+
 /// A snapshot taken (`groundskeeper-job snapshot`) or a file checked (`snapshot verify`).
 ///
 /// An etcd v3 snapshot stream is the member's bbolt database followed by 32 bytes: the SHA-256
@@ -360,6 +386,9 @@ pub struct SnapshotReport {
     /// The checksum etcd appended (SHA-256 of the database before it), hex, checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_sha256: Option<String>,
+    /// How it is stored, when compressed or encrypted.
+    #[serde(flatten)]
+    pub stored: StoredAs,
     /// From the snapshot request to the file renamed into place (0 for a check).
     #[serde(default)]
     pub stream_duration_ms: u64,
@@ -435,6 +464,9 @@ pub struct CopiedObject {
     pub revision: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<i64>,
+    /// How it is stored (copies carry objects as they are).
+    #[serde(flatten)]
+    pub stored: StoredAs,
 }
 
 /// What `snapshot-prove` found: whether the snapshot restored into a throwaway member that
@@ -452,6 +484,9 @@ pub struct ProveReport {
     pub size_bytes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// How it is stored, when compressed or encrypted.
+    #[serde(flatten)]
+    pub stored: StoredAs,
     /// The revision the restored member served, and what it was expected to serve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
@@ -491,6 +526,9 @@ pub struct RestoreMemberReport {
     pub object: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// How it is stored, when compressed or encrypted.
+    #[serde(flatten)]
+    pub stored: StoredAs,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
     pub initial_cluster_token: String,
@@ -538,6 +576,9 @@ pub struct DeltaReport {
     /// SHA-256 of the whole file, as `sha256sum` prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// How it is stored, when compressed or encrypted.
+    #[serde(flatten)]
+    pub stored: StoredAs,
     /// The member the history was read from, its id and the cluster's id (hex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
@@ -567,6 +608,10 @@ pub struct SavedSnapshot {
     pub object: String,
     pub size_bytes: u64,
     pub sha256: String,
+    /// How it is stored, when compressed or encrypted.
+    #[serde(flatten)]
+    pub stored: StoredAs,
+
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,7 @@ use groundskeeper_api::snapshot_store::{BucketSpec, Store};
 use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{
+    ObjectEncoding,
     BucketLocation, CopyRequest, DeltaRequest, ProveRequest, ReplayRequest, SnapshotOutput, SnapshotRequest,
     SnapshotRetention, SnapshotStore,
 };
@@ -124,7 +125,12 @@ pub(crate) fn snapshot_steps(
         }
     };
     let mut steps = vec![Step {
-        operation: Operation::Snapshot(SnapshotRequest { etcd: etcd_target(policy), output, retention }),
+        operation: Operation::Snapshot(SnapshotRequest {
+            etcd: etcd_target(policy),
+            output,
+            retention,
+            encoding: ObjectEncoding::default(),
+        }),
         claims: to.claim.into_iter().collect(),
         secret_folders: to.secret.into_iter().collect(),
         scratch: None,
@@ -166,6 +172,7 @@ pub(crate) fn delta_step(policy: &Policy, delta: &Delta, naming: &SnapshotNaming
             cluster: naming.cluster.clone(),
             start_revision: delta.start_revision,
             end_revision: None,
+            encoding: ObjectEncoding::default(),
         }),
         claims: to.claim.into_iter().collect(),
         secret_folders: to.secret.into_iter().collect(),
@@ -243,6 +250,7 @@ pub(crate) fn replay_to(
             expect_keys: None,
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
             save_as: target.save_as.clone(),
+            encoding: ObjectEncoding::default(),
         }),
         claims: from.claim.into_iter().collect(),
         secret_folders: from.secret.into_iter().collect(),
@@ -270,6 +278,7 @@ pub(crate) fn prove_step(
             expect_keys: record.and_then(|r| r.keys),
             expect_sha256: record.and_then(|r| r.sha256.clone()),
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
+            encryption_key_file: None,
         }),
         claims: from.claim.into_iter().collect(),
         secret_folders: from.secret.into_iter().collect(),

@@ -36,8 +36,8 @@ use object_store::{
     Attribute, Attributes, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutMultipartOptions,
     RetryConfig, WriteMultipart,
 };
-use sha2::{Digest, Sha256};
 
+use super::codec::{self, Decoder, Encoded, Key};
 use crate::run::Failure;
 
 mod metadata;
@@ -67,6 +67,9 @@ pub(crate) struct Downloaded {
     /// The object's user metadata (`sha256`, `revision`, `keys`, `cluster`, `member` for a
     /// snapshot the runner wrote).
     pub metadata: BTreeMap<String, String>,
+    /// A compressed or encrypted object: it was decoded on its way into the file, which holds
+    /// this content (`size_bytes` and `sha256` are the object's).
+    pub content: Option<Encoded>,
 }
 
 /// One of the cluster's snapshots in a bucket.
@@ -294,19 +297,18 @@ impl Bucket {
     /// match its bytes is refused (bad input: it is damaged) and the file removed; so is a missing
     /// object or bucket, and credentials the store refuses. A network failure or a server error is
     /// retryable. The file is removed whenever the download fails.
-    pub(crate) async fn download(&self, name: &str, into: &Path) -> Result<Downloaded, Failure> {
+    pub(crate) async fn download(&self, name: &str, into: &Path, key: Option<&Key>) -> Result<Downloaded, Failure> {
         let mut reading = self.read(name).await?;
         let metadata = reading.metadata.clone();
         let expected_size = reading.size;
         let mut file = Download::create(into)?;
-        let mut hash = Sha256::new();
+        let mut decoder = Decoder::new(self.object_url(name), key);
         let mut size = 0u64;
+        let mut write = |bytes: &[u8]| file.write(bytes);
         while let Some(chunk) = reading.next().await? {
-            file.write(&chunk)?;
-            hash.update(&chunk);
+            decoder.push(&chunk, &mut write)?;
             size += chunk.len() as u64;
         }
-        let sha256 = super::snapshot::hex(&hash.finalize());
         if size != expected_size {
             return Err(Failure::retryable(format!(
                 "{}: {size} bytes arrived of the {expected_size} the store announced; the read was \
@@ -314,6 +316,8 @@ impl Bucket {
                 self.object_url(name)
             )));
         }
+        let encoded = decoder.finish(&mut write)?;
+        let sha256 = encoded.stored_sha256.clone();
         if let Some(recorded) = metadata.get(META_SHA256)
             && *recorded != sha256
         {
@@ -323,8 +327,20 @@ impl Bucket {
                 self.object_url(name)
             )));
         }
+        if let Some(recorded) = metadata.get(codec::META_CONTENT_SHA256)
+            && encoded.encoding.is_some()
+            && *recorded != encoded.content_sha256
+        {
+            return Err(Failure::bad_input(format!(
+                "{}: it decodes to content with sha256 {}, but its metadata records {recorded}: the \
+                 object is damaged or was replaced; take a new snapshot, or copy it again from a good copy",
+                self.object_url(name),
+                encoded.content_sha256
+            )));
+        }
         file.finish()?;
-        Ok(Downloaded { path: into.to_owned(), size_bytes: size, sha256, metadata })
+        let content = encoded.encoding.is_some().then_some(encoded);
+        Ok(Downloaded { path: into.to_owned(), size_bytes: size, sha256, metadata, content })
     }
 
     /// An object's size and user metadata; `None` when there is no such object.
@@ -1098,14 +1114,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let into = dir.path().join("good.db");
         std::fs::write(&into, b"an old file").unwrap();
-        let got = bucket.download("good.db", &into).await.unwrap();
+        let got = bucket.download("good.db", &into, None).await.unwrap();
         assert_eq!(got.size_bytes, bytes.len() as u64);
         assert_eq!(got.sha256, sha);
         assert_eq!(got.metadata.get(META_REVISION).map(String::as_str), Some("12"));
         assert_eq!(std::fs::read(&into).unwrap(), bytes);
 
         let into = dir.path().join("bad.db");
-        let failure = bucket.download("bad.db", &into).await.unwrap_err();
+        let failure = bucket.download("bad.db", &into, None).await.unwrap_err();
         assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
         assert!(
             failure.message.contains("s3://b/p/bad.db") && failure.message.contains("damaged"),
@@ -1114,7 +1130,7 @@ mod tests {
         );
         assert!(!into.exists(), "a refused download leaves no file");
 
-        let failure = bucket.download("none.db", &dir.path().join("none.db")).await.unwrap_err();
+        let failure = bucket.download("none.db", &dir.path().join("none.db"), None).await.unwrap_err();
         assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput);
         assert!(failure.message.contains("no such object"), "{}", failure.message);
     }
@@ -1202,7 +1218,7 @@ mod tests {
         let sha = super::super::snapshot::hex(&Sha256::digest(&bytes));
         put(&bucket, "main-20260101T000000Z.db", &bytes, &[(META_SHA256, &sha), (META_KEYS, "3")]).await;
         let into = dir.path().join("got.db");
-        let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
+        let got = bucket.download("main-20260101T000000Z.db", &into, None).await.unwrap();
         assert_eq!((got.size_bytes, got.sha256.as_str()), (bytes.len() as u64, sha.as_str()));
         assert_eq!(got.metadata.get(META_KEYS).map(String::as_str), Some("3"));
         assert!(server.upload_parts().is_empty(), "{:?}", server.upload_parts());
@@ -1219,7 +1235,7 @@ mod tests {
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect();
             bucket.replace_metadata("main-20260101T000000Z.db", bytes.len() as u64, &recorded).await.unwrap();
-            let got = bucket.download("main-20260101T000000Z.db", &into).await.unwrap();
+            let got = bucket.download("main-20260101T000000Z.db", &into, None).await.unwrap();
             assert_eq!(got.metadata, recorded, "copy limit {limit}");
             assert_eq!(got.sha256, sha, "copy limit {limit}");
         }
@@ -1233,7 +1249,7 @@ mod tests {
                 (s3.copy_limit, s3.copy_part) = (limit, 6 * 1024 * 1024);
             }
             put(&bucket, name, &bytes, &[(META_SHA256, &sha), (META_KEYS, "4")]).await;
-            let got = bucket.download(name, &into).await.unwrap();
+            let got = bucket.download(name, &into, None).await.unwrap();
             assert_eq!((got.size_bytes, got.sha256.as_str()), (bytes.len() as u64, sha.as_str()), "{name}");
             assert_eq!(got.metadata.get(META_KEYS).map(String::as_str), Some("4"), "{name}");
             assert_eq!(bucket.head(&staging_name(name)).await.unwrap(), None, "{name}");
@@ -1249,7 +1265,7 @@ mod tests {
         let wrong = dir.path().join("wrong");
         write_credentials(&wrong, &server.access_key, "not-the-secret").unwrap();
         let refused = Bucket::open(&server.location("s3://snapshots", &wrong)).unwrap();
-        let failure = refused.download("main-20260101T000000Z.db", &into).await.unwrap_err();
+        let failure = refused.download("main-20260101T000000Z.db", &into, None).await.unwrap_err();
         assert_eq!(failure.kind, groundskeeper_protocol::result::ErrorKind::BadInput, "{}", failure.message);
         assert!(failure.message.contains("bucket snapshots"), "{}", failure.message);
         assert!(failure.message.contains("check the credentials in"), "{}", failure.message);

@@ -21,7 +21,7 @@
 //! hidden `.NAME.partial` file, which the next run replaces.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,8 @@ use super::bolt_stream::RevisionScan;
 use super::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
 use super::compact::runtime;
 use super::etcd_tools::{FromArgs, ToArgs, is_not_writable, sync_dir};
-use super::snapshot::{TrailerCheck, check_file, hex};
+use super::codec;
+use super::snapshot::{TrailerCheck, check_file_with, hex};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// Pieces read from a file at a time.
@@ -540,10 +541,21 @@ async fn known_of(from: &Side, entry: &Entry) -> Result<Known, Failure> {
     match from {
         Side::Folder(dir) => {
             let path = dir.join(&entry.name);
-            let checked = tokio::task::spawn_blocking(move || check_file(&path))
+            // An encrypted file cannot be checked without its key, which a copy neither has nor
+            // needs: its bytes are carried as they are and hashed on the way.
+            if codec::is_encoded_file(&path) && codec::describe_stored(&head_of(&path)).1.is_some() {
+                let (encoding, key_id) = codec::describe_stored(&head_of(&path));
+                let metadata = [(codec::META_ENCODING, encoding), (codec::META_KEY_ID, key_id)]
+                    .into_iter()
+                    .filter_map(|(key, value)| Some((key.to_owned(), value?)))
+                    .collect();
+                return Ok(Known { sha256: None, revision: None, metadata });
+            }
+            let checked = tokio::task::spawn_blocking(move || check_file_with(&path, None))
                 .await
                 .map_err(|e| Failure::retryable(format!("the snapshot check did not finish: {e}")))??;
-            Ok(Known { sha256: Some(checked.sha256), revision: checked.revision, metadata: BTreeMap::new() })
+            let metadata = checked.content.as_ref().map(|c| c.metadata().into_iter().collect()).unwrap_or_default();
+            Ok(Known { sha256: Some(checked.sha256), revision: checked.revision, metadata })
         }
         Side::Bucket(_) => Ok(Known {
             sha256: entry.metadata.get(bucket::META_SHA256).map(|s| s.to_ascii_lowercase()),
@@ -552,6 +564,16 @@ async fn known_of(from: &Side, entry: &Entry) -> Result<Known, Failure> {
         }),
     }
 }
+
+/// The first bytes of a file (what says how it is stored); empty when it cannot be read.
+fn head_of(path: &Path) -> Vec<u8> {
+    let mut head = Vec::new();
+    let _ = std::fs::File::open(path).and_then(|f| f.take(HEAD_BYTES as u64).read_to_end(&mut head));
+    head
+}
+
+/// Enough of an object's first bytes to read a sealed object's header.
+const HEAD_BYTES: usize = 8 * 1024;
 
 /// A snapshot whose name is taken in the destination: the same bytes (size and SHA-256) are
 /// left as they are; other bytes are never overwritten.
@@ -610,18 +632,29 @@ async fn stream_copy(
     };
     let mut check = TrailerCheck::default();
     let mut scan = RevisionScan::default();
+    let mut head = Vec::with_capacity(HEAD_BYTES);
     let pumped = tokio::select! {
-        pumped = pump(&mut source, &mut sink, &mut check, &mut scan, &entry.name) => pumped,
+        pumped = pump(&mut source, &mut sink, &mut check, &mut scan, &mut head, &entry.name) => pumped,
         stop = stop.requested() => Err(stop.failure(&format!(
             "the copy of {} was abandoned: nothing is under its name in the destination",
             entry.name
         ))),
     };
     let size = check.bytes_seen();
+    // A compressed or encrypted object is carried as it is: its trailer is inside, and its
+    // SHA-256 (of the bytes stored) is what is checked.
+    let encoded = codec::is_encoded(&head);
     let checked = pumped.and_then(|()| {
-        let (sha256, _) = check.finish().map_err(|why| {
-            Failure::bad_input(format!("{} is not a whole snapshot: {why}", from.describe(&entry.name)))
-        })?;
+        let sha256 = if encoded {
+            check.whole_sha256()
+        } else {
+            check
+                .finish()
+                .map_err(|why| {
+                    Failure::bad_input(format!("{} is not a whole snapshot: {why}", from.describe(&entry.name)))
+                })?
+                .0
+        };
         match &known.sha256 {
             Some(recorded) if *recorded != sha256 => Err(Failure::bad_input(format!(
                 "{} hashes to sha256 {sha256}, not the {recorded} recorded for it: damaged (or \
@@ -638,9 +671,18 @@ async fn stream_copy(
             return Err(failure);
         }
     };
-    let revision = known.revision.or_else(|| scan.finish().ok().flatten());
+    let revision = match encoded {
+        true => known.revision,
+        false => known.revision.or_else(|| scan.finish().ok().flatten()),
+    };
     // What the source did not record is learnt from the stream.
     metadata.insert(bucket::META_SHA256.to_owned(), sha256.clone());
+    let (encoding, key_id) = codec::describe_stored(&head);
+    for (key, value) in [(codec::META_ENCODING, encoding), (codec::META_KEY_ID, key_id)] {
+        if let Some(value) = value {
+            metadata.entry(key.to_owned()).or_insert(value);
+        }
+    }
     if let Some(revision) = revision {
         metadata.insert(bucket::META_REVISION.to_owned(), revision.to_string());
     }
@@ -651,6 +693,7 @@ async fn stream_copy(
         sha256,
         revision,
         keys: known.metadata.get(bucket::META_KEYS).and_then(|k| k.parse().ok()),
+        stored: codec::stored_as_in(&metadata),
     })
 }
 
@@ -659,10 +702,13 @@ async fn pump(
     sink: &mut Sink<'_>,
     check: &mut TrailerCheck,
     scan: &mut RevisionScan,
+    head: &mut Vec<u8>,
     name: &str,
 ) -> Result<(), Failure> {
     let mut last_log = Instant::now();
     while let Some(chunk) = source.next().await? {
+        let room = HEAD_BYTES - head.len();
+        head.extend_from_slice(&chunk[..room.min(chunk.len())]);
         check.update(&chunk);
         scan.update(&chunk);
         sink.write(&chunk).await?;

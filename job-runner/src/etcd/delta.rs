@@ -48,7 +48,8 @@ use groundskeeper_stores::etcd::retention::NameTemplate;
 use super::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
 use super::compact::runtime;
 use super::etcd_tools::{self, ToArgs};
-use super::snapshot::{Partial, check_file, choose_member};
+use super::codec::{self, DecodingReader, Encoded, Encoding, Key};
+use super::snapshot::{Partial, check_file_with, choose_member};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 pub(crate) mod format;
@@ -75,6 +76,8 @@ pub(crate) const META_FORMAT: &str = "format";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DeltaArgs {
+    #[command(flatten)]
+    pub encoding: crate::etcd::codec::EncodingArgs,
     #[command(flatten)]
     pub connection: EndpointArgs,
     #[command(flatten)]
@@ -111,6 +114,8 @@ pub(crate) struct DeltaRequest {
     pub cluster: String,
     pub start_revision: Option<i64>,
     pub end_revision: Option<i64>,
+    /// How the delta is stored; its key also opens the store's encrypted full snapshots.
+    pub encoding: Encoding,
 }
 
 impl DeltaArgs {
@@ -155,6 +160,7 @@ impl DeltaArgs {
             cluster: self.cluster.clone(),
             start_revision: self.start_revision,
             end_revision: self.end_revision,
+            encoding: self.encoding.encoding()?,
         })
     }
 }
@@ -208,11 +214,12 @@ impl Store {
 
     /// The revision a full snapshot holds: its object's `revision` metadata, or read from the
     /// file.
-    pub(crate) async fn full_snapshot_revision(&self, name: &str) -> Result<Option<i64>, Failure> {
+    pub(crate) async fn full_snapshot_revision(&self, name: &str, key: Option<&Key>) -> Result<Option<i64>, Failure> {
         match self {
             Store::Folder(folder) => {
                 let path = folder.join(name);
-                let checked = tokio::task::spawn_blocking(move || check_file(&path))
+                let key = key.cloned();
+                let checked = tokio::task::spawn_blocking(move || check_file_with(&path, key.as_ref()))
                     .await
                     .map_err(|e| Failure::retryable(format!("the snapshot check did not finish: {e}")))??;
                 Ok(checked.revision)
@@ -231,7 +238,7 @@ async fn start_from_store(store: &Store, request: &DeltaRequest) -> Result<(i64,
     let names = store.names("--to").await?;
     let mut full = None;
     if let Some(name) = etcd_tools::newest(&request.template, &names) {
-        match store.full_snapshot_revision(&name).await? {
+        match store.full_snapshot_revision(&name, request.encoding.key.as_ref()).await? {
             Some(revision) => {
                 full = Some(NewestFull { revision, time: request.template.time_of(&name), name })
             }
@@ -426,7 +433,14 @@ impl History {
 }
 
 /// Where a delta is being written.
-enum Sink<'a> {
+struct Sink<'a> {
+    target: Target<'a>,
+    encoder: codec::Encoder,
+    key: Option<Key>,
+}
+
+/// Where a delta's stored bytes go.
+enum Target<'a> {
     File { partial: Partial, partial_path: PathBuf, path: PathBuf, dir: PathBuf, buffer: Vec<u8> },
     Bucket { upload: Upload<'a>, bucket: &'a Bucket, name: String },
 }
@@ -436,29 +450,60 @@ impl<'a> Sink<'a> {
         store: &'a Store,
         name: &str,
         metadata: &BTreeMap<String, String>,
+        encoding: &Encoding,
     ) -> Result<Self, Failure> {
-        match store {
+        let encoder = encoding.encoder()?;
+        let target = match store {
             Store::Folder(dir) => {
                 let partial_path = dir.join(bucket::staging_name(name));
-                Ok(Sink::File {
+                Target::File {
                     partial: Partial::create(&partial_path)?,
                     partial_path,
                     path: dir.join(name),
                     dir: dir.clone(),
                     buffer: Vec::with_capacity(FILE_BUFFER),
-                })
+                }
             }
-            Store::Bucket(bucket) => Ok(Sink::Bucket {
+            Store::Bucket(bucket) => Target::Bucket {
                 upload: bucket.start_upload(name, metadata).await?,
                 bucket,
                 name: name.to_owned(),
-            }),
-        }
+            },
+        };
+        Ok(Self { target, encoder, key: encoding.key.clone() })
     }
 
+    /// The delta's plain bytes: encoded, then stored.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let stored = self.encoder.push(bytes)?;
+        self.target.write(&stored).await
+    }
+
+    /// The delta under its name, whole (see [`Target::finish`]), with what was stored: its
+    /// SHA-256 and encoding join the metadata.
+    async fn finish(
+        self,
+        summary: &Summary,
+        metadata: &mut BTreeMap<String, String>,
+    ) -> Result<Encoded, Failure> {
+        let Self { mut target, encoder, key } = self;
+        let (last, encoded) = encoder.finish()?;
+        target.write(&last).await?;
+        metadata.insert(bucket::META_SHA256.to_owned(), encoded.stored_sha256.clone());
+        metadata.extend(encoded.metadata());
+        target.finish(summary, &encoded, metadata, key.as_ref()).await?;
+        Ok(encoded)
+    }
+
+    async fn abort(self, stop: &StopSignal) {
+        self.target.abort(stop).await
+    }
+}
+
+impl Target<'_> {
     async fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
         match self {
-            Sink::File { partial, partial_path, buffer, .. } => {
+            Target::File { partial, partial_path, buffer, .. } => {
                 buffer.extend_from_slice(bytes);
                 if buffer.len() >= FILE_BUFFER {
                     partial.file().write_all(buffer).map_err(|e| write_failure(partial_path, e))?;
@@ -466,19 +511,25 @@ impl<'a> Sink<'a> {
                 }
                 Ok(())
             }
-            Sink::Bucket { upload, .. } => upload.write(bytes).await,
+            Target::Bucket { upload, .. } => upload.write(bytes).await,
         }
     }
 
-    /// The delta under its name, whole: the file read back and checked, renamed, fsynced; the
-    /// upload completed and published with its metadata.
-    async fn finish(self, summary: &Summary, metadata: &BTreeMap<String, String>) -> Result<(), Failure> {
+    /// The delta under its name, whole: the file read back (decoded) and checked, renamed,
+    /// fsynced; the upload completed and published with its metadata.
+    async fn finish(
+        self,
+        summary: &Summary,
+        encoded: &Encoded,
+        metadata: &BTreeMap<String, String>,
+        key: Option<&Key>,
+    ) -> Result<(), Failure> {
         match self {
-            Sink::File { mut partial, partial_path, path, dir, buffer } => {
+            Target::File { mut partial, partial_path, path, dir, buffer } => {
                 partial.file().write_all(&buffer).map_err(|e| write_failure(&partial_path, e))?;
                 partial.file().sync_all().map_err(|e| write_failure(&partial_path, e))?;
-                let check = partial_path.clone();
-                let read_back = tokio::task::spawn_blocking(move || check_delta_file(&check))
+                let (check, key) = (partial_path.clone(), key.cloned());
+                let read_back = tokio::task::spawn_blocking(move || check_delta_file(&check, key.as_ref()))
                     .await
                     .map_err(|e| Failure::retryable(format!("the delta's check did not finish: {e}")))?
                     .map_err(|why| {
@@ -507,15 +558,17 @@ impl<'a> Sink<'a> {
                     Failure::retryable(format!("cannot fsync the folder {}: {e}", dir.display()))
                 })
             }
-            Sink::Bucket { upload, .. } => upload.complete().await?.publish(summary.bytes, metadata).await,
+            Target::Bucket { upload, .. } => {
+                upload.complete().await?.publish(encoded.stored_bytes, metadata).await
+            }
         }
     }
 
     /// Gives the delta up: the temporary file removed, the upload aborted.
     async fn abort(self, stop: &StopSignal) {
         match self {
-            Sink::File { partial, .. } => drop(partial),
-            Sink::Bucket { upload, bucket, name } => {
+            Target::File { partial, .. } => drop(partial),
+            Target::Bucket { upload, bucket, name } => {
                 let now = Instant::now();
                 let wait = stop
                     .get()
@@ -540,8 +593,12 @@ fn write_failure(path: &Path, error: std::io::Error) -> Failure {
 }
 
 /// Reads a delta file whole and checks it: its header and what it holds.
-pub(crate) fn check_delta_file(path: &Path) -> Result<(Header, Summary), String> {
+pub(crate) fn check_delta_file(path: &Path, key: Option<&Key>) -> Result<(Header, Summary), String> {
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
+    let file = DecodingReader::new(
+        std::io::BufReader::with_capacity(1 << 20, file),
+        codec::Decoder::new(format!("delta {}", path.display()), key),
+    );
     let mut decoder = Decoder::new(std::io::BufReader::with_capacity(1 << 20, file));
     let header = decoder.header()?;
     while decoder.next()?.is_some() {}
@@ -708,7 +765,7 @@ async fn take_delta(
     if let Store::Bucket(bucket) = &store {
         bucket.check_new_name(&name)?;
     }
-    let mut sink = Sink::open(&store, &name, &metadata).await?;
+    let mut sink = Sink::open(&store, &name, &metadata, &request.encoding).await?;
     let mut encoder = Encoder::default();
     let pumped = tokio::select! {
         pumped = pump(&mut history, &mut sink, &mut encoder, &header, first) => pumped,
@@ -728,19 +785,19 @@ async fn take_delta(
         sink.abort(stop).await;
         return Err(failure);
     }
-    metadata.insert(bucket::META_SHA256.to_owned(), summary.sha256.clone());
     metadata.insert(bucket::META_REVISION.to_owned(), end.to_string());
     metadata.insert(META_EVENTS.to_owned(), summary.events.to_string());
-    tokio::select! {
-        finished = sink.finish(&summary, &metadata) => finished?,
+    let encoded = tokio::select! {
+        finished = sink.finish(&summary, &mut metadata) => finished?,
         stop = stop.requested() => return Err(stopped(stop)),
-    }
+    };
     report.object = Some(name);
     report.transactions = summary.transactions;
     report.events = summary.events;
-    report.size_bytes = summary.bytes;
-    report.size_mib = mib(summary.bytes);
-    report.sha256 = Some(summary.sha256);
+    report.size_bytes = encoded.stored_bytes;
+    report.size_mib = mib(encoded.stored_bytes);
+    report.sha256 = Some(encoded.stored_sha256.clone());
+    report.stored = encoded.stored_as();
     report.read_duration_ms = read_started.elapsed().as_millis() as u64;
     report.removed_partial_files = remove_stale_partials(&store, &request.cluster).await;
     Ok(true)

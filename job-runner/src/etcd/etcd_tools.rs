@@ -15,6 +15,7 @@ use groundskeeper_protocol::operation::{BucketLocation, SnapshotStore};
 use groundskeeper_stores::etcd::retention::{self, NameTemplate};
 
 use super::bucket::Bucket;
+use super::codec::{self, Key};
 use super::snapshot::{Checked, check_file};
 use crate::run::Failure;
 
@@ -553,11 +554,15 @@ pub(crate) async fn fetch(
     object: Option<&str>,
     template: Option<&NameTemplate>,
     work: &Path,
+    key: Option<&Key>,
 ) -> Result<Fetched, Failure> {
     let (_, object) = choose(store, object, template).await?;
     match store {
         SnapshotStore::Folder(folder) => {
             let path = PathBuf::from(folder).join(&object);
+            if codec::is_encoded_file(&path) {
+                return fetch_encoded_file(path, object, work, key).await;
+            }
             tracing::info!(snapshot = %path.display(), "checking the snapshot in its folder");
             let checked = check_in_background(path.clone()).await?;
             Ok(Fetched {
@@ -568,8 +573,26 @@ pub(crate) async fn fetch(
                 checked,
             })
         }
-        SnapshotStore::Bucket(bucket) => fetch_from_bucket(bucket, object, work).await,
+        SnapshotStore::Bucket(bucket) => fetch_from_bucket(bucket, object, work, key).await,
     }
+}
+
+/// A compressed or encrypted snapshot in a folder, decoded into the work folder (etcd's tools
+/// restore plain files only) and checked there.
+async fn fetch_encoded_file(path: PathBuf, object: String, work: &Path, key: Option<&Key>) -> Result<Fetched, Failure> {
+    let location = path.display().to_string();
+    let plain = work.join("snapshot.db");
+    tracing::info!(snapshot = %location, "decoding the snapshot into the scratch folder");
+    let (from, to, key) = (path.clone(), plain.clone(), key.cloned());
+    let content = tokio::task::spawn_blocking(move || codec::decode_file(&from, &to, key.as_ref()))
+        .await
+        .map_err(|e| Failure::retryable(format!("the snapshot's decoding did not finish: {e}")))??;
+    let checked = check_in_background(plain.clone()).await.map_err(|failure| Failure {
+        message: failure.message.replace(&plain.display().to_string(), &location),
+        ..failure
+    })?;
+    let checked = checked.of_stored(Some(content)).map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
+    Ok(Fetched { path: plain, object, location, metadata: BTreeMap::new(), checked })
 }
 
 /// Downloads snapshot `object` into the work folder, with its metadata, and checks the file.
@@ -577,23 +600,26 @@ async fn fetch_from_bucket(
     location: &BucketLocation,
     object: String,
     work: &Path,
+    key: Option<&Key>,
 ) -> Result<Fetched, Failure> {
     let bucket = Bucket::open(location)?;
     let location = bucket.object_url(&object);
     tracing::info!(object = %location, "downloading the snapshot");
-    let downloaded = bucket.download(&object, &work.join("snapshot.db")).await?;
+    let downloaded = bucket.download(&object, &work.join("snapshot.db"), key).await?;
     tracing::info!(object = %location, bytes = downloaded.size_bytes, "downloaded; checking it");
     // A refusal names the object, not the file in the scratch folder.
     let checked = check_in_background(downloaded.path.clone()).await.map_err(|failure| Failure {
         message: failure.message.replace(&downloaded.path.display().to_string(), &location),
         ..failure
     })?;
-    if checked.sha256 != downloaded.sha256 {
+    let arrived = downloaded.content.as_ref().map_or(&downloaded.sha256, |c| &c.content_sha256);
+    if checked.sha256 != *arrived {
         return Err(Failure::retryable(format!(
-            "{location}: the file downloaded reads back with sha256 {}, not the {} that arrived",
-            checked.sha256, downloaded.sha256
+            "{location}: the file downloaded reads back with sha256 {}, not the {arrived} that arrived",
+            checked.sha256
         )));
     }
+    let checked = checked.of_stored(downloaded.content).map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
     Ok(Fetched { path: downloaded.path, object, location, metadata: downloaded.metadata, checked })
 }
 

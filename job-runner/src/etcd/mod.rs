@@ -3,6 +3,7 @@
 pub mod bolt;
 pub(crate) mod bolt_stream;
 pub(crate) mod bucket;
+pub mod codec;
 pub mod compact;
 pub mod copy;
 pub mod defrag;

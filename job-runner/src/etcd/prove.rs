@@ -24,6 +24,7 @@ use super::compact::runtime;
 use super::etcd_tools::{
     self, EtcdBinary, Fetched, FromArgs, Process, RestoreFlags, RestoreTool, ToolArgs, WorkDir, tool_failed,
 };
+use super::codec::{Encoded, Key};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// What etcd writes first with `--logger=zap` (3.4 and 3.5 alike): a JSON log line. An etcd that
@@ -40,6 +41,8 @@ pub(crate) const MEMBER: &str = "groundskeeper-proof";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProveArgs {
+    #[command(flatten)]
+    pub key: crate::etcd::codec::KeyArgs,
     #[command(flatten)]
     pub from: FromArgs,
     /// The snapshot's name in the folder or bucket; default: the cluster's newest, by the time
@@ -90,6 +93,8 @@ pub(crate) struct Proof {
     pub scratch: PathBuf,
     pub etcd: EtcdBinary,
     pub tool: RestoreTool,
+    /// Opens an encrypted snapshot.
+    pub key: Option<Key>,
 }
 
 impl ProveArgs {
@@ -119,6 +124,7 @@ impl ProveArgs {
             scratch: self.scratch_dir.clone(),
             etcd: etcd_tools::find_etcd(self.tools.etcd.as_deref())?,
             tool: etcd_tools::find_restore_tool(self.tools.etcdutl.as_deref())?,
+            key: self.key.key()?,
         })
     }
 }
@@ -193,11 +199,13 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
     report.path = location;
     report.object = object.clone();
     tracing::info!(snapshot = %report.path, "fetching the snapshot");
-    let fetched = etcd_tools::fetch(&proof.store, Some(&object), Some(&proof.template), work.path()).await?;
+    let fetched = etcd_tools::fetch(&proof.store, Some(&object), Some(&proof.template), work.path(), proof.key.as_ref())
+            .await?;
     report.path = fetched.location.clone();
     report.object = fetched.object.clone();
     report.size_bytes = fetched.checked.size;
     report.sha256 = Some(fetched.checked.sha256.clone());
+    report.stored = fetched.checked.content.as_ref().map(Encoded::stored_as).unwrap_or_default();
     etcd_tools::check_sha256(&fetched, proof.expect_sha256.as_deref())?;
     report.expected_revision =
         proof.expect_revision.or_else(|| recorded_number(&fetched, "revision")).or(fetched.checked.revision);
@@ -220,7 +228,7 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
         &data,
         &flags,
         &work.path().join("restore.log"),
-        etcd_tools::restore_timeout(fetched.checked.size),
+        etcd_tools::restore_timeout(fetched.checked.content_size()),
     )
     .await?;
     report.restore_ms = started.elapsed().as_millis() as u64;
@@ -228,7 +236,7 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
     let started = Instant::now();
     tracing::info!(etcd = %proof.etcd.path.display(), version = %proof.etcd.version, "starting the throwaway member");
     let mut member =
-        Member::start(&proof.etcd, &data, &work, start_timeout(fetched.checked.size), &[]).await?;
+        Member::start(&proof.etcd, &data, &work, start_timeout(fetched.checked.content_size()), &[]).await?;
     report.start_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(proof.etcd.version.clone());
     tracing::info!(url = %member.url, start_ms = report.start_ms, "checking what the member serves");

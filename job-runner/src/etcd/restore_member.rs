@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compact::runtime;
 use super::etcd_tools::{self, FromArgs, RestoreFlags, RestoreTool, WorkDir, is_not_writable, sync_dir};
+use super::codec::{Encoded, Key};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// Where the snapshot is restored before it is renamed into place: `DATA` + this.
@@ -36,6 +37,8 @@ const RESERVED_PREFIX: &str = ".groundskeeper-";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RestoreMemberArgs {
+    #[command(flatten)]
+    pub key: crate::etcd::codec::KeyArgs,
     #[command(flatten)]
     pub from: FromArgs,
     /// The snapshot's name in the folder or bucket.
@@ -89,6 +92,8 @@ pub(crate) struct Restore {
     pub layout: Layout,
     pub flags: RestoreFlags,
     pub scratch: PathBuf,
+    /// Opens an encrypted snapshot.
+    pub key: Option<Key>,
     pub tool: RestoreTool,
 }
 
@@ -114,6 +119,7 @@ impl RestoreMemberArgs {
             layout: Layout::new(&self.data_dir, &self.keep_old_suffix)?,
             flags,
             scratch: self.scratch_dir.clone(),
+            key: self.key.key()?,
             tool: etcd_tools::find_restore_tool(self.etcdutl.as_deref())?,
         })
     }
@@ -392,9 +398,10 @@ async fn restore_member(restore: &Restore, report: &mut RestoreMemberReport) -> 
     // First, so that it is removed last.
     let work = WorkDir::create(&restore.scratch, "restore-member")?;
     tracing::info!(object = %restore.object, "fetching the snapshot");
-    let fetched = etcd_tools::fetch(&restore.store, Some(&restore.object), None, work.path()).await?;
+    let fetched = etcd_tools::fetch(&restore.store, Some(&restore.object), None, work.path(), restore.key.as_ref()).await?;
     etcd_tools::check_sha256(&fetched, restore.expect_sha256.as_deref())?;
     report.sha256 = Some(fetched.checked.sha256.clone());
+    report.stored = fetched.checked.content.as_ref().map(Encoded::stored_as).unwrap_or_default();
     report.revision = fetched.checked.revision;
 
     let old = move_old_aside(layout)?;
@@ -469,7 +476,7 @@ async fn restore_into_place(
         &layout.partial,
         &restore.flags,
         &work.path().join("restore.log"),
-        etcd_tools::restore_timeout(fetched.checked.size),
+        etcd_tools::restore_timeout(fetched.checked.content_size()),
     )
     .await?;
     etcd_tools::sync_tree(&layout.partial)

@@ -20,7 +20,7 @@
 //! (`keys` in the result): what a proof of the snapshot checks a restored member against.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,8 @@ use groundskeeper_protocol::{JobResult, Outcome, Report};
 use sha2::{Digest, Sha256};
 
 use super::bolt::Db;
+use super::bolt_stream::RevisionScan;
+use super::codec::{self, Decoder, DecodingReader, Encoded, Encoding, Key};
 use super::compact::runtime;
 use crate::run::{self, Failure, RunClock, StopSignal};
 use groundskeeper_protocol::operation::BucketLocation;
@@ -63,6 +65,8 @@ pub struct SnapshotArgs {
     pub check: Option<SnapshotCheck>,
     #[command(flatten)]
     pub connection: EndpointArgs,
+    #[command(flatten)]
+    pub encoding: crate::etcd::codec::EncodingArgs,
     /// The snapshot file to write. Its folder must exist; a file already there is replaced
     /// (atomically) once the new snapshot is complete and checked.
     #[arg(long, required_unless_present = "to", conflicts_with = "to")]
@@ -133,6 +137,8 @@ pub enum SnapshotCheck {
 pub struct VerifyArgs {
     /// The snapshot file.
     pub file: PathBuf,
+    #[command(flatten)]
+    pub key: crate::etcd::codec::KeyArgs,
     /// Also write the result JSON here (it always goes to stdout).
     #[arg(long)]
     pub result_file: Option<PathBuf>,
@@ -148,6 +154,29 @@ pub struct Checked {
     pub db_sha256: String,
     /// `None` when the key bucket could not be read (or is empty).
     pub revision: Option<i64>,
+    /// When the file is compressed or encrypted: what it held (`size` and `sha256` are the
+    /// file's, `db_sha256` and `revision` the snapshot's inside).
+    pub content: Option<Encoded>,
+}
+
+impl Checked {
+    /// The snapshot's own size: the file's, or what it decodes to.
+    pub fn content_size(&self) -> u64 {
+        self.content.as_ref().map_or(self.size, |c| c.content_bytes)
+    }
+
+    /// A check of the plain file a compressed or encrypted object was decoded into, told as the
+    /// object's: its size and SHA-256 are the object's, with what it holds beside.
+    pub(crate) fn of_stored(self, content: Option<Encoded>) -> Result<Self, String> {
+        let Some(content) = content else { return Ok(self) };
+        if content.content_sha256 != self.sha256 {
+            return Err(format!(
+                "decoded into a file that reads back with sha256 {}, not the {} decoded",
+                self.sha256, content.content_sha256
+            ));
+        }
+        Ok(Self { size: content.stored_bytes, sha256: content.stored_sha256.clone(), content: Some(content), ..self })
+    }
 }
 
 /// SHA-256 of the whole stream and of the database before its last 32 bytes, fed chunk by chunk:
@@ -175,6 +204,12 @@ impl TrailerCheck {
     /// Bytes seen so far.
     pub fn bytes_seen(&self) -> u64 {
         self.len
+    }
+
+    /// SHA-256 of every byte seen, whatever they are (a compressed or encrypted object, whose
+    /// trailer is inside).
+    pub fn whole_sha256(self) -> String {
+        hex(&self.whole.finalize())
     }
 
     /// The hashes when the trailer matches, else why the stream is not a whole snapshot.
@@ -206,6 +241,12 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Checks a snapshot file: size, trailer, bbolt meta pages; reads the revision it holds. `Err`
 /// when etcd's restore would refuse the file (or it cannot be read: bad input either way).
 pub fn check_file(path: &Path) -> Result<Checked, Failure> {
+    check_file_with(path, None)
+}
+
+/// [`check_file`] for a file that may be compressed or encrypted (opened with `key`): it is
+/// decoded as it is read and the snapshot inside checked the same way.
+pub fn check_file_with(path: &Path, key: Option<&Key>) -> Result<Checked, Failure> {
     let refuse = |why: String| Failure::bad_input(format!("snapshot {}: {why}", path.display()));
     // Before opening: opening a FIFO waits for a writer, forever.
     match std::fs::metadata(path) {
@@ -219,6 +260,12 @@ pub fn check_file(path: &Path) -> Result<Checked, Failure> {
     let metadata = file.metadata().map_err(|e| refuse(e.to_string()))?;
     if !metadata.is_file() {
         return Err(refuse("not a regular file".into()));
+    }
+    let mut head = Vec::with_capacity(8);
+    (&mut file).take(8).read_to_end(&mut head).map_err(|e| refuse(format!("cannot read it: {e}")))?;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(|e| refuse(format!("cannot read it: {e}")))?;
+    if codec::is_encoded(&head) {
+        return check_encoded(path, file, key);
     }
     let mut check = TrailerCheck::default();
     let mut buf = vec![0u8; 1 << 20];
@@ -239,7 +286,44 @@ pub fn check_file(path: &Path) -> Result<Checked, Failure> {
             None
         }
     };
-    Ok(Checked { size, sha256, db_sha256, revision })
+    Ok(Checked { size, sha256, db_sha256, revision, content: None })
+}
+
+/// A compressed or encrypted snapshot file, decoded as it is read: etcd's trailer checked on the
+/// snapshot inside, its revision read from its pages as they pass.
+fn check_encoded(path: &Path, file: File, key: Option<&Key>) -> Result<Checked, Failure> {
+    let refuse = |why: String| Failure::bad_input(format!("snapshot {}: {why}", path.display()));
+    let decoder = Decoder::new(format!("snapshot {}", path.display()), key);
+    let mut reader = DecodingReader::new(std::io::BufReader::with_capacity(1 << 20, file), decoder);
+    let mut check = TrailerCheck::default();
+    let mut scan = RevisionScan::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            // The decoder's words name the file already.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(Failure::bad_input(e.to_string())),
+            Err(e) => return Err(refuse(format!("cannot read it: {e}"))),
+        };
+        if n == 0 {
+            break;
+        }
+        check.update(&buf[..n]);
+        scan.update(&buf[..n]);
+    }
+    let content = reader.encoded().cloned().expect("read to its end");
+    let (_, db_sha256) = check.finish().map_err(refuse)?;
+    let revision = scan.finish().unwrap_or_else(|why| {
+        tracing::warn!(path = %path.display(), "the revision could not be read: {why}");
+        None
+    });
+    Ok(Checked {
+        size: content.stored_bytes,
+        sha256: content.stored_sha256.clone(),
+        db_sha256,
+        revision,
+        content: Some(content),
+    })
 }
 
 /// The member to stream from: a healthy voting follower, the most caught-up one (then the lowest
@@ -622,6 +706,7 @@ pub async fn run_snapshot(
     connection: &Connection,
     destination: &Destination,
     retention: Option<&Retention>,
+    encoding: &Encoding,
     stop: &StopSignal,
 ) -> JobResult {
     let clock = RunClock::start();
@@ -633,7 +718,7 @@ pub async fn run_snapshot(
     let outcome = match destination {
         Destination::File(output) => {
             let outcome = tokio::select! {
-                outcome = snapshot_with(connection, output, &mut report) => outcome,
+                outcome = snapshot_with(connection, output, encoding, &mut report) => outcome,
                 stop = stop.requested() => Err(stop.failure(
                     "the snapshot stream was abandoned and its temporary file removed",
                 )),
@@ -648,7 +733,7 @@ pub async fn run_snapshot(
         }
         // The upload watches for a stop itself: it must be aborted, not merely dropped.
         Destination::Object { bucket, name } => {
-            to_bucket::snapshot(connection, bucket, name, retention, &mut report, stop).await
+            to_bucket::snapshot(connection, bucket, name, retention, encoding, &mut report, stop).await
         }
     };
     let failure = outcome.err();
@@ -659,7 +744,7 @@ pub async fn run_snapshot(
     if result.message.is_none() {
         result.message = Some(
             format!(
-                "snapshot of revision {} from {} ({}) {} {}: {} bytes ({:.2} MiB), sha256 {}, {}",
+                "snapshot of revision {} from {} ({}) {} {}: {}, sha256 {}, {}",
                 report.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
                 report.member.as_deref().unwrap_or_default(),
                 if report.from_leader { "the leader: no healthy follower" } else { "a follower" },
@@ -668,8 +753,7 @@ pub async fn run_snapshot(
                     Destination::Object { .. } => "uploaded to",
                 },
                 report.path,
-                report.size_bytes,
-                report.size_mib,
+                describe_size(report.size_bytes, &report.stored),
                 report.sha256.as_deref().unwrap_or_default(),
                 match report.keys {
                     Some(keys) => format!("{keys} keys"),
@@ -850,6 +934,7 @@ pub(crate) async fn open_stream(
 async fn snapshot_with(
     connection: &Connection,
     output: &Path,
+    encoding: &Encoding,
     report: &mut SnapshotReport,
 ) -> Result<(), Failure> {
     let (dir, partial_path) = check_output(output)?;
@@ -857,28 +942,34 @@ async fn snapshot_with(
     let started = Instant::now();
     let mut partial = Partial::create(&partial_path)?;
     let mut check = TrailerCheck::default();
+    let mut encoder = encoding.encoder()?;
     let mut last_log = Instant::now();
     while let Some(message) = source.next(check.len).await? {
         let blob = message.blob();
-        partial.file().write_all(blob).map_err(|e| write_failure(&partial_path, e))?;
+        let stored = encoder.push(blob)?;
+        partial.file().write_all(&stored).map_err(|e| write_failure(&partial_path, e))?;
         check.update(blob);
         if last_log.elapsed() > Duration::from_secs(10) {
             tracing::info!(bytes = check.len, remaining = message.remaining_bytes(), "streaming");
             last_log = Instant::now();
         }
     }
-    let streamed = check.len;
-    let (sha256, db_sha256) = check.finish().map_err(|why| {
+    let (last, encoded) = encoder.finish()?;
+    partial.file().write_all(&last).map_err(|e| write_failure(&partial_path, e))?;
+    let (_, db_sha256) = check.finish().map_err(|why| {
         Failure::retryable(format!("the snapshot from {} is not whole: {why}", source.member))
     })?;
     partial.file().sync_all().map_err(|e| write_failure(&partial_path, e))?;
-    // What reached the disk, read back: the same bytes, and a database etcd can open.
-    let on_disk = check_file(&partial_path).map_err(|f| {
+    // What reached the disk, read back (and decoded): the same bytes, and a database etcd can
+    // open.
+    let on_disk = check_file_with(&partial_path, encoding.key.as_ref()).map_err(|f| {
         Failure::retryable(format!("the file written does not read back whole: {}", f.message))
     })?;
-    if on_disk.sha256 != sha256 || on_disk.size != streamed {
+    let (sha256, streamed) = (encoded.stored_sha256.clone(), encoded.stored_bytes);
+    let content_back = on_disk.content.as_ref().map_or(&on_disk.sha256, |c| &c.content_sha256);
+    if on_disk.sha256 != sha256 || on_disk.size != streamed || *content_back != encoded.content_sha256 {
         return Err(Failure::retryable(format!(
-            "{} reads back as {} bytes with sha256 {}, not the {streamed} bytes streamed ({sha256})",
+            "{} reads back as {} bytes with sha256 {}, not the {streamed} bytes written ({sha256})",
             partial_path.display(),
             on_disk.size,
             on_disk.sha256
@@ -896,9 +987,23 @@ async fn snapshot_with(
     report.revision = on_disk.revision;
     report.sha256 = Some(sha256);
     report.db_sha256 = Some(db_sha256);
+    report.stored = encoded.stored_as();
     report.stream_duration_ms = started.elapsed().as_millis() as u64;
     report.keys = source.count_keys(on_disk.revision).await;
     Ok(())
+}
+
+/// `N bytes (M MiB)`, and for an encoded object how it is stored and what it holds:
+/// `N bytes (M MiB) zstd+aes-256-gcm (key id K) of C bytes (D MiB), 4.1 times smaller`.
+pub(crate) fn describe_size(bytes: u64, stored: &groundskeeper_protocol::result::StoredAs) -> String {
+    let plain = format!("{bytes} bytes ({:.2} MiB)", mib(bytes));
+    let (Some(encoding), Some(content)) = (&stored.encoding, stored.content_bytes) else { return plain };
+    let key = stored.key_id.as_ref().map(|id| format!(" (key id {id})")).unwrap_or_default();
+    let ratio = match bytes {
+        0 => String::new(),
+        _ => format!(", {:.1} times smaller", content as f64 / bytes as f64),
+    };
+    format!("{plain} {encoding}{key} of {content} bytes ({:.2} MiB){ratio}", mib(content))
 }
 
 fn write_failure(path: &Path, error: std::io::Error) -> Failure {
@@ -906,23 +1011,23 @@ fn write_failure(path: &Path, error: std::io::Error) -> Failure {
 }
 
 /// `snapshot verify FILE`: the check as a result.
-pub fn verify(file: &Path) -> JobResult {
+pub fn verify(file: &Path, key: &codec::KeyArgs) -> JobResult {
     let clock = RunClock::start();
     let mut report =
         SnapshotReport { path: file.display().to_string(), verify_only: true, ..SnapshotReport::default() };
-    match check_file(file) {
+    match key.key().and_then(|key| check_file_with(file, key.as_ref())) {
         Ok(checked) => {
             report.size_bytes = checked.size;
             report.size_mib = mib(checked.size);
             report.revision = checked.revision;
             report.sha256 = Some(checked.sha256.clone());
             report.db_sha256 = Some(checked.db_sha256);
-            let mut result = clock.finish(Report::Snapshot(report), Outcome::Succeeded, None);
+            report.stored = checked.content.as_ref().map(Encoded::stored_as).unwrap_or_default();
+            let mut result = clock.finish(Report::Snapshot(report.clone()), Outcome::Succeeded, None);
             result.message = Some(format!(
-                "snapshot {}: {} bytes ({:.2} MiB), revision {}, etcd's SHA-256 trailer matches; sha256 {}",
+                "snapshot {}: {}, revision {}, etcd's SHA-256 trailer matches; sha256 {}",
                 file.display(),
-                checked.size,
-                mib(checked.size),
+                describe_size(checked.size, &report.stored),
                 checked.revision.map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
                 checked.sha256
             ));
@@ -939,7 +1044,7 @@ pub fn verify(file: &Path) -> JobResult {
 /// `groundskeeper-job snapshot`: runs, reports, and returns the exit code.
 pub fn main(args: SnapshotArgs) -> i32 {
     if let Some(SnapshotCheck::Verify(verify_args)) = &args.check {
-        let result = verify(&verify_args.file);
+        let result = verify(&verify_args.file, &verify_args.key);
         match &verify_args.result_file {
             Some(path) => run::report(&result, path),
             None => println!("{}", serde_json::to_string_pretty(&result).expect("results always serialise")),
@@ -958,12 +1063,13 @@ pub fn main(args: SnapshotArgs) -> i32 {
             check_output(output)?;
         }
         let retention = args.retention()?;
-        Ok::<_, Failure>((args.connection.connection()?, grace, destination, retention))
+        let encoding = args.encoding.encoding()?;
+        Ok::<_, Failure>((args.connection.connection()?, grace, destination, retention, encoding))
     })();
     let result = match prepared {
-        Ok((connection, grace, destination, retention)) => runtime().block_on(async {
+        Ok((connection, grace, destination, retention, encoding)) => runtime().block_on(async {
             let stop = StopSignal::listen_or_warn(grace);
-            run_snapshot(&connection, &destination, retention.as_ref(), &stop).await
+            run_snapshot(&connection, &destination, retention.as_ref(), &encoding, &stop).await
         }),
         Err(failure) => clock.finish(
             Report::Snapshot(SnapshotReport {

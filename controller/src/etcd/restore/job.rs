@@ -75,6 +75,7 @@ pub(crate) fn step_of_restore(
             initial_cluster_token: status.cluster_token.clone(),
             keep_old_suffix: status.old_data_suffix.clone(),
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
+            encryption_key_file: request.encryption_key_file.clone(),
         }),
         claims: proof
             .claims

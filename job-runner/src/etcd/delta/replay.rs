@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 use super::format::{Decoder, Kind, Txn};
 use super::name::{self, DeltaName};
 use super::{Store, check_delta_file};
+use crate::etcd::codec::{self, Encoding, Key};
 use crate::etcd::compact::runtime;
 use crate::etcd::etcd_tools::{self, FromArgs, RestoreFlags, ToolArgs, WorkDir};
 use crate::etcd::prove::{MEMBER, Member, STOP_GRACE, free_ports, start_timeout};
@@ -58,6 +59,8 @@ const MEMBER_FLAGS: &[&str] = &["--max-txn-ops=1000000", "--max-request-bytes=33
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReplayArgs {
+    #[command(flatten)]
+    pub encoding: crate::etcd::codec::EncodingArgs,
     #[command(flatten)]
     pub from: FromArgs,
     /// The full snapshot to start from; default: the cluster's newest, by the time in its name.
@@ -108,6 +111,8 @@ pub(crate) struct Replay {
     pub save_as: Option<String>,
     pub etcd: etcd_tools::EtcdBinary,
     pub tool: etcd_tools::RestoreTool,
+    /// Opens the store's encrypted objects; the saved snapshot is stored so.
+    pub encoding: Encoding,
 }
 
 impl ReplayArgs {
@@ -145,6 +150,7 @@ impl ReplayArgs {
             save_as: self.save_as.clone(),
             etcd: etcd_tools::find_etcd(self.tools.etcd.as_deref())?,
             tool: etcd_tools::find_restore_tool(self.tools.etcdutl.as_deref())?,
+            encoding: self.encoding.encoding()?,
         })
     }
 }
@@ -279,9 +285,10 @@ pub(crate) async fn run_replay(replay: &Replay, stop: &StopSignal) -> JobResult 
 async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), Failure> {
     // First, so that it is dropped (and removed) last, after the member is gone.
     let work = WorkDir::create(&replay.scratch, "replay")?;
+    let key = replay.encoding.key.as_ref();
     let store = Store::open(&replay.store)?;
     let fetched =
-        etcd_tools::fetch(&replay.store, replay.object.as_deref(), Some(&replay.template), work.path())
+        etcd_tools::fetch(&replay.store, replay.object.as_deref(), Some(&replay.template), work.path(), key)
             .await?;
     report.path = store.describe();
     report.object = fetched.object.clone();
@@ -347,18 +354,18 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
         &data,
         &flags,
         &work.path().join("restore.log"),
-        etcd_tools::restore_timeout(fetched.checked.size),
+        etcd_tools::restore_timeout(fetched.checked.content_size()),
     )
     .await?;
     let mut member =
-        Member::start(&replay.etcd, &data, &work, start_timeout(fetched.checked.size), MEMBER_FLAGS).await?;
+        Member::start(&replay.etcd, &data, &work, start_timeout(fetched.checked.content_size()), MEMBER_FLAGS).await?;
     report.restore_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(replay.etcd.version.clone());
-    let mut outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), report).await;
+    let mut outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), key, report).await;
     if outcome.is_ok()
         && let Some(name) = &replay.save_as
     {
-        outcome = save(&replay.store, name, &member).await.map(|saved| report.saved = Some(saved));
+        outcome = save(&replay.store, name, &member, &replay.encoding).await.map(|saved| report.saved = Some(saved));
     }
     let stopped = member.process.stop(STOP_GRACE).await;
     tracing::info!(by_sigterm = stopped, "the throwaway member stopped");
@@ -367,7 +374,12 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
 
 /// The proven member's snapshot, saved in `store` as `name` by the Snapshot run's own writer
 /// (streamed, checked, then in place under its name).
-async fn save(store: &SnapshotStore, name: &str, member: &Member) -> Result<SavedSnapshot, Failure> {
+async fn save(
+    store: &SnapshotStore,
+    name: &str,
+    member: &Member,
+    encoding: &Encoding,
+) -> Result<SavedSnapshot, Failure> {
     let connection =
         Connection::new(std::slice::from_ref(&member.url), None, None, &|piece| piece.to_owned())?;
     let destination = match store {
@@ -377,7 +389,7 @@ async fn save(store: &SnapshotStore, name: &str, member: &Member) -> Result<Save
         }
     };
     tracing::info!(to = %destination.describe(), "saving the replayed member's snapshot");
-    let result = run_snapshot(&connection, &destination, None, &StopSignal::never()).await;
+    let result = run_snapshot(&connection, &destination, None, encoding, &StopSignal::never()).await;
     let Report::Snapshot(taken) = &result.report else {
         return Err(Failure::retryable("the snapshot of the replayed member reported nothing"));
     };
@@ -393,6 +405,7 @@ async fn save(store: &SnapshotStore, name: &str, member: &Member) -> Result<Save
         sha256: taken.sha256.clone().unwrap_or_default(),
         revision: taken.revision,
         keys: taken.keys,
+        stored: taken.stored.clone(),
     })
 }
 
@@ -403,6 +416,7 @@ async fn replay_deltas(
     from: i64,
     to: i64,
     work: &Path,
+    key: Option<&Key>,
     report: &mut ReplayReport,
 ) -> Result<(), Failure> {
     let client = &mut member.client;
@@ -430,12 +444,18 @@ async fn replay_deltas(
     for (delta, name) in chosen {
         let path = match store {
             Store::Folder(folder) => folder.join(name),
-            Store::Bucket(bucket) => bucket.download(name, &work.join("delta")).await?.path,
+            Store::Bucket(bucket) => bucket.download(name, &work.join("delta"), key).await?.path,
         };
         tracing::info!(delta = %name, from = at, to, "replaying a delta");
         let location = store.locate(name);
         let bad = |why: String| Failure::bad_input(format!("delta {location}: {why}"));
         let file = std::fs::File::open(&path).map_err(|e| bad(format!("cannot open it: {e}")))?;
+        // A folder's delta may be compressed or encrypted: decoded as it is read (a bucket's
+        // was decoded on its way into the file).
+        let file = codec::DecodingReader::new(
+            std::io::BufReader::with_capacity(1 << 20, file),
+            codec::Decoder::new(format!("delta {location}"), key),
+        );
         let mut decoder = Decoder::new(std::io::BufReader::with_capacity(1 << 20, file));
         let header = decoder.header().map_err(bad)?;
         if (header.start_revision, header.end_revision) != (delta.start_revision, delta.end_revision) {
@@ -481,7 +501,7 @@ async fn replay_deltas(
         }
         // The trailer too: a delta is replayed only when all of it is whole.
         drop(decoder);
-        check_delta_file(&path).map_err(bad)?;
+        check_delta_file(&path, key).map_err(bad)?;
         if let Store::Bucket(_) = store {
             let _ = std::fs::remove_file(&path);
         }

@@ -27,6 +27,7 @@ use groundskeeper_stores::etcd::connect::Connection;
 
 use super::{Retention, Source, TrailerCheck, open_stream};
 use crate::etcd::bolt_stream::RevisionScan;
+use crate::etcd::codec::{Encoded, Encoder, Encoding};
 use crate::etcd::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
 use crate::run::{Failure, StopSignal};
 
@@ -43,6 +44,7 @@ pub(super) async fn snapshot(
     location: &BucketLocation,
     name: &str,
     retention: Option<&Retention>,
+    encoding: &Encoding,
     report: &mut SnapshotReport,
     stop: &StopSignal,
 ) -> Result<(), Failure> {
@@ -60,13 +62,13 @@ pub(super) async fn snapshot(
     let mut upload = bucket.start_upload(name, &metadata).await?;
     let mut check = TrailerCheck::default();
     let mut scan = RevisionScan::default();
+    let mut encoder = encoding.encoder()?;
     let pumped = tokio::select! {
-        pumped = pump(&mut source, &mut upload, &mut check, &mut scan) => pumped,
+        pumped = pump(&mut source, &mut upload, &mut encoder, &mut check, &mut scan) => pumped,
         stop = stop.requested() => Err(stop.failure(
             "the snapshot stream was abandoned and the upload aborted: nothing is under the object's name",
         )),
     };
-    let size = check.len;
     let whole = pumped.and_then(|()| {
         check.finish().map_err(|why| {
             Failure::retryable(format!(
@@ -75,7 +77,11 @@ pub(super) async fn snapshot(
             ))
         })
     });
-    let (sha256, db_sha256) = match whole {
+    let whole = match whole {
+        Ok((_, db_sha256)) => finish_encoding(encoder, &mut upload).await.map(|encoded| (encoded, db_sha256)),
+        Err(failure) => Err(failure),
+    };
+    let (encoded, db_sha256) = match whole {
         Ok(hashes) => hashes,
         Err(failure) => {
             abort(upload, stop).await;
@@ -89,7 +95,9 @@ pub(super) async fn snapshot(
         None
     });
     report.keys = source.count_keys(revision).await;
+    let (sha256, size) = (encoded.stored_sha256.clone(), encoded.stored_bytes);
     metadata.insert(bucket::META_SHA256.to_owned(), sha256.clone());
+    metadata.extend(encoded.metadata());
     if let Some(revision) = revision {
         metadata.insert(bucket::META_REVISION.to_owned(), revision.to_string());
     }
@@ -102,16 +110,25 @@ pub(super) async fn snapshot(
     report.revision = revision;
     report.sha256 = Some(sha256);
     report.db_sha256 = Some(db_sha256);
+    report.stored = encoded.stored_as();
     if let Some(retention) = retention {
         apply_retention(&bucket, name, retention, report).await;
     }
     Ok(())
 }
 
-/// Every piece of the stream: checked, scanned for the revision, uploaded.
+/// The encoder's last bytes uploaded: what was stored.
+async fn finish_encoding(encoder: Encoder, upload: &mut Upload<'_>) -> Result<Encoded, Failure> {
+    let (last, encoded) = encoder.finish()?;
+    upload.write(&last).await?;
+    Ok(encoded)
+}
+
+/// Every piece of the stream: checked, scanned for the revision, encoded, uploaded.
 async fn pump(
     source: &mut Source,
     upload: &mut Upload<'_>,
+    encoder: &mut Encoder,
     check: &mut TrailerCheck,
     scan: &mut RevisionScan,
 ) -> Result<(), Failure> {
@@ -120,7 +137,7 @@ async fn pump(
         let blob = message.blob();
         check.update(blob);
         scan.update(blob);
-        upload.write(blob).await?;
+        upload.write(&encoder.push(blob)?).await?;
         if last_log.elapsed() > PROGRESS_EVERY {
             tracing::info!(bytes = check.len, remaining = message.remaining_bytes(), "uploading");
             last_log = Instant::now();
