@@ -570,6 +570,7 @@ mod tests {
                 sha256: "sha-a.db".into(),
                 revision: None,
                 keys: None,
+                stored: Default::default(),
             }],
             already_there: vec!["b.db".into()],
             ..CopyReport::default()

@@ -440,6 +440,7 @@ fn a_restore_to_a_point_in_time_restores_the_snapshot_its_replay_saved() {
                 sha256: "feed".into(),
                 revision: Some(revision),
                 keys: Some(33),
+                stored: Default::default(),
             }),
             ..ReplayReport::default()
         }))))
