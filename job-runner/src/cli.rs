@@ -254,7 +254,7 @@ fn path_text(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use groundskeeper_protocol::operation::{BucketLocation, SnapshotStore};
+    use groundskeeper_protocol::operation::{BucketLocation, ObjectEncoding, SnapshotStore};
 
     fn etcd(tls: bool) -> EtcdTarget {
         EtcdTarget {
@@ -413,11 +413,13 @@ mod tests {
                 etcd: etcd(true),
                 output: SnapshotOutput::File("/var/lib/snapshots/main-1767225600.db".into()),
                 retention: None,
+                encoding: ObjectEncoding { zstd_level: Some(3), encryption_key_file: None },
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
                 output: SnapshotOutput::File("s.db".into()),
                 retention: None,
+                encoding: ObjectEncoding::default(),
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
@@ -428,6 +430,7 @@ mod tests {
                     cluster: "main".into(),
                     ..SnapshotRetention::default()
                 }),
+                encoding: ObjectEncoding { zstd_level: Some(19), encryption_key_file: Some("/keys/to/key".into()) },
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(true),
@@ -452,6 +455,7 @@ mod tests {
                     keep_deltas_for: Some("1d".into()),
                     max_total_bytes: Some(50 << 30),
                 }),
+                encoding: ObjectEncoding { zstd_level: None, encryption_key_file: Some("/keys/to/key".into()) },
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
@@ -460,6 +464,7 @@ mod tests {
                     name: "s.db".into(),
                 },
                 retention: None,
+                encoding: ObjectEncoding::default(),
             }),
             Operation::SnapshotCopy(CopyRequest {
                 from: SnapshotStore::Folder("/snapshots/from".into()),
@@ -496,6 +501,7 @@ mod tests {
                 expect_keys: None,
                 expect_sha256: None,
                 scratch_dir: "/scratch".into(),
+                encryption_key_file: Some("/keys/from/key".into()),
             }),
             Operation::SnapshotProve(ProveRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
@@ -513,6 +519,7 @@ mod tests {
                 expect_keys: Some(0),
                 expect_sha256: Some("ab".repeat(32)),
                 scratch_dir: "/scratch".into(),
+                encryption_key_file: None,
             }),
             Operation::SnapshotDelta(DeltaRequest {
                 etcd: etcd(false),
@@ -521,6 +528,7 @@ mod tests {
                 cluster: "main".into(),
                 start_revision: None,
                 end_revision: None,
+                encoding: ObjectEncoding { zstd_level: Some(3), encryption_key_file: None },
             }),
             Operation::SnapshotDelta(DeltaRequest {
                 etcd: etcd(true),
@@ -533,6 +541,7 @@ mod tests {
                 cluster: "main".into(),
                 start_revision: Some(0),
                 end_revision: Some(4096),
+                encoding: ObjectEncoding::default(),
             }),
             Operation::SnapshotReplay(ReplayRequest {
                 from: SnapshotStore::Folder("/snapshots".into()),
@@ -543,6 +552,7 @@ mod tests {
                 expect_keys: None,
                 scratch_dir: "/scratch".into(),
                 save_as: Some("main-20260101T000000Z.db".into()),
+                encoding: ObjectEncoding { zstd_level: Some(19), encryption_key_file: Some("/keys/to/key".into()) },
             }),
             Operation::SnapshotReplay(ReplayRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
@@ -557,6 +567,7 @@ mod tests {
                 expect_keys: Some(0),
                 scratch_dir: "/scratch".into(),
                 save_as: None,
+                encoding: ObjectEncoding { zstd_level: None, encryption_key_file: Some("/keys/to/key".into()) },
             }),
             Operation::RestoreMember(RestoreMemberRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
@@ -573,6 +584,7 @@ mod tests {
                 initial_cluster_token: "main-restore-t1".into(),
                 keep_old_suffix: ".pre-restore-t1".into(),
                 scratch_dir: "/var/lib/etcd/.scratch".into(),
+                encryption_key_file: Some("/keys/from/key".into()),
             }),
             Operation::RestoreMember(RestoreMemberRequest {
                 from: SnapshotStore::Folder("/snapshots".into()),
@@ -585,6 +597,7 @@ mod tests {
                 initial_cluster_token: "t".into(),
                 keep_old_suffix: ".old".into(),
                 scratch_dir: "/scratch".into(),
+                encryption_key_file: None,
             }),
         ];
         let covered: std::collections::BTreeSet<&str> =

@@ -1088,6 +1088,7 @@ fn s3_error_code(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     fn stream_of(db: &[u8]) -> Vec<u8> {
         let mut bytes = db.to_vec();

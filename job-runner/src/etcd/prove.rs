@@ -490,7 +490,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
-            checked: Checked { size: 1, sha256: "a".into(), db_sha256: "b".into(), revision },
+            checked: Checked { size: 1, sha256: "a".into(), db_sha256: "b".into(), revision, content: None },
         }
     }
 

@@ -1191,11 +1191,11 @@ mod tests {
     #[test]
     fn a_missing_or_short_file_is_refused_as_bad_input() {
         let dir = tempfile::tempdir().unwrap();
-        let result = verify(&dir.path().join("nothing.db"));
+        let result = verify(&dir.path().join("nothing.db"), &Default::default());
         assert_eq!(run::exit_code(&result), groundskeeper_protocol::exit::BAD_INPUT);
         let short = dir.path().join("short.db");
         std::fs::write(&short, stream_of(&[0u8; 512])).unwrap();
-        let result = verify(&short);
+        let result = verify(&short, &Default::default());
         // The trailer matches, but it is no bbolt file.
         assert_eq!(run::exit_code(&result), groundskeeper_protocol::exit::BAD_INPUT);
         assert!(result.message.unwrap().contains("not an etcd database"));
