@@ -430,7 +430,10 @@ mod tests {
                     cluster: "main".into(),
                     ..SnapshotRetention::default()
                 }),
-                encoding: ObjectEncoding { zstd_level: Some(19), encryption_key_file: Some("/keys/to/key".into()) },
+                encoding: ObjectEncoding {
+                    zstd_level: Some(19),
+                    encryption_key_file: Some("/keys/to/key".into()),
+                },
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(true),
@@ -455,7 +458,10 @@ mod tests {
                     keep_deltas_for: Some("1d".into()),
                     max_total_bytes: Some(50 << 30),
                 }),
-                encoding: ObjectEncoding { zstd_level: None, encryption_key_file: Some("/keys/to/key".into()) },
+                encoding: ObjectEncoding {
+                    zstd_level: None,
+                    encryption_key_file: Some("/keys/to/key".into()),
+                },
             }),
             Operation::Snapshot(SnapshotRequest {
                 etcd: etcd(false),
@@ -552,7 +558,10 @@ mod tests {
                 expect_keys: None,
                 scratch_dir: "/scratch".into(),
                 save_as: Some("main-20260101T000000Z.db".into()),
-                encoding: ObjectEncoding { zstd_level: Some(19), encryption_key_file: Some("/keys/to/key".into()) },
+                encoding: ObjectEncoding {
+                    zstd_level: Some(19),
+                    encryption_key_file: Some("/keys/to/key".into()),
+                },
             }),
             Operation::SnapshotReplay(ReplayRequest {
                 from: SnapshotStore::Bucket(BucketLocation {
@@ -567,7 +576,10 @@ mod tests {
                 expect_keys: Some(0),
                 scratch_dir: "/scratch".into(),
                 save_as: None,
-                encoding: ObjectEncoding { zstd_level: None, encryption_key_file: Some("/keys/to/key".into()) },
+                encoding: ObjectEncoding {
+                    zstd_level: None,
+                    encryption_key_file: Some("/keys/to/key".into()),
+                },
             }),
             Operation::RestoreMember(RestoreMemberRequest {
                 from: SnapshotStore::Bucket(BucketLocation {

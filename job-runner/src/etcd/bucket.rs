@@ -297,7 +297,12 @@ impl Bucket {
     /// match its bytes is refused (bad input: it is damaged) and the file removed; so is a missing
     /// object or bucket, and credentials the store refuses. A network failure or a server error is
     /// retryable. The file is removed whenever the download fails.
-    pub(crate) async fn download(&self, name: &str, into: &Path, key: Option<&Key>) -> Result<Downloaded, Failure> {
+    pub(crate) async fn download(
+        &self,
+        name: &str,
+        into: &Path,
+        key: Option<&Key>,
+    ) -> Result<Downloaded, Failure> {
         let mut reading = self.read(name).await?;
         let metadata = reading.metadata.clone();
         let expected_size = reading.size;

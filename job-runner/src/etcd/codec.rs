@@ -266,7 +266,9 @@ pub(crate) const META_CONTENT_SHA256: &str = "content-sha256";
 pub(crate) const META_CONTENT_BYTES: &str = "content-bytes";
 
 /// How an object is stored, as its metadata says (a copy carries it along).
-pub(crate) fn stored_as_in(metadata: &std::collections::BTreeMap<String, String>) -> groundskeeper_protocol::result::StoredAs {
+pub(crate) fn stored_as_in(
+    metadata: &std::collections::BTreeMap<String, String>,
+) -> groundskeeper_protocol::result::StoredAs {
     groundskeeper_protocol::result::StoredAs {
         encoding: metadata.get(META_ENCODING).cloned(),
         key_id: metadata.get(META_KEY_ID).cloned(),
@@ -591,7 +593,10 @@ impl Decoder {
 
     /// The end of the stored bytes: the last plain ones go to `sink`, and what passed is
     /// returned. Bad input when the object ended early or has bytes after its end.
-    pub(crate) fn finish(mut self, sink: &mut dyn FnMut(&[u8]) -> Result<(), Failure>) -> Result<Encoded, Failure> {
+    pub(crate) fn finish(
+        mut self,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), Failure>,
+    ) -> Result<Encoded, Failure> {
         self.input_ended = true;
         self.drain(sink)?;
         self.check_end()?;
@@ -695,9 +700,9 @@ impl Decoder {
         // there is input and room.
         loop {
             let before = (source.pos(), target.pos());
-            let hint = zstd.run(&mut source, &mut target).map_err(|e| {
-                damaged(&self.subject, format!("its zstd data cannot be decompressed ({e})"))
-            })?;
+            let hint = zstd
+                .run(&mut source, &mut target)
+                .map_err(|e| damaged(&self.subject, format!("its zstd data cannot be decompressed ({e})")))?;
             if hint == 0 {
                 self.frame_done = true;
                 break;
@@ -892,7 +897,10 @@ impl Opener {
                 return Ok(Some((4 + len, plain)));
             }
         }
-        Err(format!("chunk {} does not authenticate: changed, out of place, or from another object", self.counter))
+        Err(format!(
+            "chunk {} does not authenticate: changed, out of place, or from another object",
+            self.counter
+        ))
     }
 }
 
@@ -989,7 +997,11 @@ pub struct EncodingArgs {
 
 impl EncodingArgs {
     pub(crate) fn encoding(&self) -> Result<Encoding, Failure> {
-        Encoding::from_flags(self.compression.as_deref(), self.compression_level, self.encryption_key.as_deref())
+        Encoding::from_flags(
+            self.compression.as_deref(),
+            self.compression_level,
+            self.encryption_key.as_deref(),
+        )
     }
 
     /// The flags as the protocol has them.
@@ -1038,7 +1050,8 @@ pub(crate) fn decode_file(from: &Path, to: &Path, key: Option<&Key>) -> Result<E
     let subject = format!("snapshot {}", from.display());
     let source = std::fs::File::open(from)
         .map_err(|e| Failure::bad_input(format!("{subject}: cannot open it: {e}")))?;
-    let mut reader = DecodingReader::new(std::io::BufReader::with_capacity(1 << 20, source), Decoder::new(&subject, key));
+    let mut reader =
+        DecodingReader::new(std::io::BufReader::with_capacity(1 << 20, source), Decoder::new(&subject, key));
     let written = (|| {
         let _ = std::fs::remove_file(to);
         let mut target = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;

@@ -34,9 +34,9 @@ use tokio::io::AsyncReadExt;
 
 use super::bolt_stream::RevisionScan;
 use super::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
+use super::codec;
 use super::compact::runtime;
 use super::etcd_tools::{FromArgs, ToArgs, is_not_writable, sync_dir};
-use super::codec;
 use super::snapshot::{TrailerCheck, check_file_with, hex};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
@@ -554,7 +554,8 @@ async fn known_of(from: &Side, entry: &Entry) -> Result<Known, Failure> {
             let checked = tokio::task::spawn_blocking(move || check_file_with(&path, None))
                 .await
                 .map_err(|e| Failure::retryable(format!("the snapshot check did not finish: {e}")))??;
-            let metadata = checked.content.as_ref().map(|c| c.metadata().into_iter().collect()).unwrap_or_default();
+            let metadata =
+                checked.content.as_ref().map(|c| c.metadata().into_iter().collect()).unwrap_or_default();
             Ok(Known { sha256: Some(checked.sha256), revision: checked.revision, metadata })
         }
         Side::Bucket(_) => Ok(Known {
@@ -651,7 +652,10 @@ async fn stream_copy(
             check
                 .finish()
                 .map_err(|why| {
-                    Failure::bad_input(format!("{} is not a whole snapshot: {why}", from.describe(&entry.name)))
+                    Failure::bad_input(format!(
+                        "{} is not a whole snapshot: {why}",
+                        from.describe(&entry.name)
+                    ))
                 })?
                 .0
         };

@@ -46,9 +46,9 @@ use groundskeeper_stores::etcd::connect::{Cluster, Connection, EndpointArgs};
 use groundskeeper_stores::etcd::retention::NameTemplate;
 
 use super::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
+use super::codec::{self, DecodingReader, Encoded, Encoding, Key};
 use super::compact::runtime;
 use super::etcd_tools::{self, ToArgs};
-use super::codec::{self, DecodingReader, Encoded, Encoding, Key};
 use super::snapshot::{Partial, check_file_with, choose_member};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
@@ -214,7 +214,11 @@ impl Store {
 
     /// The revision a full snapshot holds: its object's `revision` metadata, or read from the
     /// file.
-    pub(crate) async fn full_snapshot_revision(&self, name: &str, key: Option<&Key>) -> Result<Option<i64>, Failure> {
+    pub(crate) async fn full_snapshot_revision(
+        &self,
+        name: &str,
+        key: Option<&Key>,
+    ) -> Result<Option<i64>, Failure> {
         match self {
             Store::Folder(folder) => {
                 let path = folder.join(name);

@@ -579,19 +579,26 @@ pub(crate) async fn fetch(
 
 /// A compressed or encrypted snapshot in a folder, decoded into the work folder (etcd's tools
 /// restore plain files only) and checked there.
-async fn fetch_encoded_file(path: PathBuf, object: String, work: &Path, key: Option<&Key>) -> Result<Fetched, Failure> {
+async fn fetch_encoded_file(
+    path: PathBuf,
+    object: String,
+    work: &Path,
+    key: Option<&Key>,
+) -> Result<Fetched, Failure> {
     let location = path.display().to_string();
     let plain = work.join("snapshot.db");
     tracing::info!(snapshot = %location, "decoding the snapshot into the scratch folder");
     let (from, to, key) = (path.clone(), plain.clone(), key.cloned());
-    let content = tokio::task::spawn_blocking(move || codec::decode_file(&from, &to, key.as_ref()))
-        .await
-        .map_err(|e| Failure::retryable(format!("the snapshot's decoding did not finish: {e}")))??;
+    let content =
+        tokio::task::spawn_blocking(move || codec::decode_file(&from, &to, key.as_ref()))
+            .await
+            .map_err(|e| Failure::retryable(format!("the snapshot's decoding did not finish: {e}")))??;
     let checked = check_in_background(plain.clone()).await.map_err(|failure| Failure {
         message: failure.message.replace(&plain.display().to_string(), &location),
         ..failure
     })?;
-    let checked = checked.of_stored(Some(content)).map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
+    let checked =
+        checked.of_stored(Some(content)).map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
     Ok(Fetched { path: plain, object, location, metadata: BTreeMap::new(), checked })
 }
 
@@ -619,7 +626,9 @@ async fn fetch_from_bucket(
             checked.sha256
         )));
     }
-    let checked = checked.of_stored(downloaded.content).map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
+    let checked = checked
+        .of_stored(downloaded.content)
+        .map_err(|why| Failure::retryable(format!("{location}: {why}")))?;
     Ok(Fetched { path: downloaded.path, object, location, metadata: downloaded.metadata, checked })
 }
 

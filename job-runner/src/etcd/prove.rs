@@ -20,11 +20,11 @@ use groundskeeper_protocol::result::{ErrorKind, ProveReport, mib};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use groundskeeper_stores::etcd::retention::NameTemplate;
 
+use super::codec::{Encoded, Key};
 use super::compact::runtime;
 use super::etcd_tools::{
     self, EtcdBinary, Fetched, FromArgs, Process, RestoreFlags, RestoreTool, ToolArgs, WorkDir, tool_failed,
 };
-use super::codec::{Encoded, Key};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// What etcd writes first with `--logger=zap` (3.4 and 3.5 alike): a JSON log line. An etcd that
@@ -100,6 +100,7 @@ pub(crate) struct Proof {
 impl ProveArgs {
     /// Everything that can be checked before the snapshot is fetched: bad input when wrong.
     pub(crate) fn proof(&self) -> Result<Proof, Failure> {
+        let key = self.key.key()?;
         let template = NameTemplate::parse(&self.file_name_template, &self.cluster)
             .map_err(|why| Failure::bad_input(format!("--file-name-template / --cluster: {why}")))?;
         if let Some(revision) = self.expect_revision.filter(|r| *r < 1) {
@@ -124,7 +125,7 @@ impl ProveArgs {
             scratch: self.scratch_dir.clone(),
             etcd: etcd_tools::find_etcd(self.tools.etcd.as_deref())?,
             tool: etcd_tools::find_restore_tool(self.tools.etcdutl.as_deref())?,
-            key: self.key.key()?,
+            key,
         })
     }
 }
@@ -199,8 +200,14 @@ async fn prove(proof: &Proof, report: &mut ProveReport) -> Result<(), Failure> {
     report.path = location;
     report.object = object.clone();
     tracing::info!(snapshot = %report.path, "fetching the snapshot");
-    let fetched = etcd_tools::fetch(&proof.store, Some(&object), Some(&proof.template), work.path(), proof.key.as_ref())
-            .await?;
+    let fetched = etcd_tools::fetch(
+        &proof.store,
+        Some(&object),
+        Some(&proof.template),
+        work.path(),
+        proof.key.as_ref(),
+    )
+    .await?;
     report.path = fetched.location.clone();
     report.object = fetched.object.clone();
     report.size_bytes = fetched.checked.size;

@@ -22,9 +22,9 @@ use groundskeeper_protocol::result::RestoreMemberReport;
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use serde::{Deserialize, Serialize};
 
+use super::codec::{Encoded, Key};
 use super::compact::runtime;
 use super::etcd_tools::{self, FromArgs, RestoreFlags, RestoreTool, WorkDir, is_not_writable, sync_dir};
-use super::codec::{Encoded, Key};
 use crate::run::{self, Failure, RunClock, StopSignal};
 
 /// Where the snapshot is restored before it is renamed into place: `DATA` + this.
@@ -398,7 +398,9 @@ async fn restore_member(restore: &Restore, report: &mut RestoreMemberReport) -> 
     // First, so that it is removed last.
     let work = WorkDir::create(&restore.scratch, "restore-member")?;
     tracing::info!(object = %restore.object, "fetching the snapshot");
-    let fetched = etcd_tools::fetch(&restore.store, Some(&restore.object), None, work.path(), restore.key.as_ref()).await?;
+    let fetched =
+        etcd_tools::fetch(&restore.store, Some(&restore.object), None, work.path(), restore.key.as_ref())
+            .await?;
     etcd_tools::check_sha256(&fetched, restore.expect_sha256.as_deref())?;
     report.sha256 = Some(fetched.checked.sha256.clone());
     report.stored = fetched.checked.content.as_ref().map(Encoded::stored_as).unwrap_or_default();

@@ -175,7 +175,12 @@ impl Checked {
                 self.sha256, content.content_sha256
             ));
         }
-        Ok(Self { size: content.stored_bytes, sha256: content.stored_sha256.clone(), content: Some(content), ..self })
+        Ok(Self {
+            size: content.stored_bytes,
+            sha256: content.stored_sha256.clone(),
+            content: Some(content),
+            ..self
+        })
     }
 }
 
@@ -302,7 +307,9 @@ fn check_encoded(path: &Path, file: File, key: Option<&Key>) -> Result<Checked, 
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
             // The decoder's words name the file already.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(Failure::bad_input(e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(Failure::bad_input(e.to_string()));
+            }
             Err(e) => return Err(refuse(format!("cannot read it: {e}"))),
         };
         if n == 0 {

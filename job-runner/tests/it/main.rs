@@ -6,6 +6,7 @@ mod cleanup_agent_client;
 mod cleanup_ring_hash;
 mod common;
 mod delta;
+mod encoded;
 mod etcd;
 mod health;
 mod prove;

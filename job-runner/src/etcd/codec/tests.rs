@@ -107,7 +107,11 @@ fn a_sealed_object_says_its_key_and_opens_only_with_it() {
 
     let none = decode(&stored, None, 65536).unwrap_err();
     assert_eq!(none.kind, ErrorKind::BadInput);
-    assert!(none.message.contains(&key(1).id) && none.message.contains("--encryption-key"), "{}", none.message);
+    assert!(
+        none.message.contains(&key(1).id) && none.message.contains("--encryption-key"),
+        "{}",
+        none.message
+    );
 
     let wrong = decode(&stored, Some(&key(2)), 65536).unwrap_err();
     assert_eq!(wrong.kind, ErrorKind::BadInput);
@@ -245,7 +249,8 @@ fn the_reader_decodes_a_file_as_it_reads() {
         }
         assert_eq!(back, plain);
         assert_eq!(reader.encoded(), Some(&written));
-        let mut cut = DecodingReader::new(&stored[..stored.len().saturating_sub(2)], Decoder::new("f", Some(&key(7))));
+        let mut cut =
+            DecodingReader::new(&stored[..stored.len().saturating_sub(2)], Decoder::new("f", Some(&key(7))));
         if encoding.name().is_some() {
             let error = std::io::copy(&mut cut, &mut std::io::sink()).unwrap_err();
             assert!(error.to_string().contains("cut short"), "{error}");

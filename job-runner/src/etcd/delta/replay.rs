@@ -117,6 +117,7 @@ pub(crate) struct Replay {
 
 impl ReplayArgs {
     pub(crate) fn replay(&self) -> Result<Replay, Failure> {
+        let encoding = self.encoding.encoding()?;
         let template = NameTemplate::parse(&self.file_name_template, &self.cluster)
             .map_err(|why| Failure::bad_input(format!("--file-name-template / --cluster: {why}")))?;
         name::check_cluster(&self.cluster).map_err(|why| Failure::bad_input(format!("--cluster: {why}")))?;
@@ -150,7 +151,7 @@ impl ReplayArgs {
             save_as: self.save_as.clone(),
             etcd: etcd_tools::find_etcd(self.tools.etcd.as_deref())?,
             tool: etcd_tools::find_restore_tool(self.tools.etcdutl.as_deref())?,
-            encoding: self.encoding.encoding()?,
+            encoding,
         })
     }
 }
@@ -357,15 +358,23 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
         etcd_tools::restore_timeout(fetched.checked.content_size()),
     )
     .await?;
-    let mut member =
-        Member::start(&replay.etcd, &data, &work, start_timeout(fetched.checked.content_size()), MEMBER_FLAGS).await?;
+    let mut member = Member::start(
+        &replay.etcd,
+        &data,
+        &work,
+        start_timeout(fetched.checked.content_size()),
+        MEMBER_FLAGS,
+    )
+    .await?;
     report.restore_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(replay.etcd.version.clone());
     let mut outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), key, report).await;
     if outcome.is_ok()
         && let Some(name) = &replay.save_as
     {
-        outcome = save(&replay.store, name, &member, &replay.encoding).await.map(|saved| report.saved = Some(saved));
+        outcome = save(&replay.store, name, &member, &replay.encoding)
+            .await
+            .map(|saved| report.saved = Some(saved));
     }
     let stopped = member.process.stop(STOP_GRACE).await;
     tracing::info!(by_sigterm = stopped, "the throwaway member stopped");

@@ -27,8 +27,8 @@ use groundskeeper_stores::etcd::connect::Connection;
 
 use super::{Retention, Source, TrailerCheck, open_stream};
 use crate::etcd::bolt_stream::RevisionScan;
-use crate::etcd::codec::{Encoded, Encoder, Encoding};
 use crate::etcd::bucket::{self, Bucket, CLEAN_UP_WAIT, Upload};
+use crate::etcd::codec::{Encoded, Encoder, Encoding};
 use crate::run::{Failure, StopSignal};
 
 /// A staging object this old is a killed run's leftover: no run takes an hour between the end
