@@ -131,6 +131,25 @@ pub enum SnapshotCheck {
     /// Check a snapshot file on its own: etcd's SHA-256 trailer, the bbolt meta pages, and the
     /// revision it holds. Exit 0 when etcd would restore it, 2 when it would refuse it.
     Verify(VerifyArgs),
+    /// Decode a compressed or encrypted snapshot file into a plain one that etcd's own
+    /// `snapshot restore` reads (a restore by hand), checked as `verify` checks a file. Exit 0
+    /// when the plain file is whole, 2 when the file is damaged or the key is not its own.
+    Decode(DecodeArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DecodeArgs {
+    /// The compressed or encrypted snapshot file.
+    pub file: PathBuf,
+    /// The plain snapshot file to write (its folder must exist; nothing is left there on a
+    /// failure).
+    #[arg(long)]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub key: codec::KeyArgs,
+    /// Also write the result JSON here (it always goes to stdout).
+    #[arg(long)]
+    pub result_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -1048,11 +1067,60 @@ pub fn verify(file: &Path, key: &codec::KeyArgs) -> JobResult {
     }
 }
 
+/// `snapshot decode FILE --output PLAIN`: the file decoded, then the plain file checked; the
+/// result describes the plain file, with how `FILE` was stored.
+pub fn decode(args: &DecodeArgs) -> JobResult {
+    let decoded = (|| {
+        if args.output == args.file {
+            return Err(Failure::bad_input("--output: give another file than the one decoded"));
+        }
+        let key = args.key.key()?;
+        let content = codec::decode_file(&args.file, &args.output, key.as_ref())?;
+        Ok(content)
+    })();
+    match decoded {
+        Ok(content) => {
+            let mut result = verify(&args.output, &codec::KeyArgs::default());
+            if let Report::Snapshot(report) = &mut result.report {
+                report.stored = content.stored_as();
+            }
+            if result.error.is_none() {
+                result.message = Some(format!(
+                    "{} ({}) decoded into {}: {}",
+                    args.file.display(),
+                    describe_size(content.stored_bytes, &content.stored_as()),
+                    args.output.display(),
+                    result.message.unwrap_or_default()
+                ));
+            } else {
+                let _ = std::fs::remove_file(&args.output);
+            }
+            result
+        }
+        Err(failure) => {
+            let report = SnapshotReport {
+                path: args.file.display().to_string(),
+                verify_only: true,
+                ..Default::default()
+            };
+            RunClock::start().finish(Report::Snapshot(report), Outcome::Failed, Some(failure))
+        }
+    }
+}
+
 /// `groundskeeper-job snapshot`: runs, reports, and returns the exit code.
 pub fn main(args: SnapshotArgs) -> i32 {
-    if let Some(SnapshotCheck::Verify(verify_args)) = &args.check {
-        let result = verify(&verify_args.file, &verify_args.key);
-        match &verify_args.result_file {
+    let checked = match &args.check {
+        Some(SnapshotCheck::Verify(verify_args)) => {
+            Some((verify(&verify_args.file, &verify_args.key), verify_args.result_file.clone()))
+        }
+        Some(SnapshotCheck::Decode(decode_args)) => {
+            Some((decode(decode_args), decode_args.result_file.clone()))
+        }
+        None => None,
+    };
+    if let Some((result, result_file)) = checked {
+        match &result_file {
             Some(path) => run::report(&result, path),
             None => println!("{}", serde_json::to_string_pretty(&result).expect("results always serialise")),
         }

@@ -123,6 +123,23 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
     assert_eq!(code, exit::BAD_INPUT);
     assert!(stderr.contains(&key_id) && stderr.contains(&other_key), "names both keys: {stderr}");
 
+    // Decoded by hand into a plain file etcd's own tools restore: its hash is the content's.
+    let plain_file = dir.path().join("plain.db");
+    let decode = |extra: &[&str]| {
+        let mut args = strings(&["snapshot", "decode", &path(&file), "--output", &path(&plain_file)]);
+        args.extend(strings(extra));
+        args
+    };
+    let (code, result, _) = run(&decode(&["--encryption-key", &other_key]), &[], &result_file).await;
+    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert!(!plain_file.exists(), "nothing left behind");
+    let (code, result, stderr) = run(&decode(&["--encryption-key", &key]), &[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+    assert_eq!(snapshot_report(&result).revision, full.revision);
+    let decoded = std::fs::read(&plain_file).unwrap();
+    assert_eq!(Some(sha256_hex(&decoded)), full.stored.content_sha256);
+    assert_eq!(decoded.len() as u64, content);
+
     // A full snapshot into the bucket, compressed only: a standard zstd frame anyone can read.
     let mut args = strings(&[
         "snapshot",
