@@ -93,7 +93,7 @@ impl Generator {
         let app = ["api", "web", "worker", "cache", "ingest", "billing"][(self.next() % 6) as usize];
         let uid =
             format!("{}-{}-4{}-a{}-{}", self.hex(8), self.hex(4), self.hex(3), self.hex(3), self.hex(12));
-        let blob = if self.next() % 5 == 0 { self.base64(2048) } else { String::new() };
+        let blob = if self.next().is_multiple_of(5) { self.base64(2048) } else { String::new() };
         let replicas = self.next() % 7;
         let containers: String = (0..1 + self.next() % 3)
             .map(|c| {

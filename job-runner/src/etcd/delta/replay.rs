@@ -368,7 +368,8 @@ async fn replay_with(replay: &Replay, report: &mut ReplayReport) -> Result<(), F
     .await?;
     report.restore_ms = started.elapsed().as_millis() as u64;
     report.etcd_version = Some(replay.etcd.version.clone());
-    let mut outcome = replay_deltas(&store, &chosen, &mut member, from, to, work.path(), key, report).await;
+    let source = DeltaSource { store: &store, work: work.path(), key };
+    let mut outcome = replay_deltas(&source, &chosen, &mut member, from, to, report).await;
     if outcome.is_ok()
         && let Some(name) = &replay.save_as
     {
@@ -418,16 +419,24 @@ async fn save(
     })
 }
 
+/// Where the deltas are read: their store, the folder a bucket's are downloaded into, the key
+/// encrypted ones are opened with.
+#[derive(Clone, Copy)]
+struct DeltaSource<'a> {
+    store: &'a Store,
+    work: &'a Path,
+    key: Option<&'a Key>,
+}
+
 async fn replay_deltas(
-    store: &Store,
+    source: &DeltaSource<'_>,
     chosen: &[(DeltaName, String)],
     member: &mut Member,
     from: i64,
     to: i64,
-    work: &Path,
-    key: Option<&Key>,
     report: &mut ReplayReport,
 ) -> Result<(), Failure> {
+    let DeltaSource { store, work, key } = *source;
     let client = &mut member.client;
     let failed = |what: String, e: etcd_client::Error| {
         Failure::retryable(format!("the throwaway member: {what}: {e}"))
