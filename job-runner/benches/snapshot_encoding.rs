@@ -127,14 +127,15 @@ impl Generator {
     }
 }
 
-/// Puts objects until `bytes` of values were written, in transactions of about 1 MiB.
+/// Puts objects until `bytes` of values were written, in transactions of at most 1 MB.
 async fn fill(cluster: &EtcdCluster, generator: &mut Generator, bytes: u64) -> u64 {
     let mut client = cluster.client(None).await.expect("a client");
     let (mut written, mut i) = (0u64, 0u64);
     while written < bytes {
         let mut ops = Vec::new();
         let mut batch = 0;
-        while batch < 1_000_000 {
+        // etcd takes at most 128 operations and 1.5 MiB in one request.
+        while batch < 1_000_000 && ops.len() < 100 {
             let value = generator.object(i);
             batch += value.len();
             ops.push(TxnOp::put(format!("/registry/objects/{i:08}"), value, None));
