@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
-use groundskeeper_e2e::measure::{JobRun, flush_disk, run_job};
+use groundskeeper_e2e::measure::{JobRun, env_number, flush_disk, median, mib, run_job};
 use groundskeeper_protocol::Report;
 
 const TEMPLATE: &str = "{cluster}-{time}.db";
@@ -39,22 +39,9 @@ const DELTA_EVERY_SECONDS: u64 = 30;
 const FULL_EVERY_SECONDS: u64 = 3600;
 const KEYS: u64 = 5_000;
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn runner() -> String {
     std::env::var("GROUNDSKEEPER_JOB_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_groundskeeper-job").to_owned())
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.2} MiB ({bytes} B)", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// Runs the runner with `args` to its end. Panics when it fails.
@@ -164,7 +151,7 @@ fn main() {
         }
     }
 
-    let median_delta_bytes = median(&mut delta_bytes.clone()) as u64;
+    let median_delta_bytes = median(&delta_bytes) as u64;
     let per_hour_deltas = FULL_EVERY_SECONDS / DELTA_EVERY_SECONDS;
     let chain_per_hour = full_bytes + per_hour_deltas * median_delta_bytes;
     println!(
@@ -175,12 +162,12 @@ fn main() {
     println!(
         "{deltas} deltas of {per_step} puts each (30 s of the workload): walls {:?} s, median {:.2} s; sizes median {}",
         delta_walls.iter().map(|w| (w * 100.0).round() / 100.0).collect::<Vec<_>>(),
-        median(&mut delta_walls.clone()),
+        median(&delta_walls),
         mib(median_delta_bytes)
     );
     println!(
         "recovery point at a 30 s interval: at most {:.1} s (interval + median delta run), against {} s with hourly full snapshots",
-        DELTA_EVERY_SECONDS as f64 + median(&mut delta_walls.clone()),
+        DELTA_EVERY_SECONDS as f64 + median(&delta_walls),
         FULL_EVERY_SECONDS
     );
     println!(
@@ -192,9 +179,9 @@ fn main() {
     println!(
         "restore to the last delta's revision ({deltas} deltas replayed): walls {:?} s, median {:.2} s; full snapshot alone: walls {:?} s, median {:.2} s",
         replay_walls.iter().map(|w| (w * 100.0).round() / 100.0).collect::<Vec<_>>(),
-        median(&mut replay_walls.clone()),
+        median(&replay_walls),
         full_restore_walls.iter().map(|w| (w * 100.0).round() / 100.0).collect::<Vec<_>>(),
-        median(&mut full_restore_walls.clone()),
+        median(&full_restore_walls),
     );
     println!(
         "runner peak memory (its own VmHWM, the most of its runs; a member it starts not included): \

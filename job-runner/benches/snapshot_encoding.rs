@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use etcd_client::{Txn, TxnOp};
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
-use groundskeeper_e2e::measure::{JobRun, flush_disk, run_job};
+use groundskeeper_e2e::measure::{JobRun, env_number, flush_disk, median, mib, run_job};
 use groundskeeper_protocol::Report;
 
 const TEMPLATE: &str = "{cluster}-{time}.db";
@@ -42,23 +42,9 @@ const ENCODINGS: [(&str, &[&str]); 4] = [
     ("zstd+aes-256-gcm", &["--compression", "zstd", "--encryption-key", "KEY"]),
 ];
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn runner() -> String {
     std::env::var("GROUNDSKEEPER_JOB_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_groundskeeper-job").to_owned())
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.2} MiB ({bytes} B)", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

@@ -19,17 +19,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use groundskeeper_e2e::etcd_cluster::{ClusterOptions, EtcdCluster, EtcdVersion, find_etcd};
-use groundskeeper_e2e::measure::{flush_disk, run_measured};
+use groundskeeper_e2e::measure::{env_number, flush_disk, run_measured};
 use groundskeeper_e2e::s3_server::{S3Server, find_s3s_fs};
 use groundskeeper_protocol::Report;
 
 const UPLOAD_RATIO_GOAL: f64 = 1.5;
 const PEAK_RSS_GOAL_MIB: f64 = 64.0;
 const TEMPLATE: &str = "{cluster}-{time}.db";
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {

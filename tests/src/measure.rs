@@ -82,3 +82,20 @@ fn runner_peak_bytes(log: &str) -> Option<u64> {
     let before = &line[..line.find(" bytes)")?];
     before[before.rfind('(')? + 1..].parse().ok()
 }
+
+/// A benchmark's setting from the environment: `name` as a number, else `default`.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `12.34 MiB (12939428 B)`: sizes in MiB beside bytes, as the benchmarks print them.
+pub fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB ({bytes} B)", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The median of `values` (the upper one of an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
