@@ -10,9 +10,8 @@ use groundskeeper_api::snapshot_store::{BucketSpec, Store};
 use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{
-    ObjectEncoding,
-    BucketLocation, CopyRequest, DeltaRequest, ProveRequest, ReplayRequest, SnapshotOutput, SnapshotRequest,
-    SnapshotRetention, SnapshotStore,
+    BucketLocation, CopyRequest, DeltaRequest, ObjectEncoding, ProveRequest, ReplayRequest, SnapshotOutput,
+    SnapshotRequest, SnapshotRetention, SnapshotStore,
 };
 use groundskeeper_stores::etcd::retention::NameTemplate;
 use jiff::Timestamp;
