@@ -251,7 +251,70 @@ groundskeeper_e2e::for_each_etcd_version!(
     a_killed_restore_is_finished_by_the_next_run,
     bad_input_leaves_the_volume_as_it_was,
     a_member_is_restored_from_a_bucket,
+    a_member_is_restored_from_a_compressed_and_encrypted_snapshot,
 );
+
+/// A compressed and encrypted snapshot restores a member with its key (decoded into the scratch
+/// folder first, checked against the stored SHA-256); without the key, or with another, nothing on
+/// the volume is touched and the key id it needs is named.
+async fn a_member_is_restored_from_a_compressed_and_encrypted_snapshot(version: EtcdVersion) {
+    let Some(tools) = tools_or_skip(version) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(source) = cluster(version, 1).await else { return };
+    write_known_keys(&source, 50).await;
+    let folder = dir.path().join("snapshots");
+    std::fs::create_dir(&folder).unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, format!("{}\n", "ab".repeat(32))).unwrap();
+    let other = dir.path().join("other-key");
+    std::fs::write(&other, [7u8; 32]).unwrap();
+    let result_file = dir.path().join("result.json");
+    let mut args = strings(&["snapshot", "--endpoints", &source.endpoints_flag()]);
+    args.extend(strings(&["--output", &path(&folder.join("main.db")), "--compression", "zstd"]));
+    args.extend(strings(&["--encryption-key", &path(&key)]));
+    let (code, result, stderr) = run(&args, &[], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
+    let Report::Snapshot(taken) = &result.report else { panic!("a snapshot report") };
+    let (revision, sha256) = (taken.revision.unwrap(), taken.sha256.clone().unwrap());
+    let key_id = taken.stored.key_id.clone().unwrap();
+    drop(source);
+
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let (members, initial_cluster) = new_cluster(1);
+    let volume = Volume::with_old_data(dir.path(), &members[0].name);
+    let token = "main-restored-sealed";
+    let restore = Restore {
+        folder: &folder,
+        object: "main.db",
+        data: &volume.data,
+        member: &members[0],
+        initial_cluster: &initial_cluster,
+        token,
+        scratch: &scratch,
+        tool: &tools.restore,
+    };
+    let untouched = fingerprint(&volume.root);
+    for extra in [vec![], vec!["--encryption-key".to_owned(), path(&other)]] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (code, result) = restore.run(&extra, &result_file).await;
+        assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+        assert!(result.message.unwrap().contains(&key_id));
+        assert!(fingerprint(&volume.root) == untouched, "the volume as it was");
+        assert_eq!(listing(&scratch), Vec::<String>::new());
+    }
+    let (code, result) =
+        restore.run(&["--encryption-key", &path(&key), "--expect-sha256", &sha256], &result_file).await;
+    assert_eq!(code, exit::SUCCESS, "{result:?}");
+    let report = restore_report(&result);
+    assert_eq!((report.revision, report.sha256.as_deref()), (Some(revision), Some(sha256.as_str())));
+    assert_eq!(report.stored.encoding.as_deref(), Some("zstd+aes-256-gcm"));
+    assert_eq!(listing(&scratch), Vec::<String>::new(), "the decoded file is removed");
+    let (_running, mut client) =
+        start_restored(&tools.etcd, &members, &[volume.data.clone()], &initial_cluster, token, dir.path())
+            .await;
+    assert_eq!(known_keys(&mut client).await, expected_keys());
+}
 
 async fn three_members_restored_from_one_snapshot_start_as_a_new_cluster(version: EtcdVersion) {
     let Some(tools) = tools_or_skip(version) else { return };
