@@ -494,6 +494,14 @@ pub struct SnapshotConfig {
     /// completes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+    /// How the snapshot is compressed: `zstd` (a standard zstd frame, which `zstd -d` reads by
+    /// hand) or `none` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<crate::snapshot_store::Compression>,
+    /// Encrypt the snapshot with the key in a Secret (AES-256-GCM, client-side); the proof of
+    /// `verify` opens it with the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<crate::snapshot_store::EncryptionSpec>,
 }
 
 impl Default for SnapshotConfig {
@@ -505,6 +513,8 @@ impl Default for SnapshotConfig {
             retention: None,
             bucket: None,
             verify: false,
+            compression: None,
+            encryption: None,
         }
     }
 }
@@ -553,7 +563,9 @@ pub struct RetentionTier {
 }
 
 /// Copy a cluster's snapshots from one store to another.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("(!has(self.from.compression) || self.from.compression == 'none') && !has(self.from.encryption)").message("a copy carries objects as they are; compressed or encrypted ones stay so: remove compression and encryption from from").field_path(".from"))]
+#[x_kube(validation = Rule::new("(!has(self.to.compression) || self.to.compression == 'none') && !has(self.to.encryption)").message("a copy carries objects as they are; compressed or encrypted ones stay so: remove compression and encryption from to").field_path(".to"))]
 #[serde(rename_all = "camelCase")]
 pub struct CopyConfig {
     /// Where the snapshots are.
@@ -574,7 +586,8 @@ pub struct CopyConfig {
 
 /// Prove that a snapshot restores: restored into a throwaway member inside the Job, started, and
 /// checked to serve the revision and hold the number of keys recorded when it was taken.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("!has(self.from) || !has(self.from.compression) || self.from.compression == 'none'").message("a Verify only reads, and every object is decoded by its first bytes: remove from.compression (keep encryption to open encrypted ones)").field_path(".from.compression"))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyConfig {
     /// Where the snapshot is. Absent: the claim `<target name>-snapshots`.
@@ -629,6 +642,7 @@ pub const DEFAULT_QUORUM_LOST_FOR_SECONDS: i64 = 300;
 /// deleted); writes after the snapshot are lost.
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 #[x_kube(validation = Rule::new("!has(self.toRevision) || !has(self.toTime)").message("give one of toRevision and toTime, not both"))]
+#[x_kube(validation = Rule::new("!has(self.from.compression) || self.from.compression == 'none' || has(self.toRevision) || has(self.toTime)").message("a Restore only reads from.compression's store unless it saves a replayed snapshot (toRevision, toTime): remove from.compression").field_path(".from.compression"))]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreConfig {
     /// Must be true: a person confirms that every member's data is replaced by the snapshot's.

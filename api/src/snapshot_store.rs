@@ -29,6 +29,189 @@ pub struct SnapshotStoreSpec {
     /// A bucket, or a prefix in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<BucketSpec>,
+    /// How snapshots and deltas written into this store are compressed: `zstd` (level 3, a
+    /// standard zstd frame, which `zstd -d` reads by hand; about 3.7 times smaller for a db of
+    /// Kubernetes objects) or `none` (the default: as etcd sends them). Readers tell each
+    /// object's encoding from its first bytes, so plain and compressed ones may sit side by side.
+    /// Only where something is written: refused on a Copy's stores (a copy carries objects as
+    /// they are), a Verify's and a Restore's `from` (unless the Restore saves a replayed snapshot:
+    /// `toRevision`, `toTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// Objects written are encrypted with the 32-byte key (raw, 64 hex digits or base64) in a
+    /// Secret (AES-256-GCM, client-side, before a byte leaves the Job), and encrypted objects
+    /// read are opened with it. The key is mounted into the Job only: never read by the
+    /// controller, never logged; objects and the catalog name only its id. Refused on a Copy's
+    /// stores (encrypted objects are copied as they are, needing no key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionSpec>,
+}
+
+/// How a store's snapshots and deltas are compressed: `none` (as etcd sends them) or `zstd`
+/// (level 3, a standard zstd frame).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// As etcd sends them.
+    #[default]
+    None,
+    /// zstd, level 3.
+    Zstd,
+}
+
+/// A bounded string of the two values (CEL rules over the spec need every string bounded).
+impl JsonSchema for Compression {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Compression".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "enum": ["none", "zstd"], "maxLength": 4})
+    }
+}
+
+/// The key a store's snapshots and deltas are encrypted with (AES-256-GCM): in a Secret of the
+/// task's namespace, mounted read-only into the Job, never read by the controller.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EncryptionSpec {
+    /// A Secret in the task's namespace holding 32 random bytes, as they are, as 64 hex digits or
+    /// as base64 (`kubectl create secret generic backup-key --from-literal=key="$(openssl rand
+    /// -base64 32)"`). Objects written with another key keep needing that one: keep it until
+    /// retention removed them.
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_NAME_PATTERN))]
+    pub secret_name: String,
+    /// The Secret's data key that holds it. Absent: `key`.
+    #[serde(default = "default_encryption_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY_PATTERN))]
+    pub key: String,
+}
+
+/// A Secret's name: a DNS-1123 subdomain.
+pub const SECRET_NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A Secret's data key.
+pub const SECRET_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// `encryption.key` when absent.
+pub const DEFAULT_ENCRYPTION_KEY: &str = "key";
+
+fn default_encryption_key() -> String {
+    DEFAULT_ENCRYPTION_KEY.to_owned()
+}
+
+/// How a store's objects are written and opened, checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreEncoding {
+    /// Compress what is written (zstd, level [`ZSTD_LEVEL`]).
+    pub compress: bool,
+    /// Encrypt what is written, open what is read.
+    pub encryption: Option<EncryptionSpec>,
+}
+
+/// The zstd level of `compression: zstd`.
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// What a store is used for, as far as its encoding goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreUse {
+    /// Snapshots or deltas are written into it (and read from it): both fields apply.
+    Written,
+    /// Only read: every object is decoded by its first bytes, so `compression` means nothing;
+    /// `encryption` opens encrypted ones.
+    Read,
+    /// Copied from or into: objects are carried as they are, needing neither.
+    Copied,
+}
+
+/// What is wrong with the `compression` and `encryption` of a store written into, at `field`,
+/// each as (field, message); the encoding when nothing is.
+pub fn check_encoding(
+    compression: Option<Compression>,
+    encryption: Option<&EncryptionSpec>,
+    field: &str,
+) -> Result<StoreEncoding, Vec<(String, String)>> {
+    check_encoding_for(compression, encryption, field, StoreUse::Written)
+}
+
+/// What is wrong with a store's `compression` and `encryption` at `field` for `store_use`,
+/// each as (field, message); the encoding when nothing is.
+pub fn check_encoding_for(
+    compression: Option<Compression>,
+    encryption: Option<&EncryptionSpec>,
+    field: &str,
+    store_use: StoreUse,
+) -> Result<StoreEncoding, Vec<(String, String)>> {
+    let mut errors = Vec::new();
+    let compress = compression == Some(Compression::Zstd);
+    match store_use {
+        StoreUse::Copied => {
+            if compress {
+                errors.push((
+                    format!("{field}.compression"),
+                    "a copy carries objects as they are; compressed ones stay so: remove it".to_owned(),
+                ));
+            }
+            if encryption.is_some() {
+                errors.push((
+                    format!("{field}.encryption"),
+                    "a copy carries objects as they are; encrypted ones stay so and need no key to be \
+                     copied: remove it"
+                        .to_owned(),
+                ));
+            }
+        }
+        StoreUse::Read if compress => errors.push((
+            format!("{field}.compression"),
+            "this store is only read, and every object is decoded by its first bytes (plain, zstd or \
+             encrypted) whatever it was written with: remove it (keep encryption to open encrypted ones)"
+                .to_owned(),
+        )),
+        StoreUse::Read | StoreUse::Written => {}
+    }
+    if let Some(encryption) = encryption.filter(|_| store_use != StoreUse::Copied) {
+        if !is_dns_subdomain(&encryption.secret_name) {
+            errors.push((
+                format!("{field}.encryption.secretName"),
+                format!(
+                    "{:?} is not a Secret's name (a DNS-1123 subdomain: lower-case letters, digits, '-' \
+                     and '.', at most 253): name the Secret that holds the key, in this namespace",
+                    encryption.secret_name
+                ),
+            ));
+        }
+        let key_ok = !encryption.key.is_empty()
+            && encryption.key.len() <= 253
+            && encryption.key.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+        if !key_ok {
+            errors.push((
+                format!("{field}.encryption.key"),
+                format!(
+                    "{:?} is not a Secret's data key (letters, digits, '-', '_' and '.', at most 253): \
+                     give the key under which the Secret holds it, or leave it out for \"key\"",
+                    encryption.key
+                ),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(StoreEncoding {
+        compress: compress && store_use == StoreUse::Written,
+        encryption: encryption.cloned().filter(|_| store_use != StoreUse::Copied),
+    })
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let label_ok = |label: &str| {
+        label.chars().all(|c| alnum(c) || c == '-') && label.starts_with(alnum) && label.ends_with(alnum)
+    };
+    !name.is_empty() && name.len() <= 253 && name.split('.').all(label_ok)
 }
 
 /// A bucket of an object store, or a prefix in it.
@@ -178,11 +361,12 @@ mod tests {
 
     #[test]
     fn a_store_is_exactly_one_of_a_claim_and_a_bucket() {
-        let claim = SnapshotStoreSpec { persistent_volume_claim: Some("snaps".into()), bucket: None };
+        let claim = SnapshotStoreSpec { persistent_volume_claim: Some("snaps".into()), ..Default::default() };
         assert_eq!(check_store(&claim, "f"), Ok(Store::Claim("snaps".into())));
         let both = SnapshotStoreSpec {
             persistent_volume_claim: Some("snaps".into()),
             bucket: Some(bucket("s3://b")),
+            ..Default::default()
         };
         assert!(check_store(&both, "f").unwrap_err()[0].1.contains("both"));
         assert!(check_store(&SnapshotStoreSpec::default(), "f").unwrap_err()[0].1.contains("no store"));

@@ -20,7 +20,10 @@ use crate::maintenance_task::{
 use crate::maintenance_task::{
     CopyConfig, DEFAULT_SNAPSHOT_FILE_NAME, DeltaConfig, RestoreConfig, RetentionPolicy, VerifyConfig,
 };
-use crate::snapshot_store::{SnapshotStoreSpec, Store, check_bucket, check_store};
+use crate::snapshot_store::{
+    SnapshotStoreSpec, Store, StoreEncoding, StoreUse, check_bucket, check_encoding, check_encoding_for,
+    check_store,
+};
 
 /// One mistake in a task's spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +83,8 @@ pub enum Work {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
     pub to: Store,
+    /// How the delta is stored; its key also opens the store's encrypted full snapshots.
+    pub encoding: StoreEncoding,
     /// The template of the cluster's full snapshots.
     pub file_name: String,
     /// `None`: where the newest full snapshot or delta of the cluster there ends.
@@ -99,6 +104,8 @@ pub struct Copy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verify {
     pub from: Store,
+    /// The key that opens the store's encrypted objects.
+    pub encoding: StoreEncoding,
     /// `None`: the newest of the cluster's snapshots there (before `to_revision`, when given).
     pub object: Option<String>,
     pub file_name: String,
@@ -110,6 +117,9 @@ pub struct Verify {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restore {
     pub from: Store,
+    /// The key that opens the store's encrypted objects; a restore to a point in time saves its
+    /// snapshot there so.
+    pub encoding: StoreEncoding,
     /// `None`: the newest proven snapshot of that store in the cluster's catalog.
     pub object: Option<String>,
     pub quorum_lost_for: SignedDuration,
@@ -176,6 +186,8 @@ pub struct Snapshot {
     pub retain: u32,
     /// `retention`, checked.
     pub rules: RetentionRules,
+    /// Compressed, encrypted, both or neither.
+    pub encoding: StoreEncoding,
 }
 
 /// A retention policy beyond the count, checked, as the runner's flags take it.
@@ -586,6 +598,14 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
     for (field, message) in errors {
         check.error(field, message);
     }
+    let encoding =
+        match check_encoding(config.compression, config.encryption.as_ref(), "spec.config.snapshot") {
+            Ok(encoding) => encoding,
+            Err(errors) => {
+                check.errors_at(errors);
+                StoreEncoding::default()
+            }
+        };
     Snapshot {
         persistent_volume_claim,
         store,
@@ -593,6 +613,7 @@ fn check_snapshot(check: &mut Check, target_name: &str, config: &SnapshotConfig)
         file_name: config.file_name.clone(),
         retain: u32::try_from(config.retain).unwrap_or(0),
         rules,
+        encoding,
     }
 }
 
@@ -716,6 +737,39 @@ fn checked_store(check: &mut Check, spec: &SnapshotStoreSpec, field: &str) -> Op
     }
 }
 
+/// A store's `compression` and `encryption` for what the task does with it, their mistakes
+/// reported.
+fn checked_encoding(
+    check: &mut Check,
+    spec: &SnapshotStoreSpec,
+    field: &str,
+    store_use: StoreUse,
+) -> Option<StoreEncoding> {
+    match check_encoding_for(spec.compression, spec.encryption.as_ref(), field, store_use) {
+        Ok(encoding) => Some(encoding),
+        Err(errors) => {
+            check.errors_at(errors);
+            None
+        }
+    }
+}
+
+/// A copy carries objects as they are: compression or encryption on its stores would promise
+/// a conversion it does not do.
+fn refuse_encoding(check: &mut Check, spec: &SnapshotStoreSpec, field: &str) {
+    for (set, name) in
+        [(spec.compression.is_some(), "compression"), (spec.encryption.is_some(), "encryption")]
+    {
+        if set {
+            check.error(
+                format!("{field}.{name}"),
+                "a copy carries snapshots as they are (compressed or encrypted ones stay so, and need no \
+                 key): remove it",
+            );
+        }
+    }
+}
+
 /// A template field that may be left out (then the default).
 fn file_name_or_default(
     check: &mut Check,
@@ -731,6 +785,8 @@ fn file_name_or_default(
 fn check_copy(check: &mut Check, target_name: &str, config: &CopyConfig) -> Option<Copy> {
     let from = checked_store(check, &config.from, "spec.config.copy.from");
     let to = checked_store(check, &config.to, "spec.config.copy.to");
+    refuse_encoding(check, &config.from, "spec.config.copy.from");
+    refuse_encoding(check, &config.to, "spec.config.copy.to");
     let file_name =
         file_name_or_default(check, "spec.config.copy.fileName", target_name, config.file_name.as_ref());
     check_name_list(
@@ -753,14 +809,26 @@ fn store_or_default_claim(
     spec: Option<&SnapshotStoreSpec>,
     target_name: &str,
     field: &str,
-) -> Option<Store> {
-    let default_claim =
-        SnapshotStoreSpec { persistent_volume_claim: Some(format!("{target_name}-snapshots")), bucket: None };
-    checked_store(check, spec.unwrap_or(&default_claim), field)
+    store_use: StoreUse,
+) -> Option<(Store, StoreEncoding)> {
+    let default_claim = SnapshotStoreSpec {
+        persistent_volume_claim: Some(format!("{target_name}-snapshots")),
+        ..SnapshotStoreSpec::default()
+    };
+    let spec = spec.unwrap_or(&default_claim);
+    let store = checked_store(check, spec, field);
+    let encoding = checked_encoding(check, spec, field, store_use);
+    Some((store?, encoding?))
 }
 
 fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> Option<Verify> {
-    let from = store_or_default_claim(check, config.from.as_ref(), target_name, "spec.config.verify.from");
+    let from = store_or_default_claim(
+        check,
+        config.from.as_ref(),
+        target_name,
+        "spec.config.verify.from",
+        StoreUse::Read,
+    );
     let file_name =
         file_name_or_default(check, "spec.config.verify.fileName", target_name, config.file_name.as_ref());
     check_object(check, "spec.config.verify.object", config.object.as_deref());
@@ -770,11 +838,18 @@ fn check_verify(check: &mut Check, target_name: &str, config: &VerifyConfig) -> 
             format!("{revision} is not a revision (they start at 1): give the revision to restore to, or leave it out"),
         );
     }
-    Some(Verify { from: from?, object: config.object.clone(), file_name, to_revision: config.to_revision })
+    let (from, encoding) = from?;
+    Some(Verify { from, encoding, object: config.object.clone(), file_name, to_revision: config.to_revision })
 }
 
 fn check_delta(check: &mut Check, target_name: &str, config: &DeltaConfig) -> Option<Delta> {
-    let to = store_or_default_claim(check, config.to.as_ref(), target_name, "spec.config.delta.to");
+    let to = store_or_default_claim(
+        check,
+        config.to.as_ref(),
+        target_name,
+        "spec.config.delta.to",
+        StoreUse::Written,
+    );
     let file_name =
         file_name_or_default(check, "spec.config.delta.fileName", target_name, config.file_name.as_ref());
     if let Some(start) = config.start_revision.filter(|r| *r < 0) {
@@ -786,7 +861,8 @@ fn check_delta(check: &mut Check, target_name: &str, config: &DeltaConfig) -> Op
             ),
         );
     }
-    Some(Delta { to: to?, file_name, start_revision: config.start_revision })
+    let (to, encoding) = to?;
+    Some(Delta { to, encoding, file_name, start_revision: config.start_revision })
 }
 
 fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Restore> {
@@ -828,9 +904,15 @@ fn check_restore(check: &mut Check, config: Option<&RestoreConfig>) -> Option<Re
             "sets both toRevision and toTime: give the one point in time to restore to",
         );
     }
+    // A restore to a point in time saves the replayed member's snapshot into `from`: a store
+    // written into then, else only read.
+    let saves = config.to_revision.is_some() || config.to_time.is_some();
+    let store_use = if saves { StoreUse::Written } else { StoreUse::Read };
+    let encoding = checked_encoding(check, &config.from, "spec.config.restore.from", store_use);
     let from = checked_store(check, &config.from, "spec.config.restore.from")?;
     Some(Restore {
         from,
+        encoding: encoding?,
         object: config.object.clone(),
         quorum_lost_for: SignedDuration::from_secs(config.quorum_lost_for_seconds.max(0)),
         override_quorum_check: config.override_quorum_check,

@@ -62,6 +62,7 @@ fn every_type_with_its_defaults_is_valid() {
                 file_name: "{cluster}-{time}.db".into(),
                 retain: 5,
                 rules: Default::default(),
+                encoding: Default::default(),
             }),
         ),
     ];
@@ -131,6 +132,7 @@ fn settings_given_are_carried_over() {
             file_name: "etcd-{time}.db".into(),
             retain: 1,
             rules: Default::default(),
+            encoding: Default::default(),
         })
     );
 }
@@ -415,6 +417,7 @@ fn snapshot_stores_copies_proofs_and_restores_are_checked() {
         delta,
         Delta {
             to: Store::Claim("main-snapshots".into()),
+            encoding: Default::default(),
             file_name: "{cluster}-{time}.db".into(),
             start_revision: None
         }
@@ -521,4 +524,121 @@ fn a_retention_policy_reaches_the_work_as_the_runner_takes_it() {
             max_total_bytes: Some(50 << 30),
         }
     );
+}
+
+#[test]
+fn compression_and_encryption_are_checked_naming_the_field() {
+    let key = json!({"secretName": "backup-key"});
+    let task = etcd(
+        "Snapshot",
+        json!({"snapshot": {"bucket": {"url": "s3://b/p"}, "compression": "zstd", "encryption": key}}),
+    );
+    let Work::Snapshot(snapshot) = validate(&task).unwrap().work else { panic!("a snapshot") };
+    assert!(snapshot.encoding.compress);
+    let encryption = snapshot.encoding.encryption.unwrap();
+    assert_eq!((encryption.secret_name.as_str(), encryption.key.as_str()), ("backup-key", "key"));
+    let delta = etcd(
+        "Delta",
+        json!({"delta": {"to": {"persistentVolumeClaim": "s", "encryption": {"secretName": "k", "key": "aes.key"}}}}),
+    );
+    let Work::Delta(delta) = validate(&delta).unwrap().work else { panic!("a delta") };
+    assert_eq!(delta.encoding.encryption.unwrap().key, "aes.key");
+    for (task, field) in [
+        (
+            etcd("Snapshot", json!({"snapshot": {"encryption": {"secretName": "Backup_Key"}}})),
+            "spec.config.snapshot.encryption.secretName",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"encryption": {"secretName": "k", "key": "a/b"}}})),
+            "spec.config.snapshot.encryption.key",
+        ),
+        (
+            etcd(
+                "Verify",
+                json!({"verify": {"from": {"persistentVolumeClaim": "s", "encryption": {"secretName": "-k"}}}}),
+            ),
+            "spec.config.verify.from.encryption.secretName",
+        ),
+        (
+            etcd(
+                "Restore",
+                json!({"restore": {"confirm": true, "from": {"persistentVolumeClaim": "s", "encryption": {"secretName": "k", "key": ""}}}}),
+            ),
+            "spec.config.restore.from.encryption.key",
+        ),
+        (
+            etcd(
+                "Copy",
+                json!({"copy": {"from": {"persistentVolumeClaim": "a", "compression": "zstd"}, "to": {"persistentVolumeClaim": "b"}}}),
+            ),
+            "spec.config.copy.from.compression",
+        ),
+        (
+            etcd(
+                "Copy",
+                json!({"copy": {"from": {"persistentVolumeClaim": "a"}, "to": {"persistentVolumeClaim": "b", "encryption": key}}}),
+            ),
+            "spec.config.copy.to.encryption",
+        ),
+    ] {
+        let errors = validate(&task).unwrap_err();
+        assert!(errors.iter().any(|e| e.field == field), "{field}: {errors:?}");
+    }
+}
+
+/// `compression` only where something is written: a Verify only reads, and so does a Restore
+/// unless it saves a replayed snapshot (to a point in time); `encryption` wherever objects are
+/// read or written, never on a copy.
+#[test]
+fn compression_is_refused_where_nothing_is_written() {
+    let zstd_claim = json!({"persistentVolumeClaim": "s", "compression": "zstd"});
+    let refused = [
+        (etcd("Verify", json!({"verify": {"from": zstd_claim}})), "spec.config.verify.from.compression"),
+        (
+            etcd("Restore", json!({"restore": {"confirm": true, "from": zstd_claim}})),
+            "spec.config.restore.from.compression",
+        ),
+        (
+            etcd("Copy", json!({"copy": {"from": {"persistentVolumeClaim": "a"}, "to": zstd_claim}})),
+            "spec.config.copy.to.compression",
+        ),
+        (
+            etcd("Snapshot", json!({"snapshot": {"encryption": {"secretName": "a..b"}}})),
+            "spec.config.snapshot.encryption.secretName",
+        ),
+        (
+            etcd(
+                "Delta",
+                json!({"delta": {"to": {"persistentVolumeClaim": "s", "encryption": {"secretName": "k", "key": "k y"}}}}),
+            ),
+            "spec.config.delta.to.encryption.key",
+        ),
+    ];
+    for (task, field) in refused {
+        let errors = validate(&task).unwrap_err();
+        assert!(errors.iter().any(|e| e.field == field), "{field}: {errors:?}");
+        let error = errors.iter().find(|e| e.field == field).unwrap();
+        assert!(
+            error.message.contains("remove it") || error.message.contains("is not a Secret"),
+            "{error:?}"
+        );
+    }
+    let key = json!({"secretName": "backup-key", "key": "aes.key"});
+    let saves = etcd(
+        "Restore",
+        json!({"restore": {"confirm": true, "toRevision": 10,
+                           "from": {"persistentVolumeClaim": "s", "compression": "zstd", "encryption": key}}}),
+    );
+    let Work::Restore(restore) = validate(&saves).unwrap().work else { panic!("a restore") };
+    assert!(restore.encoding.compress);
+    assert_eq!(restore.encoding.encryption.unwrap().key, "aes.key");
+    let verify =
+        etcd("Verify", json!({"verify": {"from": {"persistentVolumeClaim": "s", "encryption": key}}}));
+    let Work::Verify(verify) = validate(&verify).unwrap().work else { panic!("a verify") };
+    assert!(!verify.encoding.compress);
+    assert_eq!(verify.encoding.encryption.unwrap().secret_name, "backup-key");
+    // `none` says what the default says, anywhere but on a copy.
+    let plain =
+        etcd("Verify", json!({"verify": {"from": {"persistentVolumeClaim": "s", "compression": "none"}}}));
+    assert!(validate(&plain).is_ok());
 }

@@ -48,7 +48,7 @@ use groundskeeper_api::maintenance_task::{
     TaskType,
 };
 use groundskeeper_api::maintenance_window::Windows;
-use groundskeeper_api::snapshot_store::{SnapshotStoreSpec, Store};
+use groundskeeper_api::snapshot_store::{Compression, SnapshotStoreSpec, Store};
 use groundskeeper_protocol::names::bounded_name;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as MetaCondition;
 
@@ -380,13 +380,21 @@ fn backup_pass(
 /// The Snapshot or Delta task's config: the policy's store, names and retention.
 fn backup_config(backup: &Backup, task_type: &TaskType, cluster: &str) -> TaskConfig {
     let store = backup.store(cluster);
+    let compression = backup.encoding.compress.then_some(Compression::Zstd);
+    let encryption = backup.encoding.encryption.clone();
     let spec = match &store {
-        Store::Claim(claim) => {
-            SnapshotStoreSpec { persistent_volume_claim: Some(claim.clone()), bucket: None }
-        }
-        Store::Bucket(bucket) => {
-            SnapshotStoreSpec { persistent_volume_claim: None, bucket: Some(bucket.clone()) }
-        }
+        Store::Claim(claim) => SnapshotStoreSpec {
+            persistent_volume_claim: Some(claim.clone()),
+            bucket: None,
+            compression,
+            encryption: encryption.clone(),
+        },
+        Store::Bucket(bucket) => SnapshotStoreSpec {
+            persistent_volume_claim: None,
+            bucket: Some(bucket.clone()),
+            compression,
+            encryption: encryption.clone(),
+        },
     };
     match task_type {
         TaskType::Delta => TaskConfig {
@@ -405,6 +413,8 @@ fn backup_config(backup: &Backup, task_type: &TaskType, cluster: &str) -> TaskCo
                 retain: backup.retain,
                 retention: backup.retention.clone(),
                 verify: false,
+                compression,
+                encryption,
             }),
             ..TaskConfig::default()
         },

@@ -9,7 +9,7 @@ use groundskeeper_api::etcd_cluster::{
     LeaderTurn, RevisionScheme,
 };
 use groundskeeper_api::maintenance_task::{DEFAULT_SNAPSHOT_FILE_NAME, DEFAULT_SNAPSHOT_RETAIN};
-use groundskeeper_api::snapshot_store::{Store, check_store};
+use groundskeeper_api::snapshot_store::{Store, StoreEncoding, check_encoding, check_store};
 use groundskeeper_api::validate::file_name_errors;
 use groundskeeper_protocol::operation::LeaderTurnPolicy;
 
@@ -46,6 +46,9 @@ pub struct Policy {
 pub struct Backup {
     /// `None`: the claim `<cluster>-snapshots`.
     pub to: Option<Store>,
+    /// How the policy's snapshots and deltas are written (`spec.backup.to`'s compression and
+    /// encryption), which its tasks inherit.
+    pub encoding: StoreEncoding,
     /// Template of the full snapshots' names.
     pub file_name: String,
     pub full_every: SignedDuration,
@@ -218,6 +221,16 @@ fn check_backup(
             None
         }
     });
+    let encoding = match backup.to.as_ref() {
+        Some(to) => match check_encoding(to.compression, to.encryption.as_ref(), "spec.backup.to") {
+            Ok(encoding) => encoding,
+            Err(found) => {
+                errors.extend(found.into_iter().map(|(field, message)| format!("{field}: {message}")));
+                StoreEncoding::default()
+            }
+        },
+        None => StoreEncoding::default(),
+    };
     let file_name = backup.file_name.clone().unwrap_or_else(|| DEFAULT_SNAPSHOT_FILE_NAME.to_owned());
     // The cluster's name is not known here: the name rendered for it is checked by the task.
     for (field, message) in file_name_errors("spec.backup.fileName", "", &file_name) {
@@ -274,6 +287,7 @@ fn check_backup(
     }
     Some(Backup {
         to,
+        encoding,
         file_name,
         full_every: full_every?,
         delta_every: delta_every.flatten(),
@@ -402,6 +416,11 @@ mod tests {
             ),
             (serde_json::json!({"to": {}}), serde_json::Value::Null, "spec.backup.to: names no store"),
             (
+                serde_json::json!({"to": {"persistentVolumeClaim": "s", "encryption": {"secretName": "Key"}}}),
+                serde_json::Value::Null,
+                "spec.backup.to.encryption.secretName: \"Key\" is not a Secret's name",
+            ),
+            (
                 serde_json::json!({"fileName": "a/{time}.db"}),
                 serde_json::Value::Null,
                 "spec.backup.fileName: ",
@@ -436,6 +455,16 @@ mod tests {
             (fine.delta_every, fine.full_every, fine.retain),
             (Some(SignedDuration::from_secs(30)), SignedDuration::from_hours(6), 5)
         );
+        let encoded = with(
+            serde_json::json!({"to": {"persistentVolumeClaim": "s", "compression": "zstd",
+                                      "encryption": {"secretName": "backup-key"}}}),
+            serde_json::Value::Null,
+        )
+        .unwrap()
+        .backup
+        .unwrap();
+        assert!(encoded.encoding.compress);
+        assert_eq!(encoded.encoding.encryption.unwrap().key, "key");
         // Days, as the field's documentation shows them.
         let daily =
             with(serde_json::json!({"fullEvery": "1d"}), serde_json::Value::Null).unwrap().backup.unwrap();

@@ -360,6 +360,7 @@ mod tests {
 
     fn snapshot_work(verify: bool) -> Work {
         Work::Snapshot(Snapshot {
+            encoding: Default::default(),
             persistent_volume_claim: "snaps".into(),
             store: Store::Claim("snaps".into()),
             verify,
@@ -417,6 +418,7 @@ mod tests {
         use groundskeeper_protocol::result::DeltaFailureReason;
         let work = |claim: &str| {
             Work::Delta(Delta {
+                encoding: Default::default(),
                 to: Store::Claim(claim.into()),
                 file_name: "{cluster}-{time}.db".into(),
                 start_revision: None,
@@ -519,6 +521,7 @@ mod tests {
     #[test]
     fn a_failed_proof_is_recorded_with_why() {
         let verify = Work::Verify(Verify {
+            encoding: Default::default(),
             from: Store::Claim("snaps".into()),
             object: None,
             file_name: "x".into(),

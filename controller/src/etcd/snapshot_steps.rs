@@ -1,12 +1,14 @@
 //! The steps of the tasks that write, copy and prove snapshots: the snapshot's name (from the
 //! task's [`SnapshotNaming`]), where each store is mounted in the Job (a claim as a folder, a
-//! bucket's credentials Secret as a folder) and what the runner is told. Pure: the task's work and
-//! the cluster's catalog in, the Jobs' requests out.
+//! bucket's credentials Secret as a folder, the encryption key's Secret as a folder holding only
+//! that key) and what the runner is told (how it writes: compressed, encrypted; the key that
+//! opens what it reads). Pure: the task's work and the cluster's catalog in, the Jobs' requests
+//! out. The controller never reads the key: it only names it in the Job.
 
 use groundskeeper_api::EtcdCluster;
 use groundskeeper_api::restore::full_at_or_before;
 use groundskeeper_api::snapshot_catalog::SnapshotRecord;
-use groundskeeper_api::snapshot_store::{BucketSpec, Store};
+use groundskeeper_api::snapshot_store::{BucketSpec, Store, StoreEncoding, ZSTD_LEVEL};
 use groundskeeper_api::validate::{Copy, Delta, Snapshot, Verify};
 use groundskeeper_protocol::Operation;
 use groundskeeper_protocol::operation::{
@@ -25,6 +27,9 @@ pub(crate) const SNAPSHOT_MOUNT_DIR: &str = "/snapshots";
 
 /// Where a store's credentials Secret is mounted, by the store's role (`to`, `from`).
 pub(crate) const CREDENTIALS_MOUNT_DIR: &str = "/var/run/groundskeeper/store";
+/// Where a store's encryption key Secret is mounted (only its key), by the store's role (`to`,
+/// `from`): the runner reads `<folder>/<key>`.
+pub(crate) const ENCRYPTION_MOUNT_DIR: &str = "/var/run/groundskeeper/encryption";
 /// Where a proof's scratch folder is mounted.
 pub(crate) const SCRATCH_MOUNT_DIR: &str = "/scratch";
 /// Room for a proof's throwaway member when the cluster's size is not known.
@@ -51,30 +56,64 @@ pub(crate) fn snapshot_file_name(snapshot: &Snapshot, naming: &SnapshotNaming) -
 struct Mounted {
     store: SnapshotStore,
     claim: Option<ClaimVolume>,
-    secret: Option<SecretFolder>,
+    /// The bucket's credentials, then the encryption key.
+    secrets: Vec<SecretFolder>,
+    /// Where the encryption key is, when the store has one.
+    key_file: Option<String>,
+    compress: bool,
+}
+
+impl Mounted {
+    /// How a writer writes into this store (and opens its encrypted objects).
+    fn writes(&self) -> ObjectEncoding {
+        ObjectEncoding {
+            zstd_level: self.compress.then_some(ZSTD_LEVEL),
+            encryption_key_file: self.key_file.clone(),
+        }
+    }
+
+    /// How a reader opens this store's objects: the key only (each object's own first bytes say
+    /// how it was written).
+    fn reads(&self) -> ObjectEncoding {
+        ObjectEncoding { zstd_level: None, encryption_key_file: self.key_file.clone() }
+    }
 }
 
 /// `store` mounted for `role`: a claim at `mount_dir`, a bucket with its credentials Secret at
-/// [`CREDENTIALS_MOUNT_DIR`]`-<role>`.
-fn mounted(store: &Store, role: &str, mount_dir: &str) -> Mounted {
-    match store {
-        Store::Claim(claim) => Mounted {
-            store: SnapshotStore::Folder(mount_dir.to_owned()),
-            claim: Some(ClaimVolume { claim_name: claim.clone(), mount_path: mount_dir.to_owned() }),
-            secret: None,
-        },
+/// [`CREDENTIALS_MOUNT_DIR`]`-<role>`, the key of `encoding`'s Secret (that one key only) at
+/// [`ENCRYPTION_MOUNT_DIR`]`-<role>`.
+fn mounted(store: &Store, encoding: &StoreEncoding, role: &str, mount_dir: &str) -> Mounted {
+    let (store, claim, mut secrets) = match store {
+        Store::Claim(claim) => (
+            SnapshotStore::Folder(mount_dir.to_owned()),
+            Some(ClaimVolume { claim_name: claim.clone(), mount_path: mount_dir.to_owned() }),
+            Vec::new(),
+        ),
         Store::Bucket(bucket) => {
             let credentials_dir = format!("{CREDENTIALS_MOUNT_DIR}-{role}");
-            Mounted {
-                store: SnapshotStore::Bucket(bucket_location(bucket, Some(&credentials_dir))),
-                claim: None,
-                secret: bucket
-                    .credentials_secret
-                    .as_ref()
-                    .map(|secret| SecretFolder { secret_name: secret.clone(), mount_path: credentials_dir }),
-            }
+            let secret = bucket.credentials_secret.as_ref().map(|secret| SecretFolder {
+                secret_name: secret.clone(),
+                mount_path: credentials_dir.clone(),
+                item: None,
+            });
+            (
+                SnapshotStore::Bucket(bucket_location(bucket, Some(&credentials_dir))),
+                None,
+                secret.into_iter().collect(),
+            )
         }
-    }
+    };
+    let key_file = encoding.encryption.as_ref().map(|encryption| {
+        let dir = format!("{ENCRYPTION_MOUNT_DIR}-{role}");
+        let file = format!("{dir}/{}", encryption.key);
+        secrets.push(SecretFolder {
+            secret_name: encryption.secret_name.clone(),
+            mount_path: dir,
+            item: Some(encryption.key.clone()),
+        });
+        file
+    });
+    Mounted { store, claim, secrets, key_file, compress: encoding.compress }
 }
 
 /// The runner's view of a bucket: its URL, its settings (endpoint and region first, then the
@@ -116,7 +155,7 @@ pub(crate) fn snapshot_steps(
         keep_deltas_for: rules.keep_deltas_for.clone(),
         max_total_bytes: rules.max_total_bytes,
     });
-    let to = mounted(&snapshot.store, "to", SNAPSHOT_MOUNT_DIR);
+    let to = mounted(&snapshot.store, &snapshot.encoding, "to", SNAPSHOT_MOUNT_DIR);
     let output = match &to.store {
         SnapshotStore::Folder(dir) => SnapshotOutput::File(format!("{dir}/{name}")),
         SnapshotStore::Bucket(bucket) => {
@@ -128,23 +167,25 @@ pub(crate) fn snapshot_steps(
             etcd: etcd_target(policy),
             output,
             retention,
-            encoding: ObjectEncoding::default(),
+            encoding: to.writes(),
         }),
         claims: to.claim.into_iter().collect(),
-        secret_folders: to.secret.into_iter().collect(),
+        secret_folders: to.secrets,
         scratch: None,
     }];
     if snapshot.verify {
         let prove = ProveTarget { object: Some(name), record: None };
-        steps.push(prove_step(&snapshot.store, &snapshot.file_name, naming, &prove, cluster));
+        let store = (&snapshot.store, &snapshot.encoding);
+        steps.push(prove_step(store, &snapshot.file_name, naming, &prove, cluster));
     }
     Ok(steps)
 }
 
-/// A Copy task's one step.
+/// A Copy task's one step: objects carried as they are, so no key and no compression.
 pub(crate) fn copy_step(copy: &Copy, naming: &SnapshotNaming) -> Step {
-    let from = mounted(&copy.from, "from", "/snapshots-from");
-    let to = mounted(&copy.to, "to", "/snapshots-to");
+    let plain = StoreEncoding::default();
+    let from = mounted(&copy.from, &plain, "from", "/snapshots-from");
+    let to = mounted(&copy.to, &plain, "to", "/snapshots-to");
     Step {
         operation: Operation::SnapshotCopy(CopyRequest {
             from: from.store,
@@ -154,7 +195,7 @@ pub(crate) fn copy_step(copy: &Copy, naming: &SnapshotNaming) -> Step {
             only: copy.only.clone(),
         }),
         claims: from.claim.into_iter().chain(to.claim).collect(),
-        secret_folders: from.secret.into_iter().chain(to.secret).collect(),
+        secret_folders: from.secrets.into_iter().chain(to.secrets).collect(),
         scratch: None,
     }
 }
@@ -162,7 +203,8 @@ pub(crate) fn copy_step(copy: &Copy, naming: &SnapshotNaming) -> Step {
 /// A Delta task's one step: through any member, into the store where the cluster's full
 /// snapshots are (mounted where a Snapshot task mounts it).
 pub(crate) fn delta_step(policy: &Policy, delta: &Delta, naming: &SnapshotNaming) -> Step {
-    let to = mounted(&delta.to, "to", SNAPSHOT_MOUNT_DIR);
+    let to = mounted(&delta.to, &delta.encoding, "to", SNAPSHOT_MOUNT_DIR);
+    let encoding = to.writes();
     Step {
         operation: Operation::SnapshotDelta(DeltaRequest {
             etcd: etcd_target(policy),
@@ -171,10 +213,10 @@ pub(crate) fn delta_step(policy: &Policy, delta: &Delta, naming: &SnapshotNaming
             cluster: naming.cluster.clone(),
             start_revision: delta.start_revision,
             end_revision: None,
-            encoding: ObjectEncoding::default(),
+            encoding,
         }),
         claims: to.claim.into_iter().collect(),
-        secret_folders: to.secret.into_iter().collect(),
+        secret_folders: to.secrets,
         scratch: None,
     }
 }
@@ -203,7 +245,8 @@ pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &Et
             .cloned(),
     };
     let object = verify.object.clone().or_else(|| record.as_ref().map(|r| r.object.clone()));
-    prove_step(&verify.from, &verify.file_name, naming, &ProveTarget { object, record }, cluster)
+    let store = (&verify.from, &verify.encoding);
+    prove_step(store, &verify.file_name, naming, &ProveTarget { object, record }, cluster)
 }
 
 /// A Verify to a point in time: the full snapshot it names, else the newest full snapshot of the
@@ -211,7 +254,7 @@ pub(crate) fn verify_step(verify: &Verify, naming: &SnapshotNaming, cluster: &Et
 /// the catalog knows none), its deltas replayed up to the revision.
 fn replay_step(verify: &Verify, to_revision: i64, naming: &SnapshotNaming, cluster: &EtcdCluster) -> Step {
     let target = ReplayTarget { object: verify.object.clone(), to_revision, save_as: None };
-    replay_to(&verify.from, &verify.file_name, &target, naming, cluster)
+    replay_to((&verify.from, &verify.encoding), &verify.file_name, &target, naming, cluster)
 }
 
 /// What a replay restores and to where.
@@ -224,9 +267,10 @@ pub(crate) struct ReplayTarget {
 }
 
 /// The replay of `store`'s full snapshot and deltas up to `target.to_revision` in a throwaway
-/// member (a Verify to a point in time; the first step of a Restore to one).
+/// member (a Verify to a point in time; the first step of a Restore to one, which saves the
+/// member's snapshot into the store written with the store's encoding).
 pub(crate) fn replay_to(
-    store: &Store,
+    (store, encoding): (&Store, &StoreEncoding),
     template: &str,
     target: &ReplayTarget,
     naming: &SnapshotNaming,
@@ -238,7 +282,9 @@ pub(crate) fn replay_to(
         Some(object) => catalog.iter().find(|r| r.store == display && &r.object == object),
         None => full_at_or_before(catalog, &display, target.to_revision),
     };
-    let from = mounted(store, "from", SNAPSHOT_MOUNT_DIR);
+    let from = mounted(store, encoding, "from", SNAPSHOT_MOUNT_DIR);
+    // A replay that saves writes; one that does not only reads.
+    let encoding = if target.save_as.is_some() { from.writes() } else { from.reads() };
     Step {
         operation: Operation::SnapshotReplay(ReplayRequest {
             from: from.store,
@@ -249,23 +295,25 @@ pub(crate) fn replay_to(
             expect_keys: None,
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
             save_as: target.save_as.clone(),
-            encoding: ObjectEncoding::default(),
+            encoding,
         }),
         claims: from.claim.into_iter().collect(),
-        secret_folders: from.secret.into_iter().collect(),
+        secret_folders: from.secrets,
         scratch: Some(scratch_for(cluster, record)),
     }
 }
 
-/// A proof of one snapshot of `store`, told what was recorded of it when that is known.
+/// A proof of one snapshot of `store`, told what was recorded of it when that is known, given
+/// the store's key when it has one.
 pub(crate) fn prove_step(
-    store: &Store,
+    (store, encoding): (&Store, &StoreEncoding),
     template: &str,
     naming: &SnapshotNaming,
     target: &ProveTarget,
     cluster: &EtcdCluster,
 ) -> Step {
-    let from = mounted(store, "from", SNAPSHOT_MOUNT_DIR);
+    let from = mounted(store, encoding, "from", SNAPSHOT_MOUNT_DIR);
+    let key_file = from.reads().encryption_key_file;
     let record = target.record.as_ref();
     Step {
         operation: Operation::SnapshotProve(ProveRequest {
@@ -277,10 +325,10 @@ pub(crate) fn prove_step(
             expect_keys: record.and_then(|r| r.keys),
             expect_sha256: record.and_then(|r| r.sha256.clone()),
             scratch_dir: SCRATCH_MOUNT_DIR.to_owned(),
-            encryption_key_file: None,
+            encryption_key_file: key_file,
         }),
         claims: from.claim.into_iter().collect(),
-        secret_folders: from.secret.into_iter().collect(),
+        secret_folders: from.secrets,
         scratch: Some(scratch_for(cluster, record)),
     }
 }
@@ -374,6 +422,7 @@ mod tests {
         .unwrap();
         let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T04:00:00Z".parse().unwrap() };
         let verify = |to: i64, object: Option<&str>| Verify {
+            encoding: Default::default(),
             from: Store::Claim("snaps".into()),
             object: object.map(str::to_owned),
             file_name: "{cluster}-{time}.db".into(),
@@ -407,6 +456,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({"endpoints": ["http://e-0:2379"]})).unwrap();
         let policy = Policy::from_spec(&spec).unwrap();
         let to_claim = Delta {
+            encoding: Default::default(),
             to: Store::Claim("snaps".into()),
             file_name: "{cluster}-{time}.db".into(),
             start_revision: None,
@@ -439,5 +489,155 @@ mod tests {
             args.ends_with("--file-name-template {cluster}-{time}.db --cluster main --start-revision 42"),
             "{args}"
         );
+    }
+
+    fn encrypted(compress: bool) -> StoreEncoding {
+        StoreEncoding {
+            compress,
+            encryption: Some(groundskeeper_api::snapshot_store::EncryptionSpec {
+                secret_name: "backup-key".into(),
+                key: "key".into(),
+            }),
+        }
+    }
+
+    fn main_cluster() -> EtcdCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "groundskeeper.dev/v1alpha1", "kind": "EtcdCluster",
+            "metadata": {"name": "main", "namespace": "etcd"},
+            "spec": {"endpoints": ["http://e-0:2379"]},
+        }))
+        .unwrap()
+    }
+
+    fn folders(step: &Step) -> Vec<(&str, &str, Option<&str>)> {
+        step.secret_folders
+            .iter()
+            .map(|f| (f.secret_name.as_str(), f.mount_path.as_str(), f.item.as_deref()))
+            .collect()
+    }
+
+    /// A writer compresses and encrypts; its proof (a reader) gets the key only; the Secret is
+    /// mounted with that one key, beside the bucket's credentials.
+    #[test]
+    fn an_encoded_snapshot_is_written_compressed_and_encrypted_and_proven_with_the_key() {
+        let spec: groundskeeper_api::etcd_cluster::EtcdClusterSpec =
+            serde_json::from_value(serde_json::json!({"endpoints": ["http://e-0:2379"]})).unwrap();
+        let policy = Policy::from_spec(&spec).unwrap();
+        let bucket = BucketSpec {
+            url: "s3://backups/etcd".into(),
+            credentials_secret: Some("s3".into()),
+            ..BucketSpec::default()
+        };
+        let snapshot = Snapshot {
+            persistent_volume_claim: "main-snapshots".into(),
+            store: Store::Bucket(bucket),
+            verify: true,
+            file_name: "{cluster}-{time}.db".into(),
+            retain: 5,
+            rules: Default::default(),
+            encoding: encrypted(true),
+        };
+        let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T00:00:00Z".parse().unwrap() };
+        let steps = snapshot_steps(&policy, &snapshot, &naming, &main_cluster()).unwrap();
+        let args = steps[0].operation.to_args().join(" ");
+        assert!(args.contains("--compression zstd"), "{args}");
+        assert!(!args.contains("--compression-level"), "level 3 is the runner's default: {args}");
+        assert!(args.contains("--encryption-key /var/run/groundskeeper/encryption-to/key"), "{args}");
+        assert_eq!(
+            folders(&steps[0]),
+            [
+                ("s3", "/var/run/groundskeeper/store-to", None),
+                ("backup-key", "/var/run/groundskeeper/encryption-to", Some("key"))
+            ]
+        );
+        let prove = steps[1].operation.to_args().join(" ");
+        assert!(prove.starts_with("snapshot-prove "), "{prove}");
+        assert!(prove.contains("--encryption-key /var/run/groundskeeper/encryption-from/key"), "{prove}");
+        assert!(!prove.contains("--compression"), "{prove}");
+        assert_eq!(
+            folders(&steps[1])[1],
+            ("backup-key", "/var/run/groundskeeper/encryption-from", Some("key"))
+        );
+        // Plain: no flag, no key mounted.
+        let plain = Snapshot { encoding: StoreEncoding::default(), ..snapshot };
+        let steps = snapshot_steps(&policy, &plain, &naming, &main_cluster()).unwrap();
+        for step in &steps {
+            let args = step.operation.to_args().join(" ");
+            assert!(!args.contains("--compression") && !args.contains("--encryption-key"), "{args}");
+            assert_eq!(folders(step), [("s3", step.secret_folders[0].mount_path.as_str(), None)]);
+        }
+    }
+
+    /// A delta is written as the store says; a Verify (to a point in time or not) only reads; the
+    /// replay of a Restore to a point in time writes its saved snapshot as the store says.
+    #[test]
+    fn deltas_write_encoded_and_verifies_and_replays_read_with_the_key() {
+        let spec: groundskeeper_api::etcd_cluster::EtcdClusterSpec =
+            serde_json::from_value(serde_json::json!({"endpoints": ["http://e-0:2379"]})).unwrap();
+        let policy = Policy::from_spec(&spec).unwrap();
+        let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T00:00:00Z".parse().unwrap() };
+        let delta = Delta {
+            to: Store::Claim("snaps".into()),
+            file_name: "{cluster}-{time}.db".into(),
+            start_revision: None,
+            encoding: encrypted(true),
+        };
+        let args = delta_step(&policy, &delta, &naming).operation.to_args().join(" ");
+        assert!(
+            args.contains("--compression zstd --encryption-key /var/run/groundskeeper/encryption-to/key"),
+            "{args}"
+        );
+        let verify = Verify {
+            from: Store::Claim("snaps".into()),
+            object: None,
+            file_name: "{cluster}-{time}.db".into(),
+            to_revision: None,
+            encoding: encrypted(false),
+        };
+        for verify in [verify.clone(), Verify { to_revision: Some(10), ..verify }] {
+            let step = verify_step(&verify, &naming, &main_cluster());
+            let args = step.operation.to_args().join(" ");
+            assert!(args.contains("--encryption-key /var/run/groundskeeper/encryption-from/key"), "{args}");
+            assert!(!args.contains("--compression"), "{args}");
+            assert_eq!(
+                folders(&step),
+                [("backup-key", "/var/run/groundskeeper/encryption-from", Some("key"))]
+            );
+        }
+        let target = ReplayTarget { object: None, to_revision: 10, save_as: Some("main-x.db".into()) };
+        let encoding = encrypted(true);
+        let step = replay_to(
+            (&Store::Claim("snaps".into()), &encoding),
+            "{cluster}-{time}.db",
+            &target,
+            &naming,
+            &main_cluster(),
+        );
+        let args = step.operation.to_args().join(" ");
+        assert!(args.contains("--save-as main-x.db"), "{args}");
+        assert!(args.contains("--compression zstd"), "{args}");
+        assert!(args.contains("--encryption-key /var/run/groundskeeper/encryption-from/key"), "{args}");
+    }
+
+    /// A copy carries objects as they are: it is never given a key nor told to compress.
+    #[test]
+    fn a_copy_gets_neither_key_nor_compression() {
+        let bucket = BucketSpec {
+            url: "s3://b".into(),
+            credentials_secret: Some("s3".into()),
+            ..BucketSpec::default()
+        };
+        let copy = Copy {
+            from: Store::Claim("a".into()),
+            to: Store::Bucket(bucket),
+            file_name: "{cluster}-{time}.db".into(),
+            only: vec![],
+        };
+        let naming = SnapshotNaming { cluster: "main".into(), time: "2026-01-01T00:00:00Z".parse().unwrap() };
+        let step = copy_step(&copy, &naming);
+        let args = step.operation.to_args().join(" ");
+        assert!(!args.contains("--encryption-key") && !args.contains("--compression"), "{args}");
+        assert_eq!(folders(&step), [("s3", "/var/run/groundskeeper/store-to", None)]);
     }
 }

@@ -53,13 +53,16 @@ pub struct ClaimVolume {
     pub mount_path: String,
 }
 
-/// A whole Secret mounted read-only as a folder, one file per key (credentials whose keys the
-/// controller does not know in advance, such as an object store's).
+/// A Secret mounted read-only as a folder, one file per key: the whole Secret (credentials whose
+/// keys the controller does not know in advance, such as an object store's), or only one of its
+/// keys (`item`: an encryption key, nothing else of the Secret reaching the pod).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SecretFolder {
     pub secret_name: String,
     /// Absolute path of the folder in the container.
     pub mount_path: String,
+    /// Only this key of the Secret, as the file of its name; `None`: every key.
+    pub item: Option<String>,
 }
 
 /// A writable scratch folder (`emptyDir`) of bounded size, for work that needs room on disk
@@ -327,15 +330,20 @@ fn volumes(plan: &MaintenanceJob) -> Vec<Volume> {
         }),
         ..Default::default()
     }));
-    volumes.extend(plan.secret_folders.iter().enumerate().map(|(i, folder)| Volume {
-        name: secret_folder_volume_name(i),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(folder.secret_name.clone()),
-            items: None,
-            default_mode: Some(0o440),
-            optional: Some(false),
-        }),
-        ..Default::default()
+    volumes.extend(plan.secret_folders.iter().enumerate().map(|(i, folder)| {
+        Volume {
+            name: secret_folder_volume_name(i),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(folder.secret_name.clone()),
+                items: folder
+                    .item
+                    .as_ref()
+                    .map(|key| vec![KeyToPath { key: key.clone(), path: key.clone(), mode: None }]),
+                default_mode: Some(0o440),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }
     }));
     if let Some(scratch) = &plan.scratch {
         volumes.push(Volume {

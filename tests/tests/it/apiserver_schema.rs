@@ -222,6 +222,36 @@ fn rule_violations() -> Vec<(Value, &'static str, &'static str)> {
         "config.maintenance.compact",
         "give one of retainRevisions and revision, not both",
     ));
+    let claim = |extra: Value| {
+        let mut store = json!({ "persistentVolumeClaim": "snaps" });
+        store.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        store
+    };
+    let key = json!({ "encryption": { "secretName": "backup-key" } });
+    cases.push((
+        json!({ "target": target("EtcdCluster"), "type": "Copy",
+                "config": { "copy": { "from": claim(key.clone()), "to": bucket } } }),
+        "config.copy.from",
+        "a copy carries objects as they are; compressed or encrypted ones stay so",
+    ));
+    cases.push((
+        json!({ "target": target("EtcdCluster"), "type": "Copy",
+                "config": { "copy": { "from": bucket, "to": claim(json!({ "compression": "zstd" })) } } }),
+        "config.copy.to",
+        "a copy carries objects as they are; compressed or encrypted ones stay so",
+    ));
+    cases.push((
+        json!({ "target": target("EtcdCluster"), "type": "Verify",
+                "config": { "verify": { "from": claim(json!({ "compression": "zstd" })) } } }),
+        "config.verify.from.compression",
+        "a Verify only reads",
+    ));
+    cases.push((
+        json!({ "target": target("EtcdCluster"), "type": "Restore",
+                "config": { "restore": { "confirm": true, "from": claim(json!({ "compression": "zstd" })) } } }),
+        "config.restore.from.compression",
+        "a Restore only reads",
+    ));
     cases
 }
 

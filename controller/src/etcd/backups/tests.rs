@@ -27,6 +27,7 @@ fn delta(start: i64, end: i64, written: i64) -> SnapshotRecord {
 
 fn backup(delta_every: Option<i64>) -> Backup {
     Backup {
+        encoding: Default::default(),
         to: Some(Store::Claim("main-snapshots".into())),
         file_name: "{cluster}-{time}.db".into(),
         full_every: SignedDuration::from_hours(6),

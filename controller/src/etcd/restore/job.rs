@@ -29,6 +29,7 @@ pub(crate) fn step_of_restore(
     status: &RestoreStatus,
     step: usize,
     store: &groundskeeper_api::snapshot_store::Store,
+    encoding: &groundskeeper_api::snapshot_store::StoreEncoding,
     data_dir: &str,
     naming: &SnapshotNaming,
     cluster: &EtcdCluster,
@@ -37,7 +38,7 @@ pub(crate) fn step_of_restore(
         s.snapshots.iter().find(|r| r.store == status.store && r.object == status.object).cloned()
     });
     let proof = prove_step(
-        store,
+        (store, encoding),
         DEFAULT_SNAPSHOT_FILE_NAME,
         naming,
         &ProveTarget { object: Some(status.object.clone()), record: record.clone() },
@@ -46,7 +47,7 @@ pub(crate) fn step_of_restore(
     if step == 0 {
         return Some(match status.to_revision {
             Some(to_revision) => replay_to(
-                store,
+                (store, encoding),
                 DEFAULT_SNAPSHOT_FILE_NAME,
                 &ReplayTarget {
                     object: status.replayed_from.clone(),

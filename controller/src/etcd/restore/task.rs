@@ -79,9 +79,15 @@ pub(crate) async fn advance(
     match action {
         RestoreAction::CreateJobs(steps) => {
             for step in steps {
-                if let Some(planned) =
-                    step_of_restore(&next, step, &restore.from, &data_dir, &naming, cluster)
-                {
+                if let Some(planned) = step_of_restore(
+                    &next,
+                    step,
+                    &restore.from,
+                    &restore.encoding,
+                    &data_dir,
+                    &naming,
+                    cluster,
+                ) {
                     create_step_job(ctx, task, cluster, &planned, step).await?;
                 }
             }

@@ -65,6 +65,7 @@ fn cluster(quorum_lost_at: Option<i64>) -> EtcdCluster {
 fn restore(override_quorum_check: bool) -> Restore {
     let bucket = groundskeeper_api::snapshot_store::BucketSpec { url: "s3://b".into(), ..Default::default() };
     Restore {
+        encoding: Default::default(),
         from: Store::Bucket(bucket),
         object: None,
         quorum_lost_for: SignedDuration::from_secs(300),
@@ -315,9 +316,16 @@ fn the_member_jobs_restore_each_claim_with_the_whole_membership() {
     let status = started();
     let naming = SnapshotNaming { cluster: "main".into(), time: at(0) };
     let bucket = groundskeeper_api::snapshot_store::BucketSpec { url: "s3://b".into(), ..Default::default() };
-    let step =
-        step_of_restore(&status, 2, &Store::Bucket(bucket), "default.etcd", &naming, &cluster(Some(0)))
-            .unwrap();
+    let step = step_of_restore(
+        &status,
+        2,
+        &Store::Bucket(bucket),
+        &Default::default(),
+        "default.etcd",
+        &naming,
+        &cluster(Some(0)),
+    )
+    .unwrap();
     let args = step.operation.to_args().join(" ");
     assert!(
         args.starts_with("restore-member --from s3://b --object main-1.db --expect-sha256 abc"),

@@ -90,6 +90,7 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
         ("{cluster}.db", "main.db"),
     ] {
         let work = Work::Snapshot(Snapshot {
+            encoding: Default::default(),
             persistent_volume_claim: "snaps".into(),
             store: Store::Claim("snaps".into()),
             verify: false,
@@ -117,6 +118,7 @@ fn a_snapshot_is_one_step_writing_to_its_claim() {
 fn a_snapshot_name_that_is_no_plain_file_name_is_refused() {
     for (template, says) in [("..", "names a folder"), ("a/{time}", "'/'")] {
         let work = Snapshot {
+            encoding: Default::default(),
             persistent_volume_claim: "snaps".into(),
             store: Store::Claim("snaps".into()),
             verify: false,
@@ -255,6 +257,7 @@ fn a_snapshot_to_a_bucket_then_its_proof() {
         ..Default::default()
     };
     let work = Work::Snapshot(Snapshot {
+        encoding: Default::default(),
         persistent_volume_claim: "main-snapshots".into(),
         store: Store::Bucket(bucket),
         verify: true,
