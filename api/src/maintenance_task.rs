@@ -875,6 +875,15 @@ pub struct DeltaStatus {
     /// take a full snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted_to: Option<i64>,
+    /// How it is stored: `zstd`, `aes-256-gcm` or `zstd+aes-256-gcm`; absent: as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// The id of the key it is encrypted with (never the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Size of the delta once decoded, when it is stored encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_bytes: Option<i64>,
 }
 
 /// What a Copy task copied.
@@ -963,6 +972,15 @@ pub struct SnapshotStatus {
     /// Files retention could not delete, with why: delete them by hand.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retention_errors: Vec<String>,
+    /// How it is stored: `zstd`, `aes-256-gcm` or `zstd+aes-256-gcm`; absent: as etcd sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// The id of the key it is encrypted with (never the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Size of the snapshot once decoded, when it is stored encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_bytes: Option<i64>,
 }
 
 /// One error met by a task.

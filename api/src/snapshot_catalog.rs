@@ -42,6 +42,17 @@ pub struct SnapshotRecord {
     /// SHA-256 of the whole file, hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// How it is stored: `zstd`, `aes-256-gcm` or `zstd+aes-256-gcm`; absent: as etcd sent it.
+    /// `sizeBytes` and `sha256` are of the bytes stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// The id of the key it is encrypted with (the first bytes of the key's SHA-256, never the
+    /// key): the key needed to open it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Size of the snapshot or delta once decoded, when it is stored encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_bytes: Option<i64>,
     /// The task that wrote or copied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,

@@ -10,7 +10,9 @@ use groundskeeper_api::snapshot_catalog::{
     SnapshotProof, SnapshotRecord, with_proof, with_record, without_deleted,
 };
 use groundskeeper_api::validate::Work;
-use groundskeeper_protocol::result::{CopyReport, DeltaReport, ProveReport, ReplayReport, SnapshotReport};
+use groundskeeper_protocol::result::{
+    CopyReport, DeltaReport, ProveReport, ReplayReport, SnapshotReport, StoredAs,
+};
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use jiff::Timestamp;
 
@@ -53,6 +55,17 @@ pub fn record_snapshot_work(
     (status != *previous).then_some(status)
 }
 
+/// A record's `encoding`, `keyId` and `contentBytes`, from what a report says of how an object is
+/// stored: never a key, only its id.
+fn stored_fields(stored: &StoredAs) -> SnapshotRecord {
+    SnapshotRecord {
+        encoding: stored.encoding.clone(),
+        key_id: stored.key_id.clone(),
+        content_bytes: stored.content_bytes.and_then(|b| i64::try_from(b).ok()),
+        ..SnapshotRecord::default()
+    }
+}
+
 fn mib_text(bytes: u64) -> String {
     format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -83,6 +96,7 @@ fn record_snapshot(
             sha256: report.sha256.clone(),
             task: Some(task.to_owned()),
             proof: None,
+            ..stored_fields(&report.stored)
         },
     );
 }
@@ -112,7 +126,7 @@ fn record_delta(
             size: Some(mib_text(report.size_bytes)),
             sha256: report.sha256.clone(),
             task: Some(task.to_owned()),
-            ..SnapshotRecord::default()
+            ..stored_fields(&report.stored)
         },
     );
 }
@@ -141,7 +155,7 @@ fn record_saved(
             size: Some(mib_text(saved.size_bytes)),
             sha256: Some(saved.sha256.clone()),
             task: Some(task.to_owned()),
-            ..SnapshotRecord::default()
+            ..stored_fields(&saved.stored)
         },
     );
 }
@@ -195,6 +209,14 @@ fn record_copy(
             sha256: Some(copied.sha256.clone()),
             task: Some(task.to_owned()),
             proof: None,
+            // Carried as it is: the copy's own report says how, else the source's entry.
+            encoding: copied.stored.encoding.clone().or(known.as_ref().and_then(|k| k.encoding.clone())),
+            key_id: copied.stored.key_id.clone().or(known.as_ref().and_then(|k| k.key_id.clone())),
+            content_bytes: copied
+                .stored
+                .content_bytes
+                .and_then(|b| i64::try_from(b).ok())
+                .or(known.as_ref().and_then(|k| k.content_bytes)),
         });
     }
     for name in &report.already_there {
@@ -232,7 +254,7 @@ fn record_proof(
             .error
             .as_ref()
             .is_some_and(|e| e.kind == groundskeeper_protocol::result::ErrorKind::BadInput);
-    if !finished {
+    if !finished || key_failure(result) {
         return;
     }
     let message = match (&result.error, &result.message) {
@@ -255,6 +277,19 @@ fn record_proof(
     };
     status.snapshots = with_proof(std::mem::take(&mut status.snapshots), &proof);
     status.last_snapshot_proof = Some(proof);
+}
+
+/// Whether a proof failed for want of the right key: the snapshot is encrypted and the Job was
+/// given no key or another one. That is a mistake of the task (its `encryption`), not a snapshot
+/// that does not restore: it is not recorded against the snapshot, nor in `SnapshotRestorable`;
+/// the task fails, naming the key id needed. (The runner says so in its error, exit 2, in these
+/// words: `… is encrypted (key id K) and no key was given …`, `… is encrypted with key id K, but
+/// the key given, …, is another …`.)
+fn key_failure(result: &JobResult) -> bool {
+    result.outcome != Outcome::Succeeded
+        && result.error.as_ref().is_some_and(|e| {
+            e.message.contains("is encrypted (key id ") || e.message.contains("is encrypted with key id ")
+        })
 }
 
 /// A Verify's (or a Snapshot with `verify`'s) proof as its task's `status.proof`, once its Job
@@ -325,6 +360,9 @@ pub fn task_delta(results: &[JobResult]) -> Option<groundskeeper_api::maintenanc
             size: report.object.as_ref().map(|_| mib_text(report.size_bytes)),
             sha256: report.sha256.clone(),
             compacted_to: report.compact_revision,
+            encoding: report.stored.encoding.clone(),
+            key_id: report.stored.key_id.clone(),
+            content_bytes: report.stored.content_bytes.and_then(|b| i64::try_from(b).ok()),
         }),
         _ => None,
     })
@@ -593,5 +631,110 @@ mod tests {
             .map(|r| (r.object.as_str(), r.revision))
             .collect();
         assert_eq!(in_bucket, [("a.db", Some(5)), ("b.db", Some(6))]);
+    }
+
+    /// The catalog and the task's status say how each object is stored and with which key id,
+    /// from the Snapshot's, Delta's and Copy's reports.
+    #[test]
+    fn the_catalog_records_encoding_and_key_id() {
+        let stored = StoredAs {
+            encoding: Some("zstd+aes-256-gcm".into()),
+            key_id: Some("1a2b3c4d5e6f7081".into()),
+            content_bytes: Some(8 * 1024 * 1024),
+            content_sha256: Some("c".into()),
+        };
+        let mut snapshot = taken("main-1.db", 7, &[]);
+        if let Report::Snapshot(report) = &mut snapshot.report {
+            report.stored = stored.clone();
+        }
+        let status = record_snapshot_work(
+            &EtcdClusterStatus::default(),
+            "t1",
+            &snapshot_work(false),
+            &[snapshot],
+            now(),
+        )
+        .unwrap();
+        let record = &status.snapshots[0];
+        assert_eq!(record.encoding.as_deref(), Some("zstd+aes-256-gcm"));
+        assert_eq!(record.key_id.as_deref(), Some("1a2b3c4d5e6f7081"));
+        assert_eq!(record.content_bytes, Some(8 * 1024 * 1024));
+        let delta_work = Work::Delta(groundskeeper_api::validate::Delta {
+            encoding: Default::default(),
+            to: Store::Claim("snaps".into()),
+            file_name: "{cluster}-{time}.db".into(),
+            start_revision: None,
+        });
+        let delta = result(
+            Report::SnapshotDelta(DeltaReport {
+                object: Some("main-1-7-9.delta".into()),
+                start_revision: 7,
+                end_revision: 9,
+                stored: stored.clone(),
+                ..DeltaReport::default()
+            }),
+            Outcome::Succeeded,
+        );
+        let status =
+            record_snapshot_work(&status, "t2", &delta_work, std::slice::from_ref(&delta), now()).unwrap();
+        let record = status.snapshots.iter().find(|r| r.object == "main-1-7-9.delta").unwrap();
+        assert_eq!(record.key_id.as_deref(), Some("1a2b3c4d5e6f7081"));
+        let task = task_delta(&[delta]).unwrap();
+        assert_eq!(
+            (task.encoding.as_deref(), task.key_id.as_deref()),
+            (Some("zstd+aes-256-gcm"), Some("1a2b3c4d5e6f7081"))
+        );
+        // A copy carries the object as it is: its report says how, else the source's entry.
+        let copy_work = Work::Copy(Copy {
+            from: Store::Claim("snaps".into()),
+            to: Store::Claim("offsite".into()),
+            file_name: "{cluster}-{time}.db".into(),
+            only: vec![],
+        });
+        let copied = result(
+            Report::SnapshotCopy(CopyReport {
+                copied: vec![CopiedObject {
+                    name: "main-1.db".into(),
+                    sha256: "s".into(),
+                    ..CopiedObject::default()
+                }],
+                ..CopyReport::default()
+            }),
+            Outcome::Succeeded,
+        );
+        let status = record_snapshot_work(&status, "t3", &copy_work, &[copied], now()).unwrap();
+        let record = status.snapshots.iter().find(|r| r.store == "pvc/offsite").unwrap();
+        assert_eq!(record.encoding.as_deref(), Some("zstd+aes-256-gcm"));
+        assert_eq!(record.key_id.as_deref(), Some("1a2b3c4d5e6f7081"));
+    }
+
+    /// A proof that failed for want of the right key is the Verify's mistake, not the snapshot's:
+    /// nothing is recorded against the snapshot (so `SnapshotRestorable` does not turn False).
+    #[test]
+    fn a_proof_without_the_right_key_is_not_recorded_against_the_snapshot() {
+        let verify = Work::Verify(Verify {
+            encoding: Default::default(),
+            from: Store::Claim("snaps".into()),
+            object: None,
+            file_name: "{cluster}-{time}.db".into(),
+            to_revision: None,
+        });
+        for why in [
+            "/snapshots/main-1.db is encrypted with key id 1a2b3c4d5e6f7081, but the key given, \
+             /var/run/groundskeeper/encryption-from/key (key id 99aa), is another: give the key it was written with",
+            "/snapshots/main-1.db is encrypted (key id 1a2b3c4d5e6f7081) and no key was given: pass --encryption-key",
+        ] {
+            let mut failed = proved("main-1.db", false);
+            failed.error = Some(ResultError { kind: ErrorKind::BadInput, message: why.into() });
+            assert_eq!(
+                record_snapshot_work(&EtcdClusterStatus::default(), "v", &verify, &[failed], now()),
+                None
+            );
+        }
+        // A damaged one still is.
+        let damaged = proved("main-1.db", false);
+        let status =
+            record_snapshot_work(&EtcdClusterStatus::default(), "v", &verify, &[damaged], now()).unwrap();
+        assert!(!status.last_snapshot_proof.unwrap().proven);
     }
 }

@@ -162,6 +162,9 @@ pub fn snapshot_status(
     status.member_id = report.member_id.clone();
     status.from_leader = report.from_leader;
     status.sha256 = report.sha256.clone();
+    status.encoding = report.stored.encoding.clone();
+    status.key_id = report.stored.key_id.clone();
+    status.content_bytes = report.stored.content_bytes.and_then(|b| i64::try_from(b).ok());
     status.duration_seconds = Some(report.stream_duration_ms as f64 / 1000.0);
     status.deleted = report.deleted.clone();
     status.deleted_count =
