@@ -119,7 +119,7 @@ pub enum ScheduleCommand {
 #[derive(Subcommand, Debug)]
 pub enum TaskCommand {
     /// Create a task, and with --wait follow it to its end.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// The tasks, in queue order per target.
     #[command(alias = "ls")]
     List(ListArgs),
@@ -131,7 +131,7 @@ pub enum TaskCommand {
     Cancel { name: String },
     /// The plan of a task as `task create` would make it, without creating it (a dry run): which
     /// nodes or members, in which order, what is skipped and why, expected durations.
-    Plan(CreateArgs),
+    Plan(Box<CreateArgs>),
     /// Approve the plan a task awaits approval for (its `status.plan.id`); it starts once its
     /// target, windows and queue allow.
     Approve {
@@ -233,6 +233,16 @@ pub struct StoreArgs {
     /// the newest backup written at or before it, shown before you confirm.
     #[arg(long, value_name = "TIME")]
     pub to_time: Option<String>,
+    /// How what is written is compressed (snapshot, delta; a restore with --to-revision or
+    /// --to-time, for the snapshot it saves): `zstd` or `none` (the default).
+    #[arg(long, value_name = "zstd|none", value_parser = ["zstd", "none"])]
+    pub compression: Option<String>,
+    /// The Secret (in the task's namespace) holding the encryption key, and its data key
+    /// (default `key`): what is written is encrypted with it, encrypted objects read are opened
+    /// with it (snapshot, delta, verify, restore; never a copy, which carries objects as they
+    /// are). Only mounted into the Job: the plugin and the controller never read it.
+    #[arg(long, value_name = "SECRET[/KEY]")]
+    pub encryption_secret: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -52,12 +52,12 @@ pub async fn run(cli: Cli) -> Result<i32, Error> {
         ));
     }
     match cli.command {
-        Command::Task(TaskCommand::Create(args)) => create(&access, args, output).await,
+        Command::Task(TaskCommand::Create(args)) => create(&access, *args, output).await,
         Command::Task(TaskCommand::List(args)) => list(&access, args, output).await,
         Command::Task(TaskCommand::Describe { name }) => describe(&access, &name, output).await,
         Command::Task(TaskCommand::Wait { name }) => wait_for_task(&access, &name, output).await,
         Command::Task(TaskCommand::Cancel { name }) => cancel(&access, &name).await,
-        Command::Task(TaskCommand::Plan(args)) => plan(&access, args, output).await,
+        Command::Task(TaskCommand::Plan(args)) => plan(&access, *args, output).await,
         Command::Task(TaskCommand::Approve { name, plan }) => approve(&access, &name, plan.as_deref()).await,
         Command::Etcd(EtcdCommand::Status { name }) => etcd_status(&access, &name, output).await,
         Command::Snapshot(SnapshotCommand::List { target }) => snapshot_list(&access, &target, output).await,
@@ -801,7 +801,7 @@ mod tests {
         let mut argv = vec!["kubectl-groundskeeper", "task", "create"];
         argv.extend(line);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Task(TaskCommand::Create(args)) => args,
+            Command::Task(TaskCommand::Create(args)) => *args,
             other => panic!("{other:?}"),
         }
     }

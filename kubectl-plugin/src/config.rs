@@ -126,13 +126,20 @@ pub fn parse_store(flag: &str, text: &str) -> Result<StoreArg, String> {
 /// The flags each type takes, beyond the bucket settings.
 fn flags_of(task_type: &TaskType) -> &'static [&'static str] {
     match task_type {
-        TaskType::Snapshot => &["--to"],
+        TaskType::Snapshot => &["--to", "--compression", "--encryption-secret"],
         TaskType::Copy => &["--from", "--to"],
-        TaskType::Verify => &["--from", "--object"],
-        TaskType::Delta => &["--to"],
-        TaskType::Restore => {
-            &["--from", "--object", "--yes", "--override-quorum-check", "--to-revision", "--to-time"]
-        }
+        TaskType::Verify => &["--from", "--object", "--encryption-secret"],
+        TaskType::Delta => &["--to", "--compression", "--encryption-secret"],
+        TaskType::Restore => &[
+            "--from",
+            "--object",
+            "--yes",
+            "--override-quorum-check",
+            "--to-revision",
+            "--to-time",
+            "--compression",
+            "--encryption-secret",
+        ],
         _ => &[],
     }
 }
@@ -150,6 +157,8 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
         ("--override-quorum-check", args.override_quorum_check),
         ("--to-revision", args.to_revision.is_some()),
         ("--to-time", args.to_time.is_some()),
+        ("--compression", args.compression.is_some()),
+        ("--encryption-secret", args.encryption_secret.is_some()),
     ];
     let taken = flags_of(task_type);
     if let Some((flag, _)) = given.iter().find(|(flag, set)| *set && !taken.contains(flag)) {
@@ -174,6 +183,7 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
             ));
         }
     }
+    let encoding = encoding_value(task_type, args, from.is_some() || to.is_some())?;
     let mut fields = Map::new();
     match (task_type, &to) {
         (TaskType::Snapshot, Some(StoreArg::Claim(claim))) => {
@@ -183,12 +193,15 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
             fields.insert("bucket".to_owned(), bucket_value(url, args));
         }
         (_, Some(store)) => {
-            fields.insert("to".to_owned(), store_value(store, args));
+            fields.insert("to".to_owned(), with_encoding(store_value(store, args), &encoding));
         }
         (_, None) => {}
     }
+    if *task_type == TaskType::Snapshot {
+        fields.extend(encoding.clone());
+    }
     if let Some(store) = &from {
-        fields.insert("from".to_owned(), store_value(store, args));
+        fields.insert("from".to_owned(), with_encoding(store_value(store, args), &encoding));
     }
     if let Some(object) = &args.object {
         fields.insert("object".to_owned(), json!(object));
@@ -206,6 +219,52 @@ pub fn store_settings(task_type: &TaskType, args: &StoreArgs) -> Result<Map<Stri
         fields.insert("toTime".to_owned(), json!(time));
     }
     Ok(fields)
+}
+
+/// `compression` and `encryption` as the flags give them: on a Snapshot task's config itself, on
+/// the store of the others (so a Delta needs --to, a Verify or Restore --from).
+fn encoding_value(
+    task_type: &TaskType,
+    args: &StoreArgs,
+    has_store: bool,
+) -> Result<Map<String, Value>, String> {
+    let mut fields = Map::new();
+    if let Some(compression) = &args.compression {
+        fields.insert("compression".to_owned(), json!(compression));
+    }
+    if let Some(text) = &args.encryption_secret {
+        let (secret, key) = match text.split_once('/') {
+            Some((secret, key)) => (secret, Some(key)),
+            None => (text.as_str(), None),
+        };
+        if secret.is_empty() || key.is_some_and(str::is_empty) {
+            return Err(format!(
+                "--encryption-secret {text}: expected SECRET or SECRET/KEY (the Secret holding the \
+                 key, and its data key: default key)"
+            ));
+        }
+        let mut encryption = Map::from_iter([("secretName".to_owned(), json!(secret))]);
+        if let Some(key) = key {
+            encryption.insert("key".to_owned(), json!(key));
+        }
+        fields.insert("encryption".to_owned(), Value::Object(encryption));
+    }
+    if !fields.is_empty() && *task_type != TaskType::Snapshot && !has_store {
+        let flag = if *task_type == TaskType::Delta { "--to" } else { "--from" };
+        let given = if args.compression.is_some() { "--compression" } else { "--encryption-secret" };
+        return Err(format!(
+            "{given} is a setting of the store: name it with {flag} (pvc/NAME or a bucket URL)"
+        ));
+    }
+    Ok(fields)
+}
+
+/// A store's JSON with `compression` and `encryption` set.
+fn with_encoding(mut store: Value, encoding: &Map<String, Value>) -> Value {
+    if let Value::Object(map) = &mut store {
+        map.extend(encoding.clone());
+    }
+    store
 }
 
 /// A `SnapshotStoreSpec` as JSON.
@@ -534,6 +593,37 @@ mod tests {
             ),
             (TaskType::Restore, &[], json!({"confirm": true})),
             (TaskType::Defragment, &[], json!({})),
+            (
+                TaskType::Snapshot,
+                &["--to", "s3://b", "--compression", "zstd", "--encryption-secret", "backup-key"],
+                json!({"bucket": {"url": "s3://b"}, "compression": "zstd", "encryption": {"secretName": "backup-key"}}),
+            ),
+            (
+                TaskType::Delta,
+                &["--to", "pvc/snaps", "--compression", "zstd", "--encryption-secret", "backup-key/aes.key"],
+                json!({"to": {"persistentVolumeClaim": "snaps", "compression": "zstd",
+                              "encryption": {"secretName": "backup-key", "key": "aes.key"}}}),
+            ),
+            (
+                TaskType::Verify,
+                &["--from", "pvc/snaps", "--encryption-secret", "backup-key"],
+                json!({"from": {"persistentVolumeClaim": "snaps", "encryption": {"secretName": "backup-key"}}}),
+            ),
+            (
+                TaskType::Restore,
+                &[
+                    "--from",
+                    "pvc/snaps",
+                    "--to-revision",
+                    "9",
+                    "--compression",
+                    "zstd",
+                    "--encryption-secret",
+                    "k",
+                ],
+                json!({"from": {"persistentVolumeClaim": "snaps", "compression": "zstd", "encryption": {"secretName": "k"}},
+                       "confirm": true, "toRevision": 9}),
+            ),
         ];
         for (task_type, line, wanted) in cases {
             let got = store_settings(task_type, &stores(line)).unwrap();
@@ -556,6 +646,31 @@ mod tests {
             ),
             (TaskType::Verify, &["--to", "pvc/x"], "--to is for Snapshot, Copy, Delta tasks, not Verify"),
             (TaskType::Copy, &["--yes"], "--yes is for Restore tasks, not Copy"),
+            (
+                TaskType::Copy,
+                &["--from", "pvc/a", "--to", "pvc/b", "--encryption-secret", "k"],
+                "--encryption-secret is for Snapshot, Verify, Delta, Restore tasks, not Copy",
+            ),
+            (
+                TaskType::Copy,
+                &["--from", "pvc/a", "--to", "pvc/b", "--compression", "zstd"],
+                "--compression is for Snapshot, Delta, Restore tasks, not Copy",
+            ),
+            (
+                TaskType::Verify,
+                &["--compression", "zstd"],
+                "--compression is for Snapshot, Delta, Restore tasks",
+            ),
+            (
+                TaskType::Verify,
+                &["--encryption-secret", "k"],
+                "--encryption-secret is a setting of the store: name it with --from",
+            ),
+            (
+                TaskType::Delta,
+                &["--to", "pvc/a", "--encryption-secret", "k/"],
+                "expected SECRET or SECRET/KEY",
+            ),
             (TaskType::Copy, &["--object", "a.db"], "--object is for Verify, Restore tasks, not Copy"),
             (TaskType::Verify, &["--override-quorum-check"], "--override-quorum-check is for Restore tasks"),
             (

@@ -102,6 +102,9 @@ pub fn proposal(p: &Proposal, now: Timestamp) -> String {
             if let Some(sha) = &r.sha256 {
                 what.push(format!("sha256 {}", short_sha(sha)));
             }
+            if r.encoding.is_some() {
+                what.push(format!("stored as {}", super::snapshot::encoding_cell(r)));
+            }
             field("Recorded", format!("{}, written {}", what.join(", "), when(now, r.written_at.as_ref())));
             field(
                 "Proof",

@@ -65,11 +65,13 @@ pub fn list(cluster: &EtcdCluster, now: Timestamp) -> String {
         ));
         return out;
     }
+    // The encoding column only when something is stored encoded: plain catalogs stay as narrow.
+    let encoded = view.snapshots.iter().any(|r| r.encoding.is_some());
     let rows: Vec<Vec<String>> = view
         .snapshots
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.store.clone(),
                 r.object.clone(),
                 when(now, r.written_at.as_ref()),
@@ -77,16 +79,41 @@ pub fn list(cluster: &EtcdCluster, now: Timestamp) -> String {
                 number(r.keys),
                 size(r.size_bytes),
                 r.sha256.as_deref().map_or("-".to_owned(), short_sha),
-                proof_cell(r.proof.as_ref()),
-            ]
+            ];
+            if encoded {
+                row.push(encoding_cell(r));
+            }
+            row.push(proof_cell(r.proof.as_ref()));
+            row
         })
         .collect();
+    let mut header = vec!["STORE", "NAME", "WRITTEN", "REVISION", "KEYS", "SIZE", "SHA-256"];
+    if encoded {
+        header.push("STORED AS");
+    }
+    header.push("PROOF");
     out.push('\n');
-    out.push_str(&table(
-        &["STORE", "NAME", "WRITTEN", "REVISION", "KEYS", "SIZE", "SHA-256", "PROOF"],
-        &rows,
-    ));
+    out.push_str(&table(&header, &rows));
     out
+}
+
+/// Hex digits of a key id shown in tables (the whole one is in `-o yaml`, and in the runner's
+/// message when a key is missing or another).
+const SHORT_KEY_ID: usize = 8;
+
+/// How a snapshot is stored: `zstd`, `zstd+aes-256-gcm (key 1a2b3c4d…)`, or `-` (as etcd sent it).
+/// Never a key: only its id.
+pub fn encoding_cell(record: &SnapshotRecord) -> String {
+    let Some(encoding) = &record.encoding else {
+        return "-".to_owned();
+    };
+    match &record.key_id {
+        Some(id) if id.chars().count() > SHORT_KEY_ID => {
+            format!("{encoding} (key {}…)", id.chars().take(SHORT_KEY_ID).collect::<String>())
+        }
+        Some(id) => format!("{encoding} (key {id})"),
+        None => encoding.clone(),
+    }
 }
 
 /// A full snapshot's revision, or a delta's span: `1200→1450 (+380 changes)`.
@@ -277,6 +304,31 @@ s3://backups/etcd    main-20261123T200000Z.db   2026-11-23T20:01:00Z (59m ago)  
 s3://backups/etcd    main-20261123T180000Z.db   2026-11-23T18:00:10Z (2h ago)    1100       320    12.0 MiB (12582912)   0123456789ab   proven 2026-11-23T18:05:00Z rev 1100
 "
         );
+    }
+
+    /// A column says how each is stored, with the key's id (never a key), once one is encoded.
+    #[test]
+    fn encoded_snapshots_show_their_encoding_and_key_id() {
+        let c = cluster(json!({"snapshots": [
+            {"store": "pvc/main-snapshots", "object": "main-20261123T200000Z.db", "writtenAt": "2026-11-23T20:00:05Z",
+             "revision": 1200, "keys": 340, "sizeBytes": 3631488, "encoding": "zstd+aes-256-gcm",
+             "keyId": "1a2b3c4d5e6f7081", "contentBytes": 13631488},
+            {"store": "pvc/main-snapshots", "object": "main-20261123T190000Z.db", "writtenAt": "2026-11-23T19:00:05Z",
+             "revision": 1100, "keys": 320, "sizeBytes": 3631000, "encoding": "zstd"},
+            {"store": "pvc/main-snapshots", "object": "main-20261123T180000Z.db", "writtenAt": "2026-11-23T18:00:05Z",
+             "revision": 1000, "keys": 300, "sizeBytes": 12582912}
+        ]}));
+        let text = list(&c, now());
+        assert!(text.contains("SHA-256   STORED AS "), "{text}");
+        let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_owned();
+        assert!(row("T200000Z").contains("zstd+aes-256-gcm (key 1a2b3c4d…)"), "{text}");
+        assert!(row("T190000Z").contains(" zstd "), "{text}");
+        assert!(row("T180000Z").contains(" -   "), "{text}");
+        // A plain catalog has no such column.
+        let plain = cluster(json!({"snapshots": [
+            {"store": "pvc/s", "object": "main-20261123T180000Z.db", "revision": 1000}
+        ]}));
+        assert!(!list(&plain, now()).contains("STORED AS"));
     }
 
     #[test]
