@@ -162,6 +162,69 @@ async fn main() {
         },
     );
     write(&dir, "etcd-snapshot-job.yaml", &build_job(&snapshot));
+
+    // A Snapshot task into a bucket, compressed and encrypted, proven after: its two Jobs as the
+    // task's steps make them (the bucket's credentials and the key's Secret, that one key only,
+    // mounted read-only).
+    let task = "encoded";
+    let policy = groundskeeper_controller::etcd::policy::Policy::from_spec(&etcd.spec).expect("a valid spec");
+    let work = groundskeeper_api::validate::Snapshot {
+        persistent_volume_claim: String::new(),
+        store: groundskeeper_api::snapshot_store::Store::Bucket(
+            groundskeeper_api::snapshot_store::BucketSpec {
+                url: "s3://backups/etcd/main".into(),
+                endpoint: Some("https://minio.backup.svc:9000".into()),
+                credentials_secret: Some("backup-s3".into()),
+                ..Default::default()
+            },
+        ),
+        verify: true,
+        file_name: "{cluster}-{time}.db".into(),
+        retain: 5,
+        rules: Default::default(),
+        encoding: groundskeeper_api::snapshot_store::StoreEncoding {
+            compress: true,
+            encryption: Some(groundskeeper_api::snapshot_store::EncryptionSpec {
+                secret_name: "backup-key".into(),
+                key: "key".into(),
+            }),
+        },
+    };
+    let naming = groundskeeper_controller::etcd::snapshot_steps::SnapshotNaming {
+        cluster: "main".into(),
+        time: "2026-01-02T15:04:05Z".parse().expect("a time"),
+    };
+    let steps =
+        groundskeeper_controller::etcd::snapshot_steps::snapshot_steps(&policy, &work, &naming, &etcd)
+            .expect("the steps");
+    for (n, step) in steps.into_iter().enumerate() {
+        let job = etcd_job(
+            &etcd,
+            &ctx,
+            EtcdJob {
+                owner: OwnerReference {
+                    api_version: "groundskeeper.dev/v1alpha1".into(),
+                    kind: "MaintenanceTask".into(),
+                    name: task.into(),
+                    uid: "8b0e3f0e-0000-4000-8000-000000000005".into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                },
+                name: format!("{task}-{n}"),
+                operation: step.operation,
+                tls_secret: Some("etcd-client-tls".into()),
+                labels: BTreeMap::from([
+                    (keys::TASK_LABEL.to_owned(), task.to_owned()),
+                    (keys::TASK_STEP_LABEL.to_owned(), n.to_string()),
+                ]),
+                limits: config.job_limits.clone(),
+                claim_volumes: step.claims,
+                secret_folders: step.secret_folders,
+                scratch: step.scratch,
+            },
+        );
+        write(&dir, &format!("etcd-snapshot-encoded-job-{n}.yaml"), &build_job(&job));
+    }
 }
 
 fn write(dir: &std::path::Path, file: &str, job: &k8s_openapi::api::batch::v1::Job) {

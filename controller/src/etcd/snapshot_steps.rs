@@ -138,7 +138,7 @@ pub(crate) fn bucket_location(bucket: &BucketSpec, credentials_dir: Option<&str>
 }
 
 /// A Snapshot task's steps: the snapshot to its claim or bucket, then its proof when asked.
-pub(crate) fn snapshot_steps(
+pub fn snapshot_steps(
     policy: &Policy,
     snapshot: &Snapshot,
     naming: &SnapshotNaming,
