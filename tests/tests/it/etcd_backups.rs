@@ -6,7 +6,9 @@
 //! snapshot. Delta tasks (incremental snapshots) follow the newest snapshot or delta on a claim
 //! and in a bucket, and fail, naming the revision, once someone else compacted their start away.
 //! A backup policy (`spec.backup`) takes fulls and deltas on its own, holds compaction back at
-//! them and answers a gap with a full snapshot. Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the test with a
+//! them and answers a gap with a full snapshot; one into the bucket with `compression: zstd` and
+//! `encryption` is proven with its key, and a Verify given another key fails naming the key id
+//! without marking the snapshot unrestorable. Jobs run through the runner itself. A missing etcd 3.5, etcdutl or s3s-fs skips the test with a
 //! message, except under `CI=true`.
 
 use groundskeeper_e2e::fixtures;
@@ -472,4 +474,136 @@ async fn a_backup_policy_chains_deltas_holds_compaction_back_and_answers_a_gap_w
         assert!(snapshot.kept_bytes.is_some_and(|b| b > 0), "{snapshot:#?}");
         assert_eq!(snapshot.deleted_deltas_count, None, "{snapshot:#?}");
     }
+}
+
+/// Creates Secret `etcd/name` holding `key` under data key `data_key`, as a person would
+/// (`kubectl create secret generic NAME --from-literal=key="$(openssl rand -base64 32)"`).
+fn create_key_secret(scenario: &Scenario, name: &str, data_key: &str, key: &str) {
+    use base64::Engine;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "data": { data_key: base64::engine::general_purpose::STANDARD.encode(key) },
+    }))
+    .expect("a Secret");
+    scenario.server.create_as(&secret).expect("the key Secret");
+}
+
+/// Encoded backups end to end: a backup policy into the bucket with `compression: zstd` and
+/// `encryption` (a base64 key in a Secret) takes a full snapshot and deltas through the runner;
+/// the catalog and the tasks say `zstd+aes-256-gcm` and the key id; a Verify to a revision with
+/// the key replays the chain, one of the full snapshot proves it (`SnapshotRestorable` True); a
+/// Verify given another key (hex, under another data key) fails naming the key id needed, and
+/// leaves `SnapshotRestorable` as it was: a wrong key is the Verify's mistake, not a damaged
+/// snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encoded_backup_policy_is_proven_with_its_key_and_another_key_is_named() {
+    let _one = CLUSTER_TURNS.lock().await;
+    let Some(scenario) = Scenario::start().await else { return };
+    create_key_secret(&scenario, "backup-key", "key", "q1lYFvzJgQp3nX8bB0b2a1K0m9G2h4D6e8F0c2A4b6E=");
+    create_key_secret(&scenario, "other-key", "aes.key", &"ab".repeat(32));
+    let mut client = scenario.etcd.client(None).await.expect("a client");
+    for i in 0..20 {
+        client.put(format!("kept/{i}"), "v".repeat(200), None).await.expect("a write");
+    }
+    let mut to = scenario.bucket();
+    to["compression"] = json!("zstd");
+    to["encryption"] = json!({ "secretName": "backup-key" });
+    let spec = json!({ "spec": { "backup": { "to": to, "fullEvery": "6h", "deltaEvery": "5s" } } });
+    scenario
+        .server
+        .patch(&etcd_clusters(), Some(NAMESPACE), CLUSTER, PatchFormat::Merge, &spec, false)
+        .expect("the backup policy");
+    let backup = |s: &Scenario| s.cluster().status.and_then(|st| st.backup);
+    scenario
+        .wait_for("the policy's first full snapshot", |s| {
+            backup(s).is_some_and(|b| b.recovery_point_revision.is_some())
+        })
+        .await;
+    let mut middle = 0;
+    for i in 0..10 {
+        middle =
+            client.put(format!("later/{i}"), "w", None).await.expect("a write").header().unwrap().revision();
+    }
+    let keys_at_middle = client
+        .get("", Some(etcd_client::GetOptions::new().with_all_keys().with_count_only().with_revision(middle)))
+        .await
+        .expect("a count")
+        .count();
+    scenario
+        .wait_for("a delta reaching the last write", |s| {
+            backup(s).and_then(|b| b.recovery_point_revision).is_some_and(|r| r >= middle)
+        })
+        .await;
+
+    // The catalog and the tasks: encoded, with the key's id (never the key).
+    let status = scenario.cluster().status.unwrap();
+    let store = "s3://offsite/etcd/main";
+    let full =
+        status.snapshots.iter().find(|r| r.store == store && !r.is_delta()).expect("the full snapshot");
+    let delta = status.snapshots.iter().find(|r| r.store == store && r.is_delta()).expect("a delta");
+    for record in [full, delta] {
+        assert_eq!(record.encoding.as_deref(), Some("zstd+aes-256-gcm"), "{record:#?}");
+        assert!(record.key_id.as_deref().is_some_and(|id| !id.is_empty()), "{record:#?}");
+        assert!(record.content_bytes.is_some_and(|c| Some(c) > record.size_bytes), "compressed: {record:#?}");
+    }
+    let key_id = full.key_id.clone().unwrap();
+    assert_eq!(delta.key_id.as_deref(), Some(key_id.as_str()));
+    let policy_tasks: Vec<MaintenanceTask> = scenario
+        .server
+        .list(&maintenance_tasks(), Some(NAMESPACE))
+        .into_iter()
+        .map(|t| serde_json::from_value(t).unwrap())
+        .collect();
+    let full_task =
+        policy_tasks.iter().find(|t| t.spec.config.snapshot.is_some()).expect("the policy's Snapshot task");
+    let inherited = full_task.spec.config.snapshot.as_ref().unwrap();
+    assert_eq!(inherited.encryption.as_ref().map(|e| e.secret_name.as_str()), Some("backup-key"));
+    let taken = full_task.status.as_ref().and_then(|s| s.snapshot.clone()).expect("status.snapshot");
+    assert_eq!(
+        (taken.encoding.as_deref(), taken.key_id.as_deref()),
+        (Some("zstd+aes-256-gcm"), Some(key_id.as_str()))
+    );
+    let mut secrets = String::new();
+    for task in &policy_tasks {
+        secrets.push_str(&serde_json::to_string(&task.status).unwrap());
+    }
+    assert!(
+        !secrets.contains("q1lYFvzJgQp3nX8bB0b2a1K0m9G2h4D6e8F0c2A4b6E="),
+        "a key in a status: {secrets}"
+    );
+
+    // Proven with the key: to a revision (the chain replayed), and the full snapshot alone.
+    let mut from = scenario.bucket();
+    from["encryption"] = json!({ "secretName": "backup-key" });
+    let drill = json!({ "from": from, "toRevision": middle });
+    let replay = completed(&scenario.run("drill", "Verify", drill).await).replay.expect("status.replay");
+    assert!(replay.replayed, "{replay:?}");
+    assert_eq!((replay.revision, replay.keys), (Some(middle), Some(keys_at_middle)), "{replay:?}");
+    let proof = json!({ "from": from, "object": full.object });
+    completed(&scenario.run("proof", "Verify", proof).await);
+    scenario
+        .wait_for("SnapshotRestorable True", |s| {
+            s.condition("SnapshotRestorable").is_some_and(|(status, _, _)| status == "True")
+        })
+        .await;
+
+    // Another key: the task fails naming the key id needed; the snapshot is not marked.
+    let mut wrong = scenario.bucket();
+    wrong["encryption"] = json!({ "secretName": "other-key", "key": "aes.key" });
+    let failed = scenario.run("wrong-key", "Verify", json!({ "from": wrong, "object": full.object })).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.state, Some(TaskState::Failed), "{status:#?}");
+    let why = status.last_errors.last().map(|e| e.description.clone()).unwrap_or_default();
+    assert!(why.contains(&key_id) && why.contains("another"), "{why}");
+    let cluster = scenario.cluster().status.unwrap();
+    assert_eq!(
+        scenario.condition("SnapshotRestorable").map(|(status, _, _)| status).as_deref(),
+        Some("True"),
+        "{:#?}",
+        cluster.conditions
+    );
+    let record = cluster.snapshots.iter().find(|r| r.store == store && r.object == full.object).unwrap();
+    assert!(record.proof.as_ref().is_some_and(|p| p.proven), "{record:#?}");
+    assert!(cluster.last_snapshot_proof.as_ref().is_some_and(|p| p.proven), "{cluster:#?}");
 }

@@ -43,12 +43,14 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
             paths.connection(&mut args.connection);
             args.output = args.output.map(|o| paths.local(&o));
             args.to_credentials = args.to_credentials.map(|c| paths.local(&c));
+            paths.key(&mut args.encoding.encryption_key);
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::snapshot::main(args))
         }
         Command::SnapshotDelta(mut args) => {
             paths.connection(&mut args.connection);
             paths.to(&mut args.to);
+            paths.key(&mut args.encoding.encryption_key);
             args.result_file = result_file;
             Box::new(move || groundskeeper_job::etcd::delta::main(args))
         }
@@ -60,6 +62,7 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
         }
         Command::SnapshotProve(mut args) => {
             paths.from(&mut args.from);
+            paths.key(&mut args.key.encryption_key);
             args.scratch_dir = paths.local(&args.scratch_dir);
             args.tools.etcd = args.tools.etcd.or_else(|| find_etcd(EtcdVersion::V3_5).ok());
             args.tools.etcdutl = args.tools.etcdutl.or_else(restore_tool);
@@ -68,6 +71,7 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
         }
         Command::SnapshotReplay(mut args) => {
             paths.from(&mut args.from);
+            paths.key(&mut args.encoding.encryption_key);
             args.scratch_dir = paths.local(&args.scratch_dir);
             args.tools.etcd = args.tools.etcd.or_else(|| find_etcd(EtcdVersion::V3_5).ok());
             args.tools.etcdutl = args.tools.etcdutl.or_else(restore_tool);
@@ -76,6 +80,7 @@ pub async fn run_etcd_job(container: Container, mut gate: watch::Receiver<bool>)
         }
         Command::RestoreMember(mut args) => {
             paths.from(&mut args.from);
+            paths.key(&mut args.key.encryption_key);
             args.data_dir = paths.local(&args.data_dir);
             args.scratch_dir = paths.local(&args.scratch_dir);
             args.etcdutl = args.etcdutl.or_else(restore_tool);
@@ -130,6 +135,13 @@ impl<'a> PodPaths<'a> {
             std::fs::copy(local, inside.join(file.file_name().expect("a file name"))).expect("a Secret file");
         }
         inside
+    }
+
+    /// The encryption key's file, from the key's Secret mounted as a folder.
+    fn key(&self, file: &mut Option<PathBuf>) {
+        if let Some(path) = file.as_mut() {
+            *path = self.files.required(path);
+        }
     }
 
     fn connection(&self, connection: &mut EndpointArgs) {
