@@ -500,3 +500,36 @@ fn a_restore_to_a_time_goes_to_the_newest_backup_written_by_then() {
     let why = start_at(300, 200).unwrap_err();
     assert!(why.contains("spec.config.restore.toTime") && why.contains("is in the future"), "{why}");
 }
+
+/// A restore from an encrypted store: the proof and every member's restore get the key (only
+/// the key: nothing is written), its Secret mounted with that key alone.
+#[test]
+fn the_proof_and_the_member_jobs_open_an_encrypted_store_with_its_key() {
+    let status = started();
+    let naming = SnapshotNaming { cluster: "main".into(), time: at(0) };
+    let encoding = groundskeeper_api::snapshot_store::StoreEncoding {
+        compress: true,
+        encryption: Some(groundskeeper_api::snapshot_store::EncryptionSpec {
+            secret_name: "backup-key".into(),
+            key: "aes.key".into(),
+        }),
+    };
+    for step in [0, 2] {
+        let job = step_of_restore(
+            &status,
+            step,
+            &Store::Claim("snaps".into()),
+            &encoding,
+            "default.etcd",
+            &naming,
+            &cluster(Some(0)),
+        )
+        .unwrap();
+        let args = job.operation.to_args().join(" ");
+        assert!(args.contains("--encryption-key /var/run/groundskeeper/encryption-from/aes.key"), "{args}");
+        assert!(!args.contains("--compression"), "a reader: {args}");
+        let folders: Vec<_> =
+            job.secret_folders.iter().map(|f| (f.secret_name.as_str(), f.item.as_deref())).collect();
+        assert_eq!(folders, [("backup-key", Some("aes.key"))]);
+    }
+}
