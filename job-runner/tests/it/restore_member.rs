@@ -310,9 +310,15 @@ async fn a_member_is_restored_from_a_compressed_and_encrypted_snapshot(version: 
     assert_eq!((report.revision, report.sha256.as_deref()), (Some(revision), Some(sha256.as_str())));
     assert_eq!(report.stored.encoding.as_deref(), Some("zstd+aes-256-gcm"));
     assert_eq!(listing(&scratch), Vec::<String>::new(), "the decoded file is removed");
-    let (_running, mut client) =
-        start_restored(&tools.etcd, &members, &[volume.data.clone()], &initial_cluster, token, dir.path())
-            .await;
+    let (_running, mut client) = start_restored(
+        &tools.etcd,
+        &members,
+        std::slice::from_ref(&volume.data),
+        &initial_cluster,
+        token,
+        dir.path(),
+    )
+    .await;
     assert_eq!(known_keys(&mut client).await, expected_keys());
 }
 
