@@ -21,6 +21,7 @@
 //! the object's metadata and the result, so a wrong key is named before any chunk is tried; the
 //! key itself is never written anywhere.
 
+use std::borrow::Cow;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -314,19 +315,22 @@ impl Encoder {
         })
     }
 
-    /// The stored bytes for `plain` (maybe none yet: compression and sealing buffer).
-    pub(crate) fn push(&mut self, plain: &[u8]) -> Result<Vec<u8>, Failure> {
+    /// The stored bytes for `plain` (maybe none yet: compression and sealing buffer); `plain`
+    /// itself, uncopied, when objects are stored as they are.
+    pub(crate) fn push<'a>(&mut self, plain: &'a [u8]) -> Result<Cow<'a, [u8]>, Failure> {
         self.content.update(plain);
         self.content_bytes += plain.len() as u64;
         let compressed = match &mut self.zstd {
-            Some(zstd) => compress(zstd, plain)?,
-            None => plain.to_vec(),
+            Some(zstd) => Cow::Owned(compress(zstd, plain)?),
+            None => Cow::Borrowed(plain),
         };
         let stored = match &mut self.seal {
-            Some(seal) => seal.push(&compressed),
+            Some(seal) => Cow::Owned(seal.push(&compressed)),
             None => compressed,
         };
-        Ok(self.count(stored))
+        self.stored.update(&stored);
+        self.stored_bytes += stored.len() as u64;
+        Ok(stored)
     }
 
     /// The last stored bytes, and what passed.

@@ -543,12 +543,9 @@ async fn known_of(from: &Side, entry: &Entry) -> Result<Known, Failure> {
             let path = dir.join(&entry.name);
             // An encrypted file cannot be checked without its key, which a copy neither has nor
             // needs: its bytes are carried as they are and hashed on the way.
-            if codec::is_encoded_file(&path) && codec::describe_stored(&head_of(&path)).1.is_some() {
-                let (encoding, key_id) = codec::describe_stored(&head_of(&path));
-                let metadata = [(codec::META_ENCODING, encoding), (codec::META_KEY_ID, key_id)]
-                    .into_iter()
-                    .filter_map(|(key, value)| Some((key.to_owned(), value?)))
-                    .collect();
+            if let (encoding, Some(key_id)) = codec::describe_stored(&head_of(&path)) {
+                let mut metadata = BTreeMap::from([(codec::META_KEY_ID.to_owned(), key_id)]);
+                metadata.extend(encoding.map(|encoding| (codec::META_ENCODING.to_owned(), encoding)));
                 return Ok(Known { sha256: None, revision: None, metadata });
             }
             let checked = tokio::task::spawn_blocking(move || check_file_with(&path, None))

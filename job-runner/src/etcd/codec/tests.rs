@@ -25,7 +25,7 @@ fn encode(encoding: &Encoding, plain: &[u8], piece: usize) -> (Vec<u8>, Encoded)
     let mut encoder = encoding.encoder().unwrap();
     let mut stored = Vec::new();
     for part in plain.chunks(piece.max(1)) {
-        stored.extend(encoder.push(part).unwrap());
+        stored.extend_from_slice(&encoder.push(part).unwrap());
     }
     let (last, encoded) = encoder.finish().unwrap();
     stored.extend(last);
