@@ -404,7 +404,8 @@ async fn the_lock_is_released_through_a_member_that_answers(version: EtcdVersion
     for freeze in [true, false] {
         let options = defrag_args(&cluster, &dir.path().join("r")).options().unwrap();
         let members = Cluster::discover(options.connection.clone()).await.expect("the cluster answers");
-        let first = members.members.iter().min_by_key(|m| m.id).unwrap().name.clone();
+        let lowest = members.members.iter().min_by_key(|m| m.id).unwrap();
+        let (first, first_id) = (lowest.name.clone(), lowest.id);
         let Ok(Acquired::Held(lock)) = DefragLock::acquire(members.clients()).await else {
             panic!("the cluster has space: the lock is taken");
         };
@@ -418,6 +419,18 @@ async fn the_lock_is_released_through_a_member_that_answers(version: EtcdVersion
         lock.release().await;
 
         let mut client = cluster.client(Some(witness)).await.unwrap();
+        // The stopped member may have been the leader: the witness answers a linearizable
+        // request only once the others elected one of themselves (under load that can take
+        // longer than etcd's request timeout). Bounded.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = client.status().await;
+            if status.as_ref().is_ok_and(|s| s.leader() != 0 && s.leader() != first_id) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no leader but {first} within 60 s: {status:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let lease =
             client.lease_time_to_live(groundskeeper_job::etcd::lock::LOCK_LEASE_ID, None).await.unwrap();
         assert_eq!(lease.ttl(), -1, "freeze {freeze}: the lock is gone although {first} does not answer");
