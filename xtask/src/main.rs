@@ -65,31 +65,53 @@ fn main() -> ExitCode {
 /// tests then skip, or fail under `CI=true`.
 fn test(extra: &[String]) -> ExitCode {
     let tools = Tools::of_project(&project_root());
-    let mut cargo = cargo();
     let runner = test_runner();
-    cargo.args(runner).args(["--workspace", "--locked"]);
+    let mut run = cargo();
+    run.args(runner).args(["--workspace", "--locked"]);
     if runner == NEXTEST
         && let Some(threads) = nextest_threads(extra)
     {
-        cargo.arg(format!("--test-threads={threads}"));
+        run.arg(format!("--test-threads={threads}"));
     }
-    cargo.args(extra);
+    run.args(extra);
+    // Started first: the S3 server's build, when it is needed, takes minutes.
+    let s3 = s3::ensure(&tools_dir());
+    let mut tool_env: Vec<(&str, PathBuf)> = Vec::new();
     for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
         if let Some(binary) = etcd::ensure(version, &tools) {
             if version == EtcdVersion::V3_4 {
                 etcd::ensure_etcdctl_3_4(&binary, &tools);
             }
-            cargo.env(version.env_var(), binary);
+            tool_env.push((version.env_var(), binary));
         }
     }
-    if let Some(binary) = s3::ensure(&project_root().join("target").join("tools")) {
-        cargo.env(s3::ENV_VAR, binary);
+    tool_env.extend(prometheus::ensure(&tools_dir()));
+    if s3.is_building() {
+        // The tests' build beside the S3 server's: each has stretches (one big crate, a link)
+        // that keep one core busy, and the other fills the second. `cargo test --no-run` builds
+        // what both runners run (nextest asks cargo for the same build); ARGS that change the
+        // build (`-p`, `--release`) are left to the run itself.
+        let mut build = cargo();
+        build.args(["test", "--workspace", "--locked", "--no-run"]);
+        println!("xtask: cargo {} (the tests' build, beside s3s-fs's)", process::arguments(&build));
+        let built = process::run_to_end(build);
+        let s3_binary = s3.wait();
+        if built != ExitCode::SUCCESS {
+            eprintln!("error: the tests did not build (see above)");
+            return built;
+        }
+        tool_env.extend(s3_binary.map(|binary| (s3::ENV_VAR, binary)));
+    } else {
+        tool_env.extend(s3.wait().map(|binary| (s3::ENV_VAR, binary)));
     }
-    for (env_var, binary) in prometheus::ensure(&project_root().join("target").join("tools")) {
-        cargo.env(env_var, binary);
-    }
-    println!("xtask: cargo {}", process::arguments(&cargo));
-    process::run_to_end(cargo)
+    run.envs(tool_env);
+    println!("xtask: cargo {}", process::arguments(&run));
+    process::run_to_end(run)
+}
+
+/// Where the tools the tests run are fetched or built: `target/tools/` of this project.
+fn tools_dir() -> PathBuf {
+    project_root().join("target").join("tools")
 }
 
 /// The walk-through, with whichever etcd is at hand (fetching one if none is).
@@ -174,7 +196,7 @@ fn test_runner() -> &'static [&'static str] {
 fn cargo() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    command.current_dir(project_root());
+    process::without_cargo_run_env(&mut command).current_dir(project_root());
     command
 }
 

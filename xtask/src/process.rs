@@ -37,6 +37,25 @@ pub fn output(mut command: Command) -> Result<Output, String> {
     Err(format!("{what} failed ({}):\n{}{}", output.status, stdout.trim_end(), stderr.trim_end()))
 }
 
+/// `command` without the variables `cargo run` set for this xtask (`CARGO_PKG_NAME=xtask`,
+/// `CARGO_MANIFEST_DIR`, …). Cargo fingerprints a build script by the variables it watches as
+/// cargo itself sees them, and ring's watches these: a cargo started from here would see them
+/// changed since a cargo started by hand (clippy, `cargo build`) and rebuild ring and every crate
+/// above it, the whole workspace included.
+pub fn without_cargo_run_env(command: &mut Command) -> &mut Command {
+    const SET_BY_CARGO_RUN: &[&str] = &["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"];
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || SET_BY_CARGO_RUN.contains(&&*name)
+        {
+            command.env_remove(&*name);
+        }
+    }
+    command
+}
+
 /// `program arg arg…`, for messages.
 pub fn describe(command: &Command) -> String {
     format!("{} {}", command.get_program().to_string_lossy(), arguments(command))

@@ -6,8 +6,8 @@
 //! `target/tools/s3s-fs/`. Fetching, only when neither is there: `cargo install s3s-fs --version
 //! 0.14.1 --features binary --locked` into `target/tools/s3s-fs.partial/`, renamed to
 //! `target/tools/s3s-fs/` once the binary runs, so an interrupted build leaves nothing that looks
-//! usable. It needs only the Rust toolchain (about 1.5 minutes on two cores). The tests look in
-//! the same places (`tests/src/s3_server.rs`).
+//! usable. It needs only the Rust toolchain; the build (about three minutes on two cores) runs
+//! beside the build of the tests. The tests look in the same places (`tests/src/s3_server.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,12 +19,39 @@ pub const ENV_VAR: &str = "GROUNDSKEEPER_S3S_FS";
 const CRATE: &str = "s3s-fs";
 const VERSION: &str = "0.14.1";
 
-/// The binary, found or built; `None` after saying why there is none (the tests that need it
-/// then skip, saying so).
-pub fn ensure(tools: &Path) -> Option<PathBuf> {
+/// The binary, found or being built: a build from crates.io takes minutes, so it runs beside the
+/// build of the tests (see [`Lookup::wait`]).
+pub enum Lookup {
+    /// At hand, or `None` when it cannot be had (said why already).
+    Done(Option<PathBuf>),
+    /// `cargo install` running in a thread of its own.
+    Building(std::thread::JoinHandle<Option<PathBuf>>),
+}
+
+impl Lookup {
+    /// Whether the binary is still being built.
+    pub fn is_building(&self) -> bool {
+        matches!(self, Lookup::Building(_))
+    }
+
+    /// The binary, once at hand; `None` after saying why there is none (the tests that need it
+    /// then skip, saying so).
+    pub fn wait(self) -> Option<PathBuf> {
+        match self {
+            Lookup::Done(binary) => binary,
+            Lookup::Building(build) => build.join().unwrap_or_else(|_| {
+                eprintln!("xtask: the build of {CRATE} panicked (see above)");
+                None
+            }),
+        }
+    }
+}
+
+/// The binary if it is at hand; else its build from crates.io, started in the background.
+pub fn ensure(tools: &Path) -> Lookup {
     if let Some(path) = std::env::var_os(ENV_VAR) {
         let binary = PathBuf::from(path);
-        return match binary_version(&binary) {
+        return Lookup::Done(match binary_version(&binary) {
             Some(version) => {
                 println!("xtask: {CRATE}: {} ({version}, from {ENV_VAR})", binary.display());
                 Some(binary)
@@ -33,19 +60,20 @@ pub fn ensure(tools: &Path) -> Option<PathBuf> {
                 eprintln!("xtask: {ENV_VAR}={} does not run; fix or unset it", binary.display());
                 None
             }
-        };
+        });
     }
     let folder = tools.join(CRATE);
     let binary = folder.join("bin").join(CRATE);
     if let Some(version) = binary_version(&binary).filter(|v| v.ends_with(VERSION)) {
         println!("xtask: {CRATE}: {} ({version})", binary.display());
-        return Some(binary);
+        return Lookup::Done(Some(binary));
     }
     println!(
-        "xtask: {CRATE} {VERSION} not found; building it from crates.io into {} (about 1.5 minutes)",
+        "xtask: {CRATE} {VERSION} not found; building it from crates.io into {} beside the tests' \
+         build (a few minutes on two cores)",
         folder.display()
     );
-    match fetch(&folder) {
+    Lookup::Building(std::thread::spawn(move || match fetch(&folder) {
         Ok(version) => {
             println!("xtask: {CRATE}: {} ({version})", binary.display());
             Some(binary)
@@ -58,7 +86,7 @@ pub fn ensure(tools: &Path) -> Option<PathBuf> {
             );
             None
         }
-    }
+    }))
 }
 
 /// `cargo install` into `<folder>.partial`, checked, then renamed into place.
@@ -74,7 +102,7 @@ fn fetch(folder: &Path) -> Result<String, String> {
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut install = Command::new(cargo);
-    install
+    process::without_cargo_run_env(&mut install)
         .args(["install", CRATE, "--version", VERSION, "--features", "binary", "--locked", "--quiet"])
         .arg("--root")
         .arg(&partial)
