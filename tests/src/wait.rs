@@ -30,6 +30,15 @@ pub async fn wait_until(
     }
 }
 
+/// What `future` gives (the next event of a stream, a task's end), awaited for [`GUARD`] at
+/// most; after that the test fails naming `what`.
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(GUARD, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("never came within {GUARD:?}: {what}"),
+    }
+}
+
 /// [`wait_until`] with the usual bound and pace, and nothing more to say on failure.
 pub async fn eventually(what: &str, done: impl FnMut() -> bool) {
     wait_until(what, GUARD, EVERY, done, String::new).await;
@@ -46,6 +55,15 @@ mod tests {
         let text = failure.into_panic();
         let text = text.downcast_ref::<String>().expect("a message");
         assert!(text.contains("never reached within 120s: the moon\nstill none"), "{text}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_never_comes_fails_naming_it_after_the_guard() {
+        let waited = tokio::spawn(within("the next event", std::future::pending::<()>()));
+        let text = waited.await.expect_err("it gives up").into_panic();
+        let text = text.downcast_ref::<String>().expect("a message");
+        assert!(text.contains("never came within 120s: the next event"), "{text}");
+        assert_eq!(within("a ready value", async { 7 }).await, 7);
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use groundskeeper_e2e::apiserver::{ApiServer, ChangeKind, ResourceId};
-use groundskeeper_e2e::wait::eventually;
+use groundskeeper_e2e::wait::{eventually, within};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{
@@ -348,7 +348,7 @@ async fn watcher_sees_adds_modifies_deletes_and_recovers_from_410() {
     let config = watcher::Config::default().labels("app=x");
     let mut events = watcher(api.clone(), config).boxed();
     let mut next = async || loop {
-        match events.try_next().await {
+        match within("the watcher's next event", events.try_next()).await {
             Ok(Some(event)) => return event,
             Ok(None) => panic!("the watcher ended"),
             // The watcher reports a 410 as an error and then lists again.
@@ -415,7 +415,7 @@ async fn watch_from_a_compacted_resource_version_gets_410_in_the_stream() {
     }
     let old = first.resource_version().unwrap();
     let mut stream = api.watch(&WatchParams::default(), &old).await.unwrap().boxed();
-    match stream.try_next().await.unwrap() {
+    match within("the next watch event", stream.try_next()).await.unwrap() {
         Some(WatchEvent::Error(status)) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
             assert!(status.message.starts_with("too old resource version"), "{}", status.message);
@@ -426,7 +426,7 @@ async fn watch_from_a_compacted_resource_version_gets_410_in_the_stream() {
     // Within the history, a watch replays what happened after the given resourceVersion.
     let recent = (server.revision() - 2).to_string();
     let mut stream = api.watch(&WatchParams::default(), &recent).await.unwrap().boxed();
-    match stream.try_next().await.unwrap() {
+    match within("the next watch event", stream.try_next()).await.unwrap() {
         Some(WatchEvent::Added(cm)) => assert_eq!(cm.name_any(), "c"),
         other => panic!("expected the replayed addition of c, got {other:?}"),
     }
@@ -438,14 +438,14 @@ async fn streaming_list_watcher_and_bookmarks() {
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
-    assert!(matches!(events.try_next().await.unwrap(), Some(watcher::Event::Init)));
+    assert!(matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::Init)));
     assert!(
-        matches!(events.try_next().await.unwrap(), Some(watcher::Event::InitApply(o)) if o.name_any() == "a")
+        matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::InitApply(o)) if o.name_any() == "a")
     );
-    assert!(matches!(events.try_next().await.unwrap(), Some(watcher::Event::InitDone)));
+    assert!(matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::InitDone)));
 
     let mut raw = api.watch(&WatchParams::default(), &server.revision().to_string()).await.unwrap().boxed();
-    match raw.try_next().await.unwrap() {
+    match within("the next watch event", raw.try_next()).await.unwrap() {
         Some(WatchEvent::Bookmark(bookmark)) => {
             assert_eq!(bookmark.metadata.resource_version, server.revision().to_string())
         }
@@ -537,13 +537,13 @@ async fn finalizers_delay_deletion() {
     api.delete("held", &DeleteParams::default()).await.unwrap();
     let held = api.get("held").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(changes.next().await.unwrap().unwrap().kind, ChangeKind::Modified);
+    assert_eq!(within("the next change", changes.next()).await.unwrap().unwrap().kind, ChangeKind::Modified);
 
     api.patch("held", &PatchParams::default(), &Patch::Merge(json!({ "metadata": { "finalizers": null } })))
         .await
         .unwrap();
     assert_eq!(api.get_opt("held").await.unwrap(), None);
-    assert_eq!(changes.next().await.unwrap().unwrap().kind, ChangeKind::Deleted);
+    assert_eq!(within("the next change", changes.next()).await.unwrap().unwrap().kind, ChangeKind::Deleted);
 }
 
 #[tokio::test]
@@ -588,7 +588,7 @@ async fn hooks_share_the_rules_of_the_http_api() {
         .create(&cm_id, Some("default"), json!({ "metadata": { "name": "direct" }, "data": { "a": "1" } }))
         .unwrap();
     assert_eq!(created["kind"], "ConfigMap");
-    let change = changes.next().await.unwrap().unwrap();
+    let change = within("the next change", changes.next()).await.unwrap().unwrap();
     assert_eq!((change.kind, change.resource.clone()), (ChangeKind::Added, cm_id.clone()));
 
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());

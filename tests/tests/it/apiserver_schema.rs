@@ -547,7 +547,7 @@ async fn a_dry_run_checks_everything_and_stores_nothing() {
     assert_eq!(stored["metadata"].get("labels"), None);
 
     // Only the real create was published.
-    let first = changes.next().await.unwrap().unwrap();
+    let first = groundskeeper_e2e::wait::within("the next change", changes.next()).await.unwrap().unwrap();
     assert_eq!(first.object["metadata"]["name"], "t");
     let next = tokio::time::timeout(std::time::Duration::from_millis(200), changes.next()).await;
     assert!(next.is_err(), "no other change: {next:?}");
