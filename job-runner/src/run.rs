@@ -46,7 +46,8 @@ impl RunClock {
         );
         if let Some(failure) = failure {
             result.message = Some(failure.message.clone());
-            result.error = Some(ResultError { kind: failure.kind, message: failure.message });
+            result.error =
+                Some(ResultError { kind: failure.kind, message: failure.message, reason: failure.reason });
         }
         result
     }

@@ -36,6 +36,26 @@ pub enum ErrorKind {
 pub struct ResultError {
     pub kind: ErrorKind,
     pub message: String,
+    /// What went wrong, where the controller acts on the cause rather than only showing the
+    /// message. Absent for every other failure, and in results of runners older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ErrorReason>,
+}
+
+/// Causes of a failure the controller tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorReason {
+    /// The object read is encrypted and the run was given no key.
+    KeyMissing,
+    /// The object read is encrypted with another key than the one the run was given.
+    KeyMismatch,
+}
+
+impl ErrorReason {
+    /// A mistake in the key a run was given (none, or another), not in what it read.
+    pub fn is_key(self) -> bool {
+        matches!(self, ErrorReason::KeyMissing | ErrorReason::KeyMismatch)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -834,6 +854,27 @@ mod tests {
         assert_eq!(json["apiVersion"], RESULT_API_VERSION);
         assert_eq!(json["keyspaces"][0]["durationMs"], 1234);
         assert_eq!(JobResult::parse(&json.to_string()).unwrap(), result);
+    }
+
+    /// The error's reason is named as the controller reads it, absent when there is none, and a
+    /// result written before it existed still reads.
+    #[test]
+    fn an_error_reason_is_named_and_optional() {
+        let mut result = cleanup(1);
+        result.error = Some(ResultError {
+            kind: ErrorKind::BadInput,
+            message: "s.db is encrypted".into(),
+            reason: Some(ErrorReason::KeyMismatch),
+        });
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["error"]["reason"], "KeyMismatch");
+        assert_eq!(JobResult::parse(&json.to_string()).unwrap(), result);
+        result.error.as_mut().unwrap().reason = None;
+        let mut json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["error"].get("reason"), None);
+        json["error"].as_object_mut().unwrap().remove("reason");
+        assert_eq!(JobResult::parse(&json.to_string()).unwrap(), result);
+        assert!(ErrorReason::KeyMissing.is_key() && ErrorReason::KeyMismatch.is_key());
     }
 
     #[test]

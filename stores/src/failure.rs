@@ -1,7 +1,7 @@
 //! Why a call to a data store failed, with its retry class: the runner turns it into its result and
 //! exit code (1 retryable, 2 bad input); the controller into a message.
 
-use groundskeeper_protocol::result::ErrorKind;
+use groundskeeper_protocol::result::{ErrorKind, ErrorReason};
 
 /// A failure with its retry class, as every subcommand reports it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -9,6 +9,9 @@ use groundskeeper_protocol::result::ErrorKind;
 pub struct Failure {
     pub kind: ErrorKind,
     pub message: String,
+    /// The cause, where the controller tells it apart ([`ErrorReason`]); kept by every wrapping
+    /// that adds context to the message (`Failure { message, ..failure }`).
+    pub reason: Option<ErrorReason>,
 }
 
 /// The longest message a failure carries: what a data store or something in between sends back
@@ -18,11 +21,26 @@ pub const MAX_MESSAGE_BYTES: usize = 8 * 1024;
 
 impl Failure {
     pub fn bad_input(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::BadInput, message: shown(message.into()) }
+        Self { kind: ErrorKind::BadInput, message: shown(message.into()), reason: None }
     }
 
     pub fn retryable(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::Retryable, message: shown(message.into()) }
+        Self { kind: ErrorKind::Retryable, message: shown(message.into()), reason: None }
+    }
+
+    pub fn with_reason(self, reason: ErrorReason) -> Self {
+        Self { reason: Some(reason), ..self }
+    }
+
+    /// As an I/O error (`InvalidData`) for a reader's caller, carrying the failure whole (its
+    /// class and reason); [`Failure::from_io`] takes it out again.
+    pub fn into_io(self) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, self)
+    }
+
+    /// The failure an I/O error made by [`Failure::into_io`] carries.
+    pub fn from_io(error: &std::io::Error) -> Option<Failure> {
+        error.get_ref().and_then(|inner| inner.downcast_ref::<Failure>()).cloned()
     }
 }
 
@@ -93,6 +111,16 @@ mod tests {
             assert_eq!(without_userinfo(text), shown, "{text}");
             assert_eq!(Failure::retryable(text).message, shown, "{text}");
         }
+    }
+
+    #[test]
+    fn a_failure_crosses_an_io_error_whole() {
+        let failure = Failure::bad_input("snapshot s.db is encrypted").with_reason(ErrorReason::KeyMissing);
+        let io = failure.clone().into_io();
+        assert_eq!(io.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(io.to_string(), "snapshot s.db is encrypted");
+        assert_eq!(Failure::from_io(&io), Some(failure));
+        assert_eq!(Failure::from_io(&std::io::Error::other("disk")), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use groundskeeper_api::snapshot_catalog::{
 };
 use groundskeeper_api::validate::Work;
 use groundskeeper_protocol::result::{
-    CopyReport, DeltaReport, ProveReport, ReplayReport, SnapshotReport, StoredAs,
+    CopyReport, DeltaReport, ErrorReason, ProveReport, ReplayReport, SnapshotReport, StoredAs,
 };
 use groundskeeper_protocol::{JobResult, Outcome, Report};
 use jiff::Timestamp;
@@ -280,16 +280,13 @@ fn record_proof(
 }
 
 /// Whether a proof failed for want of the right key: the snapshot is encrypted and the Job was
-/// given no key or another one. That is a mistake of the task (its `encryption`), not a snapshot
-/// that does not restore: it is not recorded against the snapshot, nor in `SnapshotRestorable`;
-/// the task fails, naming the key id needed. (The runner says so in its error, exit 2, in these
-/// words: `… is encrypted (key id K) and no key was given …`, `… is encrypted with key id K, but
-/// the key given, …, is another …`.)
+/// given no key or another one (the runner's `error.reason`: `KeyMissing`, `KeyMismatch`). That
+/// is a mistake of the task (its `encryption`), not a snapshot that does not restore: it is not
+/// recorded against the snapshot, nor in `SnapshotRestorable`; the task fails, naming the key id
+/// needed.
 fn key_failure(result: &JobResult) -> bool {
     result.outcome != Outcome::Succeeded
-        && result.error.as_ref().is_some_and(|e| {
-            e.message.contains("is encrypted (key id ") || e.message.contains("is encrypted with key id ")
-        })
+        && result.error.as_ref().and_then(|e| e.reason).is_some_and(ErrorReason::is_key)
 }
 
 /// A Verify's (or a Snapshot with `verify`'s) proof as its task's `status.proof`, once its Job
@@ -442,7 +439,7 @@ mod tests {
         if !proven {
             let why = "the restored member holds 9 keys, 10 were recorded";
             result.message = Some(why.into());
-            result.error = Some(ResultError { kind: ErrorKind::BadInput, message: why.into() });
+            result.error = Some(ResultError { kind: ErrorKind::BadInput, message: why.into(), reason: None });
         }
         result
     }
@@ -582,7 +579,7 @@ mod tests {
         // nothing of the snapshot: the earlier proof stands.
         let mut unfinished = proved("a.db", false);
         unfinished.error =
-            Some(ResultError { kind: ErrorKind::Retryable, message: "stopped by signal".into() });
+            Some(ResultError { kind: ErrorKind::Retryable, message: "stopped by signal".into(), reason: None });
         assert_eq!(record_snapshot_work(&status, "v2", &verify, &[unfinished], now()), None);
     }
 
@@ -719,18 +716,26 @@ mod tests {
             file_name: "{cluster}-{time}.db".into(),
             to_revision: None,
         });
-        for why in [
-            "/snapshots/main-1.db is encrypted with key id 1a2b3c4d5e6f7081, but the key given, \
-             /var/run/groundskeeper/encryption-from/key (key id 99aa), is another: give the key it was written with",
-            "/snapshots/main-1.db is encrypted (key id 1a2b3c4d5e6f7081) and no key was given: pass --encryption-key",
-        ] {
+        for reason in [ErrorReason::KeyMismatch, ErrorReason::KeyMissing] {
             let mut failed = proved("main-1.db", false);
-            failed.error = Some(ResultError { kind: ErrorKind::BadInput, message: why.into() });
+            let message = "/snapshots/main-1.db is encrypted (key id 1a2b3c4d5e6f7081)".to_owned();
+            failed.error = Some(ResultError { kind: ErrorKind::BadInput, message, reason: Some(reason) });
             assert_eq!(
                 record_snapshot_work(&EtcdClusterStatus::default(), "v", &verify, &[failed], now()),
-                None
+                None,
+                "{reason:?}"
             );
         }
+        // The words alone decide nothing: a failure of another cause whose message speaks of
+        // keys is recorded.
+        let mut failed = proved("main-1.db", false);
+        let message = "/snapshots/main-1.db is encrypted with key id 1a2b3c4d5e6f7081, but its last chunk is \
+                       cut short"
+            .to_owned();
+        failed.error = Some(ResultError { kind: ErrorKind::BadInput, message, reason: None });
+        let status =
+            record_snapshot_work(&EtcdClusterStatus::default(), "v", &verify, &[failed], now()).unwrap();
+        assert!(!status.last_snapshot_proof.unwrap().proven);
         // A damaged one still is.
         let damaged = proved("main-1.db", false);
         let status =

@@ -32,6 +32,7 @@ use sha2::{Digest, Sha256};
 use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
 
 use crate::run::Failure;
+use groundskeeper_protocol::result::ErrorReason;
 
 /// The first bytes of a sealed (encrypted) object.
 pub(crate) const SEAL_MAGIC: &[u8; 8] = b"GKSEAL1\n";
@@ -795,7 +796,8 @@ impl Decoder {
                     "{} is encrypted (key id {}) and no key was given: pass --encryption-key with the \
                      file of the key it was written with (the store's encryption Secret)",
                     self.subject, parsed.key_id
-                )));
+                ))
+                .with_reason(ErrorReason::KeyMissing));
             }
             Some(key) if key.id != parsed.key_id => {
                 return Err(Failure::bad_input(format!(
@@ -804,7 +806,8 @@ impl Decoder {
                     self.subject,
                     parsed.key_id,
                     key.describe()
-                )));
+                ))
+                .with_reason(ErrorReason::KeyMismatch));
             }
             Some(key) => key.aead(),
         };
@@ -929,7 +932,7 @@ impl<R: Read> DecodingReader<R> {
 
 impl<R: Read> Read for DecodingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let failed = |f: Failure| std::io::Error::new(std::io::ErrorKind::InvalidData, f.message);
+        let failed = Failure::into_io;
         let mut stored = [0u8; 64 * 1024];
         loop {
             let Some(decoder) = self.decoder.as_mut() else { return Ok(0) };
@@ -1048,6 +1051,26 @@ pub(crate) fn is_encoded_file(path: &Path) -> bool {
         .is_ok_and(|_| is_encoded(&head))
 }
 
+/// Whether `key` opens the file at `path`: a sealed file's header names the key it was written
+/// with, and none or another is refused here (with its [`ErrorReason`]) before a reader whose
+/// errors are only text (the delta format's) takes the file. Anything else about the file is
+/// left to that reader.
+pub(crate) fn check_key(path: &Path, subject: &str, key: Option<&Key>) -> Result<(), Failure> {
+    const HEAD: u64 = 64 * 1024;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|file| file.take(HEAD).read_to_end(&mut head));
+    if read.is_err() || !head.starts_with(SEAL_MAGIC) {
+        return Ok(());
+    }
+    let mut decoder = Decoder::new(subject, key);
+    decoder.feed(&head);
+    decoder.input_ended = (head.len() as u64) < HEAD;
+    match decoder.read_plain(&mut [0u8; 1]) {
+        Err(failure) if failure.reason.is_some_and(ErrorReason::is_key) => Err(failure),
+        _ => Ok(()),
+    }
+}
+
 /// Decodes the compressed or encrypted file `from` into a new plain file `to` (replaced if
 /// there; removed again when anything fails), fsynced: what etcd's restore tools read.
 pub(crate) fn decode_file(from: &Path, to: &Path, key: Option<&Key>) -> Result<Encoded, Failure> {
@@ -1064,11 +1087,10 @@ pub(crate) fn decode_file(from: &Path, to: &Path, key: Option<&Key>) -> Result<E
     })();
     if let Err(e) = written {
         let _ = std::fs::remove_file(to);
-        return Err(match e.kind() {
-            // The decoder's own words, naming the file.
-            std::io::ErrorKind::InvalidData => Failure::bad_input(e.to_string()),
-            _ => Failure::retryable(format!("cannot decode {} into {}: {e}", from.display(), to.display())),
-        });
+        // The decoder's own failure, naming the file.
+        return Err(Failure::from_io(&e).unwrap_or_else(|| {
+            Failure::retryable(format!("cannot decode {} into {}: {e}", from.display(), to.display()))
+        }));
     }
     Ok(reader.encoded().cloned().expect("read to its end"))
 }

@@ -423,7 +423,9 @@ fn summary_failure(failures: &[Failure]) -> Option<Failure> {
         ErrorKind::BadInput
     };
     let message = format!("{} snapshot(s) not copied; the first: {}", failures.len(), first.message);
-    Some(Failure { kind, message })
+    // A cause shared by every failure is the run's.
+    let reason = first.reason.filter(|r| failures.iter().all(|f| f.reason == Some(*r)));
+    Some(Failure { kind, message, reason })
 }
 
 fn copy_summary(report: &CopyReport) -> String {

@@ -325,11 +325,8 @@ fn check_encoded(path: &Path, file: File, key: Option<&Key>) -> Result<Checked, 
     loop {
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
-            // The decoder's words name the file already.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(Failure::bad_input(e.to_string()));
-            }
-            Err(e) => return Err(refuse(format!("cannot read it: {e}"))),
+            // The decoder's own failure names the file already.
+            Err(e) => return Err(Failure::from_io(&e).unwrap_or_else(|| refuse(format!("cannot read it: {e}")))),
         };
         if n == 0 {
             break;

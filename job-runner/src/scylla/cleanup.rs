@@ -490,8 +490,8 @@ async fn clean_keyspaces(
                 entry.status = KeyspaceStatus::Failed;
                 entry.message = Some(failure.message.clone());
                 return Err(Failure {
-                    kind: failure.kind,
                     message: format!("keyspace {}: {}", entry.name, failure.message),
+                    ..failure
                 });
             }
         }

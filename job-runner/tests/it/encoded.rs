@@ -14,7 +14,9 @@ use std::time::Duration;
 use etcd_client::Client;
 use groundskeeper_e2e::etcd_cluster::EtcdVersion;
 use groundskeeper_job::etcd::delta::replay::keyspace_digest;
-use groundskeeper_protocol::result::{CopyReport, DeltaReport, ProveReport, ReplayReport, SnapshotReport};
+use groundskeeper_protocol::result::{
+    CopyReport, DeltaReport, ErrorReason, ProveReport, ReplayReport, SnapshotReport,
+};
 use groundskeeper_protocol::{JobResult, Report, exit};
 
 use crate::prove::{BucketWithSnapshots, TEMPLATE, cluster, path, run, snapshot, strings, tools_or_skip};
@@ -26,6 +28,11 @@ const ZSTD: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 fn report_of<T: Clone>(result: &JobResult, pick: impl Fn(&Report) -> Option<&T>) -> T {
     pick(&result.report).cloned().unwrap_or_else(|| panic!("another report: {result:?}"))
+}
+
+/// The cause the result gives its failure, where the controller tells it apart.
+fn reason(result: &JobResult) -> Option<ErrorReason> {
+    result.error.as_ref().and_then(|e| e.reason)
 }
 
 fn snapshot_report(result: &JobResult) -> SnapshotReport {
@@ -116,11 +123,11 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
     let (code, result, stderr) = run(&verify(&["--encryption-key", &key]), &[], &result_file).await;
     assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
     assert_eq!(snapshot_report(&result).revision, full.revision);
-    let (code, _, stderr) = run(&verify(&[]), &[], &result_file).await;
-    assert_eq!(code, exit::BAD_INPUT);
+    let (code, result, stderr) = run(&verify(&[]), &[], &result_file).await;
+    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMissing)));
     assert!(stderr.contains(&key_id) && stderr.contains("--encryption-key"), "{stderr}");
-    let (code, _, stderr) = run(&verify(&["--encryption-key", &other_key]), &[], &result_file).await;
-    assert_eq!(code, exit::BAD_INPUT);
+    let (code, result, stderr) = run(&verify(&["--encryption-key", &other_key]), &[], &result_file).await;
+    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMismatch)));
     assert!(stderr.contains(&key_id) && stderr.contains(&other_key), "names both keys: {stderr}");
 
     // Decoded by hand into a plain file etcd's own tools restore: its hash is the content's.
@@ -131,7 +138,7 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
         args
     };
     let (code, result, _) = run(&decode(&["--encryption-key", &other_key]), &[], &result_file).await;
-    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMismatch)), "{result:?}");
     assert!(!plain_file.exists(), "nothing left behind");
     let (code, result, stderr) = run(&decode(&["--encryption-key", &key]), &[], &result_file).await;
     assert_eq!(code, exit::SUCCESS, "{result:?}\n{stderr}");
@@ -218,7 +225,7 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
             "to {to}"
         );
         let (code, result, _) = run(&replay(&["--encryption-key", &other_key]), &[], &result_file).await;
-        assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+        assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMismatch)), "{result:?}");
         assert!(result.message.unwrap().contains(&key_id));
     }
 
@@ -267,7 +274,7 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
         (Some(saved.sha256.as_str()), Some(key_id.as_str()))
     );
     let (code, result, _) = run(&prove(bucket.flags("from"), &[]), &[], &result_file).await;
-    assert_eq!(code, exit::BAD_INPUT, "no key: {result:?}");
+    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMissing)), "no key: {result:?}");
     assert!(!prove_report(&result).proven);
 
     // Copied as they are, with no key: the folder's sealed files into the bucket under another
@@ -306,7 +313,7 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
     std::fs::write(&file, &damaged).unwrap();
     let (code, result, _) =
         run(&prove(folder_flags(&folder, "from"), &["--encryption-key", &key]), &[], &result_file).await;
-    assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, None), "{result:?}");
     assert!(result.message.unwrap().contains("does not authenticate"));
     assert!(std::fs::read_dir(&scratch).unwrap().next().is_none(), "the scratch folder is emptied");
 

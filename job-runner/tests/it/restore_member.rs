@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use groundskeeper_e2e::etcd_cluster::EtcdVersion;
-use groundskeeper_protocol::result::RestoreMemberReport;
+use groundskeeper_protocol::result::{ErrorReason, RestoreMemberReport};
 use groundskeeper_protocol::{JobResult, Outcome, Report, exit};
 
 use crate::prove::{BIN, cluster, listing, path, run, snapshot, strings, tools_or_skip, write_known_keys};
@@ -295,10 +295,14 @@ async fn a_member_is_restored_from_a_compressed_and_encrypted_snapshot(version: 
         tool: &tools.restore,
     };
     let untouched = fingerprint(&volume.root);
-    for extra in [vec![], vec!["--encryption-key".to_owned(), path(&other)]] {
+    for (extra, reason) in [
+        (vec![], ErrorReason::KeyMissing),
+        (vec!["--encryption-key".to_owned(), path(&other)], ErrorReason::KeyMismatch),
+    ] {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let (code, result) = restore.run(&extra, &result_file).await;
         assert_eq!(code, exit::BAD_INPUT, "{result:?}");
+        assert_eq!(result.error.as_ref().and_then(|e| e.reason), Some(reason), "{result:?}");
         assert!(result.message.unwrap().contains(&key_id));
         assert!(fingerprint(&volume.root) == untouched, "the volume as it was");
         assert_eq!(listing(&scratch), Vec::<String>::new());

@@ -106,7 +106,7 @@ fn a_sealed_object_says_its_key_and_opens_only_with_it() {
     assert_eq!(describe_stored(&stored[..256]), (Some("zstd+aes-256-gcm".into()), Some(key(1).id.clone())));
 
     let none = decode(&stored, None, 65536).unwrap_err();
-    assert_eq!(none.kind, ErrorKind::BadInput);
+    assert_eq!((none.kind, none.reason), (ErrorKind::BadInput, Some(ErrorReason::KeyMissing)));
     assert!(
         none.message.contains(&key(1).id) && none.message.contains("--encryption-key"),
         "{}",
@@ -114,7 +114,7 @@ fn a_sealed_object_says_its_key_and_opens_only_with_it() {
     );
 
     let wrong = decode(&stored, Some(&key(2)), 65536).unwrap_err();
-    assert_eq!(wrong.kind, ErrorKind::BadInput);
+    assert_eq!((wrong.kind, wrong.reason), (ErrorKind::BadInput, Some(ErrorReason::KeyMismatch)));
     assert!(wrong.message.contains(&key(1).id), "names the key it needs: {}", wrong.message);
     assert!(wrong.message.contains(&key(2).id) && wrong.message.contains("/test/key"), "{}", wrong.message);
 
@@ -122,6 +122,37 @@ fn a_sealed_object_says_its_key_and_opens_only_with_it() {
     let forged = stored_with_key_id(&stored, &key(2).id);
     let failure = decode(&forged, Some(&key(2)), 65536).unwrap_err();
     assert!(failure.message.contains("does not authenticate"), "{}", failure.message);
+    assert_eq!(failure.reason, None, "damage, not a key given wrong");
+}
+
+/// Before a reader whose errors are only text takes a file: none or another key is refused with
+/// its reason, the right key, a plain or compressed file, and damage (left to that reader) pass;
+/// through a file decoded whole, the failure keeps its reason.
+#[test]
+fn a_key_that_does_not_open_a_file_is_told_by_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = content(300_000);
+    let write = |name: &str, encoding: &Encoding| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, encode(encoding, &plain, 65536).0).unwrap();
+        path
+    };
+    let sealed = write("sealed", &Encoding { zstd_level: None, key: Some(key(1)) });
+    let zstd = write("zstd", &Encoding { zstd_level: Some(3), key: None });
+    let reason = |path: &Path, key: Option<&Key>| check_key(path, "delta d", key).map_err(|f| f.reason);
+    assert_eq!(reason(&sealed, None), Err(Some(ErrorReason::KeyMissing)));
+    assert_eq!(reason(&sealed, Some(&key(2))), Err(Some(ErrorReason::KeyMismatch)));
+    assert_eq!(reason(&sealed, Some(&key(1))), Ok(()));
+    assert_eq!(reason(&zstd, None), Ok(()));
+    let cut = dir.path().join("cut");
+    std::fs::write(&cut, &std::fs::read(&sealed).unwrap()[..SEAL_MAGIC.len() + 2]).unwrap();
+    assert_eq!(reason(&cut, Some(&key(1))), Ok(()), "damage is the reader's to name");
+
+    let out = dir.path().join("out");
+    let failure = decode_file(&sealed, &out, Some(&key(2))).unwrap_err();
+    assert_eq!(failure.reason, Some(ErrorReason::KeyMismatch), "{}", failure.message);
+    assert!(!out.exists());
+    assert!(decode_file(&sealed, &out, Some(&key(1))).is_ok());
 }
 
 /// `stored` with its header's key id replaced.

@@ -469,7 +469,9 @@ async fn replay_deltas(
         let bad = |why: String| Failure::bad_input(format!("delta {location}: {why}"));
         let file = std::fs::File::open(&path).map_err(|e| bad(format!("cannot open it: {e}")))?;
         // A folder's delta may be compressed or encrypted: decoded as it is read (a bucket's
-        // was decoded on its way into the file).
+        // was decoded on its way into the file). A key that does not open it is said first,
+        // with its reason: the delta reader's errors are only text.
+        codec::check_key(&path, &format!("delta {location}"), key)?;
         let file = codec::DecodingReader::new(
             std::io::BufReader::with_capacity(1 << 20, file),
             codec::Decoder::new(format!("delta {location}"), key),
