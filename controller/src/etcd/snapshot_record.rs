@@ -578,8 +578,11 @@ mod tests {
         // A proof that did not finish (retryable: the store out of reach, the Job stopped) says
         // nothing of the snapshot: the earlier proof stands.
         let mut unfinished = proved("a.db", false);
-        unfinished.error =
-            Some(ResultError { kind: ErrorKind::Retryable, message: "stopped by signal".into(), reason: None });
+        unfinished.error = Some(ResultError {
+            kind: ErrorKind::Retryable,
+            message: "stopped by signal".into(),
+            reason: None,
+        });
         assert_eq!(record_snapshot_work(&status, "v2", &verify, &[unfinished], now()), None);
     }
 
@@ -729,9 +732,10 @@ mod tests {
         // The words alone decide nothing: a failure of another cause whose message speaks of
         // keys is recorded.
         let mut failed = proved("main-1.db", false);
-        let message = "/snapshots/main-1.db is encrypted with key id 1a2b3c4d5e6f7081, but its last chunk is \
+        let message =
+            "/snapshots/main-1.db is encrypted with key id 1a2b3c4d5e6f7081, but its last chunk is \
                        cut short"
-            .to_owned();
+                .to_owned();
         failed.error = Some(ResultError { kind: ErrorKind::BadInput, message, reason: None });
         let status =
             record_snapshot_work(&EtcdClusterStatus::default(), "v", &verify, &[failed], now()).unwrap();

@@ -128,12 +128,11 @@ fn a_completed_defragmentation_is_recorded_once() {
 #[test]
 fn a_failed_task_degrades_and_keeps_the_progress_made_before_the_failure() {
     let mut result = defrag_result(Outcome::Failed, true);
-    result.error =
-        Some(ResultError {
-            kind: ErrorKind::Retryable,
-            message: "member etcd-2 stopped answering".into(),
-            reason: None,
-        });
+    result.error = Some(ResultError {
+        kind: ErrorKind::Retryable,
+        message: "member etcd-2 stopped answering".into(),
+        reason: None,
+    });
     let mut task = finished("main-maintenance-1", TaskState::Failed, vec![result]);
     task.failure = Some("step 1 (Job main-maintenance-1-0) failed: member etcd-2 stopped answering".into());
     let recorded = record(&observed(), &task, now()).unwrap();

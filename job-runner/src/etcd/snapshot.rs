@@ -326,7 +326,9 @@ fn check_encoded(path: &Path, file: File, key: Option<&Key>) -> Result<Checked, 
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
             // The decoder's own failure names the file already.
-            Err(e) => return Err(Failure::from_io(&e).unwrap_or_else(|| refuse(format!("cannot read it: {e}")))),
+            Err(e) => {
+                return Err(Failure::from_io(&e).unwrap_or_else(|| refuse(format!("cannot read it: {e}"))));
+            }
         };
         if n == 0 {
             break;

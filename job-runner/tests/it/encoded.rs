@@ -274,7 +274,11 @@ async fn encoded_backups_restore_exactly_and_a_wrong_key_is_named(version: EtcdV
         (Some(saved.sha256.as_str()), Some(key_id.as_str()))
     );
     let (code, result, _) = run(&prove(bucket.flags("from"), &[]), &[], &result_file).await;
-    assert_eq!((code, reason(&result)), (exit::BAD_INPUT, Some(ErrorReason::KeyMissing)), "no key: {result:?}");
+    assert_eq!(
+        (code, reason(&result)),
+        (exit::BAD_INPUT, Some(ErrorReason::KeyMissing)),
+        "no key: {result:?}"
+    );
     assert!(!prove_report(&result).proven);
 
     // Copied as they are, with no key: the folder's sealed files into the bucket under another

@@ -438,11 +438,17 @@ async fn streaming_list_watcher_and_bookmarks() {
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());
     api.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
-    assert!(matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::Init)));
+    assert!(matches!(
+        within("the next watch event", events.try_next()).await.unwrap(),
+        Some(watcher::Event::Init)
+    ));
     assert!(
         matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::InitApply(o)) if o.name_any() == "a")
     );
-    assert!(matches!(within("the next watch event", events.try_next()).await.unwrap(), Some(watcher::Event::InitDone)));
+    assert!(matches!(
+        within("the next watch event", events.try_next()).await.unwrap(),
+        Some(watcher::Event::InitDone)
+    ));
 
     let mut raw = api.watch(&WatchParams::default(), &server.revision().to_string()).await.unwrap().boxed();
     match within("the next watch event", raw.try_next()).await.unwrap() {
