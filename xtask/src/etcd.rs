@@ -93,6 +93,11 @@ impl Tools {
         Self { dir: root.join("target").join("tools") }
     }
 
+    /// `target/tools/` of the project: every tool a task fetches or builds goes in it.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn folder(&self, version: EtcdVersion) -> PathBuf {
         self.dir.join(match version {
             EtcdVersion::V3_4 => "etcd-server",

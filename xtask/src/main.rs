@@ -75,7 +75,7 @@ fn test(extra: &[String]) -> ExitCode {
     }
     run.args(extra);
     // Started first: the S3 server's build, when it is needed, takes minutes.
-    let s3 = s3::ensure(&tools_dir());
+    let s3 = s3::ensure(tools.dir());
     let mut tool_env: Vec<(&str, PathBuf)> = Vec::new();
     for version in [EtcdVersion::V3_4, EtcdVersion::V3_5] {
         if let Some(binary) = etcd::ensure(version, &tools) {
@@ -85,7 +85,7 @@ fn test(extra: &[String]) -> ExitCode {
             tool_env.push((version.env_var(), binary));
         }
     }
-    tool_env.extend(prometheus::ensure(&tools_dir()));
+    tool_env.extend(prometheus::ensure(tools.dir()));
     if s3.is_building() {
         // The tests' build beside the S3 server's: each has stretches (one big crate, a link)
         // that keep one core busy, and the other fills the second. `cargo test --no-run` builds
@@ -95,23 +95,16 @@ fn test(extra: &[String]) -> ExitCode {
         build.args(["test", "--workspace", "--locked", "--no-run"]);
         println!("xtask: cargo {} (the tests' build, beside s3s-fs's)", process::arguments(&build));
         let built = process::run_to_end(build);
-        let s3_binary = s3.wait();
         if built != ExitCode::SUCCESS {
+            s3.wait();
             eprintln!("error: the tests did not build (see above)");
             return built;
         }
-        tool_env.extend(s3_binary.map(|binary| (s3::ENV_VAR, binary)));
-    } else {
-        tool_env.extend(s3.wait().map(|binary| (s3::ENV_VAR, binary)));
     }
+    tool_env.extend(s3.wait().map(|binary| (s3::ENV_VAR, binary)));
     run.envs(tool_env);
     println!("xtask: cargo {}", process::arguments(&run));
     process::run_to_end(run)
-}
-
-/// Where the tools the tests run are fetched or built: `target/tools/` of this project.
-fn tools_dir() -> PathBuf {
-    project_root().join("target").join("tools")
 }
 
 /// The walk-through, with whichever etcd is at hand (fetching one if none is).

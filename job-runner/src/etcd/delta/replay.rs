@@ -471,10 +471,11 @@ async fn replay_deltas(
         // A folder's delta may be compressed or encrypted: decoded as it is read (a bucket's
         // was decoded on its way into the file). A key that does not open it is said first,
         // with its reason: the delta reader's errors are only text.
-        codec::check_key(&path, &format!("delta {location}"), key)?;
+        let subject = format!("delta {location}");
+        codec::check_key(&path, &subject, key)?;
         let file = codec::DecodingReader::new(
             std::io::BufReader::with_capacity(1 << 20, file),
-            codec::Decoder::new(format!("delta {location}"), key),
+            codec::Decoder::new(subject, key),
         );
         let mut decoder = Decoder::new(std::io::BufReader::with_capacity(1 << 20, file));
         let header = decoder.header().map_err(bad)?;
